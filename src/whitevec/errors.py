@@ -1,0 +1,31 @@
+"""The exceptions whitevec raises on purpose: one base class, a subclass per kind of fault.
+
+The CLI catches :class:`WhitevecError` and prints its message as one line; anything else is a bug and keeps
+its traceback.
+"""
+
+from __future__ import annotations
+
+
+class WhitevecError(Exception):
+    """Base class of every error whitevec raises deliberately."""
+
+
+class BadInputError(WhitevecError, ValueError):
+    """An argument or input value is not acceptable (wrong type, empty, NaN, out of range)."""
+
+
+class ModelNotFoundError(WhitevecError, LookupError):
+    """A model name could not be resolved to a local folder."""
+
+
+class DataNotFoundError(WhitevecError, FileNotFoundError):
+    """A data set, file or folder that was asked for does not exist."""
+
+
+class CorruptFileError(WhitevecError):
+    """A file whitevec wrote earlier is truncated, edited, or of a format this version cannot read."""
+
+
+class DimensionMismatchError(WhitevecError, ValueError):
+    """Vectors have a different dimension from the one a fitted object expects."""

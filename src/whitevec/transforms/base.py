@@ -1,0 +1,129 @@
+"""The Transform base class and its file format.
+
+A saved transform is one ``.safetensors`` file: the learned arrays as tensors, and in the safetensors metadata a
+JSON header ``{"class", "params", "extra", "format_version", "whitevec", "sha256"}``. ``sha256`` covers every
+tensor's bytes, so an edited file is refused on load; a truncated one fails to parse. Nothing is pickled, so a
+file from a stranger is safe to load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, ClassVar, Self
+
+import numpy as np
+from safetensors import SafetensorError
+from safetensors.numpy import load_file, save_file
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from whitevec._io import atomic_path
+from whitevec._version import __version__
+from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError
+
+FORMAT_VERSION = 1
+_REGISTRY: dict[str, type[Transform]] = {}
+
+
+def _digest(arrays: dict[str, np.ndarray]) -> str:
+    digest = hashlib.sha256()
+    for key in sorted(arrays):
+        array = np.ascontiguousarray(arrays[key])
+        digest.update(key.encode())
+        digest.update(str(array.dtype).encode())
+        digest.update(str(array.shape).encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
+    """Base of every whitevec transform: a scikit-learn estimator that saves to safetensors.
+
+    Subclasses list their learned array attributes in ``_state_arrays`` (names ending in ``_``) and any other
+    learned JSON-serialisable values in ``_state_values``; ``save``/``load`` need nothing more. Subclasses that
+    hold state in another form (a torch module) override ``_get_state``/``_set_state``.
+    """
+
+    _state_arrays: ClassVar[tuple[str, ...]] = ()
+    _state_values: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _REGISTRY[cls.__name__] = cls
+
+    # --- state -----------------------------------------------------------------------------------------
+    def _check_fitted(self) -> None:
+        check_is_fitted(self, self._fitted_marker())
+
+    def _fitted_marker(self) -> str:
+        return self._state_arrays[0] if self._state_arrays else "n_features_in_"
+
+    def _get_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        arrays = {name: np.asarray(getattr(self, name)) for name in self._state_arrays}
+        values = {name: getattr(self, name) for name in self._state_values}
+        return arrays, values
+
+    def _set_state(self, arrays: dict[str, np.ndarray], values: dict[str, Any]) -> None:
+        for name in self._state_arrays:
+            if name not in arrays:
+                raise CorruptFileError(f"saved {type(self).__name__} lacks the array {name!r}")
+            setattr(self, name, arrays[name])
+        for name, value in values.items():
+            setattr(self, name, value)
+
+    # --- persistence -----------------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the fitted transform to ``path`` (a ``.safetensors`` file), atomically."""
+        self._check_fitted()
+        arrays, values = self._get_state()
+        arrays = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
+        header = {
+            "class": type(self).__name__,
+            "params": self.get_params(deep=False),
+            "extra": values,
+            "format_version": FORMAT_VERSION,
+            "whitevec": __version__,
+            "sha256": _digest(arrays),
+        }
+        target = Path(path)
+        with atomic_path(target) as tmp:
+            save_file(arrays, str(tmp), metadata={"whitevec": json.dumps(header)})
+        return target
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Self:
+        """Read a transform saved by :meth:`save`; ``Transform.load`` returns whichever class was saved."""
+        source = Path(path)
+        if not source.is_file():
+            raise DataNotFoundError(f"no saved transform at {source}")
+        try:
+            from safetensors import safe_open
+
+            with safe_open(str(source), framework="numpy") as handle:
+                metadata = handle.metadata() or {}
+            arrays = load_file(str(source))
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise CorruptFileError(f"{source} is not a readable whitevec transform ({exc})") from exc
+        try:
+            header = json.loads(metadata["whitevec"])
+        except (KeyError, json.JSONDecodeError) as exc:
+            raise CorruptFileError(f"{source} has no whitevec header; it was not written by whitevec") from exc
+        if header.get("format_version") != FORMAT_VERSION:
+            raise CorruptFileError(
+                f"{source} has transform format {header.get('format_version')}; this whitevec "
+                f"({__version__}) reads format {FORMAT_VERSION}"
+            )
+        if header.get("sha256") != _digest(arrays):
+            raise CorruptFileError(f"{source} fails its checksum: the file was edited or damaged")
+        name = header.get("class")
+        klass = _REGISTRY.get(name or "")
+        if klass is None:
+            raise CorruptFileError(f"{source} holds an unknown transform class {name!r}")
+        if not issubclass(klass, cls):
+            raise BadInputError(f"{source} holds a {name}, not a {cls.__name__}")
+        obj = klass(**header.get("params", {}))
+        obj._set_state(arrays, header.get("extra", {}))
+        return obj  # type: ignore[return-value]

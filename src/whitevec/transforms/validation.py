@@ -1,0 +1,43 @@
+"""Input checks shared by every transform: shape, dtype, finiteness and dimension."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from whitevec.errors import BadInputError, DimensionMismatchError
+
+
+def check_vectors(
+    X: Any,
+    *,
+    expected_dim: int | None = None,
+    min_rows: int = 0,
+    name: str = "X",
+    dtype: type = np.float64,
+) -> np.ndarray:
+    """Return ``X`` as a C-contiguous 2-D array of ``dtype``, or raise an error that names the fault.
+
+    NaN or inf raise :class:`BadInputError` naming the first offending rows; a wrong width raises
+    :class:`DimensionMismatchError` naming both dimensions.
+    """
+    array = np.asarray(X)
+    if array.dtype == object or not np.issubdtype(array.dtype, np.number):
+        raise BadInputError(f"{name} must be numeric vectors, got dtype {array.dtype}")
+    if array.ndim != 2:
+        raise BadInputError(f"{name} must be a 2-D array (n_vectors, dim), got shape {array.shape}")
+    if array.shape[0] < min_rows:
+        raise BadInputError(f"{name} has {array.shape[0]} rows; at least {min_rows} are needed")
+    if expected_dim is not None and array.shape[1] != expected_dim:
+        raise DimensionMismatchError(
+            f"{name} has dimension {array.shape[1]} but the transform was fitted on dimension {expected_dim}"
+        )
+    array = np.ascontiguousarray(array, dtype=dtype)
+    finite = np.isfinite(array).all(axis=1)
+    if not finite.all():
+        bad = np.flatnonzero(~finite)
+        shown = ", ".join(str(i) for i in bad[:5])
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        raise BadInputError(f"{name} contains NaN or inf in rows {shown}{more}")
+    return array
