@@ -8,6 +8,7 @@ file from a stranger is safe to load.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -119,6 +120,12 @@ class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         if header.get("sha256") != _digest(arrays):
             raise CorruptFileError(f"{source} fails its checksum: the file was edited or damaged")
         name = header.get("class")
+        if name not in _REGISTRY:
+            # Some classes (Flow, which needs torch) register only when imported; the package imports them lazily.
+            import whitevec.transforms
+
+            with contextlib.suppress(AttributeError, ImportError):
+                getattr(whitevec.transforms, str(name))
         klass = _REGISTRY.get(name or "")
         if klass is None:
             raise CorruptFileError(f"{source} holds an unknown transform class {name!r}")

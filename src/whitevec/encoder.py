@@ -1,0 +1,404 @@
+"""Text to sentence vectors: a transformers model plus a named, exactly defined pooling.
+
+Every pooling averages token vectors over the real tokens of a sentence (padding masked out; [CLS] and [SEP]
+included, as in BERT-whitening, BERT-flow and sentence-transformers) from one or more entries of the model's
+``hidden_states`` tuple, then averages those layer means. ``hidden_states[0]`` is the embedding layer output,
+``hidden_states[i]`` the output of transformer layer i, ``hidden_states[-1]`` the last layer.
+
+=====================  ==========================================================================
+name                   vector
+=====================  ==========================================================================
+cls                    hidden_states[-1][:, 0]: the last layer's first ([CLS]) token
+pooler                 the model's pooler output (tanh dense over [CLS]); error if it has no pooler
+last-avg               token mean of hidden_states[-1]
+first-last-avg         mean of the token means of hidden_states[1] and hidden_states[-1] (first transformer
+                       layer and last: the BERT-whitening / BERT-flow definition)
+embeddings-last-avg    mean of the token means of hidden_states[0] and hidden_states[-1] (older SimCSE code)
+last2avg               mean of the token means of hidden_states[-2] and hidden_states[-1]
+embeddings-avg         token mean of hidden_states[0] (static token + position embeddings, layer-normed)
+"i,j,..."              mean of the token means of the listed hidden_states indices, e.g. "0,-1" or [2, -1]
+=====================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import sys
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from whitevec.errors import BadInputError
+from whitevec.models import DEFAULT_MODEL, resolve_model
+
+logger = logging.getLogger(__name__)
+
+_MEAN = "mean"
+_CLS = "cls"
+_POOLER = "pooler"
+
+
+@dataclass(frozen=True)
+class Pooling:
+    """How token vectors become one sentence vector: ``kind`` and the ``hidden_states`` indices it reads."""
+
+    name: str
+    kind: str
+    layers: tuple[int, ...]
+
+    def resolved_layers(self, n_hidden_states: int) -> tuple[int, ...]:
+        """Layer indices made non-negative for a model with ``n_hidden_states`` entries (layers + 1)."""
+        out = []
+        for index in self.layers:
+            real = index + n_hidden_states if index < 0 else index
+            if not 0 <= real < n_hidden_states:
+                raise BadInputError(
+                    f"pooling {self.name!r} reads hidden_states[{index}] but the model has only "
+                    f"{n_hidden_states} (indices {-n_hidden_states}..{n_hidden_states - 1})"
+                )
+            out.append(real)
+        return tuple(out)
+
+
+POOLINGS: dict[str, Pooling] = {
+    "cls": Pooling("cls", _CLS, (-1,)),
+    "pooler": Pooling("pooler", _POOLER, ()),
+    "last-avg": Pooling("last-avg", _MEAN, (-1,)),
+    "first-last-avg": Pooling("first-last-avg", _MEAN, (1, -1)),
+    "embeddings-last-avg": Pooling("embeddings-last-avg", _MEAN, (0, -1)),
+    "last2avg": Pooling("last2avg", _MEAN, (-2, -1)),
+    "embeddings-avg": Pooling("embeddings-avg", _MEAN, (0,)),
+}
+
+
+def get_pooling(spec: str | Sequence[int] | Pooling) -> Pooling:
+    """A pooling from its name, a comma-separated string of layer indices, or a list of indices."""
+    if isinstance(spec, Pooling):
+        return spec
+    if isinstance(spec, str):
+        key = spec.strip().lower()
+        if key in POOLINGS:
+            return POOLINGS[key]
+        parts = [p.strip() for p in key.removeprefix("layers:").split(",") if p.strip()]
+        try:
+            indices = [int(p) for p in parts]
+        except ValueError:
+            indices = []
+        if not indices:
+            raise BadInputError(
+                f"unknown pooling {spec!r}; valid: {', '.join(POOLINGS)}, or a list of hidden_states indices "
+                "such as '0,-1'"
+            )
+    else:
+        indices = [int(i) for i in spec]
+        if not indices:
+            raise BadInputError("a layer-list pooling needs at least one hidden_states index")
+    return Pooling("layers:" + ",".join(str(i) for i in indices), _MEAN, tuple(indices))
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-." else "_" for c in Path(text).name or text)[:48]
+
+
+def _default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _cache_home() -> Path:
+    if env := os.environ.get("WHITEVEC_CACHE"):
+        return Path(env).expanduser()
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")).expanduser()
+    return cache / "whitevec" / "vectors"
+
+
+class VectorCache:
+    """Sentence vectors on disk, one SQLite table per (model, pooling, max_length) namespace.
+
+    Keys are sha256 digests of the text, so the same text is never encoded twice with the same settings.
+    """
+
+    def __init__(self, folder: Path, namespace: str, dim: int) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / f"{namespace}.sqlite"
+        self.dim = dim
+        self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB NOT NULL)")
+
+    @staticmethod
+    def key(text: str) -> bytes:
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+    def get(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
+        found: dict[bytes, np.ndarray] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", chunk)
+            for key, blob in rows:
+                vector = np.frombuffer(blob, dtype=np.float32)
+                if vector.shape[0] == self.dim:
+                    found[key] = vector
+        return found
+
+    def put(self, keys: Sequence[bytes], vectors: np.ndarray) -> None:
+        rows = [
+            (k, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in zip(keys, vectors, strict=True)
+        ]
+        with self._db:
+            self._db.executemany("INSERT OR REPLACE INTO vectors (key, vector) VALUES (?, ?)", rows)
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class Encoder:
+    """A transformers model and a pooling: ``encode(texts)`` gives float32 sentence vectors, one row per text.
+
+    Texts are tokenised once, sorted by length and batched with dynamic padding, so the order of the input is kept
+    in the output while padding stays small. With ``cache`` on (default), vectors are kept on disk keyed by model,
+    pooling, max_length and text, so a second encode of the same texts is free.
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] = DEFAULT_MODEL,
+        pooling: str | Sequence[int] | Pooling = "first-last-avg",
+        max_length: int = 512,
+        batch_size: int = 64,
+        device: str | None = None,
+        cache: bool | str | os.PathLike[str] = True,
+    ) -> None:
+        from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # whitevec shows its own progress; the loader's bar is noise
+
+        if max_length < 2:
+            raise BadInputError(f"max_length must be at least 2 (room for the special tokens), got {max_length}")
+        if batch_size < 1:
+            raise BadInputError(f"batch_size must be at least 1, got {batch_size}")
+        self.model_name = str(model)
+        self.model_path = resolve_model(model)
+        self.pooling = get_pooling(pooling)
+        self.batch_size = batch_size
+        self.device = torch.device(device or _default_device())
+        self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_path))
+        self.model = AutoModel.from_pretrained(str(self.model_path)).to(self.device).eval()
+        config = self.model.config
+        self.n_hidden_states = int(config.num_hidden_layers) + 1
+        limits = [max_length]
+        if 0 < getattr(self.tokenizer, "model_max_length", 0) < 100_000:
+            limits.append(int(self.tokenizer.model_max_length))
+        positions = getattr(config, "max_position_embeddings", None)
+        if positions:
+            # RoBERTa-style models (MPNet too) reserve padding_idx + 1 position ids.
+            offset = (
+                int(config.pad_token_id) + 1 if config.model_type in {"roberta", "xlm-roberta", "mpnet"} else 0
+            )
+            limits.append(int(positions) - offset)
+        self.max_length = min(limits)
+        if self.max_length < max_length:
+            logger.info("max_length %d capped to the model's limit %d", max_length, self.max_length)
+        self.pooling.resolved_layers(self.n_hidden_states)  # fails early on out-of-range indices
+        if self.pooling.kind == _POOLER and getattr(self.model, "pooler", None) is None:
+            raise BadInputError(f"pooling 'pooler' needs a model with a pooler layer; {self.model_name} has none")
+        self.dim = int(config.hidden_size)
+        self._cache_folder: Path | None = None
+        if cache is True:
+            self._cache_folder = _cache_home()
+        elif cache:
+            self._cache_folder = Path(cache).expanduser()
+        self._caches: dict[str, VectorCache] = {}
+
+    def with_pooling(self, pooling: str | Sequence[int] | Pooling) -> Encoder:
+        """The same loaded model with another pooling (no reload; the vector caches are shared)."""
+        other = copy.copy(self)
+        other.pooling = get_pooling(pooling)
+        other.pooling.resolved_layers(self.n_hidden_states)
+        if other.pooling.kind == _POOLER and getattr(self.model, "pooler", None) is None:
+            raise BadInputError(f"pooling 'pooler' needs a model with a pooler layer; {self.model_name} has none")
+        return other
+
+    # --- identity ---------------------------------------------------------------------------------------
+    @property
+    def model_fingerprint(self) -> str:
+        """sha256 over config.json and the names and sizes of the weight files: same model, same print."""
+        digest = hashlib.sha256((self.model_path / "config.json").read_bytes())
+        for weights in sorted(self.model_path.glob("*.safetensors")) + sorted(self.model_path.glob("*.bin")):
+            digest.update(f"{weights.name}:{weights.stat().st_size}".encode())
+        return digest.hexdigest()
+
+    def describe(self) -> dict[str, Any]:
+        """What an index manifest or a result records about how vectors were made."""
+        return {
+            "model": self.model_name,
+            "model_fingerprint": self.model_fingerprint,
+            "pooling": self.pooling.name,
+            "layers": list(self.pooling.resolved_layers(self.n_hidden_states)),
+            "max_length": self.max_length,
+            "dim": self.dim,
+        }
+
+    def _cache_for(self, pooling: Pooling) -> VectorCache | None:
+        if self._cache_folder is None:
+            return None
+        if pooling.name not in self._caches:
+            weights = sorted(self.model_path.glob("*.safetensors")) + sorted(self.model_path.glob("*.bin"))
+            stamp = [f"{w.resolve()}:{w.stat().st_size}:{w.stat().st_mtime_ns}" for w in weights]
+            ident = json.dumps(
+                [
+                    self.model_fingerprint,
+                    stamp,
+                    pooling.kind,
+                    pooling.resolved_layers(self.n_hidden_states),
+                    self.max_length,
+                ],
+            )
+            namespace = (
+                f"{self.model_path.name}-{pooling.name.replace(':', '_').replace(',', '_')}-"
+                + hashlib.sha256(ident.encode()).hexdigest()[:16]
+            )
+            self._caches[pooling.name] = VectorCache(self._cache_folder, namespace, self.dim)
+        return self._caches[pooling.name]
+
+    # --- encoding ---------------------------------------------------------------------------------------
+    def encode(
+        self, texts: Sequence[str], batch_size: int | None = None, show_progress: bool | None = None
+    ) -> np.ndarray:
+        """Sentence vectors for ``texts``: float32, shape (len(texts), dim), in input order."""
+        return self.encode_poolings(texts, [self.pooling], batch_size, show_progress)[self.pooling.name]
+
+    def encode_poolings(
+        self,
+        texts: Sequence[str],
+        poolings: Sequence[str | Sequence[int] | Pooling],
+        batch_size: int | None = None,
+        show_progress: bool | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Vectors for several poolings from one forward pass per batch: ``{pooling name: array}``."""
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of strings, not a single string; wrap it in a list")
+        texts = list(texts)
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"texts[{i}] is a {type(text).__name__}, not a str")
+        wanted = [get_pooling(p) for p in poolings]
+        for pooling in wanted:
+            pooling.resolved_layers(self.n_hidden_states)
+            if pooling.kind == _POOLER and getattr(self.model, "pooler", None) is None:
+                raise BadInputError(
+                    f"pooling 'pooler' needs a model with a pooler layer; {self.model_name} has none"
+                )
+        out = {p.name: np.zeros((len(texts), self.dim), dtype=np.float32) for p in wanted}
+        if not texts:
+            return out
+        keys = [VectorCache.key(t) for t in texts]
+        missing: set[int] = set()
+        for pooling in wanted:
+            cache = self._cache_for(pooling)
+            found = cache.get(keys) if cache else {}
+            for i, key in enumerate(keys):
+                if key in found:
+                    out[pooling.name][i] = found[key]
+                else:
+                    missing.add(i)
+        if missing:
+            todo = sorted(missing)
+            unique_texts = list(dict.fromkeys(texts[i] for i in todo))
+            fresh = self._forward(unique_texts, wanted, batch_size or self.batch_size, show_progress)
+            position = {t: j for j, t in enumerate(unique_texts)}
+            for pooling in wanted:
+                rows = fresh[pooling.name]
+                for i in todo:
+                    out[pooling.name][i] = rows[position[texts[i]]]
+                cache = self._cache_for(pooling)
+                if cache is not None:
+                    cache.put([VectorCache.key(t) for t in unique_texts], rows)
+        return out
+
+    def _forward(
+        self, texts: list[str], poolings: list[Pooling], batch_size: int, show_progress: bool | None
+    ) -> dict[str, np.ndarray]:
+        encoded = self.tokenizer(texts, add_special_tokens=True, truncation=False, verbose=False)
+        ids: list[list[int]] = encoded["input_ids"]
+        too_long = sum(len(seq) > self.max_length for seq in ids)
+        if too_long:
+            warnings.warn(
+                f"{too_long} of {len(texts)} texts are longer than max_length={self.max_length} tokens and were "
+                "truncated",
+                stacklevel=3,
+            )
+        order = sorted(range(len(texts)), key=lambda i: -len(ids[i]))
+        result = {p.name: np.empty((len(texts), self.dim), dtype=np.float32) for p in poolings}
+        need_hidden = any(p.kind != _POOLER for p in poolings)
+        progress = _progress(len(texts), show_progress, f"encoding with {self.model_path.name}")
+        with torch.inference_mode(), progress as bar:
+            task = bar.add_task("encode", total=len(texts)) if bar is not None else None
+            for start in range(0, len(order), batch_size):
+                batch_idx = order[start : start + batch_size]
+                batch = self.tokenizer(
+                    [texts[i] for i in batch_idx],
+                    padding=True,
+                    truncation=True,
+                    max_length=self.max_length,
+                    return_tensors="pt",
+                ).to(self.device)
+                outputs = self.model(**batch, output_hidden_states=need_hidden, return_dict=True)
+                mask = batch["attention_mask"].unsqueeze(-1).to(torch.float32)
+                counts = mask.sum(dim=1).clamp(min=1.0)
+                hidden = outputs.hidden_states if need_hidden else None
+                for pooling in poolings:
+                    vectors = self._pool(pooling, outputs, hidden, mask, counts)
+                    result[pooling.name][batch_idx] = vectors.float().cpu().numpy()
+                if bar is not None and task is not None:
+                    bar.advance(task, len(batch_idx))
+        return result
+
+    def _pool(
+        self, pooling: Pooling, outputs: Any, hidden: Any, mask: torch.Tensor, counts: torch.Tensor
+    ) -> torch.Tensor:
+        if pooling.kind == _POOLER:
+            return outputs.pooler_output
+        layers = pooling.resolved_layers(len(hidden))
+        if pooling.kind == _CLS:
+            return hidden[layers[0]][:, 0]
+        total = sum((hidden[i].float() * mask).sum(dim=1) / counts for i in layers)
+        return total / len(layers)
+
+
+class _NoProgress:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _progress(total: int, show: bool | None, label: str) -> Any:
+    """A rich progress bar on a terminal for long inputs; nothing otherwise."""
+    if show is None:
+        show = total >= 512 and sys.stderr.isatty()
+    if not show:
+        return _NoProgress()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        transient=True,
+        console=None,
+    )

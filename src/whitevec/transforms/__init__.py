@@ -1,0 +1,89 @@
+"""Post-processing transforms for sentence vectors: whitening, baselines and (lazily, it needs torch) Flow.
+
+``make_transform(spec)`` turns a CLI spec such as ``"whitening-256"`` into an unfitted transform.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from whitevec.errors import BadInputError
+from whitevec.transforms.base import Transform
+from whitevec.transforms.baselines import AllButTheTop, Center, Normalize
+from whitevec.transforms.validation import check_vectors
+from whitevec.transforms.whitening import Whitening, WhitevecWarning
+
+if TYPE_CHECKING:
+    from whitevec.transforms.flow import Flow
+
+__all__ = [
+    "AllButTheTop",
+    "Center",
+    "Flow",
+    "Normalize",
+    "Transform",
+    "Whitening",
+    "WhitevecWarning",
+    "check_vectors",
+    "make_transform",
+]
+
+SPEC_FORMS = (
+    "none",
+    "raw",
+    "whitening",
+    "whitening-K",
+    "rotation",
+    "center",
+    "normalize",
+    "abtt",
+    "abtt-D",
+    "flow",
+)
+
+
+def __getattr__(name: str) -> Any:
+    # Flow pulls in torch; import it only when someone asks for it.
+    if name == "Flow":
+        from whitevec.transforms.flow import Flow
+
+        return Flow
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def make_transform(spec: str) -> Transform | None:
+    """Parse a CLI transform spec into an unfitted transform; ``"none"``/``"raw"`` give ``None``.
+
+    Forms: ``none``, ``raw``, ``whitening``, ``whitening-K`` (keep K dimensions), ``rotation`` (whitening with
+    gamma=0), ``center``, ``normalize``, ``abtt`` (All-but-the-Top, default D), ``abtt-D``, ``flow``.
+    """
+    text = spec.strip().lower() if isinstance(spec, str) else ""
+    match = re.fullmatch(r"([a-z]+)(?:-(\d+))?", text)
+    name, number = (match.group(1), match.group(2)) if match else ("", None)
+    value = int(number) if number is not None else None
+    if number is None:
+        if name in ("none", "raw"):
+            return None
+        if name == "whitening":
+            return Whitening()
+        if name == "rotation":
+            return Whitening(gamma=0.0)
+        if name == "center":
+            return Center()
+        if name == "normalize":
+            return Normalize()
+        if name == "abtt":
+            return AllButTheTop()
+        if name == "flow":
+            from whitevec.transforms.flow import Flow
+
+            return Flow()
+    elif value is not None and value > 0:
+        if name == "whitening":
+            return Whitening(n_components=value)
+        if name == "abtt":
+            return AllButTheTop(n_remove=value)
+    raise BadInputError(
+        f"unknown transform spec {spec!r}; valid forms: {', '.join(SPEC_FORMS)} (K, D positive integers)"
+    )

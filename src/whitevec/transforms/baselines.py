@@ -1,0 +1,107 @@
+"""Baseline post-processing transforms: centering, L2 normalisation, and All-but-the-Top.
+
+Each accepts any float dtype, computes in float64 and returns float32.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from whitevec.errors import BadInputError
+from whitevec.transforms.base import Transform
+from whitevec.transforms.validation import check_vectors
+from whitevec.transforms.whitening import CHUNK_ROWS, sign_flip
+
+
+def _moments(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and centered scatter ``sum (x - mu)(x - mu)^T`` of ``X`` in float64, by 65536-row chunks."""
+    mean = np.zeros(X.shape[1])
+    for start in range(0, X.shape[0], CHUNK_ROWS):
+        mean += X[start : start + CHUNK_ROWS].sum(axis=0, dtype=np.float64)
+    mean /= X.shape[0]
+    scatter = np.zeros((X.shape[1], X.shape[1]))
+    for start in range(0, X.shape[0], CHUNK_ROWS):
+        centered = X[start : start + CHUNK_ROWS].astype(np.float64) - mean
+        scatter += centered.T @ centered
+    return mean, scatter
+
+
+class Center(Transform):
+    """``x' = x - mu``, with ``mu`` the mean of the fitted vectors."""
+
+    _state_arrays: ClassVar[tuple[str, ...]] = ("mean_",)
+    _state_values: ClassVar[tuple[str, ...]] = ("n_features_in_",)
+
+    def fit(self, X: Any, y: Any = None) -> Center:
+        """Store the mean of ``X`` (at least 1 row); returns self."""
+        X = check_vectors(X, min_rows=1)
+        self.n_features_in_ = X.shape[1]
+        self.mean_ = X.mean(axis=0)
+        return self
+
+    def transform(self, X: Any) -> np.ndarray:
+        """``X - mu`` as float32."""
+        self._check_fitted()
+        X = check_vectors(X, expected_dim=self.n_features_in_)
+        return (X - self.mean_).astype(np.float32)
+
+    def inverse_transform(self, X: Any) -> np.ndarray:
+        """``X + mu`` as float32."""
+        self._check_fitted()
+        X = check_vectors(X, expected_dim=self.n_features_in_)
+        return (X + self.mean_).astype(np.float32)
+
+
+class Normalize(Transform):
+    """``x' = x / ||x||_2`` row by row; zero rows stay zero. ``fit`` only records the dimension."""
+
+    _state_values: ClassVar[tuple[str, ...]] = ("n_features_in_",)
+
+    def fit(self, X: Any, y: Any = None) -> Normalize:
+        """Record the input dimension; nothing is learned. Returns self."""
+        self.n_features_in_ = check_vectors(X).shape[1]
+        return self
+
+    def transform(self, X: Any) -> np.ndarray:
+        """Rows of ``X`` scaled to unit L2 norm, as float32; works unfitted (then any dimension is accepted)."""
+        X = check_vectors(X, expected_dim=getattr(self, "n_features_in_", None))
+        norms = np.linalg.norm(X, axis=1, keepdims=True)
+        return (X / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+
+
+class AllButTheTop(Transform):
+    """All-but-the-Top (Mu & Viswanath, 2018): ``x' = (x - mu) - sum_{i<=D} (u_i . (x - mu)) u_i``.
+
+    ``u_1..u_D`` are the top-D principal directions (eigenvectors of the covariance of the fitted vectors, largest
+    eigenvalues first, signs fixed so each one's largest-magnitude entry is positive). ``n_remove`` = D defaults to
+    ``max(1, round(d / 100))``, the paper's rule. Learned: ``mean_``, ``directions_`` (D x d), ``n_remove_``.
+    """
+
+    _state_arrays: ClassVar[tuple[str, ...]] = ("mean_", "directions_")
+    _state_values: ClassVar[tuple[str, ...]] = ("n_features_in_", "n_remove_")
+
+    def __init__(self, n_remove: int | None = None) -> None:
+        self.n_remove = n_remove
+
+    def fit(self, X: Any, y: Any = None) -> AllButTheTop:
+        """Find the mean and top-D principal directions of ``X`` (at least 2 rows); returns self."""
+        X = check_vectors(X, min_rows=2, dtype=np.float32 if np.asarray(X).dtype == np.float32 else np.float64)
+        d = X.shape[1]
+        D = max(1, round(d / 100)) if self.n_remove is None else self.n_remove
+        if isinstance(D, bool) or not isinstance(D, int | np.integer) or not 0 <= D <= d:
+            raise BadInputError(f"n_remove must be an integer in 0..{d} (the input dimension), got {D!r}")
+        mean, scatter = _moments(X)
+        eigenvalues, U = np.linalg.eigh(scatter)
+        top = sign_flip(U[:, np.argsort(eigenvalues)[::-1][:D]])
+        self.n_features_in_, self.n_remove_ = d, int(D)
+        self.mean_, self.directions_ = mean, np.ascontiguousarray(top.T)
+        return self
+
+    def transform(self, X: Any) -> np.ndarray:
+        """``(X - mu) (I - V^T V)`` as float32, with ``V = directions_``."""
+        self._check_fitted()
+        X = check_vectors(X, expected_dim=self.n_features_in_)
+        centered = X - self.mean_
+        return (centered - (centered @ self.directions_.T) @ self.directions_).astype(np.float32)

@@ -1,0 +1,243 @@
+"""Whitening (BERT-whitening, Su et al. 2021) with exact streaming moments.
+
+With mean ``mu`` and unbiased covariance ``C = M2 / (n - 1)`` of the fitted vectors, and the SVD of the
+covariance ``C = U diag(lambda) U^T`` (eigenvalues descending), the transform is::
+
+    x' = (x - beta * mu) @ U[:, :k] @ diag(max(lambda, floor)[:k] ** (-gamma / 2))
+
+with ``floor = eps * lambda_max``. ``beta = gamma = 1`` is BERT-whitening (output covariance I);
+``gamma = 0`` only rotates (distances kept); ``beta = 0`` skips centering.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, ClassVar
+
+import numpy as np
+
+from whitevec.errors import BadInputError, CorruptFileError
+from whitevec.transforms.base import Transform
+from whitevec.transforms.validation import check_vectors
+
+CHUNK_ROWS = 65536
+
+
+class WhitevecWarning(UserWarning):
+    """A transform adjusted its input to keep going (for example, floored near-zero eigenvalues)."""
+
+
+def _working_dtype(X: Any) -> type:
+    # float32 input stays float32 while validated (no full float64 copy); chunks are promoted to float64.
+    return np.float32 if np.asarray(X).dtype == np.float32 else np.float64
+
+
+def sign_flip(U: np.ndarray) -> np.ndarray:
+    """Flip each column of ``U`` so that its entry of largest absolute value is positive (as svd_flip does)."""
+    rows = np.argmax(np.abs(U), axis=0)
+    signs = np.sign(U[rows, np.arange(U.shape[1])])
+    signs[signs == 0] = 1.0
+    return U * signs
+
+
+class Whitening(Transform):
+    """``x' = (x - beta*mu) U diag(lambda^(-gamma/2))``, first ``n_components`` columns; see the module docstring.
+
+    Moments are kept exactly in float64 as count ``n``, mean ``mu`` and centered scatter
+    ``M2 = sum (x - mu)(x - mu)^T``; batches and shards combine with Chan et al.'s parallel update
+    ``M2 = M2_a + M2_b + delta delta^T n_a n_b / n`` (``delta = mu_b - mu_a``), so ``partial_fit`` over any
+    batching and ``merge`` of shards equal a one-shot ``fit`` up to rounding.
+
+    Eigenvalues below ``eps * lambda_max`` are raised to that floor (one :class:`WhitevecWarning`).
+    ``transform`` and ``inverse_transform`` accept any float dtype and return float32, computed in float64.
+
+    Learned attributes: ``n_features_in_``, ``n_samples_seen_``, ``mean_`` (mu), ``scatter_`` (M2); derived on
+    demand from them: ``covariance_``, ``eigenvalues_`` (all d, descending), ``eigenvectors_`` (U, d x d, each
+    column's largest-magnitude entry positive), ``components_`` (W, d x k), ``explained_variance_ratio_``.
+    """
+
+    _state_arrays: ClassVar[tuple[str, ...]] = ("mean_", "scatter_", "eigenvalues_", "eigenvectors_")
+    _state_values: ClassVar[tuple[str, ...]] = ("n_features_in_", "n_samples_seen_")
+
+    def __init__(
+        self, n_components: int | None = None, beta: float = 1.0, gamma: float = 1.0, eps: float = 1e-6
+    ) -> None:
+        self.n_components = n_components
+        self.beta = beta
+        self.gamma = gamma
+        self.eps = eps
+
+    # --- moments -----------------------------------------------------------------------------------------
+    def _reset(self) -> None:
+        for name in ("n_features_in_", "n_samples_seen_", "mean_", "scatter_"):
+            self.__dict__.pop(name, None)
+        self._eig: tuple[np.ndarray, np.ndarray] | None = None
+
+    def _combine(self, n_b: int, mean_b: np.ndarray, m2_b: np.ndarray) -> None:
+        self._eig = None
+        n_a = getattr(self, "n_samples_seen_", 0)
+        if n_a == 0:
+            self.n_samples_seen_, self.mean_, self.scatter_ = n_b, mean_b.copy(), m2_b.copy()
+            return
+        n = n_a + n_b
+        delta = mean_b - self.mean_
+        self.mean_ = self.mean_ + delta * (n_b / n)
+        self.scatter_ = self.scatter_ + m2_b + np.outer(delta, delta) * (n_a * n_b / n)
+        self.n_samples_seen_ = n
+
+    def partial_fit(self, X: Any, y: Any = None) -> Whitening:
+        """Add the rows of ``X`` to the moments (in chunks of 65536 rows, float64); returns self."""
+        expected = getattr(self, "n_features_in_", None)
+        X = check_vectors(X, expected_dim=expected, dtype=_working_dtype(X))
+        if expected is None:
+            self._reset()
+            self.n_features_in_ = X.shape[1]
+        for start in range(0, X.shape[0], CHUNK_ROWS):
+            chunk = X[start : start + CHUNK_ROWS].astype(np.float64)
+            mean_b = chunk.mean(axis=0)
+            centered = chunk - mean_b
+            self._combine(chunk.shape[0], mean_b, centered.T @ centered)
+        return self
+
+    def fit(self, X: Any, y: Any = None) -> Whitening:
+        """Forget earlier data and fit on ``X`` (at least 2 rows); returns self."""
+        X = check_vectors(X, min_rows=2, dtype=_working_dtype(X))
+        self._reset()
+        self.partial_fit(X)
+        self._decompose()  # warn about floored directions at fit time, not at first transform
+        return self
+
+    def merge(self, other: Whitening) -> Whitening:
+        """Add the moments of ``other`` (fitted on another shard) to this one's; returns self."""
+        if not isinstance(other, Whitening):
+            raise BadInputError(f"can only merge a Whitening with another Whitening, got {type(other).__name__}")
+        if getattr(other, "n_samples_seen_", 0) == 0:
+            return self
+        if getattr(self, "n_samples_seen_", 0) == 0:
+            self._reset()
+            self.n_features_in_ = other.n_features_in_
+        elif self.n_features_in_ != other.n_features_in_:
+            raise BadInputError(
+                f"cannot merge statistics of dimension {other.n_features_in_} into dimension {self.n_features_in_}"
+            )
+        self._combine(other.n_samples_seen_, other.mean_, other.scatter_)
+        return self
+
+    # --- derived state -----------------------------------------------------------------------------------
+    def _decompose(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(eigenvalues, U)`` of the covariance, cached until the moments change."""
+        if getattr(self, "_eig", None) is None:
+            self._check_fitted()
+            n = self.n_samples_seen_
+            if n < 2:
+                raise BadInputError(f"Whitening needs at least 2 vectors to estimate a covariance, got {n}")
+            k = self._k()
+            U, s, _ = np.linalg.svd(self.scatter_ / (n - 1))
+            self._eig = (s, sign_flip(U))
+            floored = int(np.sum(s[:k] < self._floor(s)))
+            if floored and self.gamma != 0:
+                warnings.warn(
+                    f"{floored} of {k} kept directions have variance below eps*max = {self._floor(s):.3g} "
+                    f"(near-singular covariance of {n} vectors of dimension {s.size}); their eigenvalues were "
+                    "raised to that floor. Fit on more vectors, lower n_components, or raise eps.",
+                    WhitevecWarning,
+                    stacklevel=3,
+                )
+        assert self._eig is not None
+        return self._eig
+
+    def _floor(self, s: np.ndarray) -> float:
+        # All-identical input has lambda_max = 0; eps alone then keeps the scaling finite.
+        return float(self.eps * s[0]) if s[0] > 0 else float(self.eps)
+
+    def _k(self) -> int:
+        d = int(self.n_features_in_)
+        k = d if self.n_components is None else self.n_components
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= d:
+            raise BadInputError(f"n_components must be an integer in 1..{d} (the input dimension), got {k!r}")
+        return int(k)
+
+    def _scale(self) -> np.ndarray:
+        s, _ = self._decompose()
+        return np.maximum(s, self._floor(s)) ** (-self.gamma / 2)
+
+    @property
+    def eigenvalues_(self) -> np.ndarray:
+        """Covariance eigenvalues (all d, descending, before flooring)."""
+        return self._decompose()[0]
+
+    @property
+    def eigenvectors_(self) -> np.ndarray:
+        """U: covariance eigenvectors as columns, signs fixed (largest-magnitude entry positive)."""
+        return self._decompose()[1]
+
+    @property
+    def covariance_(self) -> np.ndarray:
+        """Unbiased covariance ``M2 / (n - 1)``."""
+        self._check_fitted()
+        return self.scatter_ / max(self.n_samples_seen_ - 1, 1)
+
+    @property
+    def explained_variance_ratio_(self) -> np.ndarray:
+        """Share of the total variance along each of the first k directions."""
+        s = self.eigenvalues_
+        return s[: self._k()] / s.sum() if s.sum() > 0 else np.zeros(self._k())
+
+    @property
+    def components_(self) -> np.ndarray:
+        """W = U[:, :k] diag(max(lambda, floor)^(-gamma/2))[:k], shape (d, k)."""
+        k = self._k()
+        return self.eigenvectors_[:, :k] * self._scale()[:k]
+
+    # --- transform ---------------------------------------------------------------------------------------
+    def transform(self, X: Any) -> np.ndarray:
+        """``(X - beta*mu) @ W`` as float32, shape (n, k)."""
+        self._check_fitted()
+        W = self.components_
+        X = check_vectors(X, expected_dim=self.n_features_in_, dtype=_working_dtype(X))
+        shift = self.beta * self.mean_
+        out = np.empty((X.shape[0], W.shape[1]), dtype=np.float32)
+        for start in range(0, X.shape[0], CHUNK_ROWS):
+            out[start : start + CHUNK_ROWS] = (X[start : start + CHUNK_ROWS] - shift) @ W
+        return out
+
+    def inverse_transform(self, X: Any) -> np.ndarray:
+        """``X diag(max(lambda, floor)^(gamma/2)) U^T + beta*mu`` as float32; only when k == d."""
+        self._check_fitted()
+        d = self.n_features_in_
+        if self._k() != d:
+            raise BadInputError(
+                f"inverse_transform needs all {d} components; this Whitening keeps {self._k()}, so the dropped "
+                "directions cannot be recovered. Fit with n_components=None to invert."
+            )
+        X = check_vectors(X, expected_dim=d, dtype=_working_dtype(X))
+        back = (self.eigenvectors_ / self._scale()).T
+        out = np.empty(X.shape, dtype=np.float32)
+        for start in range(0, X.shape[0], CHUNK_ROWS):
+            out[start : start + CHUNK_ROWS] = X[start : start + CHUNK_ROWS] @ back + self.beta * self.mean_
+        return out
+
+    # --- persistence -------------------------------------------------------------------------------------
+    def _fitted_marker(self) -> str:
+        return "mean_"
+
+    def _get_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        arrays = {"mean_": self.mean_, "scatter_": self.scatter_}
+        if self.n_samples_seen_ >= 2:
+            # Saving the decomposition (not recomputing it on load) keeps loaded outputs bitwise equal.
+            arrays["eigenvalues_"], arrays["eigenvectors_"] = self._decompose()
+        values = {"n_features_in_": int(self.n_features_in_), "n_samples_seen_": int(self.n_samples_seen_)}
+        return arrays, values
+
+    def _set_state(self, arrays: dict[str, np.ndarray], values: dict[str, Any]) -> None:
+        try:
+            d, n = int(values["n_features_in_"]), int(values["n_samples_seen_"])
+            mean, scatter = arrays["mean_"], arrays["scatter_"]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorruptFileError(f"saved Whitening lacks its moments ({exc})") from exc
+        if mean.shape != (d,) or scatter.shape != (d, d):
+            raise CorruptFileError(f"saved Whitening moments have shapes {mean.shape}, {scatter.shape}; d = {d}")
+        self._reset()
+        self.n_features_in_, self.n_samples_seen_, self.mean_, self.scatter_ = d, n, mean, scatter
+        if "eigenvalues_" in arrays and "eigenvectors_" in arrays:
+            self._eig = (arrays["eigenvalues_"], arrays["eigenvectors_"])

@@ -1,0 +1,123 @@
+"""Shared fixtures: a tiny random BERT, the shared data folder, the bundled default model."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+# Tiny vocabulary: enough word pieces for test sentences; anything else maps to [UNK].
+_VOCAB = [
+    "[PAD]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "a",
+    "the",
+    "is",
+    "are",
+    "man",
+    "woman",
+    "girl",
+    "boy",
+    "dog",
+    "cat",
+    "playing",
+    "guitar",
+    "piano",
+    "eating",
+    "food",
+    "running",
+    "on",
+    "in",
+    "street",
+    "hair",
+    "her",
+    "his",
+    "styling",
+    "brushing",
+    "car",
+    "red",
+    "blue",
+    "big",
+    "small",
+    ".",
+    ",",
+    "!",
+    "?",
+    "and",
+    "of",
+    "to",
+    "##s",
+    "##ing",
+    "##ed",
+    "x",
+    "y",
+]
+
+
+def build_tiny_bert(folder: Path, *, layers: int = 2, hidden: int = 32, max_positions: int = 64) -> Path:
+    """Write a random BERT (seeded) and a matching WordPiece tokenizer into ``folder``."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab_file = folder / "vocab.txt"
+    vocab_file.write_text("\n".join(_VOCAB) + "\n")
+    tokenizer = BertTokenizerFast(vocab_file=str(vocab_file), do_lower_case=True, model_max_length=max_positions)
+    tokenizer.save_pretrained(str(folder))
+    config = BertConfig(
+        vocab_size=len(_VOCAB),
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        intermediate_size=hidden * 2,
+        max_position_embeddings=max_positions,
+    )
+    torch.manual_seed(0)
+    BertModel(config).eval().save_pretrained(str(folder))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Vector caches of tests go to a temporary folder, never the user's cache."""
+    monkeypatch.setenv("WHITEVEC_CACHE", str(tmp_path_factory.getbasetemp() / "vector-cache"))
+
+
+def _shared_data() -> Path | None:
+    env = os.environ.get("WHITEVEC_DATA")
+    for candidate in (Path(env) if env else None, SHARED_DATA):
+        if candidate is not None and (candidate / "sts").is_dir():
+            return candidate
+    return None
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    found = _shared_data()
+    if found is None:
+        pytest.skip("shared benchmark data not found: set WHITEVEC_DATA or place it at ../shared/data")
+    return found
+
+
+@pytest.fixture(scope="session")
+def minilm_dir() -> Path:
+    """The bundled all-MiniLM-L6-v2 folder (skips when the package is not installed)."""
+    from whitevec.errors import ModelNotFoundError
+    from whitevec.models import resolve_model
+
+    try:
+        return resolve_model("all-MiniLM-L6-v2")
+    except ModelNotFoundError as exc:
+        pytest.skip(str(exc))
