@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import click
 import typer
@@ -31,7 +31,7 @@ ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model alias, local
 PoolingOpt = Annotated[str, typer.Option("--pooling", "-p", help="Pooling name or comma list of layer indices.")]
 MaxLengthOpt = Annotated[int, typer.Option("--max-length", help="Tokens kept per text (longer ones truncated).")]
 BatchOpt = Annotated[int, typer.Option("--batch-size", help="Texts per forward pass.")]
-DeviceOpt = Annotated[Optional[str], typer.Option("--device", help="torch device (default: cuda if present).")]  # noqa: UP045
+DeviceOpt = Annotated[str | None, typer.Option("--device", help="torch device (default: cuda if present).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the vector cache.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 
@@ -63,20 +63,14 @@ def eval_command(
     tasks: Annotated[
         str, typer.Option("--tasks", help="Comma list of STS tasks.")
     ] = "stsb,sts12,sts13,sts14,sts15",
-    pairs: Annotated[
-        Optional[Path], typer.Option("--pairs", help="Also evaluate a pairs file (TSV/CSV/JSONL).")
-    ] = (  # noqa: UP045
+    pairs: Annotated[Path | None, typer.Option("--pairs", help="Also evaluate a pairs file (TSV/CSV/JSONL).")] = (
         None
     ),
-    data_dir: Annotated[
-        Optional[Path], typer.Option("--data-dir", help="Data folder (default $WHITEVEC_DATA).")
-    ] = (  # noqa: UP045
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Data folder (default $WHITEVEC_DATA).")] = (
         None
     ),
     variant: Annotated[str, typer.Option("--variant", help="original or senteval-tokenized text.")] = "original",
-    json_out: Annotated[
-        Optional[Path], typer.Option("--json", help="Write the full results as JSON here.")
-    ] = None,  # noqa: UP045
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the full results as JSON here.")] = None,
     max_length: MaxLengthOpt = 512,
     batch_size: BatchOpt = 64,
     device: DeviceOpt = None,
@@ -127,7 +121,7 @@ def encode_command(
     model: ModelOpt = "all-MiniLM-L6-v2",
     pooling: PoolingOpt = "first-last-avg",
     transform: Annotated[
-        Optional[Path], typer.Option("--transform", help="A saved transform applied after encoding.")  # noqa: UP045
+        Path | None, typer.Option("--transform", help="A saved transform applied after encoding.")
     ] = None,
     max_length: MaxLengthOpt = 512,
     batch_size: BatchOpt = 64,
@@ -151,8 +145,8 @@ def fit_command(
     transform: Annotated[str, typer.Option("--transform", "-t", help="whitening, whitening-K, flow, ...")] = (
         "whitening"
     ),
-    vectors: Annotated[Optional[Path], typer.Option("--vectors", help="A .npy matrix to fit on.")] = None,  # noqa: UP045
-    texts: Annotated[Optional[Path], typer.Option("--texts", help="A text file to encode and fit on.")] = None,  # noqa: UP045
+    vectors: Annotated[Path | None, typer.Option("--vectors", help="A .npy matrix to fit on.")] = None,
+    texts: Annotated[Path | None, typer.Option("--texts", help="A text file to encode and fit on.")] = None,
     model: ModelOpt = "all-MiniLM-L6-v2",
     pooling: PoolingOpt = "first-last-avg",
     max_length: MaxLengthOpt = 512,
@@ -175,12 +169,337 @@ def fit_command(
 
 # ---- diagnostics (issue 4) -----------------------------------------------------------------------------
 # [section: diagnostics]
+@app.command("diagnose")
+def diagnose_command(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for report.html, the PNG plots, metrics.json.")],
+    model: ModelOpt = "all-MiniLM-L6-v2",
+    pooling: PoolingOpt = "first-last-avg",
+    task: Annotated[
+        str | None,
+        typer.Option("--task", help="STS task name (stsb, sts12, ...) or a scored pairs file."),
+    ] = None,
+    corpus: Annotated[
+        Path | None,
+        typer.Option("--corpus", help="Text file, one sentence a line (instead of --task)."),
+    ] = None,
+    transform: Annotated[
+        str, typer.Option("--transform", "-t", help="Comma list: none, whitening, whitening-K, flow, ...")
+    ] = "none,whitening",
+    data_dir: Annotated[
+        Path | None, typer.Option("--data-dir", help="Data folder (default $WHITEVEC_DATA).")
+    ] = None,
+    max_sentences: Annotated[
+        int | None, typer.Option("--max-sentences", help="Diagnose only the first N sentences.")
+    ] = None,
+    min_types_per_bucket: Annotated[
+        int, typer.Option("--min-types-per-bucket", help="Token types a frequency bucket needs to be shown.")
+    ] = 20,
+    json_only: Annotated[bool, typer.Option("--json-only", help="Write metrics.json only (no plots).")] = False,
+    max_length: MaxLengthOpt = 512,
+    batch_size: BatchOpt = 64,
+    device: DeviceOpt = None,
+    no_cache: NoCacheOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Measure anisotropy raw and per transform; write an HTML report with plots and metrics.json."""
+    from whitevec.datasets import load_sts_task, read_pairs_file, read_texts_file
+    from whitevec.diagnostics import diagnose, write_report
+
+    if (task is None) == (corpus is None):
+        raise BadInputError("give exactly one of --task NAME (or pairs file) or --corpus FILE.txt")
+    loaded = None
+    texts = None
+    if task is not None:
+        loaded = read_pairs_file(task) if Path(task).is_file() else load_sts_task(task, data_dir=data_dir)
+    else:
+        assert corpus is not None
+        texts = read_texts_file(corpus)
+    encoder = _encoder(model, pooling, max_length, batch_size, device, no_cache)
+    report = diagnose(
+        encoder,
+        texts,
+        task=loaded,
+        transforms=split_list(transform),
+        max_sentences=max_sentences,
+        min_types_per_bucket=min_types_per_bucket,
+        source_label=None if corpus is None else f"corpus {corpus.name}",
+        show_progress=_progress_flag(quiet),
+    )
+    written = write_report(report, out, json_only=json_only, command="whitevec " + " ".join(sys.argv[1:]))
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Anisotropy - {model}, {encoder.pooling.name}, {report.n_sentences} sentences")
+    for column in ("transform", "mean cos", "eff. rank", "top-1 var", "I(W)", "IsoScore", "align", "unif", "STS"):
+        table.add_column(column, justify="left" if column == "transform" else "right")
+
+    def cell(value: Any, pattern: str) -> str:
+        return "-" if value is None else pattern.format(value)
+
+    for row in report.summary():
+        table.add_row(
+            row["transform"],
+            cell(row["mean_cosine"], "{:.3f}"),
+            cell(row["effective_rank"], "{:.1f}"),
+            cell(row["top1_share"], "{:.1%}"),
+            cell(row["isotropy_iw"], "{:.3g}"),
+            cell(row["isoscore"], "{:.3f}"),
+            cell(row["alignment"], "{:.3f}"),
+            cell(row["uniformity"], "{:.3f}"),
+            cell(row["sts_spearman"], "{:.2f}"),
+        )
+    Console().print(table)
+    for key, note in report.notes.items():
+        typer.echo(f"note ({key}): {note}", err=True)
+    typer.echo(f"wrote {', '.join(str(p) for p in written.values())}", err=True)
+
 
 # ---- index and search (issue 5) ------------------------------------------------------------------------
 # [section: index]
+index_app = typer.Typer(
+    help="Build a searchable index, inspect it, export it for plain FAISS.", no_args_is_help=True
+)
+app.add_typer(index_app, name="index")
+IndexPoolingOpt = Annotated[
+    str, typer.Option("--pooling", "-p", help="Pooling (last-avg = mean pooling, what sentence-transformers use).")
+]
+
+
+def _index_params(
+    m: int | None, ef_construction: int | None, ef_search: int | None, nlist: int | None, nprobe: int | None
+) -> dict[str, int] | None:
+    given = {"M": m, "efConstruction": ef_construction, "efSearch": ef_search, "nlist": nlist, "nprobe": nprobe}
+    params = {k: v for k, v in given.items() if v is not None}
+    return params or None
+
+
+@index_app.command("build")
+def index_build_command(
+    corpus: Annotated[Path, typer.Option("--corpus", help="Text (one doc a line), CSV/TSV or JSONL (id, text).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Index folder to write (replaced atomically).")],
+    model: ModelOpt = "all-MiniLM-L6-v2",
+    pooling: IndexPoolingOpt = "last-avg",
+    transform: Annotated[
+        str,
+        typer.Option("--transform", "-t", help="none, whitening, whitening-K, center, or a .safetensors file."),
+    ] = "whitening",
+    fit_on: Annotated[str, typer.Option("--fit-on", help="corpus, or a text file to fit the transform on.")] = (
+        "corpus"
+    ),
+    kind: Annotated[str, typer.Option("--kind", help="flat (exact), hnsw or ivf.")] = "flat",
+    metric: Annotated[str, typer.Option("--metric", help="cosine, ip or l2.")] = "cosine",
+    backend: Annotated[str, typer.Option("--backend", help="faiss or milvus.")] = "faiss",
+    uri: Annotated[
+        str | None, typer.Option("--uri", help="Milvus URI: file.db (Milvus Lite) or http://host:19530.")
+    ] = None,
+    m: Annotated[int | None, typer.Option("--M", help="HNSW links per node.")] = None,
+    ef_construction: Annotated[int | None, typer.Option("--ef-construction", help="HNSW build depth.")] = None,
+    ef_search: Annotated[int | None, typer.Option("--ef-search", help="HNSW search depth.")] = None,
+    nlist: Annotated[int | None, typer.Option("--nlist", help="IVF lists (default ~4 sqrt(n)).")] = None,
+    nprobe: Annotated[int | None, typer.Option("--nprobe", help="IVF lists searched.")] = None,
+    max_length: MaxLengthOpt = 512,
+    batch_size: BatchOpt = 64,
+    device: DeviceOpt = None,
+    no_cache: NoCacheOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Encode a corpus, fit the transform, and write an index folder (manifest, transform, index, documents)."""
+    from whitevec.index import Retriever
+
+    encoder = _encoder(model, pooling, max_length, batch_size, device, no_cache)
+    retriever = Retriever.build(
+        corpus,
+        out,
+        encoder=encoder,
+        transform=transform,
+        fit_on=fit_on,
+        kind=kind,
+        metric=metric,
+        backend=backend,
+        uri=uri,
+        index_params=_index_params(m, ef_construction, ef_search, nlist, nprobe),
+        show_progress=_progress_flag(quiet),
+    )
+    typer.echo(f"wrote {out}: {retriever!r}", err=True)
+
+
+@index_app.command("info")
+def index_info_command(index_dir: Annotated[Path, typer.Argument(help="Index folder.")]) -> None:
+    """Print an index's manifest (checksums verified) as JSON."""
+    import json
+
+    from whitevec.index import read_manifest
+
+    typer.echo(json.dumps(read_manifest(index_dir), indent=2, sort_keys=True))
+
+
+@index_app.command("export-faiss")
+def index_export_faiss_command(
+    index_dir: Annotated[Path, typer.Argument(help="Index folder (faiss backend, linear transform).")],
+    out: Annotated[Path, typer.Argument(help="FAISS file to write: takes raw encoder vectors.")],
+) -> None:
+    """One FAISS file with the whitening in its pre-transform chain: faiss.read_index(OUT).search(raw, k)."""
+    from whitevec.index import export_faiss
+
+    export_faiss(index_dir, out)
+    typer.echo(f"wrote {out} (ids are the rows of {index_dir / 'docs.sqlite'})", err=True)
+
+
+@app.command("search")
+def search_command(
+    index_dir: Annotated[Path, typer.Argument(help="Index folder.")],
+    query: Annotated[list[str], typer.Argument(help="One or more queries.")],
+    k: Annotated[int, typer.Option("-k", help="Results per query (clamped to the corpus size).")] = 10,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    device: DeviceOpt = None,
+) -> None:
+    """Search an index; queries are encoded with the index's own model, pooling and transform."""
+    import json
+
+    from whitevec.index import Retriever
+
+    encoder = None
+    if device is not None:
+        from whitevec.encoder import Encoder
+        from whitevec.index import read_manifest
+
+        manifest = read_manifest(index_dir, verify=False)
+        encoder = Encoder(manifest["model"], manifest["pooling"], max_length=manifest["max_length"], device=device)
+    with Retriever.load(index_dir, encoder=encoder) as retriever:
+        results = retriever.search(query, k=k)
+    if json_out:
+        payload = [
+            {"query": q, "hits": [h.to_dict() for h in hits]} for q, hits in zip(query, results, strict=True)
+        ]
+        typer.echo(json.dumps(payload, indent=2, ensure_ascii=False))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    for q, hits in zip(query, results, strict=True):
+        table = Table(title=f"{q!r} - top {len(hits)}")
+        for column in ("rank", "id", "score", "text"):
+            table.add_column(column, justify="right" if column in ("rank", "score") else "left")
+        for rank, hit in enumerate(hits, start=1):
+            text = hit.text if len(hit.text) <= 100 else hit.text[:97] + "..."
+            table.add_row(str(rank), hit.id, f"{hit.score:.4f}", text)
+        console.print(table)
+
+
+@app.command("eval-retrieval")
+def eval_retrieval_command(
+    model: ModelOpt = "all-MiniLM-L6-v2",
+    pooling: Annotated[str, typer.Option("--pooling", "-p", help="One pooling or a comma list.")] = "last-avg",
+    transform: Annotated[
+        str, typer.Option("--transform", "-t", help="Comma list: none, whitening, whitening-K, center, ...")
+    ] = "none,whitening,whitening-128,whitening-256",
+    dataset: Annotated[str, typer.Option("--dataset", help="cranfield, or a BEIR-style folder.")] = "cranfield",
+    data_dir: Annotated[
+        Path | None, typer.Option("--data-dir", help="Data folder (default $WHITEVEC_DATA).")
+    ] = None,
+    fit_on: Annotated[str, typer.Option("--fit-on", help="corpus, or a text file.")] = "corpus",
+    kind: Annotated[str, typer.Option("--kind", help="flat, hnsw or ivf.")] = "flat",
+    metric: Annotated[str, typer.Option("--metric", help="cosine, ip or l2.")] = "cosine",
+    backend: Annotated[str, typer.Option("--backend", help="faiss or milvus.")] = "faiss",
+    uri: Annotated[
+        str | None, typer.Option("--uri", help="Milvus: a folder for Lite .db files, or a server URI.")
+    ] = None,
+    latency_queries: Annotated[int, typer.Option("--latency-queries", help="Single queries timed.")] = 100,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+    max_length: MaxLengthOpt = 512,
+    batch_size: BatchOpt = 64,
+    device: DeviceOpt = None,
+    no_cache: NoCacheOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Retrieval quality (recall@10/100, MRR@10, nDCG@10, MAP), build time, p50 latency, index bytes."""
+    from whitevec.datasets.retrieval import load_retrieval_dataset
+    from whitevec.evaluation.retrieval import evaluate_retrieval
+
+    data = load_retrieval_dataset(dataset, data_dir=data_dir)
+    poolings = split_list(pooling)
+    if not poolings:
+        raise BadInputError("give at least one pooling")
+    encoder = _encoder(model, poolings[0], max_length, batch_size, device, no_cache)
+    report = evaluate_retrieval(
+        encoder,
+        data,
+        split_list(transform),
+        poolings=poolings,
+        fit_on=fit_on,
+        kind=kind,
+        metric=metric,
+        backend=backend,
+        uri=uri,
+        latency_queries=latency_queries,
+        show_progress=_progress_flag(quiet),
+    )
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{data.name} retrieval - {model} ({kind}/{metric}/{backend}, fitted on {fit_on})")
+    columns = (
+        "pooling",
+        "transform",
+        "dim",
+        "R@10",
+        "R@100",
+        "MRR@10",
+        "nDCG@10",
+        "MAP",
+        "build s",
+        "p50 query ms",
+        "p50 search ms",
+        "index bytes",
+    )
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("pooling", "transform") else "right")
+    for s in report.scores:
+        table.add_row(
+            s.pooling,
+            s.transform,
+            str(s.dim),
+            *(f"{100 * v:.2f}" for v in (s.recall_10, s.recall_100, s.mrr_10, s.ndcg_10, s.map)),
+            f"{s.build_s:.2f}",
+            f"{s.p50_query_ms:.1f}",
+            f"{s.p50_search_ms:.3f}",
+            f"{s.index_bytes:,}",
+        )
+    console = Console()
+    console.print(table)
+    console.print(
+        f"{report.scores[0].n_queries} queries, {report.scores[0].n_docs} documents; quality in percent. "
+        "p50 query = one query: encode (no cache) + transform + search + fetch; p50 search = search + fetch only. "
+        "build s excludes the one-off corpus encoding "
+        f"({', '.join(f'{k}: {v:.1f} s' for k, v in report.corpus_encode_s.items())})."
+    )
+    if json_out is not None:
+        report.save_json(json_out)
+        typer.echo(f"wrote {json_out}", err=True)
+
 
 # ---- serve (issue 7) -----------------------------------------------------------------------------------
 # [section: serve]
+@app.command("serve")
+def serve_command(
+    index_dir: Annotated[Path, typer.Argument(help="Index folder written by `whitevec index build`.")],
+    host: Annotated[
+        str, typer.Option("--host", help="Address to bind; set WHITEVEC_API_KEY before leaving 127.0.0.1.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8000,
+    workers: Annotated[int, typer.Option("--workers", help="Processes, each with its own copy of the index.")] = 1,
+) -> None:
+    """Serve an index over HTTP: /search, /embed, /info, /health, a search page at / and API docs at /docs.
+
+    Limits come from WHITEVEC_SERVE_* variables (see docs); WHITEVEC_API_KEY, when set, is required in the
+    X-API-Key header.
+    """
+    try:
+        from whitevec.service.app import serve
+    except ImportError as exc:
+        raise BadInputError(f"serving needs the serve extra: pip install 'whitevec[serve]' ({exc})") from None
+    serve(index_dir, host=host, port=port, workers=workers)
 
 
 def main(argv: list[str] | None = None) -> Any:

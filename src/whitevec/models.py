@@ -38,7 +38,8 @@ KNOWN_MODELS: dict[str, KnownModel] = {
     "all-mpnet-base-v2": KnownModel(
         "all-mpnet-base-v2",
         "sentence-transformers/all-mpnet-base-v2",
-        "fetch it with `shared/models/fetch-all-mpnet-base-v2` (writes ~/.cache/whitevec/models/all-mpnet-base-v2)",
+        "fetch it with `shared/models/fetch-all-mpnet-base-v2` "
+        "(writes ~/.cache/whitevec/models/all-mpnet-base-v2)",
     ),
 }
 
@@ -85,8 +86,8 @@ def _from_hub(hub_id: str) -> Path:
         )
     except Exception as exc:  # the hub client raises many types for offline / not found / gated
         raise ModelNotFoundError(
-            f"model {hub_id!r} is neither a local folder nor reachable on the Hugging Face hub ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else 'no detail'})"
+            f"model {hub_id!r} is neither a local folder nor reachable on the Hugging Face hub "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no detail'})"
         ) from exc
     return Path(folder)
 

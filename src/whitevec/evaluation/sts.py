@@ -48,6 +48,7 @@ class StsScore:
     """One task under one transform: per-subset scores and the three aggregates."""
 
     task: str
+    model: str
     pooling: str
     transform: str
     fit_on: str
@@ -154,6 +155,7 @@ def evaluate_sts(
             report.scores.append(
                 StsScore(
                     task=task.name,
+                    model=encoder.model_name,
                     pooling=encoder.pooling.name,
                     transform=spec,
                     fit_on=fit_label if transform is not None else "-",

