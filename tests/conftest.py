@@ -69,7 +69,10 @@ def build_tiny_bert(folder: Path, *, layers: int = 2, hidden: int = 32, max_posi
     folder.mkdir(parents=True, exist_ok=True)
     vocab_file = folder / "vocab.txt"
     vocab_file.write_text("\n".join(_VOCAB) + "\n")
-    tokenizer = BertTokenizerFast(vocab_file=str(vocab_file), do_lower_case=True, model_max_length=max_positions)
+    # transformers 5 ignores vocab_file here: pass the vocabulary itself, or every word becomes [UNK].
+    tokenizer = BertTokenizerFast(
+        vocab={word: i for i, word in enumerate(_VOCAB)}, do_lower_case=True, model_max_length=max_positions
+    )
     tokenizer.save_pretrained(str(folder))
     config = BertConfig(
         vocab_size=len(_VOCAB),

@@ -21,6 +21,7 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix + ".tmp", dir=target.parent)
     os.close(fd)
+    os.chmod(tmp_name, 0o666 & ~_UMASK)  # mkstemp makes 0600; a written file should look like any other
     tmp = Path(tmp_name)
     try:
         yield tmp
@@ -53,6 +54,16 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _read_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# Read once at import: os.umask can only be read by setting it, which would race with other threads later.
+_UMASK = _read_umask()
 
 
 def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
