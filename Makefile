@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DATA ?= $(abspath ../shared/data)
 TORCH_PIN ?= torch==2.13.0
-EXTRAS ?= dev
+EXTRAS ?= dev,serve
 export WHITEVEC_DATA ?= $(DATA)
 
 .PHONY: install demo test lint results-sts bench clean
@@ -37,3 +37,6 @@ results-sts: install
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache
+
+bench: install
+	$(PY) benchmarks/run_all.py

@@ -1,0 +1,560 @@
+"""The HTTP service: API shapes, limits, bad input (never a 500), the API key, and 32 concurrent clients.
+
+Most tests serve a small fake retriever (deterministic hashed bag-of-words vectors) so they check the service
+alone; the tests at the end serve a real tiny index built with the random BERT fixture.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("fastapi", reason="the serve extra (fastapi, uvicorn) is not installed")
+import httpx
+import uvicorn
+from fastapi.testclient import TestClient
+
+from whitevec.errors import BadInputError
+from whitevec.service.app import EncoderWorker, create_app, public_manifest
+from whitevec.service.settings import ServeSettings
+
+DIM = 16
+DOCS = [
+    "a man is playing a guitar",
+    "a woman is playing the piano",
+    "the dog is running in the street",
+    "a cat is eating food",
+    "a girl is styling her hair",
+    "the boy is brushing his hair",
+    "a red car is on the street",
+    "a big blue car",
+    "the small dog and the big cat",
+    "a man is eating food in the street",
+    "<img src=x onerror=alert(1)> markup in a document",
+    "the woman is running",
+]
+
+
+def _vector(text: str) -> np.ndarray:
+    """Hashed bag of words, L2-normalised: similar texts share words, so rankings mean something."""
+    vec = np.zeros(DIM, dtype=np.float32)
+    for word in text.lower().split():
+        digest = hashlib.sha256(word.encode()).digest()
+        vec[digest[0] % DIM] += 1.0 if digest[1] % 2 else -1.0
+    norm = float(np.linalg.norm(vec))
+    return vec / norm if norm else vec
+
+
+@dataclass
+class Hit:
+    id: str
+    score: float
+    text: str
+    metadata: dict[str, Any] | None
+
+
+class FakeRetriever:
+    """Exact search over DOCS; fails the test if two threads ever run inside it at once."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.matrix = np.stack([_vector(t) for t in DOCS])
+        self.delay = delay
+        self.inside = 0
+        self.max_inside = 0
+        self.threads: set[str] = set()
+        self.calls: list[tuple[str, int]] = []
+        self._guard = threading.Lock()
+        self.manifest = {
+            "model": "/home/someone/models/tiny-bert",
+            "pooling": "first-last-avg",
+            "transform": {"spec": "whitening-8", "file": "transform.safetensors"},
+            "dims": DIM,
+            "metric": "cosine",
+            "kind": "flat",
+            "count": len(DOCS),
+            "index_path": "/srv/private/index",
+            "checksums": {"index.faiss": "ab" * 32},
+            "versions": {"whitevec": "0.1.0"},
+        }
+
+    @property
+    def count(self) -> int:
+        return len(DOCS)
+
+    def _enter(self, kind: str, n: int) -> None:
+        with self._guard:
+            self.inside += 1
+            self.max_inside = max(self.max_inside, self.inside)
+            self.threads.add(threading.current_thread().name)
+            self.calls.append((kind, n))
+
+    def _leave(self) -> None:
+        with self._guard:
+            self.inside -= 1
+
+    def expected(self, query: str, k: int) -> list[str]:
+        scores = self.matrix @ _vector(query)
+        order = sorted(range(len(DOCS)), key=lambda i: (-float(scores[i]), i))
+        return [f"doc-{i}" for i in order[:k]]
+
+    def search(self, queries: list[str], k: int = 10) -> list[list[Hit]]:
+        self._enter("search", len(queries))
+        try:
+            if self.delay:
+                time.sleep(self.delay)
+            if any("explode" in q for q in queries):
+                raise BadInputError("the fake retriever refuses the word 'explode'")
+            if any("crash" in q for q in queries):
+                raise RuntimeError("a bug inside the retriever")
+            out = []
+            for query in queries:
+                scores = self.matrix @ _vector(query)
+                ids = self.expected(query, k)
+                out.append([Hit(i, float(scores[int(i[4:])]), DOCS[int(i[4:])], {"n": int(i[4:])}) for i in ids])
+            return out
+        finally:
+            self._leave()
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self._enter("embed", len(texts))
+        try:
+            return np.stack([_vector(t) for t in texts])
+        finally:
+            self._leave()
+
+
+@pytest.fixture
+def fake() -> FakeRetriever:
+    return FakeRetriever()
+
+
+@pytest.fixture
+def client(fake: FakeRetriever) -> Iterator[TestClient]:
+    settings = ServeSettings(max_queries=4, max_texts=3, max_text_chars=50, max_k=20, max_body_bytes=2000)
+    with TestClient(create_app(fake, settings), raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+# ---- the API ----------------------------------------------------------------------------------------------
+def test_health_and_info_without_paths(client: TestClient) -> None:
+    assert client.get("/health").json() == {"status": "ok", "count": len(DOCS)}
+    info = client.get("/info").json()
+    manifest = info["manifest"]
+    assert manifest["model"] == "tiny-bert"  # absolute model folder cut to its name
+    assert "index_path" not in manifest and "file" not in manifest["transform"]
+    assert manifest["checksums"] == {"index.faiss": "ab" * 32}
+    assert manifest["transform"]["spec"] == "whitening-8" and manifest["dims"] == DIM
+    assert info["limits"]["max_k"] == 20 and info["limits"]["api_key_required"] is False
+    assert "/home/" not in str(info) and "/srv/" not in str(info)
+
+
+def test_public_manifest_cuts_nested_paths() -> None:
+    out = public_manifest(
+        {
+            "a": {"model_dir": "/x", "b": ["/abs/p/m", "rel/name"]},
+            "backend_uri": "http://u:p@h",
+            "files": {"docs.sqlite": {"sha256": "00", "bytes": 3}},
+        }
+    )
+    assert out == {"a": {"b": ["m", "rel/name"]}, "files": {"docs.sqlite": {"sha256": "00", "bytes": 3}}}
+
+
+def test_search_ranks_like_brute_force(client: TestClient, fake: FakeRetriever) -> None:
+    queries = ["a man playing guitar", "dog in the street", "hair"]
+    response = client.post("/search", json={"queries": queries, "k": 5})
+    assert response.status_code == 200
+    body = response.json()
+    assert body["k"] == 5 and len(body["results"]) == 3
+    for query, result in zip(queries, body["results"], strict=True):
+        assert result["query"] == query
+        assert result["ids"] == fake.expected(query, 5)
+        assert result["texts"] == [DOCS[int(i[4:])] for i in result["ids"]]
+        expected_scores = [float(fake.matrix[int(i[4:])] @ _vector(query)) for i in result["ids"]]
+        np.testing.assert_allclose(result["scores"], expected_scores, rtol=1e-6)
+        assert result["scores"] == sorted(result["scores"], reverse=True)
+
+
+def test_search_default_k_and_clamp_to_index_size(client: TestClient) -> None:
+    assert client.post("/search", json={"queries": ["cat"]}).json()["k"] == 10
+    body = client.post("/search", json={"queries": ["cat"], "k": 20}).json()
+    assert body["k"] == len(DOCS) and len(body["results"][0]["ids"]) == len(DOCS)
+
+
+def test_embed_gives_the_retrievers_vectors(client: TestClient) -> None:
+    body = client.post("/embed", json={"texts": ["a red car", "the dog"]}).json()
+    assert body["dim"] == DIM
+    np.testing.assert_allclose(np.array(body["vectors"]), np.stack([_vector("a red car"), _vector("the dog")]))
+
+
+def test_page_docs_and_static(client: TestClient) -> None:
+    page = client.get("/")
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    assert 'id="query"' in page.text and "/static/app.js" in page.text
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    script = client.get("/static/app.js")
+    assert script.status_code == 200 and "textContent" in script.text
+    assert "innerHTML" not in script.text.replace("never innerHTML", "")  # document text never becomes markup
+    assert client.get("/static/style.css").status_code == 200
+    assert client.get("/docs").status_code == 200
+    spec = client.get("/openapi.json").json()
+    assert {"/search", "/embed", "/info", "/health"} <= set(spec["paths"])
+    assert client.get("/static/../settings.py").status_code == 404
+
+
+# ---- bad input: 4xx with a message, and the server keeps serving ------------------------------------------
+BAD_REQUESTS: list[tuple[str, str, bytes, dict[str, str], int, str]] = [
+    # (name, path, body, extra headers, status, text the message must hold)
+    ("malformed json", "/search", b'{"queries": ["a",', {}, 422, "not valid JSON"),
+    ("not an object", "/search", b'["a", "b"]', {}, 422, "invalid request"),
+    ("null body", "/search", b"null", {}, 422, "invalid request"),
+    ("empty body", "/search", b"", {}, 422, "invalid request"),
+    ("queries a string", "/search", b'{"queries": "a dog"}', {}, 422, "queries"),
+    ("queries of numbers", "/search", b'{"queries": [1, 2]}', {}, 422, "queries.0"),
+    ("k a string", "/search", b'{"queries": ["a"], "k": "10"}', {}, 422, "k"),
+    ("k a float", "/search", b'{"queries": ["a"], "k": 2.5}', {}, 422, "k"),
+    ("k a bool", "/search", b'{"queries": ["a"], "k": true}', {}, 422, "k"),
+    ("k zero", "/search", b'{"queries": ["a"], "k": 0}', {}, 422, "max_k"),
+    ("k over max_k", "/search", b'{"queries": ["a"], "k": 21}', {}, 422, "max_k (20)"),
+    ("k huge", "/search", b'{"queries": ["a"], "k": 100000000000000000000000}', {}, 422, "k"),
+    ("empty query list", "/search", b'{"queries": []}', {}, 422, "queries"),
+    ("missing queries", "/search", b'{"k": 3}', {}, 422, "queries: Field required"),
+    ("blank query", "/search", b'{"queries": ["  "]}', {}, 422, "queries[0] is empty"),
+    ("too many queries", "/search", b'{"queries": ["a","b","c","d","e"]}', {}, 422, "max_queries is 4"),
+    ("query too long", "/search", b'{"queries": ["' + b"x" * 51 + b'"]}', {}, 422, "max_text_chars is 50"),
+    ("unknown field", "/search", b'{"queries": ["a"], "index": "/etc"}', {}, 422, "unknown field"),
+    ("a path field", "/search", b'{"queries": ["a"], "path": "/etc/passwd"}', {}, 422, "unknown field"),
+    ("non-utf8 bytes", "/search", b'{"queries": ["\xff\xfe\xfa"]}', {}, 400, "not valid UTF-8"),
+    ("lone surrogate", "/search", b'{"queries": ["\\ud800"]}', {}, 422, "surrogate"),
+    ("huge body", "/search", b'{"queries": ["' + b"a" * 5000 + b'"]}', {}, 413, "max_body_bytes (2000"),
+    ("wrong content type", "/search", b"queries=a", {"Content-Type": "text/plain"}, 422, "invalid request"),
+    ("embed empty", "/embed", b'{"texts": []}', {}, 422, "texts"),
+    ("embed too many", "/embed", b'{"texts": ["a","b","c","d"]}', {}, 422, "max_texts is 3"),
+    ("embed unknown field", "/embed", b'{"texts": ["a"], "k": 3}', {}, 422, "unknown field"),
+    ("embed a path", "/embed", b'{"file": "/etc/passwd"}', {}, 422, "unknown field"),
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "headers", "status", "needle"),
+    [case[1:] for case in BAD_REQUESTS],
+    ids=[case[0] for case in BAD_REQUESTS],
+)
+def test_bad_input_is_a_clear_4xx(
+    client: TestClient, path: str, body: bytes, headers: dict[str, str], status: int, needle: str
+) -> None:
+    sent_headers = {"Content-Type": "application/json", **headers}
+    response = client.post(path, content=body, headers=sent_headers)
+    assert response.status_code == status, response.text
+    detail = response.json()["detail"]
+    assert isinstance(detail, str) and needle in detail, detail
+    # the server keeps serving
+    assert client.post("/search", json={"queries": ["a dog"], "k": 2}).status_code == 200
+
+
+def test_chunked_huge_body_is_413_without_reading_it_all(client: TestClient) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'{"queries": ["'
+        for _ in range(100):  # no Content-Length: the limit is counted on the bytes as they arrive
+            yield b"a" * 100
+        yield b'"]}'
+
+    response = client.post("/search", content=chunks(), headers={"Content-Type": "application/json"})
+    assert response.status_code == 413 and "max_body_bytes" in response.json()["detail"]
+    assert client.get("/health").status_code == 200
+
+
+def test_wrong_methods_and_routes_are_4xx(client: TestClient) -> None:
+    assert client.get("/search").status_code == 405
+    assert client.post("/health").status_code == 405
+    assert client.get("/nothing-here").status_code == 404
+
+
+def test_retriever_errors_become_422_or_a_logged_500(client: TestClient) -> None:
+    bad = client.post("/search", json={"queries": ["explode"]})
+    assert bad.status_code == 422 and "explode" in bad.json()["detail"]
+    bug = client.post("/search", json={"queries": ["crash"]})
+    assert bug.status_code == 500 and "traceback" not in bug.text.lower()
+    assert client.post("/search", json={"queries": ["a cat"]}).status_code == 200
+
+
+# ---- the API key -------------------------------------------------------------------------------------------
+def test_api_key_required_when_set(fake: FakeRetriever) -> None:
+    settings = ServeSettings(api_key="s3cret-key")
+    with TestClient(create_app(fake, settings)) as test_client:
+        assert test_client.get("/health").status_code == 200  # liveness stays open
+        assert test_client.get("/").status_code == 200  # the page asks for the key itself
+        for headers in ({}, {"X-API-Key": "wrong"}, {"X-API-Key": "s3cret-ke"}, {"X-API-Key": "s3cret-key "}):
+            response = test_client.post("/search", json={"queries": ["a"]}, headers=headers)
+            assert response.status_code == 401 and "X-API-Key" in response.json()["detail"]
+            assert test_client.get("/info", headers=headers).status_code == 401
+            assert test_client.post("/embed", json={"texts": ["a"]}, headers=headers).status_code == 401
+        good = {"X-API-Key": "s3cret-key"}
+        assert test_client.post("/search", json={"queries": ["a"]}, headers=good).status_code == 200
+        info = test_client.get("/info", headers=good)
+        assert info.status_code == 200 and "s3cret" not in info.text
+        assert info.json()["limits"]["api_key_required"] is True
+
+
+def test_settings_from_env() -> None:
+    env = {"WHITEVEC_SERVE_MAX_K": "50", "WHITEVEC_SERVE_CONCURRENCY": "lock", "WHITEVEC_API_KEY": "s3cret"}
+    settings = ServeSettings.from_env(env)
+    assert settings.max_k == 50 and settings.concurrency == "lock" and settings.api_key == "s3cret"
+    assert "s3cret" not in repr(settings)  # the key never shows in a repr or a log line
+    assert ServeSettings.from_env({}).api_key is None
+    with pytest.raises(BadInputError, match="WHITEVEC_SERVE_MAX_K"):
+        ServeSettings.from_env({"WHITEVEC_SERVE_MAX_K": "lots"})
+    with pytest.raises(BadInputError, match="max_queries"):
+        ServeSettings(max_queries=0)
+    with pytest.raises(BadInputError, match="concurrency"):
+        ServeSettings(concurrency="pool")  # type: ignore[arg-type]
+
+
+# ---- sharing the encoder ------------------------------------------------------------------------------------
+def test_batch_worker_merges_waiting_jobs_and_isolates_a_bad_one() -> None:
+    import asyncio
+
+    fake = FakeRetriever(delay=0.02)
+    worker = EncoderWorker(fake, mode="batch", max_texts=64)
+    queries = [f"dog {i}" for i in range(10)] + ["explode"] + ["a cat"]
+
+    async def run_all() -> list[Any]:
+        return await asyncio.gather(*(worker.submit("search", [q], 3) for q in queries), return_exceptions=True)
+
+    try:
+        out = asyncio.run(run_all())
+    finally:
+        worker.close()
+    assert isinstance(out[10], BadInputError)
+    for query, result in zip(queries[:10] + queries[11:], out[:10] + out[11:], strict=True):
+        assert [h.id for h in result[0]] == fake.expected(query, 3)
+    assert any(n > 1 for kind, n in fake.calls if kind == "search")  # jobs were merged
+    assert fake.max_inside == 1 and len(fake.threads) == 1
+
+
+def _free_server(app: Any) -> tuple[uvicorn.Server, threading.Thread, str]:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    return server, thread, f"http://127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize("mode", ["batch", "lock"])
+def test_32_concurrent_clients_on_a_real_server(mode: str) -> None:
+    fake = FakeRetriever(delay=0.002)
+    server, thread, base = _free_server(create_app(fake, ServeSettings(concurrency=mode)))  # type: ignore[arg-type]
+    words = ["man", "dog", "car", "hair", "food", "street", "piano", "cat"]
+    jobs = [(f"{words[i % 8]} {words[(i * 3) % 8]}", 1 + i % 7) for i in range(192)]
+
+    # One pooled client shared by the threads (thread-safe; creating one per request costs more than a search).
+    http = httpx.Client(base_url=base, timeout=30, limits=httpx.Limits(max_connections=32))
+
+    def one(job: tuple[str, int]) -> tuple[int, list[str], list[str]]:
+        query, k = job
+        if k == 7:  # a bad request among good ones: the neighbours still succeed
+            response = http.post("/search", json={"queries": [query], "k": 0})
+            return response.status_code, [], []
+        response = http.post("/search", json={"queries": [query], "k": k})
+        return response.status_code, response.json()["results"][0]["ids"], fake.expected(query, k)
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=32) as pool:
+            results = list(pool.map(one, jobs))
+        for (query, k), (status, got, want) in zip(jobs, results, strict=True):
+            if k == 7:
+                assert status == 422
+            else:
+                assert status == 200 and got == want, query
+        assert http.get("/health").status_code == 200
+    finally:
+        http.close()
+        server.should_exit = True
+        thread.join(10)
+    assert fake.max_inside == 1 and len(fake.threads) == 1  # one thread owned the retriever throughout
+    if mode == "lock":
+        assert all(n == 1 for _, n in fake.calls)
+
+
+# ---- the command --------------------------------------------------------------------------------------------
+def test_serve_missing_index_exits_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from whitevec.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["serve", str(tmp_path / "no-such-index")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no-such-index" in err and err.startswith("whitevec: error:")
+
+
+def test_serve_rejects_bad_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from whitevec.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["serve", str(tmp_path), "--workers", "0"])
+    assert re.search(r"workers must be at least 1", capsys.readouterr().err)
+
+
+# ---- a real tiny index (random BERT) ------------------------------------------------------------------------
+REAL_DOCS = [
+    "a man is playing a guitar",
+    "a woman is playing the piano",
+    "the dog is running in the street",
+    "a cat is eating food",
+    "a girl is styling her hair",
+    "the boy is brushing his hair",
+    "a red car is on the street",
+    "a big blue car",
+    "the small dog and the big cat",
+    "a man is eating food in the street",
+    "the woman is running",
+    "a boy is playing the guitar",
+    "a girl and a dog",
+    "the red cat is small",
+    "his car is blue",
+    "her piano is big",
+    "a man and a woman are eating",
+    "the girl is running on the street",
+    "a dog is eating food",
+    "the boy is playing the piano",
+]
+
+
+@pytest.fixture(scope="module")
+def real_index(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    index = pytest.importorskip("whitevec.index", reason="whitevec.index is not available")
+    from whitevec.encoder import Encoder
+
+    docs = [index.Document(f"d{i}", text, {"n": i}) for i, text in enumerate(REAL_DOCS)]
+    out = tmp_path_factory.mktemp("serve-index") / "idx"
+    encoder = Encoder(str(tiny_bert_dir), "first-last-avg", cache=False, device="cpu")
+    index.Retriever.build(docs, out, encoder=encoder, transform="whitening-4", show_progress=False)
+    return out
+
+
+def test_real_index_served_matches_the_library(real_index: Path) -> None:
+    from whitevec.service.app import load_retriever
+
+    retriever = load_retriever(real_index)
+    queries = ["a man playing guitar", "the dog in the street"]
+    direct = retriever.search(queries, k=5)
+    with TestClient(create_app(retriever, ServeSettings())) as test_client:
+        info = test_client.get("/info").json()
+        assert info["count"] == len(REAL_DOCS) and info["manifest"]["dim"] == 4
+        assert "/" not in info["manifest"]["model"]  # the model folder's path is not shown
+        assert str(real_index) not in test_client.get("/info").text
+        body = test_client.post("/search", json={"queries": queries, "k": 5}).json()
+        for result, hits in zip(body["results"], direct, strict=True):
+            assert result["ids"] == [h.id for h in hits]
+            np.testing.assert_allclose(result["scores"], [h.score for h in hits], rtol=1e-5, atol=1e-6)
+            assert result["texts"] == [REAL_DOCS[int(h.id[1:])] for h in hits]
+        vectors = test_client.post("/embed", json={"texts": queries}).json()
+        np.testing.assert_allclose(np.array(vectors["vectors"]), retriever.embed(queries), rtol=1e-5, atol=1e-6)
+        assert vectors["dim"] == 4
+
+
+def test_real_index_32_concurrent_clients(real_index: Path) -> None:
+    from whitevec.service.app import load_retriever
+
+    retriever = load_retriever(real_index)
+    subjects, verbs = ("a man", "the dog", "a girl", "her car"), ("eating", "running", "hair")
+    queries = [f"{a} {b}" for a in subjects for b in verbs]
+    expected = {q: retriever.search([q], k=4)[0] for q in queries}
+    server, thread, base = _free_server(create_app(retriever, ServeSettings(concurrency="batch")))
+    http = httpx.Client(base_url=base, timeout=60, limits=httpx.Limits(max_connections=32))
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=32) as pool:
+            bodies = list(pool.map(lambda q: http.post("/search", json={"queries": [q], "k": 4}), queries * 8))
+    finally:
+        http.close()
+        server.should_exit = True
+        thread.join(10)
+    for query, response in zip(queries * 8, bodies, strict=True):
+        assert response.status_code == 200
+        got = response.json()["results"][0]
+        want = expected[query]
+        # Batched encoding may move scores by float rounding only.
+        np.testing.assert_allclose(got["scores"], [h.score for h in want], atol=1e-4)
+        clear = [h.id for h in want if h.score > want[-1].score + 1e-3]  # ranks not decided by a near-tie
+        assert set(clear) <= set(got["ids"])
+
+
+def test_serve_corrupt_index_exits_with_one_line(
+    real_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    from whitevec.cli import main
+
+    broken = tmp_path / "broken"
+    shutil.copytree(real_index, broken)
+    docs = broken / "docs.sqlite"
+    docs.write_bytes(docs.read_bytes()[:-7] + b"garbage")
+    not_an_index = tmp_path / "empty"
+    not_an_index.mkdir()
+    for folder, needle in ((broken, "docs.sqlite"), (not_an_index, "manifest")):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["serve", str(folder)])
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and needle in err, err
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not __import__("os").environ.get("WHITEVEC_RUN_SLOW"),
+    reason="starts three Python processes that each import torch (~30 s+); set WHITEVEC_RUN_SLOW=1 to run",
+)
+def test_serve_command_with_two_workers(real_index: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WHITEVEC_API_KEY": "k-123"}
+    command = [sys.executable, "-c", "from whitevec.cli import main; main()", "serve", str(real_index)]
+    proc = subprocess.Popen(
+        [*command, "--port", str(port), "--workers", "2"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 240  # three processes import torch; slow on a busy machine
+        while True:
+            try:
+                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "server with 2 workers did not come up"
+            time.sleep(0.3)
+        assert httpx.post(f"{base}/search", json={"queries": ["a dog"]}).status_code == 401
+        found = httpx.post(f"{base}/search", json={"queries": ["a dog"], "k": 3}, headers={"X-API-Key": "k-123"})
+        assert found.status_code == 200 and len(found.json()["results"][0]["ids"]) == 3
+    finally:
+        proc.terminate()
+        proc.wait(30)
