@@ -1,0 +1,90 @@
+"""docs.sqlite: the documents of an index. ``row`` (int64, the id the vector backend knows) -> user ``id``,
+``text`` and ``metadata`` (JSON text or NULL). ``id`` is UNIQUE, so SQLite itself refuses a duplicate."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from whitevec.datasets.retrieval import Document
+from whitevec.errors import BadInputError, CorruptFileError
+
+DOCS_FILE = "docs.sqlite"
+_SCHEMA = "CREATE TABLE docs (row INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, text TEXT NOT NULL, metadata TEXT)"
+
+
+def write_docs(path: Path, docs: Iterable[Document], start_row: int = 0) -> int:
+    """Create ``path`` (if new) and append ``docs`` with rows ``start_row, start_row + 1, ...``; return the count.
+
+    The journal is the default rollback journal, so once this returns only ``path`` itself is on disk.
+    """
+    new = not path.exists()
+    db = sqlite3.connect(path)
+    try:
+        if new:
+            db.execute(_SCHEMA)
+        rows = []
+        for offset, doc in enumerate(docs):
+            meta = None if doc.metadata is None else json.dumps(doc.metadata, ensure_ascii=False)
+            rows.append((start_row + offset, doc.id, doc.text, meta))
+        try:
+            with db:
+                db.executemany("INSERT INTO docs (row, id, text, metadata) VALUES (?, ?, ?, ?)", rows)
+        except sqlite3.IntegrityError as exc:
+            raise BadInputError(f"duplicate document id while writing the index ({exc})") from exc
+        return len(rows)
+    finally:
+        db.close()
+
+
+class DocStore:
+    """Read access to docs.sqlite (thread-safe: one connection behind a lock)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            self._db.execute("SELECT count(*) FROM docs").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise CorruptFileError(f"{path} is not a readable document store ({exc})") from exc
+        self._lock = threading.Lock()
+
+    @property
+    def count(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM docs").fetchone()[0])
+
+    def next_row(self) -> int:
+        with self._lock:
+            value = self._db.execute("SELECT max(row) FROM docs").fetchone()[0]
+        return 0 if value is None else int(value) + 1
+
+    def existing_ids(self, ids: Sequence[str]) -> list[str]:
+        """Those of ``ids`` already stored."""
+        found: list[str] = []
+        with self._lock:
+            for start in range(0, len(ids), 500):
+                chunk = list(ids[start : start + 500])
+                marks = ",".join("?" * len(chunk))
+                found += [r[0] for r in self._db.execute(f"SELECT id FROM docs WHERE id IN ({marks})", chunk)]
+        return found
+
+    def get(self, rows: Sequence[int]) -> dict[int, Document]:
+        """``{row: Document}`` for the given internal rows (unknown rows are left out)."""
+        out: dict[int, Document] = {}
+        wanted = sorted({int(r) for r in rows if r >= 0})
+        with self._lock:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                query = f"SELECT row, id, text, metadata FROM docs WHERE row IN ({marks})"
+                for row, doc_id, text, meta in self._db.execute(query, chunk):
+                    out[int(row)] = Document(doc_id, text, None if meta is None else json.loads(meta))
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

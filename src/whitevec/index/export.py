@@ -1,0 +1,83 @@
+"""Whitening inside FAISS: one index file that takes raw encoder vectors.
+
+``export_faiss(DIR, OUT)`` wraps the stored index in ``faiss.IndexPreTransform`` with
+``LinearTransform(A = W^T, b = -W^T (beta*mu))`` (so ``y = A x + b = W^T (x - beta*mu)``, the whitening) and,
+for the cosine metric, a ``NormalizationTransform`` after it. Then plain ``faiss.read_index(OUT).search(x, k)``
+on raw encoder vectors ``x`` gives the same ids (internal rows; ``docs.sqlite`` maps them to document ids) and
+scores as whitevec. Only linear transforms can be expressed this way: Whitening (any k, beta, gamma), Center,
+or none.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from whitevec._io import atomic_path
+from whitevec.errors import BadInputError
+from whitevec.index.faiss_backend import INDEX_FILE
+from whitevec.index.manifest import read_manifest
+from whitevec.index.retriever import LINEAR_TRANSFORMS, TRANSFORM_FILE
+from whitevec.transforms import Center, Transform, Whitening
+
+
+def linear_parts(transform: Transform | None, dim: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(A, b)`` with ``transform(x) = A x + b``; None for no transform. BadInputError for non-linear ones."""
+    if transform is None:
+        return None
+    if isinstance(transform, Whitening):
+        W = np.asarray(transform.components_, dtype=np.float64)  # (d, k)
+        A = W.T
+        b = -(W.T @ (transform.beta * np.asarray(transform.mean_, dtype=np.float64)))
+        return A, b
+    if isinstance(transform, Center):
+        return np.eye(dim), -np.asarray(transform.mean_, dtype=np.float64)
+    raise BadInputError(
+        f"a {type(transform).__name__} transform is not linear, so FAISS cannot apply it; export-faiss works for "
+        f"{', '.join(LINEAR_TRANSFORMS)} or no transform"
+    )
+
+
+def export_faiss(index_dir: str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
+    """Write one FAISS file searching raw encoder vectors (see the module docstring); returns ``out``."""
+    import faiss
+
+    folder = Path(index_dir).expanduser()
+    manifest = read_manifest(folder)
+    if manifest["backend"] != "faiss":
+        raise BadInputError(
+            f"{folder} keeps its vectors in {manifest['backend']}; export-faiss needs a faiss index"
+        )
+    info = manifest.get("transform")
+    if info and info.get("class") not in LINEAR_TRANSFORMS:
+        raise BadInputError(
+            f"{folder} uses transform {info.get('spec')!r} ({info.get('class')}), which is not linear; "
+            f"export-faiss works for {', '.join(LINEAR_TRANSFORMS)} or no transform"
+        )
+    transform = Transform.load(folder / TRANSFORM_FILE) if info else None
+    d_in, d_out = int(manifest["encoder_dim"]), int(manifest["dim"])
+    index = faiss.read_index(str(folder / INDEX_FILE))
+    chain: list[Any] = []
+    parts = linear_parts(transform, d_in)
+    if parts is not None:
+        A, b = parts
+        linear = faiss.LinearTransform(d_in, d_out, True)
+        faiss.copy_array_to_vector(np.ascontiguousarray(A, dtype=np.float32).ravel(), linear.A)
+        faiss.copy_array_to_vector(np.ascontiguousarray(b, dtype=np.float32), linear.b)
+        linear.is_trained = True
+        chain.append(linear)
+    if manifest["metric"] == "cosine":
+        chain.append(faiss.NormalizationTransform(d_out, 2.0))
+    if not chain:
+        wrapped = index
+    else:
+        wrapped = faiss.IndexPreTransform(chain[-1], index)
+        for step in reversed(chain[:-1]):
+            wrapped.prepend_transform(step)
+    target = Path(out).expanduser()
+    with atomic_path(target) as tmp:
+        faiss.write_index(wrapped, str(tmp))
+    return target

@@ -1,0 +1,188 @@
+"""Milvus backend through pymilvus's ``MilvusClient``: a local file URI runs Milvus Lite in this process, an
+``http(s)://host:port`` URI talks to a Milvus server or cluster with the same code.
+
+Needs the optional extra ``whitevec[milvus]`` (``pymilvus``, ``milvus-lite``). Vectors arrive transformed (and
+normalised for cosine); the collection uses metric IP for ``cosine``/``ip`` and L2 (squared) for ``l2``, so
+scores mean the same as with FAISS. One collection per index, named in the manifest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from whitevec.errors import BadInputError, DataNotFoundError, WhitevecError
+from whitevec.index.backend import check_choice
+
+MILVUS_TOPK_LIMIT = 16384  # Milvus refuses larger limits
+_INSERT_BATCH = 2000
+DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
+    "flat": {},
+    "hnsw": {"M": 32, "efConstruction": 40, "efSearch": 64},
+    "ivf": {"nlist": 128, "nprobe": 8},
+}
+
+
+def _pymilvus() -> Any:
+    try:
+        import pymilvus
+    except ImportError as exc:
+        raise WhitevecError(
+            "the Milvus backend needs pymilvus (and milvus-lite for local files): pip install 'whitevec[milvus]'"
+        ) from exc
+    return pymilvus
+
+
+def is_local_uri(uri: str) -> bool:
+    """A file path (Milvus Lite) rather than a server address."""
+    return "://" not in uri
+
+
+def new_collection_name() -> str:
+    return "whitevec_" + uuid.uuid4().hex[:16]
+
+
+class MilvusBackend:
+    """Vectors in one Milvus collection (int64 primary key ``id``, float vector ``vector``)."""
+
+    def __init__(
+        self,
+        uri: str,
+        collection: str,
+        dim: int,
+        metric: str,
+        kind: str = "flat",
+        params: dict[str, Any] | None = None,
+        *,
+        create: bool = False,
+        token: str | None = None,
+    ) -> None:
+        self.uri = str(uri)
+        self.collection = collection
+        self.dim = int(dim)
+        self.metric = check_choice(metric, ("cosine", "ip", "l2"), "metric")
+        self.kind = check_choice(kind, ("flat", "hnsw", "ivf"), "index kind")
+        defaults = DEFAULT_PARAMS[self.kind]
+        for name in params or {}:
+            if name not in defaults:
+                raise BadInputError(f"index parameter {name!r} does not apply to kind {self.kind!r}")
+        self._params = {**defaults, **(params or {})}
+        pymilvus = _pymilvus()
+        if is_local_uri(self.uri):
+            if not self.uri.endswith(".db"):
+                raise BadInputError(f"a local Milvus Lite URI must be a file name ending in .db, got {self.uri!r}")
+            Path(self.uri).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.client = pymilvus.MilvusClient(uri=self.uri, token=token or "")
+        except Exception as exc:  # pymilvus raises many types; all mean "cannot reach it"
+            raise WhitevecError(f"cannot connect to Milvus at {self.uri}: {exc}") from exc
+        if create:
+            self._create()
+        elif not self.client.has_collection(self.collection):
+            raise DataNotFoundError(
+                f"Milvus at {self.uri} has no collection {self.collection!r}; the index was dropped or the URI "
+                "is wrong. Rebuild the index."
+            )
+        self.client.load_collection(self.collection)
+
+    @property
+    def _milvus_metric(self) -> str:
+        return "L2" if self.metric == "l2" else "IP"
+
+    def _create(self) -> None:
+        pymilvus = _pymilvus()
+        DataType = pymilvus.DataType
+        if self.client.has_collection(self.collection):
+            raise BadInputError(f"Milvus collection {self.collection!r} already exists at {self.uri}")
+        schema = self.client.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("id", DataType.INT64, is_primary=True)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=self.dim)
+        index_params = self.client.prepare_index_params()
+        if self.kind == "flat":
+            index_params.add_index("vector", index_type="FLAT", metric_type=self._milvus_metric)
+        elif self.kind == "hnsw":
+            index_params.add_index(
+                "vector",
+                index_type="HNSW",
+                metric_type=self._milvus_metric,
+                params={"M": self._params["M"], "efConstruction": self._params["efConstruction"]},
+            )
+        else:
+            index_params.add_index(
+                "vector",
+                index_type="IVF_FLAT",
+                metric_type=self._milvus_metric,
+                params={"nlist": self._params["nlist"]},
+            )
+        self.client.create_collection(self.collection, schema=schema, index_params=index_params)
+
+    @property
+    def count(self) -> int:
+        rows = self.client.query(self.collection, filter="", output_fields=["count(*)"])
+        return int(rows[0]["count(*)"]) if rows else 0
+
+    def params(self) -> dict[str, Any]:
+        return dict(self._params)
+
+    def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        x = np.ascontiguousarray(vectors, dtype=np.float32)
+        ids64 = np.asarray(ids, dtype=np.int64)
+        if x.ndim != 2 or x.shape[1] != self.dim or ids64.shape != (x.shape[0],):
+            raise BadInputError(f"expected {len(ids64)} vectors of dimension {self.dim}, got shape {x.shape}")
+        for start in range(0, len(ids64), _INSERT_BATCH):
+            stop = start + _INSERT_BATCH
+            rows = [
+                {"id": int(i), "vector": v.tolist()} for i, v in zip(ids64[start:stop], x[start:stop], strict=True)
+            ]
+            self.client.insert(self.collection, rows)
+        self.client.flush(self.collection)
+
+    def delete(self, ids: np.ndarray) -> None:
+        """Remove rows (used to undo an add whose document write failed)."""
+        self.client.delete(self.collection, ids=[int(i) for i in ids])
+
+    def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        x = np.ascontiguousarray(vectors, dtype=np.float32)
+        if k > MILVUS_TOPK_LIMIT:
+            raise BadInputError(f"Milvus returns at most {MILVUS_TOPK_LIMIT} results per query, asked for {k}")
+        search_params: dict[str, Any] = {"metric_type": self._milvus_metric}
+        if self.kind == "hnsw":
+            search_params["params"] = {"ef": max(self._params["efSearch"], k)}
+        elif self.kind == "ivf":
+            search_params["params"] = {"nprobe": self._params["nprobe"]}
+        results = self.client.search(
+            self.collection, data=x.tolist(), limit=k, output_fields=["id"], search_params=search_params
+        )
+        scores = np.zeros((x.shape[0], k), dtype=np.float32)
+        ids = np.full((x.shape[0], k), -1, dtype=np.int64)
+        for row, hits in enumerate(results):
+            for col, hit in enumerate(list(hits)[:k]):
+                ids[row, col] = int(hit["id"])
+                scores[row, col] = float(hit["distance"])
+        return scores, ids
+
+    def save(self, folder: Path) -> list[str]:
+        # The vectors live in Milvus; make sure they are persisted there. Nothing to write in the folder.
+        self.client.flush(self.collection)
+        return []
+
+    def drop(self) -> None:
+        self.client.drop_collection(self.collection)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):  # closing a broken connection is not worth a second error
+            self.client.close()
+
+    def release(self) -> None:
+        """Close, and for Milvus Lite also stop its in-process server so the data folder is unlocked (needed
+        before the folder is renamed; another client of the same file in this process loses its server)."""
+        self.close()
+        if is_local_uri(self.uri):
+            with contextlib.suppress(Exception):
+                from milvus_lite.server_manager import server_manager_instance
+
+                server_manager_instance.release_server(self.uri)

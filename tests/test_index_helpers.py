@@ -1,0 +1,102 @@
+"""Shared pieces for the index/retrieval tests (no tests here): a tiny BERT whose tokenizer knows its words,
+and small synthetic corpora."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+WORDS = [
+    "a",
+    "the",
+    "man",
+    "woman",
+    "girl",
+    "boy",
+    "dog",
+    "cat",
+    "playing",
+    "guitar",
+    "piano",
+    "eating",
+    "food",
+    "running",
+    "on",
+    "in",
+    "street",
+    "hair",
+    "her",
+    "his",
+    "styling",
+    "brushing",
+    "car",
+    "red",
+    "blue",
+    "big",
+    "small",
+    "and",
+    "of",
+    "to",
+    "x",
+    "y",
+]
+
+
+def tiny_bert(folder: Path, hidden: int = 32) -> Path:
+    """conftest's random BERT, with a tokenizer built from the vocabulary dict (transformers 5 ignores the
+    ``vocab_file=`` keyword the shared fixture passes, which leaves every word [UNK])."""
+    from transformers import BertTokenizer
+
+    from tests.conftest import _VOCAB, build_tiny_bert
+
+    build_tiny_bert(folder, hidden=hidden)
+    tokenizer = BertTokenizer(vocab={w: i for i, w in enumerate(_VOCAB)}, do_lower_case=True, model_max_length=64)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (folder / name).unlink(missing_ok=True)
+    tokenizer.save_pretrained(str(folder))
+    return folder
+
+
+def sentences(n: int, seed: int = 0, length: int = 7) -> list[str]:
+    """``n`` distinct random sentences over the tiny vocabulary."""
+    rng = np.random.default_rng(seed)
+    out: list[str] = []
+    seen: set[str] = set()
+    while len(out) < n:
+        text = " ".join(rng.choice(WORDS, length))
+        if text not in seen:
+            seen.add(text)
+            out.append(text)
+    return out
+
+
+class HashEncoder:
+    """A stand-in Encoder without torch: deterministic vectors from a hash of the text. Lets a child process
+    start in about a second (the interrupted-build test); the index code only needs ``encode`` and ``describe``."""
+
+    def __init__(self, dim: int = 16) -> None:
+        self.dim = dim
+        self.model_name = "hash-encoder"
+        self.max_length = 64
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "model": self.model_name,
+            "model_fingerprint": None,
+            "pooling": "hash",
+            "layers": [],
+            "max_length": self.max_length,
+            "dim": self.dim,
+        }
+
+    def encode(
+        self, texts: list[str], batch_size: int | None = None, show_progress: bool | None = None
+    ) -> np.ndarray:
+        import hashlib
+
+        rows = []
+        for text in texts:
+            seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+            rows.append(np.random.default_rng(seed).normal(size=self.dim) + 0.5)
+        return np.asarray(rows, dtype=np.float32).reshape(len(texts), self.dim)

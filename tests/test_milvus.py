@@ -1,0 +1,73 @@
+"""Milvus Lite backend against FAISS flat on the same vectors (needs the extra whitevec[milvus])."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.test_index_helpers import HashEncoder
+from whitevec.errors import BadInputError
+from whitevec.index import Document, FaissBackend, Retriever
+
+pytest.importorskip("pymilvus", reason="the Milvus tests need pip install 'whitevec[milvus]'")
+pytest.importorskip("milvus_lite", reason="the Milvus tests need milvus-lite (local file URIs)")
+
+from whitevec.index.milvus_backend import MilvusBackend
+
+
+@pytest.mark.parametrize(("metric", "kind"), [("ip", "flat"), ("l2", "flat"), ("ip", "hnsw")])
+def test_milvus_matches_faiss_flat(tmp_path: Path, metric: str, kind: str) -> None:
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(500, 24)).astype(np.float32)
+    queries = rng.normal(size=(40, 24)).astype(np.float32)
+    ids = np.arange(500, dtype=np.int64)
+    faiss_backend = FaissBackend(24, metric, "flat")
+    faiss_backend.add(ids, vectors)
+    params = {"efSearch": 500} if kind == "hnsw" else None  # ef >= n: HNSW is exhaustive here
+    milvus = MilvusBackend(str(tmp_path / "m.db"), "c1", 24, metric, kind, params, create=True)
+    milvus.add(ids, vectors)
+    assert milvus.count == 500
+    f_scores, f_ids = faiss_backend.search(queries, 10)
+    m_scores, m_ids = milvus.search(queries, 10)
+    overlap = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(f_ids, m_ids, strict=True)])
+    assert overlap >= 0.99
+    np.testing.assert_allclose(np.sort(m_scores, axis=1), np.sort(f_scores, axis=1), rtol=1e-4, atol=1e-4)
+    milvus.release()
+
+
+def test_retriever_on_milvus_lite(tmp_path: Path) -> None:
+    encoder = HashEncoder(dim=16)
+    docs = [Document(f"d{i}", f"text number {i}") for i in range(200)]
+    queries = [f"query {i}" for i in range(20)]
+    on_faiss = Retriever.build(docs, tmp_path / "faiss", encoder=encoder, transform="whitening")  # type: ignore[arg-type]
+    on_milvus = Retriever.build(
+        docs,
+        tmp_path / "milvus",
+        encoder=encoder,
+        transform="whitening",  # type: ignore[arg-type]
+        backend="milvus",
+    )
+    assert (tmp_path / "milvus" / "milvus.db").is_dir() and not (tmp_path / "milvus" / "index.faiss").exists()
+    m = on_milvus.manifest
+    assert m["backend"] == "milvus" and m["backend_uri"] is None and m["milvus_collection"].startswith("whitevec_")
+    f_hits, m_hits = on_faiss.search(queries, 10), on_milvus.search(queries, 10)
+    overlap = np.mean(
+        [len({h.id for h in a} & {h.id for h in b}) / 10 for a, b in zip(f_hits, m_hits, strict=True)]
+    )
+    assert overlap >= 0.99
+    np.testing.assert_allclose([h.score for h in m_hits[0]], [h.score for h in f_hits[0]], rtol=1e-4, atol=1e-4)
+    # add keeps ids unique and persists
+    assert on_milvus.add([Document("new", "a brand new text")]) == 201
+    with pytest.raises(BadInputError, match="'new'"):
+        on_milvus.add([Document("new", "again")])
+    assert on_milvus.search(["a brand new text"], 1)[0][0].id == "new"
+    on_milvus.close()
+    # an explicit local URI outside the folder; the manifest records it
+    uri = str(tmp_path / "shared" / "store.db")
+    other = Retriever.build(docs, tmp_path / "ext", encoder=encoder, transform="none", backend="milvus", uri=uri)  # type: ignore[arg-type]
+    assert other.manifest["backend_uri"] == uri and other.count == 200
+    assert [h.id for h in other.search(queries[:2], 3)[0]] == [h.id for h in other.search(queries[:2], 3)[0]]
+    with pytest.raises(BadInputError, match=r"\.db"):
+        Retriever.build(docs, tmp_path / "bad", encoder=encoder, backend="milvus", uri=str(tmp_path / "x"))  # type: ignore[arg-type]
