@@ -1,0 +1,390 @@
+"""BERT-flow: a Glow normalizing flow fitted by maximum likelihood on cached sentence vectors.
+
+BERT-flow (Li et al., EMNLP 2020) learns an invertible map from sentence vectors to a standard Gaussian and uses
+the Gaussian latent as the sentence vector. The original trains it inside the encoder's TensorFlow graph; here it
+is fitted once on vectors already encoded, then applied like any other :class:`Transform`.
+
+Architecture (see :mod:`whitevec.transforms.flow_layers`): ``levels`` levels of ``depth`` Glow steps (actnorm,
+LU-parameterised invertible linear map, additive or affine coupling with a residual conditioner of ``width``
+units); between levels half the dimensions are factored out under N(0, I), as BERT-flow's split does.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+
+from whitevec.errors import BadInputError, CorruptFileError
+from whitevec.transforms.base import Transform
+from whitevec.transforms.flow_layers import Glow, InvertibleLinear, level_dims
+from whitevec.transforms.validation import check_vectors
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+_COUPLINGS = ("additive", "affine")
+_MIXINGS = ("lu", "reverse")
+# Validation checks per epoch: with the default of one epoch, early stopping needs several looks to act at all.
+_CHECKS_PER_EPOCH = 10
+# Rows used for actnorm's data-dependent init: enough for stable per-dimension moments at 1024 dims.
+_INIT_ROWS = 4096
+_APPLY_BATCH = 8192
+
+
+def _bits_per_dim(log_prob: torch.Tensor, dim: int) -> torch.Tensor:
+    """Mean negative log-likelihood in bits per dimension (Glow's unit), from per-row log-densities in nats."""
+    return -log_prob.mean() / (dim * math.log(2.0))
+
+
+class Flow(Transform):
+    """Glow normalizing flow after BERT-flow, fitted on vectors by maximum likelihood under N(0, I).
+
+    ``transform(X)`` returns the latent ``z`` (float32, same shape as ``X``; the factored-out blocks sit back at
+    the positions they left). ``inverse_transform`` maps back, ``score_samples`` gives per-row log-densities.
+
+    Parameters
+    ----------
+    levels, depth, width, coupling:
+        Glow shape: ``levels`` levels of ``depth`` steps; coupling conditioner width; ``"additive"`` or
+        ``"affine"`` coupling. The defaults (2, 3, 32, additive) are BERT-flow's ``config_l2_d3``-style setting.
+    hidden_layers:
+        Residual ``width x width`` blocks in each conditioner (BERT-flow's conv stack has one hidden layer).
+    mixing:
+        ``"lu"``: learned invertible linear map (Glow's 1x1 convolution, LU-parameterised); ``"reverse"``: fixed
+        reversal of the dimensions, which is what BERT-flow's published configs (``"permutation": true``) use.
+    lr, epochs, batch_size:
+        Adam learning rate (BERT-flow: 1e-3), passes over the training rows (may be fractional; BERT-flow: 1),
+        rows per step.
+    validation_fraction, patience:
+        Share of rows held out; the validation loss is checked 10 times per epoch and the best state is kept.
+        Training stops after ``patience`` checks without improvement (``None``: never stops early). With
+        ``validation_fraction=0`` the final state is kept.
+    seed:
+        Fixes the split, the initial weights and the shuffling; on the CPU the same seed gives identical output.
+    device, dtype:
+        Torch device for fitting and applying; ``"float32"`` or ``"float64"`` working precision.
+    show_progress:
+        Progress bar with the loss; ``None`` shows it only when stderr is a terminal.
+    """
+
+    def __init__(
+        self,
+        levels: int = 2,
+        depth: int = 3,
+        width: int = 32,
+        coupling: str = "additive",
+        hidden_layers: int = 1,
+        mixing: str = "lu",
+        lr: float = 1e-3,
+        epochs: float = 1.0,
+        batch_size: int = 64,
+        validation_fraction: float = 0.1,
+        patience: int | None = 5,
+        seed: int = 0,
+        device: str = "cpu",
+        show_progress: bool | None = None,
+        dtype: str = "float32",
+    ) -> None:
+        self.levels = levels
+        self.depth = depth
+        self.width = width
+        self.coupling = coupling
+        self.hidden_layers = hidden_layers
+        self.mixing = mixing
+        self.lr = lr
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.validation_fraction = validation_fraction
+        self.patience = patience
+        self.seed = seed
+        self.device = device
+        self.show_progress = show_progress
+        self.dtype = dtype
+
+    # --- parameters ------------------------------------------------------------------------------------
+    def _check_params(self) -> None:
+        def positive_int(name: str, value: Any, minimum: int = 1) -> None:
+            if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < minimum:
+                raise BadInputError(f"Flow {name} must be an integer >= {minimum}, got {value!r}")
+
+        positive_int("levels", self.levels)
+        positive_int("depth", self.depth)
+        positive_int("width", self.width)
+        positive_int("hidden_layers", self.hidden_layers, minimum=0)
+        positive_int("batch_size", self.batch_size, minimum=2)
+        if self.patience is not None:
+            positive_int("patience", self.patience)
+        if self.coupling not in _COUPLINGS:
+            raise BadInputError(f"Flow coupling must be one of {', '.join(_COUPLINGS)}; got {self.coupling!r}")
+        if self.mixing not in _MIXINGS:
+            raise BadInputError(f"Flow mixing must be one of {', '.join(_MIXINGS)}; got {self.mixing!r}")
+        if self.dtype not in _DTYPES:
+            raise BadInputError(f"Flow dtype must be one of {', '.join(_DTYPES)}; got {self.dtype!r}")
+        if not (isinstance(self.lr, int | float) and math.isfinite(self.lr) and self.lr > 0):
+            raise BadInputError(f"Flow lr must be a positive number, got {self.lr!r}")
+        if not (isinstance(self.epochs, int | float) and math.isfinite(self.epochs) and self.epochs > 0):
+            raise BadInputError(f"Flow epochs must be a positive number, got {self.epochs!r}")
+        if not (isinstance(self.validation_fraction, int | float) and 0 <= self.validation_fraction < 1):
+            raise BadInputError(f"Flow validation_fraction must be in [0, 1), got {self.validation_fraction!r}")
+
+    def _torch_dtype(self) -> torch.dtype:
+        return _DTYPES[self.dtype]
+
+    def _build(self, dim: int, generator: torch.Generator) -> Glow:
+        dims = level_dims(dim, self.levels)
+        if dims[-1] < 2:
+            need = 2 ** (self.levels - 1) + 1
+            raise BadInputError(
+                f"Flow with levels={self.levels} halves the vector {self.levels - 1} times and needs at least "
+                f"{need} dimensions; got {dim}. Use fewer levels."
+            )
+        module = Glow(
+            dim,
+            levels=self.levels,
+            depth=self.depth,
+            width=self.width,
+            hidden_layers=self.hidden_layers,
+            affine=self.coupling == "affine",
+            mixing=self.mixing,
+            generator=generator,
+        )
+        return module.to(device=self.device, dtype=self._torch_dtype())
+
+    # --- fitting ---------------------------------------------------------------------------------------
+    def fit(self, X: Any, y: Any = None) -> Flow:
+        """Fit the flow by maximum likelihood on the rows of ``X`` (n, d); returns ``self``."""
+        self._check_params()
+        data = check_vectors(X, name="X")
+        n, dim = data.shape
+        generator = torch.Generator().manual_seed(int(self.seed))
+        order = torch.randperm(n, generator=generator)
+        n_val = round(n * self.validation_fraction) if self.validation_fraction > 0 else 0
+        if self.validation_fraction > 0:
+            n_val = max(n_val, 1)
+        n_train = n - n_val
+        if n_train < self.batch_size:
+            raise BadInputError(
+                f"Flow needs at least batch_size={self.batch_size} training rows; X has {n} rows and "
+                f"{n_val} are held out for validation, leaving {n_train}. Pass more vectors or a smaller "
+                f"batch_size."
+            )
+        if n_train < 2 * dim:
+            warnings.warn(
+                f"fitting a {dim}-dimensional flow on {n_train} rows: the density is poorly determined with "
+                "fewer rows than twice the dimension, and the latent may not be close to N(0, I)",
+                stacklevel=2,
+            )
+        module = self._build(dim, generator)
+        tensor = torch.from_numpy(data).to(device=self.device, dtype=self._torch_dtype())
+        train = tensor[order[n_val:].to(self.device)]
+        val = tensor[order[:n_val].to(self.device)]
+        module.data_init(train[:_INIT_ROWS])
+
+        steps_per_epoch = math.ceil(n_train / self.batch_size)
+        total_steps = max(1, math.ceil(self.epochs * n_train / self.batch_size))
+        check_every = max(1, steps_per_epoch // _CHECKS_PER_EPOCH)
+        optimizer = torch.optim.Adam(_param_groups(module, self.lr), lr=self.lr, foreach=True)
+
+        best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
+        best_val = math.inf
+        best_step = 0
+        checks_without_gain = 0
+        history: list[list[float]] = []
+        running, running_count = 0.0, 0
+        stopped_early = False
+        step = 0
+        with _Progress(self._show(), total_steps) as bar:
+            while step < total_steps and not stopped_early:
+                perm = torch.randperm(n_train, generator=generator).to(self.device)
+                for start in range(0, n_train, self.batch_size):
+                    if step >= total_steps:
+                        break
+                    step += 1
+                    batch = train[perm[start : start + self.batch_size]]
+                    loss = _bits_per_dim(module.log_prob(batch), dim)
+                    self._check_finite(loss, step, total_steps, "training")
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    optimizer.step()
+                    running += float(loss.detach())
+                    running_count += 1
+                    if step % check_every and step != total_steps:
+                        bar(step, float(loss.detach()), None)
+                        continue
+                    train_bpd = running / running_count
+                    running, running_count = 0.0, 0
+                    val_bpd = self._evaluate(module, val, dim, step, total_steps) if n_val else math.nan
+                    history.append([float(step), train_bpd, val_bpd])
+                    bar(step, train_bpd, val_bpd if n_val else None)
+                    if not n_val:
+                        continue
+                    if val_bpd < best_val:
+                        best_val, best_step, checks_without_gain = val_bpd, step, 0
+                        best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
+                    else:
+                        checks_without_gain += 1
+                        if self.patience is not None and checks_without_gain >= self.patience:
+                            stopped_early = True
+                            break
+        if n_val:
+            module.load_state_dict(best_state)
+        else:
+            best_step = step
+        for name, value in module.state_dict().items():
+            if not torch.isfinite(value).all():
+                raise BadInputError(
+                    f"Flow training left a non-finite value in {name}; try a smaller learning rate than "
+                    f"lr={self.lr:g}"
+                )
+        module.eval()
+        self.module_ = module
+        self.n_features_in_ = dim
+        self.n_steps_ = step
+        self.best_step_ = best_step
+        self.stopped_early_ = stopped_early
+        self.val_bits_per_dim_ = best_val if n_val else None
+        # history rows: [step, mean training bits/dim since the previous check, validation bits/dim or NaN]
+        self.history_ = history
+        return self
+
+    def _show(self) -> bool:
+        if self.show_progress is None:
+            return sys.stderr.isatty()
+        return bool(self.show_progress)
+
+    def _check_finite(self, loss: torch.Tensor, step: int, total: int, phase: str) -> None:
+        if not torch.isfinite(loss):
+            raise BadInputError(
+                f"Flow {phase} diverged: the loss became {float(loss.detach())} at step {step} of {total}. "
+                f"The learning rate lr={self.lr:g} is too large for these vectors; try a smaller one "
+                f"(e.g. lr={self.lr / 10:g})."
+            )
+
+    def _evaluate(self, module: Glow, val: torch.Tensor, dim: int, step: int, total: int) -> float:
+        with torch.no_grad():
+            log_prob = torch.cat([module.log_prob(chunk) for chunk in val.split(_APPLY_BATCH)])
+            loss = _bits_per_dim(log_prob, dim)
+        self._check_finite(loss, step, total, "validation")
+        return float(loss)
+
+    # --- applying --------------------------------------------------------------------------------------
+    def _fitted_marker(self) -> str:
+        return "module_"
+
+    def _apply(self, X: Any, name: str, fn: Any) -> np.ndarray:
+        self._check_fitted()
+        data = check_vectors(X, expected_dim=self.n_features_in_, name=name)
+        tensor = torch.from_numpy(data).to(device=self.device, dtype=self._torch_dtype())
+        with torch.no_grad():
+            parts = [fn(chunk) for chunk in tensor.split(_APPLY_BATCH)] if len(tensor) else [fn(tensor)]
+        return torch.cat(parts).cpu().numpy()
+
+    def transform(self, X: Any) -> np.ndarray:
+        """Map vectors ``X`` (n, d) to the latent ``z`` (n, d), float32."""
+        return self._apply(X, "X", lambda t: self.module_(t)[0]).astype(np.float32)
+
+    def inverse_transform(self, X: Any) -> np.ndarray:
+        """Map latents (n, d) back to vectors, float32."""
+        return self._apply(X, "Z", self.module_.inverse).astype(np.float32)
+
+    def score_samples(self, X: Any) -> np.ndarray:
+        """Per-row log-density of ``X`` under the fitted flow, in nats (float64)."""
+        return self._apply(X, "X", self.module_.log_prob).astype(np.float64)
+
+    def log_prob(self, X: Any) -> np.ndarray:
+        """Alias of :meth:`score_samples`."""
+        return self.score_samples(X)
+
+    def score(self, X: Any, y: Any = None) -> float:
+        """Mean per-row log-density in nats (higher is better), scikit-learn style."""
+        return float(np.mean(self.score_samples(X)))
+
+    # --- persistence -----------------------------------------------------------------------------------
+    _VALUES = ("n_features_in_", "n_steps_", "best_step_", "stopped_early_", "val_bits_per_dim_", "history_")
+
+    def _get_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        arrays = {f"module.{k}": v.detach().cpu().numpy() for k, v in self.module_.state_dict().items()}
+        history = [[None if math.isnan(v) else v for v in row] for row in self.history_]
+        values = {name: getattr(self, name) for name in self._VALUES}
+        values["history_"] = history
+        return arrays, values
+
+    def _set_state(self, arrays: dict[str, np.ndarray], values: dict[str, Any]) -> None:
+        try:
+            dim = int(values["n_features_in_"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorruptFileError("saved Flow lacks its input dimension (n_features_in_)") from exc
+        self._check_params()
+        module = self._build(dim, torch.Generator().manual_seed(0))
+        state = {k.removeprefix("module."): torch.from_numpy(v) for k, v in arrays.items()}
+        try:
+            module.load_state_dict(state, strict=True)
+        except RuntimeError as exc:
+            raise CorruptFileError(f"saved Flow weights do not fit its parameters: {exc}") from exc
+        module.eval()
+        self.module_ = module
+        for name in self._VALUES:
+            setattr(self, name, values.get(name))
+        self.history_ = [[math.nan if v is None else v for v in row] for row in (self.history_ or [])]
+
+
+def _param_groups(module: Glow, lr: float) -> list[dict[str, Any]]:
+    """Adam groups: the triangular factors of each d x d linear map learn at ``lr / sqrt(d)``.
+
+    Adam moves every entry by about ``lr`` per step whatever its gradient's scale; early gradients of the
+    triangular factors share a sign, so a d x d factor changes by up to ``lr * d / 2`` in norm per step, which
+    at d = 768 and lr = 1e-3 is 40% and diverges within a few steps (measured). Dividing by ``sqrt(d)`` bounds
+    the change near ``lr * sqrt(d) / 2`` and keeps small maps at Glow's usual rate.
+    """
+    groups: list[dict[str, Any]] = []
+    rest: list[torch.nn.Parameter] = []
+    for sub in module.modules():
+        if isinstance(sub, InvertibleLinear):
+            groups.append({"params": [sub.lower, sub.upper], "lr": lr / math.sqrt(sub.dim)})
+            rest.append(sub.log_s)
+        else:
+            rest.extend(sub.parameters(recurse=False))
+    return [{"params": rest, "lr": lr}, *groups]
+
+
+class _Progress:
+    """A rich progress bar with the loss, or nothing when hidden; called as ``bar(step, train, val)``."""
+
+    def __init__(self, show: bool, total: int) -> None:
+        self.show = show
+        self.total = total
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> _Progress:
+        if self.show:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(
+                TextColumn("fitting flow"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[loss]}"),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=False,
+            )
+            self._progress.__enter__()
+            self._task = self._progress.add_task("flow", total=self.total, loss="")
+        return self
+
+    def __call__(self, step: int, train: float, val: float | None) -> None:
+        if self._progress is None:
+            return
+        text = f"train {train:.3f} bits/dim"
+        if val is not None:
+            text += f", val {val:.3f}"
+        self._progress.update(self._task, completed=step, loss=text)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)

@@ -1,0 +1,307 @@
+"""The PyTorch layers of :class:`whitevec.transforms.Flow`: Glow for vectors, after BERT-flow.
+
+BERT-flow (Li et al., 2020) reshapes a sentence vector to a ``[1, 1, d]`` image and runs Glow without the
+spatial squeeze, so every 1x1 convolution is a plain ``d x d`` linear map. These layers work on ``(n, d)``
+tensors directly. Each layer maps ``x -> (y, log|det dy/dx|)`` per row and has an exact ``inverse``.
+
+All randomness (the initial rotations and conditioner weights) comes from a ``torch.Generator`` passed in, so a
+seed fixes the result without touching the global RNG.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import cast
+
+import torch
+from torch import nn
+
+# Affine coupling log-scales pass through c * tanh(raw / c): identity near zero, bounded by +-c, so a single
+# step can neither blow a value up nor collapse it (the sigmoid(raw + 2) of Glow only contracts and starts off
+# the identity). e^2 ~ 7.4 per step is plenty; several steps compose.
+_LOG_SCALE_CLAMP = 2.0
+
+
+def _uniform_(tensor: torch.Tensor, fan_in: int, generator: torch.Generator) -> None:
+    # PyTorch's default Linear init range, drawn from our generator so the seed alone decides the weights.
+    bound = 1.0 / math.sqrt(max(fan_in, 1))
+    with torch.no_grad():
+        tensor.uniform_(-bound, bound, generator=generator)
+
+
+def _linear(n_in: int, n_out: int, generator: torch.Generator, *, zero: bool = False) -> nn.Linear:
+    layer = nn.Linear(n_in, n_out)
+    if zero:
+        # Glow zero-initialises the last conditioner layer so each coupling starts as the identity.
+        nn.init.zeros_(layer.weight)
+        nn.init.zeros_(layer.bias)
+    else:
+        _uniform_(layer.weight, n_in, generator)
+        _uniform_(layer.bias, n_in, generator)
+    return layer
+
+
+class ActNorm(nn.Module):
+    """Per-dimension affine map ``y = (x + bias) * exp(logs)``, initialised from data (Glow, section 3.1).
+
+    Until :meth:`initialize_from` is called on a batch the layer is the identity; the data-dependent init makes
+    its output zero-mean, unit-variance per dimension on that batch, which is what lets raw sentence vectors of
+    any scale go in without separate standardisation.
+    """
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(dim))
+        self.logs = nn.Parameter(torch.zeros(dim))
+        self.pending_init = False
+
+    @torch.no_grad()
+    def initialize_from(self, x: torch.Tensor) -> None:
+        mean = x.mean(dim=0)
+        std = x.std(dim=0, unbiased=False)
+        self.bias.copy_(-mean)
+        # The floor keeps a constant dimension from turning into an infinite scale.
+        self.logs.copy_(-torch.log(std.clamp_min(1e-6)))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.pending_init:
+            self.initialize_from(x)
+            self.pending_init = False
+        y = (x + self.bias) * torch.exp(self.logs)
+        return y, self.logs.sum().expand(x.shape[0])
+
+    def inverse(self, y: torch.Tensor) -> torch.Tensor:
+        return y * torch.exp(-self.logs) - self.bias
+
+
+class InvertibleLinear(nn.Module):
+    """Glow's invertible 1x1 convolution on a vector: ``y = x W^T`` with ``W = P L (U + diag(sign_s exp(log_s)))``.
+
+    ``P`` (a permutation) and ``sign_s`` are fixed; ``L`` (unit lower), ``U`` (zero-diagonal upper) and ``log_s``
+    are learned. ``log|det W| = sum(log_s)`` costs O(d) instead of a determinant, and ``W`` stays invertible for
+    any finite parameters. Initialised from the LU decomposition of a random rotation, as in Glow.
+    """
+
+    perm: torch.Tensor
+    sign_s: torch.Tensor
+    rows: torch.Tensor
+    cols: torch.Tensor
+
+    def __init__(self, dim: int, generator: torch.Generator) -> None:
+        super().__init__()
+        q, _ = torch.linalg.qr(torch.randn(dim, dim, generator=generator, dtype=torch.float64))
+        p, lower, upper = torch.linalg.lu(q)
+        s = torch.diagonal(upper)
+        # Built in float64; the owner casts the whole module to its working dtype. P is kept as the index
+        # vector sigma with P[j, sigma[j]] = 1, so applying it is a gather, not a d x d product.
+        self.register_buffer("perm", torch.argmax(p, dim=1))
+        self.register_buffer("sign_s", torch.sign(s))
+        # Only the strictly triangular entries are parameters: a full masked matrix would leave half its
+        # entries with a zero gradient forever, and Adam's moments for those decay into subnormal floats,
+        # which slow the CPU down by orders of magnitude.
+        rows, cols = torch.tril_indices(dim, dim, -1)
+        self.register_buffer("rows", rows, persistent=False)
+        self.register_buffer("cols", cols, persistent=False)
+        self.lower = nn.Parameter(lower[rows, cols])
+        self.upper = nn.Parameter(upper[cols, rows])
+        self.log_s = nn.Parameter(torch.log(torch.abs(s)))
+        self.dim = dim
+
+    def factors(self) -> tuple[torch.Tensor, torch.Tensor]:
+        dim = self.dim
+        lower = torch.eye(dim, dtype=self.log_s.dtype, device=self.log_s.device)
+        lower = lower.index_put((self.rows, self.cols), self.lower)
+        upper = torch.diag(self.sign_s * torch.exp(self.log_s)).index_put((self.cols, self.rows), self.upper)
+        return lower, upper
+
+    def weight(self) -> torch.Tensor:
+        lower, upper = self.factors()
+        return (lower @ upper)[self.perm]
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # x W^T = ((x U^T) L^T) P^T, applied factor by factor: O(n d^2) per batch, where forming W would
+        # cost O(d^3), which at d = 768 dominates a batch of 64.
+        lower, upper = self.factors()
+        y = (x @ upper.T) @ lower.T
+        return y[:, self.perm], self.log_s.sum().expand(x.shape[0])
+
+    def inverse(self, y: torch.Tensor) -> torch.Tensor:
+        # Invert in float64: a float32 inverse of a 768 x 768 matrix loses digits the round trip needs.
+        w_inv = torch.linalg.inv(self.weight().double())
+        return (y.double() @ w_inv.T).to(y.dtype)
+
+
+class ReversePermutation(nn.Module):
+    """Reverses the order of the dimensions: BERT-flow's published configs (``"permutation": true``) use this
+    fixed map in place of the learned 1x1 convolution. Volume-preserving, no parameters."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x.flip(-1), x.new_zeros(x.shape[0])
+
+    def inverse(self, y: torch.Tensor) -> torch.Tensor:
+        return y.flip(-1)
+
+
+class Conditioner(nn.Module):
+    """The coupling network: ``in -> width`` then ``hidden_layers`` residual blocks ``h + relu(W h)``, then a
+    zero-initialised ``width -> out`` layer. A vector version of BERT-flow's 1x1 conv stack."""
+
+    def __init__(self, n_in: int, n_out: int, width: int, hidden_layers: int, generator: torch.Generator) -> None:
+        super().__init__()
+        self.inp = _linear(n_in, width, generator)
+        self.hidden = nn.ModuleList(_linear(width, width, generator) for _ in range(hidden_layers))
+        self.out = _linear(width, n_out, generator, zero=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.inp(x))
+        for layer in self.hidden:
+            h = h + torch.relu(layer(h))
+        return self.out(h)
+
+
+class Coupling(nn.Module):
+    """Additive (``y_b = x_b + t(x_a)``) or affine (``y_b = (x_b + t(x_a)) * exp(s(x_a))``) coupling.
+
+    ``x_a`` is the first ``ceil(d/2)`` dimensions and passes through unchanged; odd ``d`` works.
+    """
+
+    def __init__(self, dim: int, width: int, hidden_layers: int, affine: bool, generator: torch.Generator) -> None:
+        super().__init__()
+        self.n_a = (dim + 1) // 2
+        self.n_b = dim - self.n_a
+        self.affine = affine
+        self.net = Conditioner(self.n_a, self.n_b * (2 if affine else 1), width, hidden_layers, generator)
+
+    def _shift_logscale(self, x_a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        out = self.net(x_a)
+        if not self.affine:
+            return out, None
+        shift, raw = out[:, : self.n_b], out[:, self.n_b :]
+        return shift, _LOG_SCALE_CLAMP * torch.tanh(raw / _LOG_SCALE_CLAMP)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x_a, x_b = x[:, : self.n_a], x[:, self.n_a :]
+        shift, log_scale = self._shift_logscale(x_a)
+        if log_scale is None:
+            return torch.cat([x_a, x_b + shift], dim=1), x.new_zeros(x.shape[0])
+        y_b = (x_b + shift) * torch.exp(log_scale)
+        return torch.cat([x_a, y_b], dim=1), log_scale.sum(dim=1)
+
+    def inverse(self, y: torch.Tensor) -> torch.Tensor:
+        y_a, y_b = y[:, : self.n_a], y[:, self.n_a :]
+        shift, log_scale = self._shift_logscale(y_a)
+        x_b = y_b - shift if log_scale is None else y_b * torch.exp(-log_scale) - shift
+        return torch.cat([y_a, x_b], dim=1)
+
+
+class FlowStep(nn.Module):
+    """One Glow step: actnorm, invertible linear map (or fixed reversal), coupling."""
+
+    def __init__(
+        self,
+        dim: int,
+        width: int,
+        hidden_layers: int,
+        affine: bool,
+        mixing: str,
+        generator: torch.Generator,
+    ) -> None:
+        super().__init__()
+        self.actnorm = ActNorm(dim)
+        self.mix: nn.Module = InvertibleLinear(dim, generator) if mixing == "lu" else ReversePermutation()
+        self.coupling = Coupling(dim, width, hidden_layers, affine, generator)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x, ld1 = self.actnorm(x)
+        x, ld2 = self.mix(x)
+        x, ld3 = self.coupling(x)
+        return x, ld1 + ld2 + ld3
+
+    def inverse(self, y: torch.Tensor) -> torch.Tensor:
+        y = self.coupling.inverse(y)
+        y = self.mix.inverse(y)  # type: ignore[operator]
+        return self.actnorm.inverse(y)
+
+
+def level_dims(dim: int, levels: int) -> list[int]:
+    """Width of the vector each level works on: level ``l + 1`` keeps the first ``ceil(d_l / 2)`` dimensions."""
+    dims = [dim]
+    for _ in range(levels - 1):
+        dims.append((dims[-1] + 1) // 2)
+    return dims
+
+
+class Glow(nn.Module):
+    """Multi-level Glow on vectors with factor-out.
+
+    Level ``l`` runs ``depth`` steps on its ``d_l`` dimensions; every level but the last then factors out the
+    trailing ``floor(d_l / 2)`` dimensions, which go straight to the latent under a standard normal prior (as in
+    BERT-flow, whose split prior is a fixed N(0, I)), and the next level continues on the first ``ceil(d_l / 2)``.
+    The latent puts each factored-out block back at the position it left, so ``z`` has the shape of ``x`` and
+    the whole map is one bijection ``x -> z`` with ``z ~ N(0, I)`` as the base.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        levels: int,
+        depth: int,
+        width: int,
+        hidden_layers: int,
+        affine: bool,
+        mixing: str,
+        generator: torch.Generator,
+    ) -> None:
+        super().__init__()
+        self.dim = dim
+        self.dims = level_dims(dim, levels)
+        self.levels = nn.ModuleList(
+            nn.ModuleList(FlowStep(d, width, hidden_layers, affine, mixing, generator) for _ in range(depth))
+            for d in self.dims
+        )
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logdet = x.new_zeros(x.shape[0])
+        factored: list[torch.Tensor] = []
+        h = x
+        for index in range(len(self.levels)):
+            for step in self._steps(index):
+                h, ld = step(h)
+                logdet = logdet + ld
+            if index < len(self.levels) - 1:
+                keep = self.dims[index + 1]
+                factored.append(h[:, keep:])
+                h = h[:, :keep]
+        return torch.cat([h, *reversed(factored)], dim=1), logdet
+
+    def _steps(self, index: int) -> list[FlowStep]:
+        return list(cast(nn.ModuleList, self.levels[index]))  # type: ignore[arg-type]
+
+    def inverse(self, z: torch.Tensor) -> torch.Tensor:
+        last = len(self.levels) - 1
+        h = z[:, : self.dims[last]]
+        for index in range(last, -1, -1):
+            if index < last:
+                # Level ``index`` factored out the dims between its kept width and its full width.
+                h = torch.cat([h, z[:, self.dims[index + 1] : self.dims[index]]], dim=1)
+            for step in reversed(self._steps(index)):
+                h = step.inverse(h)
+        return h
+
+    def log_prob(self, x: torch.Tensor) -> torch.Tensor:
+        """Per-row log-density of ``x`` in nats: ``log N(z; 0, I) + log|det dz/dx|``."""
+        z, logdet = self.forward(x)
+        return standard_normal_log_prob(z) + logdet
+
+    def data_init(self, x: torch.Tensor) -> None:
+        """Data-dependent actnorm init: one forward pass in which every actnorm sets itself from its input."""
+        for module in self.modules():
+            if isinstance(module, ActNorm):
+                module.pending_init = True
+        with torch.no_grad():
+            self.forward(x)
+
+
+def standard_normal_log_prob(z: torch.Tensor) -> torch.Tensor:
+    """Per-row ``log N(z; 0, I)`` in nats."""
+    return -0.5 * (z * z).sum(dim=1) - 0.5 * z.shape[1] * math.log(2 * math.pi)
