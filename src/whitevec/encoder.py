@@ -46,6 +46,7 @@ logger = logging.getLogger(__name__)
 _MEAN = "mean"
 _CLS = "cls"
 _POOLER = "pooler"
+BACKENDS = ("torch", "int8")
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,10 @@ class Encoder:
     Texts are tokenised once, sorted by length and batched with dynamic padding, so the order of the input is kept
     in the output while padding stays small. With ``cache`` on (default), vectors are kept on disk keyed by model,
     pooling, max_length and text, so a second encode of the same texts is free.
+
+    ``backend="int8"`` (CPU only) quantises the linear layers (all but the feed-forward output projections) to
+    int8 with PyTorch dynamic quantisation: faster on a CPU, slightly different vectors (its own cache
+    namespace; ``describe()["backend"]``).
     """
 
     def __init__(
@@ -179,6 +184,7 @@ class Encoder:
         batch_size: int = 64,
         device: str | None = None,
         cache: bool | str | os.PathLike[str] = True,
+        backend: str = "torch",
     ) -> None:
         from transformers import AutoModel, AutoTokenizer
         from transformers.utils import logging as hf_logging
@@ -189,6 +195,8 @@ class Encoder:
             raise BadInputError(f"max_length must be at least 2 (room for the special tokens), got {max_length}")
         if batch_size < 1:
             raise BadInputError(f"batch_size must be at least 1, got {batch_size}")
+        if backend not in BACKENDS:
+            raise BadInputError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
         self.model_name = str(model)
         self.model_path = resolve_model(model)
         self.pooling = get_pooling(pooling)
@@ -196,6 +204,9 @@ class Encoder:
         self.device = torch.device(device or _default_device())
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_path))
         self.model = AutoModel.from_pretrained(str(self.model_path)).to(self.device).eval()
+        self.backend = backend
+        if backend == "int8":
+            self.model = _quantize_int8(self.model, self.device)
         config = self.model.config
         self.n_hidden_states = int(config.num_hidden_layers) + 1
         limits = [max_length]
@@ -249,6 +260,7 @@ class Encoder:
             "layers": list(self.pooling.resolved_layers(self.n_hidden_states)),
             "max_length": self.max_length,
             "dim": self.dim,
+            "backend": self.backend,
         }
 
     def _cache_for(self, pooling: Pooling) -> VectorCache | None:
@@ -264,6 +276,8 @@ class Encoder:
                     pooling.kind,
                     pooling.resolved_layers(self.n_hidden_states),
                     self.max_length,
+                    # Only non-default backends join the key, so existing float caches keep their names.
+                    *([self.backend] if self.backend != "torch" else []),
                 ],
             )
             namespace = (
@@ -376,6 +390,29 @@ class Encoder:
             return hidden[layers[0]][:, 0]
         total = sum((hidden[i].float() * mask).sum(dim=1) / counts for i in layers)
         return total / len(layers)
+
+
+def _quantize_int8(model: Any, device: torch.device) -> Any:
+    """Dynamic int8 quantisation (per-channel weights, activations quantised per batch) of the linear layers.
+
+    The feed-forward output projections (``*.output.dense`` outside attention) stay float: their GELU inputs
+    have outlier activations that per-tensor int8 rounds badly (cosine to float vectors 0.95 with them
+    quantised, 0.99 without, on STS-B with all-MiniLM-L6-v2). CPU only.
+    """
+    if device.type != "cpu":
+        raise BadInputError(f"backend 'int8' runs on the CPU only; got device {device.type!r}. Use device='cpu'.")
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    spec = {
+        name: per_channel_dynamic_qconfig
+        for name, module in model.named_modules()
+        if isinstance(module, torch.nn.Linear) and not (name.endswith("output.dense") and "attention" not in name)
+    }
+    with warnings.catch_warnings():
+        # torch marks torch.ao.quantization deprecated in favour of torchao, which is not a dependency.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        return quantize_dynamic(model, spec, dtype=torch.qint8)
 
 
 class _NoProgress:
