@@ -20,11 +20,11 @@ from machine import facts_markdown, machine_facts
 from whitevec._io import atomic_path
 from whitevec.datasets import load_sts_task
 from whitevec.encoder import Encoder
-from whitevec.evaluation.sts import StsScore, evaluate_sts_poolings
+from whitevec.evaluation.sts import StsScore, SubsetScore, evaluate_sts_poolings
 
 MODELS = ["all-MiniLM-L6-v2", "all-mpnet-base-v2"]
 POOLINGS = ["cls", "embeddings-avg", "last-avg", "first-last-avg"]
-TRANSFORMS = ["none", "whitening", "whitening-64", "whitening-128", "whitening-256"]
+TRANSFORMS = ["none", "whitening", "whitening-64", "whitening-128", "whitening-256", "flow"]
 TASKS = ["stsb", "sts12", "sts13", "sts14", "sts15"]
 OUT = Path(__file__).resolve().parents[1] / "docs" / "results"
 
@@ -58,6 +58,12 @@ def main() -> None:
     parser.add_argument("--transforms", default=",".join(TRANSFORMS))
     parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--reuse",
+        type=Path,
+        default=None,
+        help="an earlier sts.json: models not in --models keep their rows from it",
+    )
     args = parser.parse_args()
     tasks = args.tasks.split(",")
     loaded = [load_sts_task(name) for name in tasks]
@@ -73,6 +79,21 @@ def main() -> None:
         all_scores += report.scores
         runs.append({"model": report.model, "seconds": round(time.perf_counter() - t0, 1)})
         print(f"{model}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    reused_lines = []
+    if args.reuse is not None:
+        earlier = json.loads(args.reuse.read_text())
+        measured = args.models.split(",")
+        for row in earlier["scores"]:
+            if row["model"] not in measured:
+                all_scores.append(StsScore(**{**row, "subsets": [SubsetScore(**x) for x in row["subsets"]]}))
+        for run in earlier["runs"]:
+            if run["model"]["model"] not in measured:
+                runs.append({**run, "reused_from": earlier["machine"]["date"]})
+                kept = sorted({r["transform"] for r in earlier["scores"] if r["model"] == run["model"]["model"]})
+                reused_lines.append(
+                    f"Rows of {run['model']['model']} come from the earlier run of {earlier['machine']['date']} "
+                    f"(transforms: {', '.join(kept)})."
+                )
     facts = machine_facts("scikit-learn", "scipy")
     args.out.mkdir(parents=True, exist_ok=True)
     payload = {
@@ -86,14 +107,17 @@ def main() -> None:
     lines = [
         "# STS results",
         "",
-        "Spearman x 100 between cosine similarity and gold scores. Each transform is fitted per task on that task's",
-        "*target* sentences (every sentence of the task, all splits, de-duplicated; STS-B: train+dev+test), as in",
-        "BERT-flow and BERT-whitening. STS-B is scored on its test split (one subset, so all = wmean). For STS12-15",
-        "`all` concatenates the subsets into one correlation and `wmean` weights per-subset correlations by size.",
-        "`whitening-K` keeps the first K whitened dimensions. `Δ avg vs none` is the change of the 5-task wmean",
-        "average against the same pooling without a transform.",
+        "Spearman x 100 between cosine similarity and gold scores. Each transform is fitted per task on",
+        "that task's *target* sentences (every sentence of the task, all splits, de-duplicated; STS-B:",
+        "train+dev+test),",
+        "as in BERT-flow and BERT-whitening. STS-B is scored on its test split (one subset, so all = wmean). For",
+        "STS12-15 `all` concatenates the subsets into one correlation and `wmean` weights per-subset correlations",
+        "by size. `whitening-K` keeps the first K whitened dimensions; `flow` is `whitevec.transforms.Flow` with",
+        "its defaults (Glow, 2 levels x depth 3, width 32, additive coupling, Adam 1e-3, one epoch, seed 0).",
+        "`Δ avg vs none` is the change of the 5-task wmean average against the same pooling without a transform.",
         "",
         facts_markdown(facts) + f" Total time {time.perf_counter() - started:.0f} s.",
+        *reused_lines,
         "",
         "Regenerate: `make results-sts` (or `python benchmarks/results_sts.py`).",
         "",
