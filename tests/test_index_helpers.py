@@ -44,18 +44,10 @@ WORDS = [
 
 
 def tiny_bert(folder: Path, hidden: int = 32) -> Path:
-    """conftest's random BERT, with a tokenizer built from the vocabulary dict (transformers 5 ignores the
-    ``vocab_file=`` keyword the shared fixture passes, which leaves every word [UNK])."""
-    from transformers import BertTokenizer
+    """conftest's random BERT (its tokenizer knows the words of WORDS) in ``folder``."""
+    from tests.conftest import build_tiny_bert
 
-    from tests.conftest import _VOCAB, build_tiny_bert
-
-    build_tiny_bert(folder, hidden=hidden)
-    tokenizer = BertTokenizer(vocab={w: i for i, w in enumerate(_VOCAB)}, do_lower_case=True, model_max_length=64)
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        (folder / name).unlink(missing_ok=True)
-    tokenizer.save_pretrained(str(folder))
-    return folder
+    return build_tiny_bert(folder, hidden=hidden)
 
 
 def sentences(n: int, seed: int = 0, length: int = 7) -> list[str]:
