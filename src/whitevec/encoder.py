@@ -242,6 +242,18 @@ class Encoder:
             raise BadInputError(f"pooling 'pooler' needs a model with a pooler layer; {self.model_name} has none")
         return other
 
+    def without_cache(self) -> Encoder:
+        """The same loaded model and pooling, reading and writing no vector cache (e.g. to time real encoding)."""
+        other = copy.copy(self)
+        other._cache_folder = None
+        other._caches = {}
+        return other
+
+    @property
+    def caches_vectors(self) -> bool:
+        """Whether encoded vectors are kept on disk and reused."""
+        return self._cache_folder is not None
+
     # --- identity ---------------------------------------------------------------------------------------
     @property
     def model_fingerprint(self) -> str:

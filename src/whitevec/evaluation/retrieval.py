@@ -22,7 +22,6 @@ poolings in one pass (near 0 when the vectors were already in the on-disk cache)
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import os
@@ -177,14 +176,6 @@ def machine_description() -> str:
     return f"{cpu}; {os.cpu_count()} CPUs visible, torch threads {torch.get_num_threads()}; {platform.platform()}"
 
 
-def _uncached(encoder: Encoder) -> Encoder:
-    # Latency must include the model's forward pass; the vector cache would answer repeated queries from disk.
-    other = copy.copy(encoder)
-    other._cache_folder = None
-    other._caches = {}
-    return other
-
-
 def _folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
@@ -243,7 +234,8 @@ def evaluate_retrieval(
         base = Path(workdir) if workdir is not None else Path(scratch)
         for pooling in pooling_names:
             pooled = encoder.with_pooling(pooling)
-            timing_encoder = _uncached(pooled)
+            # Latency must include the forward pass; the cache would answer repeated queries from disk.
+            timing_encoder = pooled.without_cache()
             for spec in transforms:
                 out = base / f"{dataset.name}-{pooled.pooling.name.replace(':', '_')}-{spec}"
                 started = time.perf_counter()

@@ -188,7 +188,7 @@ def evaluate_sts_poolings(
     if not poolings:
         raise BadInputError("no pooling to evaluate")
     encoders = [encoder.with_pooling(p) for p in poolings]
-    if len(encoders) > 1 and encoder._cache_folder is not None:
+    if len(encoders) > 1 and encoder.caches_vectors:
         texts: list[str] = []
         for task in tasks:
             texts += [s for pairs in task.subsets.values() for p in pairs for s in (p.sentence1, p.sentence2)]
