@@ -343,7 +343,7 @@ def _param_groups(module: Glow, lr: float) -> list[dict[str, Any]]:
     rest: list[torch.nn.Parameter] = []
     for sub in module.modules():
         if isinstance(sub, InvertibleLinear):
-            groups.append({"params": [sub.lower, sub.upper], "lr": lr / math.sqrt(sub.dim)})
+            groups.append({"params": [sub.lu], "lr": lr / math.sqrt(sub.dim)})
             rest.append(sub.log_s)
         else:
             rest.extend(sub.parameters(recurse=False))
