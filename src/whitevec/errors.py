@@ -29,3 +29,7 @@ class CorruptFileError(WhitevecError):
 
 class DimensionMismatchError(WhitevecError, ValueError):
     """Vectors have a different dimension from the one a fitted object expects."""
+
+
+class WhitevecWarning(UserWarning):
+    """whitevec adjusted something to keep going (floored near-zero eigenvalues, an emulated bf16 path)."""

@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from whitevec.errors import BadInputError
+from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.transforms.base import Transform
 from whitevec.transforms.baselines import AllButTheTop, Center, Normalize
 from whitevec.transforms.validation import check_vectors
-from whitevec.transforms.whitening import Whitening, WhitevecWarning
+from whitevec.transforms.whitening import Whitening
 
 if TYPE_CHECKING:
     from whitevec.transforms.flow import Flow

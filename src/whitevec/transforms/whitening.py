@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from whitevec.errors import BadInputError, CorruptFileError
+from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
 from whitevec.transforms.base import Transform
 from whitevec.transforms.validation import check_vectors
 
@@ -24,10 +24,6 @@ from whitevec.transforms.validation import check_vectors
 # with N, while each GEMM is still long enough to run at full BLAS speed.
 CHUNK_ROWS = 8192
 PRECISIONS = ("float64", "float32")
-
-
-class WhitevecWarning(UserWarning):
-    """A transform adjusted its input to keep going (for example, floored near-zero eigenvalues)."""
 
 
 def _working_dtype(X: Any) -> type:
