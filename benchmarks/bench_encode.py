@@ -2,8 +2,8 @@
 
 Same model folder, same texts (STS-B sentences, all splits), same batch size, max length and torch threads (2).
 Each (system, model) runs in a fresh subprocess: load, one warm-up batch, then ``--reps`` timed passes over all
-texts; sentences/s is the median pass. Peak memory is that subprocess's ru_maxrss. The int8 fast path is also
-scored on STS-B (Spearman x 100, last-avg and first-last-avg, none and whitening) against the float path.
+texts; sentences/s is the median pass. Peak memory is that subprocess's ru_maxrss. The fast paths (bf16, int8)
+are also scored on STS-B (Spearman x 100, last-avg and first-last-avg, none and whitening) against the float path.
 
 Run: `python benchmarks/bench_encode.py [--models ...] [--mpnet-texts 2000] [--reps 3]` (WHITEVEC_DATA set).
 """
@@ -21,7 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import THREADS, emit, median, ratio, run_worker, save_result
 
 MODELS = ["all-MiniLM-L6-v2", "all-mpnet-base-v2"]
-SYSTEMS = ["sentence-transformers", "whitevec", "whitevec-int8"]
+# whitevec systems and their Encoder backends; the peer is sentence-transformers.
+BACKEND_OF = {"whitevec": "torch", "whitevec-bf16": "bf16", "whitevec-int8": "int8"}
+SYSTEMS = ["sentence-transformers", *BACKEND_OF]
 BATCH = 64
 # sentence-transformers' own max_seq_length for both models is at most 384; STS-B sentences are far shorter.
 MAX_LENGTH = 256
@@ -55,7 +57,7 @@ def worker_encode(system: str, model: str, limit: int | None, reps: int) -> dict
     else:
         from whitevec.encoder import Encoder
 
-        backend = "int8" if system.endswith("int8") else "torch"
+        backend = BACKEND_OF[system]
         # last-avg is the computation sentence-transformers runs for these models (mean of the last layer).
         enc = Encoder(model, pooling="last-avg", max_length=MAX_LENGTH, batch_size=BATCH, device="cpu",
                       cache=False, backend=backend)  # fmt: skip
@@ -84,7 +86,7 @@ def worker_sts(model: str, backend: str) -> dict[str, Any]:
     from whitevec.encoder import Encoder
     from whitevec.evaluation.sts import evaluate_sts_poolings
 
-    # The float path reads the shared vector cache when results_sts.py filled it; int8 has its own namespace.
+    # The float path reads the shared vector cache when results_sts.py filled it; fast paths have their own.
     enc = Encoder(model, max_length=512, device="cpu", backend=backend)
     report = evaluate_sts_poolings(
         enc, ["last-avg", "first-last-avg"], [load_sts_task("stsb")], ("none", "whitening"), show_progress=False
@@ -104,7 +106,7 @@ def main() -> None:
     parser.add_argument("--minilm-texts", type=int, default=0, help="0 = all STS-B sentences")
     parser.add_argument("--mpnet-texts", type=int, default=1000, help="0 = all (about 10x slower than MiniLM)")
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--sts-models", default="all-MiniLM-L6-v2", help="models whose int8 STS-B is scored")
+    parser.add_argument("--sts-models", default=",".join(MODELS), help="models whose fast paths' STS-B is scored")
     args = parser.parse_args()
 
     if args.worker == "encode":
@@ -134,13 +136,14 @@ def main() -> None:
                 "max_length": MAX_LENGTH,
                 "threads": THREADS,
                 "runs": runs,
-                "ratio_whitevec": ratio(runs["whitevec"].get("sentences_per_s", float("nan")), peer),
-                "ratio_int8": ratio(runs["whitevec-int8"].get("sentences_per_s", float("nan")), peer),
+                "ratios": {
+                    system: ratio(runs[system].get("sentences_per_s", float("nan")), peer) for system in BACKEND_OF
+                },
             }
         )
     sts = []
     for model in [m for m in args.sts_models.split(",") if m]:
-        for backend in ("torch", "int8"):
+        for backend in BACKEND_OF.values():
             result = run_worker(script, ["sts", "--model", model, "--backend", backend])
             print("sts", model, backend, result, flush=True)
             sts.append(result)

@@ -83,6 +83,18 @@ def test_encode_and_fit_commands(tiny_bert_dir: Path, tmp_path: Path, capsys: py
     assert code == 0, err
     matrix = np.load(vectors)
     assert matrix.shape[1] == 32 and matrix.dtype == np.float32
+    fast = tmp_path / "bf16.npy"
+    code, _, err = run_cli(
+        ["encode", str(texts), "--out", str(fast), "--model", str(tiny_bert_dir), "--compute", "bf16", "-q"],
+        capsys,
+    )
+    assert code == 0, err
+    cos = (
+        np.sum(matrix * np.load(fast), axis=1)
+        / np.linalg.norm(matrix, axis=1)
+        / np.linalg.norm(np.load(fast), axis=1)
+    )
+    assert cos.min() > 0.99 and not np.array_equal(matrix, np.load(fast))
     saved = tmp_path / "w.safetensors"
     code, _, err = run_cli(
         ["fit", "--vectors", str(vectors), "--transform", "whitening-4", "--out", str(saved)], capsys
@@ -137,6 +149,7 @@ def test_encode_and_fit_commands(tiny_bert_dir: Path, tmp_path: Path, capsys: py
         (["fit", "--vectors", "/nonexistent.npy", "--out", "x.safetensors"], "/nonexistent.npy"),
         (["encode", "/nonexistent.txt", "--out", "x.npy"], "/nonexistent.txt"),
         (["eval", "--model", "/nonexistent/model", "--tasks", "", "--pairs", "PAIRS"], "/nonexistent/model"),
+        (["eval", "--compute", "fp8", "--tasks", "", "--pairs", "PAIRS"], "fp8"),
     ],
 )
 def test_bad_input_is_one_line_and_non_zero(

@@ -96,6 +96,19 @@ def test_persistence_round_trip(
     fresh = Retriever.load(out)  # encoder rebuilt from the manifest
     got = fresh.search(queries, k=7)
     assert [[h.id for h in row] for row in got] == [[h.id for h in row] for row in expected]
+    assert m["encoder_backend"] == "torch" and fresh.encoder.backend == "torch" and fresh.encoder.caches_vectors
+    assert not Retriever.load(out, cache=False).encoder.caches_vectors
+
+
+def test_encoder_backend_is_recorded_and_reproduced(
+    bert_dir: Path, docs: list[Document], queries: list[str], tmp_path: Path
+) -> None:
+    out = tmp_path / "idx-bf16"
+    built = Retriever.build(docs, out, encoder=Encoder(bert_dir, "last-avg", cache=False, backend="bf16"))
+    assert json.loads((out / "manifest.json").read_text())["encoder_backend"] == "bf16"
+    fresh = Retriever.load(out, cache=False)
+    assert fresh.encoder.backend == "bf16"
+    assert fresh.search(queries, k=5) == built.search(queries, k=5)
 
 
 @pytest.mark.parametrize(

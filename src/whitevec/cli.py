@@ -33,15 +33,36 @@ MaxLengthOpt = Annotated[int, typer.Option("--max-length", help="Tokens kept per
 BatchOpt = Annotated[int, typer.Option("--batch-size", help="Texts per forward pass.")]
 DeviceOpt = Annotated[str | None, typer.Option("--device", help="torch device (default: cuda if present).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the vector cache.")]
+ComputeOpt = Annotated[
+    str,
+    typer.Option(
+        "--compute",
+        help="Encoder arithmetic: torch (float32), bf16 (bfloat16, ~2x on CPUs with AVX512-BF16/AMX) or int8.",
+    ),
+]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 
 
 def _encoder(
-    model: str, pooling: str, max_length: int, batch_size: int, device: str | None, no_cache: bool
+    model: str,
+    pooling: str,
+    max_length: int,
+    batch_size: int,
+    device: str | None,
+    no_cache: bool,
+    compute: str = "torch",
 ) -> Any:
     from whitevec.encoder import Encoder
 
-    return Encoder(model, pooling, max_length=max_length, batch_size=batch_size, device=device, cache=not no_cache)
+    return Encoder(
+        model,
+        pooling,
+        max_length=max_length,
+        batch_size=batch_size,
+        device=device,
+        cache=not no_cache,
+        backend=compute,
+    )
 
 
 def _progress_flag(quiet: bool) -> bool | None:
@@ -75,6 +96,7 @@ def eval_command(
     batch_size: BatchOpt = 64,
     device: DeviceOpt = None,
     no_cache: NoCacheOpt = False,
+    compute: ComputeOpt = "torch",
     quiet: QuietOpt = False,
 ) -> None:
     """Spearman x 100 on STS tasks, raw and transformed: all / mean / wmean side by side."""
@@ -86,7 +108,7 @@ def eval_command(
     if pairs is not None:
         loaded.append(read_pairs_file(pairs))
     encoder = _encoder(
-        model, split_list(pooling)[0] if pooling else pooling, max_length, batch_size, device, no_cache
+        model, split_list(pooling)[0] if pooling else pooling, max_length, batch_size, device, no_cache, compute
     )
     report = evaluate_sts_poolings(
         encoder, split_list(pooling), loaded, split_list(transform), fit_on, _progress_flag(quiet)
@@ -127,6 +149,7 @@ def encode_command(
     batch_size: BatchOpt = 64,
     device: DeviceOpt = None,
     no_cache: NoCacheOpt = False,
+    compute: ComputeOpt = "torch",
     quiet: QuietOpt = False,
 ) -> None:
     """Encode texts to a float32 .npy matrix (one row a line), optionally through a saved transform."""
@@ -134,7 +157,7 @@ def encode_command(
     from whitevec.vectors import encode_to_file
 
     texts = read_texts_file(input_file)
-    encoder = _encoder(model, pooling, max_length, batch_size, device, no_cache)
+    encoder = _encoder(model, pooling, max_length, batch_size, device, no_cache, compute)
     shape = encode_to_file(encoder, texts, out, transform, show_progress=_progress_flag(quiet))
     typer.echo(f"wrote {out} ({shape[0]} x {shape[1]})", err=True)
 
@@ -153,6 +176,7 @@ def fit_command(
     batch_size: BatchOpt = 64,
     device: DeviceOpt = None,
     no_cache: NoCacheOpt = False,
+    compute: ComputeOpt = "torch",
     quiet: QuietOpt = False,
 ) -> None:
     """Fit a transform on vectors (.npy) or on texts encoded with a model, and save it."""
@@ -160,7 +184,9 @@ def fit_command(
 
     if (vectors is None) == (texts is None):
         raise BadInputError("give exactly one of --vectors FILE.npy or --texts FILE.txt")
-    encoder = None if texts is None else _encoder(model, pooling, max_length, batch_size, device, no_cache)
+    encoder = (
+        None if texts is None else _encoder(model, pooling, max_length, batch_size, device, no_cache, compute)
+    )
     fitted, n_rows = fit_transform_file(
         transform, out, vectors=vectors, texts=texts, encoder=encoder, show_progress=_progress_flag(quiet)
     )
@@ -199,6 +225,7 @@ def diagnose_command(
     batch_size: BatchOpt = 64,
     device: DeviceOpt = None,
     no_cache: NoCacheOpt = False,
+    compute: ComputeOpt = "torch",
     quiet: QuietOpt = False,
 ) -> None:
     """Measure anisotropy raw and per transform; write an HTML report with plots and metrics.json."""
@@ -214,7 +241,7 @@ def diagnose_command(
     else:
         assert corpus is not None
         texts = read_texts_file(corpus)
-    encoder = _encoder(model, pooling, max_length, batch_size, device, no_cache)
+    encoder = _encoder(model, pooling, max_length, batch_size, device, no_cache, compute)
     report = diagnose(
         encoder,
         texts,
@@ -301,12 +328,13 @@ def index_build_command(
     batch_size: BatchOpt = 64,
     device: DeviceOpt = None,
     no_cache: NoCacheOpt = False,
+    compute: ComputeOpt = "torch",
     quiet: QuietOpt = False,
 ) -> None:
     """Encode a corpus, fit the transform, and write an index folder (manifest, transform, index, documents)."""
     from whitevec.index import Retriever
 
-    encoder = _encoder(model, pooling, max_length, batch_size, device, no_cache)
+    encoder = _encoder(model, pooling, max_length, batch_size, device, no_cache, compute)
     retriever = Retriever.build(
         corpus,
         out,
@@ -358,14 +386,7 @@ def search_command(
 
     from whitevec.index import Retriever
 
-    encoder = None
-    if device is not None:
-        from whitevec.encoder import Encoder
-        from whitevec.index import read_manifest
-
-        manifest = read_manifest(index_dir, verify=False)
-        encoder = Encoder(manifest["model"], manifest["pooling"], max_length=manifest["max_length"], device=device)
-    with Retriever.load(index_dir, encoder=encoder) as retriever:
+    with Retriever.load(index_dir, device=device) as retriever:
         results = retriever.search(query, k=k)
     if json_out:
         payload = [
@@ -411,6 +432,7 @@ def eval_retrieval_command(
     batch_size: BatchOpt = 64,
     device: DeviceOpt = None,
     no_cache: NoCacheOpt = False,
+    compute: ComputeOpt = "torch",
     quiet: QuietOpt = False,
 ) -> None:
     """Retrieval quality (recall@10/100, MRR@10, nDCG@10, MAP), build time, p50 latency, index bytes."""
@@ -421,7 +443,7 @@ def eval_retrieval_command(
     poolings = split_list(pooling)
     if not poolings:
         raise BadInputError("give at least one pooling")
-    encoder = _encoder(model, poolings[0], max_length, batch_size, device, no_cache)
+    encoder = _encoder(model, poolings[0], max_length, batch_size, device, no_cache, compute)
     report = evaluate_retrieval(
         encoder,
         data,

@@ -246,10 +246,20 @@ class Retriever:
 
     # --- loading ---------------------------------------------------------------------------------------------
     @classmethod
-    def load(cls, path: str | os.PathLike[str], encoder: Encoder | None = None) -> Retriever:
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        encoder: Encoder | None = None,
+        *,
+        device: str | None = None,
+        cache: bool = True,
+    ) -> Retriever:
         """Open an index folder; checks the manifest, every file's checksum, and the encoder against it.
 
-        Without ``encoder``, one is built from the manifest's model, pooling and max_length.
+        Without ``encoder``, one is built from the manifest's model, pooling, max_length and encoder backend, on
+        ``device``, with the vector cache on or off (``cache``; a server should not cache every query). An
+        ``encoder`` with another backend (bf16 queries on a float32 index, say) is allowed: same model, nearly
+        the same vectors.
 
         Raises:
             DataNotFoundError: no index at ``path``.
@@ -261,7 +271,14 @@ class Retriever:
         if encoder is None:
             from whitevec.encoder import Encoder
 
-            encoder = Encoder(manifest["model"], manifest["pooling"], max_length=int(manifest["max_length"]))
+            encoder = Encoder(
+                manifest["model"],
+                manifest["pooling"],
+                max_length=int(manifest["max_length"]),
+                backend=manifest.get("encoder_backend", "torch"),
+                device=device,
+                cache=cache,
+            )
         else:
             check_encoder(encoder, manifest)
         transform = Transform.load(folder / TRANSFORM_FILE) if manifest.get("transform") else None
@@ -445,6 +462,8 @@ def _encoder_fields(encoder: Encoder) -> dict[str, Any]:
         "layers": info.get("layers"),
         "max_length": int(info["max_length"]),
         "encoder_dim": int(info["dim"]),
+        # The arithmetic the documents were encoded with; loading without an encoder reproduces it.
+        "encoder_backend": info.get("backend", "torch"),
     }
 
 

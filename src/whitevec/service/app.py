@@ -495,13 +495,10 @@ def load_retriever(index_dir: str | os.PathLike[str]) -> RetrieverLike:
     folder = Path(index_dir)
     if not folder.is_dir():
         raise DataNotFoundError(f"index folder {folder} does not exist; build one with `whitevec index build`")
-    from whitevec.encoder import Encoder
-    from whitevec.index import Retriever, read_manifest
+    from whitevec.index import Retriever
 
-    manifest = read_manifest(folder, verify=False)  # Retriever.load below verifies every checksum
     # No vector cache: a server would otherwise write every query anyone sends into a cache on disk.
-    encoder = Encoder(manifest["model"], manifest["pooling"], max_length=int(manifest["max_length"]), cache=False)
-    retriever: RetrieverLike = Retriever.load(folder, encoder=encoder)
+    retriever: RetrieverLike = Retriever.load(folder, cache=False)
     return retriever
 
 
