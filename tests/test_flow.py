@@ -50,6 +50,26 @@ def test_round_trip(dim: int, coupling: str, levels: int) -> None:
     assert np.max(np.abs(back - X)) / np.max(np.abs(X)) < 1e-4
 
 
+def test_applying_uses_the_multiplied_out_map_and_agrees_with_training() -> None:
+    # transform() multiplies P L U out once (float64) for large batches; training applies the factors one by
+    # one. Both must give the same latent (float32 rounding), and the first is the closer to a float64 pass.
+    X = _correlated(400, 24).astype(np.float32)
+    flow = _quick().fit(X)
+    _perturb(flow)
+    applied = flow.transform(X)
+    with torch.enable_grad():
+        factored = flow.module_(torch.from_numpy(X))[0].detach().numpy()
+    exact = flow_module.Flow(dtype="float64", show_progress=False)
+    exact.set_params(**flow.get_params())
+    exact.set_params(dtype="float64")
+    exact.module_ = flow.module_.to(torch.float64)
+    exact.n_features_in_ = flow.n_features_in_
+    truth = exact.transform(X.astype(np.float64))
+    scale = np.abs(truth).max()
+    assert np.abs(applied - factored).max() / scale < 1e-5
+    assert np.abs(applied - truth).max() <= np.abs(factored - truth).max() + 1e-7 * scale
+
+
 @pytest.mark.parametrize(("coupling", "mixing"), [("additive", "lu"), ("affine", "lu"), ("affine", "reverse")])
 def test_log_det_matches_numerical_jacobian(coupling: str, mixing: str) -> None:
     X = _correlated(200, 7)

@@ -276,7 +276,8 @@ class Flow(Transform):
 
     def _apply(self, X: Any, name: str, fn: Any) -> np.ndarray:
         self._check_fitted()
-        data = check_vectors(X, expected_dim=self.n_features_in_, name=name)
+        # Validated straight into the working precision: no float64 copy of float32 vectors.
+        data = check_vectors(X, expected_dim=self.n_features_in_, name=name, dtype=np.dtype(self.dtype).type)
         tensor = torch.from_numpy(data).to(device=self.device, dtype=self._torch_dtype())
         with torch.no_grad():
             parts = [fn(chunk) for chunk in tensor.split(_APPLY_BATCH)] if len(tensor) else [fn(tensor)]
