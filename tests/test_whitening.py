@@ -185,6 +185,17 @@ def test_bad_inputs() -> None:
     with pytest.raises(BadInputError, match="rows 7, 9"):
         Whitening().fit(bad)
     w = Whitening().fit(X)
+    # A bad batch in a stream is refused whole and leaves the moments as they were.
+    before = (w.n_samples_seen_, w.mean_.copy(), w.scatter_.copy())
+    with pytest.raises(BadInputError, match="rows 7, 9"):
+        w.partial_fit(bad)
+    assert w.n_samples_seen_ == before[0]
+    np.testing.assert_array_equal(w.mean_, before[1])
+    np.testing.assert_array_equal(w.scatter_, before[2])
+    # Finite float32 values whose squares overflow float32: named as such, not as NaN rows.
+    huge = (anisotropic() * 1e22).astype(np.float32)
+    with pytest.raises(BadInputError, match="too large"):
+        Whitening(precision="float32").fit(huge)
     with pytest.raises(DimensionMismatchError, match=r"dimension 5 .*dimension 12"):
         w.transform(np.zeros((3, 5)))
     with pytest.raises(DimensionMismatchError):

@@ -16,11 +16,13 @@ def check_vectors(
     min_rows: int = 0,
     name: str = "X",
     dtype: type = np.float64,
+    finite: bool = True,
 ) -> np.ndarray:
     """Return ``X`` as a C-contiguous 2-D array of ``dtype``, or raise an error that names the fault.
 
     NaN or inf raise :class:`BadInputError` naming the first offending rows; a wrong width raises
-    :class:`DimensionMismatchError` naming both dimensions.
+    :class:`DimensionMismatchError` naming both dimensions. ``finite=False`` skips the NaN/inf scan, for a
+    caller whose own result shows any non-finite input (it then calls again with the scan to name the rows).
     """
     array = np.asarray(X)
     if array.dtype == object or not np.issubdtype(array.dtype, np.number):
@@ -34,9 +36,11 @@ def check_vectors(
             f"{name} has dimension {array.shape[1]} but the transform was fitted on dimension {expected_dim}"
         )
     array = np.ascontiguousarray(array, dtype=dtype)
-    finite = np.isfinite(array).all(axis=1)
-    if not finite.all():
-        bad = np.flatnonzero(~finite)
+    if not finite:
+        return array
+    finite_rows = np.isfinite(array).all(axis=1)
+    if not finite_rows.all():
+        bad = np.flatnonzero(~finite_rows)
         shown = ", ".join(str(i) for i in bad[:5])
         more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
         raise BadInputError(f"{name} contains NaN or inf in rows {shown}{more}")

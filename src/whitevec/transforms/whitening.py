@@ -102,34 +102,48 @@ class Whitening(Transform):
     def partial_fit(self, X: Any, y: Any = None) -> Whitening:
         """Add the rows of ``X`` to the moments (in chunks of ``CHUNK_ROWS`` rows); returns self."""
         expected = getattr(self, "n_features_in_", None)
-        X = check_vectors(X, expected_dim=expected, dtype=_working_dtype(X))
-        if expected is None:
-            self._reset()
-            self.n_features_in_ = X.shape[1]
+        # No NaN/inf scan up front: any non-finite entry makes the scatter's diagonal non-finite (x^2), which
+        # is checked below, before anything is stored; only then are the rows scanned to name them.
+        data = check_vectors(X, expected_dim=expected, dtype=_working_dtype(X), finite=False)
         if self.precision not in PRECISIONS:
             raise BadInputError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
-        dtype = np.float32 if self.precision == "float32" else np.float64
-        if X.shape[0] == 0:
+        if data.shape[0] == 0:
+            if expected is None:
+                self._reset()
+                self.n_features_in_ = data.shape[1]
             return self
-        shift = getattr(self, "_shift", None)
-        if shift is None or shift.shape[0] != X.shape[1]:
-            shift = X[:CHUNK_ROWS].mean(axis=0, dtype=np.float64)
-            self._shift = shift
+        dtype = np.float32 if self.precision == "float32" else np.float64
+        shift = getattr(self, "_shift", None) if expected is not None else None
+        if shift is None or shift.shape[0] != data.shape[1]:
+            shift = data[:CHUNK_ROWS].mean(axis=0, dtype=np.float64)
+        d = data.shape[1]
+        # Each chunk is shifted into the first d columns of a buffer whose last column is 1, so one syrk gives
+        # S^T S, the column sums S^T 1 and the row count together: no separate pass to sum the chunk.
+        buffer = np.empty((min(CHUNK_ROWS, data.shape[0]), d + 1), dtype=dtype)
+        buffer[:, d] = 1.0
         shift_w = shift.astype(dtype)
-        d = X.shape[1]
-        buffer = np.empty((min(CHUNK_ROWS, X.shape[0]), d), dtype=dtype)
-        gram = np.zeros((d, d), dtype=np.float64)
-        total = np.zeros(d, dtype=np.float64)
-        for start in range(0, X.shape[0], CHUNK_ROWS):
-            rows = X[start : start + CHUNK_ROWS]
-            S = np.subtract(rows, shift_w, out=buffer[: rows.shape[0]], dtype=dtype)
-            total += S.sum(axis=0, dtype=np.float64)
-            gram += S.T @ S  # numpy runs this as one syrk; float32 products are added to float64 totals
+        moments = np.zeros((d + 1, d + 1), dtype=np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):  # non-finite results are checked just below
+            for start in range(0, data.shape[0], CHUNK_ROWS):
+                rows = data[start : start + CHUNK_ROWS]
+                np.subtract(rows, shift_w, out=buffer[: rows.shape[0], :d], dtype=dtype)
+                augmented = buffer[: rows.shape[0]]
+                moments += augmented.T @ augmented  # numpy runs A^T A as one syrk; float32 adds to float64
+        if not np.isfinite(np.diagonal(moments)).all():
+            check_vectors(data, name="X")  # raises, naming the rows with NaN or inf
+            raise BadInputError(
+                "X has values too large to square in "
+                f"{np.dtype(dtype).name} (the scatter overflowed); rescale the vectors"
+            )
+        if expected is None:
+            self._reset()
+            self.n_features_in_ = d
+        self._shift = shift
         # Shifted moments to centred ones: with the shift near the mean, m is small and the subtraction
         # n m m^T loses nothing; the Chan update then adds this call's moments to the earlier ones.
-        n_b = X.shape[0]
-        m = total / n_b
-        self._combine(n_b, shift + m, gram - np.outer(m, m) * n_b)
+        n_b = data.shape[0]
+        m = moments[:d, d] / n_b
+        self._combine(n_b, shift + m, moments[:d, :d] - np.outer(m, m) * n_b)
         return self
 
     def fit(self, X: Any, y: Any = None) -> Whitening:
