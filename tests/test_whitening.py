@@ -192,6 +192,14 @@ def test_bad_inputs() -> None:
     assert w.n_samples_seen_ == before[0]
     np.testing.assert_array_equal(w.mean_, before[1])
     np.testing.assert_array_equal(w.scatter_, before[2])
+    # transform finds NaN/inf from its output chunks; the message still names the input rows, in any precision.
+    for precision in ("float64", "float32"):
+        fitted = Whitening(precision=precision).fit(X)
+        for dtype in (np.float64, np.float32):
+            with pytest.raises(BadInputError, match="rows 7, 9"):
+                fitted.transform(bad.astype(dtype))
+    with pytest.raises(BadInputError, match="overflow"):
+        w.transform(np.full((2, X.shape[1]), 1e300))
     # Finite float32 values whose squares overflow float32: named as such, not as NaN rows.
     huge = (anisotropic() * 1e22).astype(np.float32)
     with pytest.raises(BadInputError, match="too large"):
