@@ -12,7 +12,8 @@ vectors it was made from).
   recall@10     HNSW only: overlap of its top 10 with exact flat search in the same whitened space
 
 Retrieval quality (raw vs whitened on real data) is in docs/results/retrieval.md, quoted by run_all.py.
-Run: `python benchmarks/bench_recall.py [--n 1000000] [--hnsw-n 100000]`.
+Run: `python benchmarks/bench_recall.py [--n 1000000] [--hnsw-n 1000000]` (a --hnsw-n other than --n adds flat rows
+at that N too, so HNSW is compared with flat search at its own size).
 """
 
 from __future__ import annotations
@@ -110,7 +111,9 @@ def main() -> None:
     parser.add_argument("--kind", default="flat")
     parser.add_argument("--space", default="raw-768")
     parser.add_argument("--n", type=int, default=1_000_000, help="vectors in the flat indexes")
-    parser.add_argument("--hnsw-n", type=int, default=100_000, help="HNSW build is the slow part on 2 cores")
+    parser.add_argument(
+        "--hnsw-n", type=int, default=1_000_000, help="HNSW index size (0 skips it; its build is the slow part)"
+    )
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--single", type=int, default=200)
     parser.add_argument("--reps", type=int, default=3)
