@@ -125,8 +125,8 @@ def encode_section(data: dict[str, Any], losses: list[str], targets: list[str]) 
         "float32, and whitevec warns. The int8 path is `Encoder(..., backend='int8')`: PyTorch dynamic "
         "quantisation (per-channel int8 weights, activations quantised per batch) of every linear layer except "
         "the feed-forward output projections, whose GELU inputs carry outlier activations (quantising them too "
-        "dropped the cosine to the float vectors from 0.99 to 0.95 on MiniLM). ONNX Runtime is not installed "
-        "here and was not measured.",
+        "dropped the cosine to the float vectors from 0.99 to 0.95 on MiniLM). ONNX Runtime was not tried: "
+        "bf16 met the target with no new dependency.",
         "",
     ]
     return out
@@ -197,13 +197,20 @@ def fit_section(data: dict[str, Any], losses: list[str], targets: list[str]) -> 
                         f"{fmt(r.get('max_rel_diff_dot_products'), 6)} of the float64 reference (target 1e-4)"
                     )
                     if r["median_s"] > fastest:
+                        why = (
+                            "Its default keeps the moments in float64 (a float64 syrk runs at half the float32 "
+                            "rate) so that the whitening is exact; precision='float32' is the fast opt-in."
+                            if r["system"] == "whitevec"
+                            else "Both run one float32 syrk per row block, at the BLAS's speed; whitevec also "
+                            "subtracts a shift from every chunk before it (one more pass over the rows, about "
+                            "10%), which is what keeps its small directions: the peers' float32 covariances of "
+                            "these rows (mean ~2, smallest variance 7.5e-4) come out with a negative (faiss) or "
+                            "zero (sklearn) smallest eigenvalue, so their whitening is non-finite (NaN agreement; "
+                            "checked at N = 100k)."
+                        )
                         losses.append(
                             f"Whitening fit N={n:,}: {r['system']} takes {r['median_s'] / fastest:.2f}x the "
-                            f"fastest peer's time ({fastest_name}). faiss and sklearn PCA form the covariance "
-                            "in float32 (sklearn's covariance_eigh solver from uncentred products), which is fast "
-                            "but can lose the small directions (see their agreement columns); whitevec's default "
-                            "keeps float64 moments (precision='float32' is the fast opt-in, still centred by a "
-                            "shift)."
+                            f"fastest peer's time ({fastest_name}). {why}"
                         )
     need = data.get("in_memory_need")
     if need and need["reference_gib"] > need["ram_gib"]:
@@ -236,8 +243,9 @@ def apply_section(data: dict[str, Any], losses: list[str], targets: list[str]) -
                     "multiplies in float64, half the float32 GEMM rate, for outputs exact to float32 rounding; "
                     "precision='float32' runs the same float32 GEMM as numpy (row whitevec-f32)."
                     if system == "whitevec"
-                    else "Both run one float32 GEMM; transform() also scans the input for NaN/inf (about 1% "
-                    "of the time) and works in 8,192-row chunks; the rest is run-to-run noise."
+                    else "Both run one float32 GEMM; transform() also checks each 8,192-row output chunk for "
+                    "NaN/inf. The passes vary by about +-30% from run to run here (bench.json has each), more "
+                    "than the gap."
                 )
             )
     return [
@@ -280,9 +288,10 @@ def recall_section(data: dict[str, Any], losses: list[str], targets: list[str]) 
         f"with {data.get('queries', 1000):,} queries (QPS); single: one query per call (p50/p99 latency). HNSW: M "
         f"{hnsw['M']}, efConstruction {hnsw['efConstruction']}, efSearch {hnsw['efSearch']}, at the N of its row "
         "(`--hnsw-n`). recall@10 of HNSW is "
-        "against exact search in the same whitened space; it is low here because whitened synthetic Gaussian "
-        "vectors are isotropic (every distance is nearly the same, the worst case for graph search), unlike "
-        "real sentence vectors.",
+        "against exact search in the same whitened space; it is very low here because whitened synthetic "
+        "Gaussian vectors are isotropic noise (every distance is nearly the same, the worst case for graph "
+        "search): the HNSW row shows speed and memory, not quality. On real sentence vectors (next table) "
+        "HNSW keeps recall@10 near 0.99, and whitening costs it a little at low efSearch.",
         "",
         *table(
             [
@@ -302,6 +311,21 @@ def recall_section(data: dict[str, Any], losses: list[str], targets: list[str]) 
         ),
         "",
     ]
+    real = [r for r in data.get("real", []) if "recall_at_10_vs_flat" in r]
+    if real:
+        out += [
+            f"HNSW on real sentence vectors (same M and efConstruction; STS-B's {real[0]['n']:,} other target "
+            "sentences indexed, 500 queried, last-avg): recall@10 against exact search in the same space.",
+            "",
+            *table(
+                ["model", "space", "dim", "efSearch", "HNSW recall@10"],
+                [
+                    [r["model"], r["space"], r["dim"], r["ef_search"], f"{r['recall_at_10_vs_flat']:.3f}"]
+                    for r in real
+                ],
+            ),
+            "",
+        ]
     retrieval = DOCS / "retrieval.md"
     if retrieval.exists():
         out += ["Retrieval quality of raw vs whitened vectors on real data: [retrieval.md](retrieval.md).", ""]
