@@ -96,6 +96,16 @@ def test_int8_encoder_agrees_with_float(tiny_bert_dir: Path, tmp_path: Path) -> 
     np.testing.assert_array_equal(exact.encode(SENTENCES), a)
 
 
+def test_bf16_warns_on_a_cpu_without_bfloat16(tiny_bert_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from whitevec.errors import WhitevecWarning
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)
+    with pytest.warns(WhitevecWarning, match="emulated"):
+        Encoder(tiny_bert_dir, cache=False, backend="bf16", device="cpu")
+
+
 def test_unknown_backend_fails(tiny_bert_dir: Path) -> None:
     with pytest.raises(BadInputError, match="backend"):
         Encoder(tiny_bert_dir, cache=False, backend="onnx")
