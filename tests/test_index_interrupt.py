@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.test_index_helpers import HashEncoder, sentences
+from whitevec import _io
 from whitevec.errors import DataNotFoundError
 from whitevec.index import Document, Retriever
 
@@ -93,3 +94,31 @@ def test_killed_build_leaves_old_index(tmp_path: Path) -> None:
             assert leftovers == [temp]
             with pytest.raises(DataNotFoundError, match="not a whitevec index"):
                 Retriever.load(temp, encoder=encoder)
+            # The next write at that path sees the dead writer's pid in the name and removes its leftover.
+            Retriever.build(docs, out, encoder=encoder, transform="whitening-16")
+            assert [p.name for p in out.parent.iterdir()] == ["idx"]
+
+
+def test_stale_temporaries_are_removed_only_for_dead_local_writers(tmp_path: Path) -> None:
+    target = tmp_path / "idx"
+    target.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)
+    prefix = _io._prefix(target)  # .idx.HOST-PID.
+    host_part = prefix[len(".idx.") :].rsplit("-", 1)[0]
+    stale = tmp_path / f".idx.{host_part}-{dead_pid}.abc.tmp"
+    live = tmp_path / f".idx.{host_part}-{os.getpid()}.def.tmp"
+    other_host = tmp_path / f".idx.elsewhere-{dead_pid}.ghi.tmp"
+    unknown = tmp_path / ".idx.jkl.tmp"  # written by an older whitevec: owner unknown
+    for folder in (stale, live, other_host, unknown):
+        folder.mkdir()
+    removed = _io.remove_stale_temporaries(target)
+    assert removed == [stale] and not stale.exists()
+    assert live.exists() and other_host.exists() and unknown.exists()
+    # A replace killed between its two renames: the target is gone and the old folder sits in a .old folder.
+    shutil.rmtree(target)
+    moved = tmp_path / f".idx.{host_part}-{dead_pid}.mno.old"
+    (moved / "previous").mkdir(parents=True)
+    (moved / "previous" / "manifest.json").write_text("{}")
+    _io.remove_stale_temporaries(target)
+    assert (target / "manifest.json").read_text() == "{}" and not moved.exists()
