@@ -199,7 +199,9 @@ class Encoder:
         if batch_size < 1:
             raise BadInputError(f"batch_size must be at least 1, got {batch_size}")
         if backend not in BACKENDS:
-            raise BadInputError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
+            raise BadInputError(
+                f"unknown encoder backend {backend!r} (CLI: --compute); valid: {', '.join(BACKENDS)}"
+            )
         self.model_name = str(model)
         self.model_path = resolve_model(model)
         self.pooling = get_pooling(pooling)
