@@ -59,6 +59,8 @@ _VOCAB = [
     "x",
     "y",
 ]
+# The whole words of that vocabulary (no special tokens, punctuation or suffix pieces), for making test sentences.
+VOCAB_WORDS = [word for word in _VOCAB if word.isalpha()]
 
 
 def build_tiny_bert(folder: Path, *, layers: int = 2, hidden: int = 32, max_positions: int = 64) -> Path:

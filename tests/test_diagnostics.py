@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import VOCAB_WORDS
 from whitevec.diagnostics import (
     alignment_uniformity,
     cosine_stats,
@@ -218,28 +219,8 @@ def test_diagnose_on_vectors_without_a_model() -> None:
 
 
 # --- the report on a tiny random BERT ----------------------------------------------------------------------
-_WORDS = [
-    "a",
-    "the",
-    "is",
-    "are",
-    "man",
-    "woman",
-    "girl",
-    "boy",
-    "dog",
-    "cat",
-    "playing",
-    "guitar",
-    "piano",
-    "eating",
-    "food",
-    "running",
-    "on",
-    "in",
-    "street",
-]
-_WORDS += ["hair", "her", "his", "styling", "brushing", "car", "red", "blue", "big", "small", "and", "of", "to"]
+# conftest's words minus "x"/"y": the Zipf corpus the frequency tests were written against.
+_WORDS = [word for word in VOCAB_WORDS if word not in {"x", "y"}]
 
 
 def _zipf_sentences(n: int, seed: int) -> list[str]:
