@@ -27,7 +27,7 @@ CHILD = textwrap.dedent(
     import sys, time
     sys.path.insert(0, sys.argv[1])
     import whitevec.index.retriever as retriever
-    from test_index_helpers import HashEncoder
+    from tests.test_index_helpers import HashEncoder
     from whitevec.index import Document, Retriever
 
     out = sys.argv[2]
@@ -63,7 +63,7 @@ def test_killed_build_leaves_old_index(tmp_path: Path) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     children = {
         sig: subprocess.Popen(
-            [sys.executable, str(script), str(Path(__file__).parent), str(out)],
+            [sys.executable, str(script), str(Path(__file__).parents[1]), str(out)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
