@@ -47,9 +47,7 @@ def table(reports: list[RetrievalReport]) -> list[str]:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for report in reports:
         for s in report.scores:
-            cells = [report.model, s.pooling, s.transform, str(s.dim)]
-            cells += [f"{100 * v:.2f}" for v in (s.recall_10, s.recall_100, s.mrr_10, s.ndcg_10, s.map)]
-            cells += [f"{s.build_s:.2f}", f"{s.p50_query_ms:.1f}", f"{s.p50_search_ms:.3f}", f"{s.index_bytes:,}"]
+            cells = [report.model, *s.cells()]
             lines.append("| " + " | ".join(cells) + " |")
     return lines
 

@@ -478,16 +478,7 @@ def eval_retrieval_command(
     for column in columns:
         table.add_column(column, justify="left" if column in ("pooling", "transform") else "right")
     for s in report.scores:
-        table.add_row(
-            s.pooling,
-            s.transform,
-            str(s.dim),
-            *(f"{100 * v:.2f}" for v in (s.recall_10, s.recall_100, s.mrr_10, s.ndcg_10, s.map)),
-            f"{s.build_s:.2f}",
-            f"{s.p50_query_ms:.1f}",
-            f"{s.p50_search_ms:.3f}",
-            f"{s.index_bytes:,}",
-        )
+        table.add_row(*s.cells())
     console = Console()
     console.print(table)
     console.print(

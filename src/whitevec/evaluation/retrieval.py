@@ -135,6 +135,21 @@ class RetrievalScore:
     index_bytes: int
     folder_bytes: int
 
+    def cells(self) -> list[str]:
+        """pooling, transform, dim, R@10, R@100, MRR@10, nDCG@10, MAP (percent), build s, p50 query ms, p50
+        search ms and index bytes, formatted for a table (the CLI's and docs/results/retrieval.md's)."""
+        quality = (self.recall_10, self.recall_100, self.mrr_10, self.ndcg_10, self.map)
+        return [
+            self.pooling,
+            self.transform,
+            str(self.dim),
+            *(f"{100 * v:.2f}" for v in quality),
+            f"{self.build_s:.2f}",
+            f"{self.p50_query_ms:.1f}",
+            f"{self.p50_search_ms:.3f}",
+            f"{self.index_bytes:,}",
+        ]
+
 
 @dataclass
 class RetrievalReport:
