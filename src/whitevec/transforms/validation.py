@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -45,3 +45,10 @@ def check_vectors(
         more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
         raise BadInputError(f"{name} contains NaN or inf in rows {shown}{more}")
     return array
+
+
+def raise_non_finite(X: np.ndarray, *, name: str, overflow: str) -> NoReturn:
+    """A result computed from ``X`` came out NaN or inf: name the rows of ``X`` that hold NaN or inf, or, when
+    every entry is finite, say that the values overflowed (``overflow`` says where)."""
+    check_vectors(X, name=name)
+    raise BadInputError(f"{name} has values too large: {overflow}; rescale the vectors")

@@ -18,7 +18,7 @@ import numpy as np
 
 from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
 from whitevec.transforms.base import Transform
-from whitevec.transforms.validation import check_vectors
+from whitevec.transforms.validation import check_vectors, raise_non_finite
 
 # Rows per moment/transform chunk: the float64 working copy stays ~50 MB at d=768, so peak memory does not grow
 # with N, while each GEMM is still long enough to run at full BLAS speed.
@@ -81,9 +81,12 @@ class Whitening(Transform):
         self.precision = precision
 
     # --- moments -----------------------------------------------------------------------------------------
-    def _reset(self) -> None:
+    def _reset(self, n_features: int | None = None) -> None:
+        """Forget all moments; with ``n_features``, start over at that dimension."""
         for name in ("n_features_in_", "n_samples_seen_", "mean_", "scatter_"):
             self.__dict__.pop(name, None)
+        if n_features is not None:
+            self.n_features_in_ = n_features
         self._eig: tuple[np.ndarray, np.ndarray] | None = None
         self._shift: np.ndarray | None = None
 
@@ -109,8 +112,7 @@ class Whitening(Transform):
             raise BadInputError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if data.shape[0] == 0:
             if expected is None:
-                self._reset()
-                self.n_features_in_ = data.shape[1]
+                self._reset(data.shape[1])
             return self
         dtype = np.float32 if self.precision == "float32" else np.float64
         shift = getattr(self, "_shift", None) if expected is not None else None
@@ -130,14 +132,9 @@ class Whitening(Transform):
                 augmented = buffer[: rows.shape[0]]
                 moments += augmented.T @ augmented  # numpy runs A^T A as one syrk; float32 adds to float64
         if not np.isfinite(np.diagonal(moments)).all():
-            check_vectors(data, name="X")  # raises, naming the rows with NaN or inf
-            raise BadInputError(
-                "X has values too large to square in "
-                f"{np.dtype(dtype).name} (the scatter overflowed); rescale the vectors"
-            )
+            raise_non_finite(data, name="X", overflow=f"their squares overflow {np.dtype(dtype).name}")
         if expected is None:
-            self._reset()
-            self.n_features_in_ = d
+            self._reset(d)
         self._shift = shift
         # Shifted moments to centred ones: with the shift near the mean, m is small and the subtraction
         # n m m^T loses nothing; the Chan update then adds this call's moments to the earlier ones.
@@ -148,7 +145,8 @@ class Whitening(Transform):
 
     def fit(self, X: Any, y: Any = None) -> Whitening:
         """Forget earlier data and fit on ``X`` (at least 2 rows); returns self."""
-        X = check_vectors(X, min_rows=2, dtype=_working_dtype(X))
+        # partial_fit finds NaN/inf (and names the rows) from the scatter: no separate scan here.
+        X = check_vectors(X, min_rows=2, dtype=_working_dtype(X), finite=False)
         self._reset()
         self.partial_fit(X)
         self._decompose()  # warn about floored directions at fit time, not at first transform
@@ -161,8 +159,7 @@ class Whitening(Transform):
         if getattr(other, "n_samples_seen_", 0) == 0:
             return self
         if getattr(self, "n_samples_seen_", 0) == 0:
-            self._reset()
-            self.n_features_in_ = other.n_features_in_
+            self._reset(other.n_features_in_)
         elif self.n_features_in_ != other.n_features_in_:
             raise BadInputError(
                 f"cannot merge statistics of dimension {other.n_features_in_} into dimension {self.n_features_in_}"
@@ -267,8 +264,7 @@ class Whitening(Transform):
                 else:
                     out[start : start + size] = np.matmul(centred[:size], W, out=product[:size])
             if not np.isfinite(out[start : start + size]).all():
-                check_vectors(X, name="X")  # raises, naming the rows with NaN or inf
-                raise BadInputError("X has values so large that the whitened vectors overflow float32")
+                raise_non_finite(X, name="X", overflow="the whitened vectors overflow float32")
         return out
 
     def inverse_transform(self, X: Any) -> np.ndarray:
