@@ -60,6 +60,31 @@ def vectors(n: int, space: str, n_queries: int) -> tuple[np.ndarray, np.ndarray]
     return _normalize(Y), _normalize(w.transform(Q))
 
 
+def hnsw_index(d: int) -> Any:
+    """The HNSW index every row here builds (inner product; efSearch is set per search)."""
+    import faiss
+
+    index = faiss.IndexHNSWFlat(d, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction = EF_CONSTRUCTION
+    return index
+
+
+def exact_top_k(X: np.ndarray, Q: np.ndarray) -> np.ndarray:
+    """Ids of the top K rows of ``X`` for each query of ``Q`` by exact inner product."""
+    import faiss
+
+    exact = faiss.IndexFlatIP(X.shape[1])
+    exact.add(X)
+    _, truth = exact.search(Q, K)
+    return np.asarray(truth)
+
+
+def overlap_at_k(found: np.ndarray, truth: np.ndarray) -> float:
+    """recall@K of ``found`` against ``truth``: the share of true top-K ids found, over all queries."""
+    hits = sum(len(set(a) & set(b)) for a, b in zip(found.tolist(), truth.tolist(), strict=True))
+    return hits / (K * len(truth))
+
+
 def worker(kind: str, space: str, n: int, n_queries: int, n_single: int, reps: int) -> dict[str, Any]:
     import faiss
 
@@ -71,8 +96,7 @@ def worker(kind: str, space: str, n: int, n_queries: int, n_single: int, reps: i
     if kind == "flat":
         index = faiss.IndexFlatIP(d)
     else:
-        index = faiss.IndexHNSWFlat(d, HNSW_M, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = EF_CONSTRUCTION
+        index = hnsw_index(d)
         index.hnsw.efSearch = EF_SEARCH
     index.add(X)
     build_s = time.perf_counter() - started
@@ -101,11 +125,7 @@ def worker(kind: str, space: str, n: int, n_queries: int, n_single: int, reps: i
         "single_qps": 1.0 / median(single),
     }
     if kind == "hnsw":
-        exact = faiss.IndexFlatIP(d)
-        exact.add(X)
-        _, truth = exact.search(Q, K)
-        hits = sum(len(set(a) & set(b)) for a, b in zip(found.tolist(), truth.tolist(), strict=True))
-        result["recall_at_10_vs_flat"] = hits / (K * len(Q))
+        result["recall_at_10_vs_flat"] = overlap_at_k(found, exact_top_k(X, Q))
     return result
 
 
@@ -127,18 +147,14 @@ def worker_real(model: str) -> dict[str, Any]:
     for space, Y in (("raw", X), ("whitened-256", Whitening(n_components=256).fit(X).transform(X))):
         Y = _normalize(Y)
         base, Q = Y[in_base], Y[queries]
-        exact = faiss.IndexFlatIP(Y.shape[1])
-        exact.add(base)
-        _, truth = exact.search(Q, K)
-        index = faiss.IndexHNSWFlat(Y.shape[1], HNSW_M, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = EF_CONSTRUCTION
+        truth = exact_top_k(base, Q)
+        index = hnsw_index(Y.shape[1])
         index.add(base)
         for ef in (16, EF_SEARCH):
             index.hnsw.efSearch = ef
             _, found = index.search(Q, K)
-            hits = sum(len(set(a) & set(b)) for a, b in zip(found.tolist(), truth.tolist(), strict=True))
             rows.append({"model": model, "space": space, "dim": Y.shape[1], "n": len(base), "ef_search": ef,
-                         "recall_at_10_vs_flat": hits / (K * len(Q))})  # fmt: skip
+                         "recall_at_10_vs_flat": overlap_at_k(found, truth)})  # fmt: skip
     return {"rows": rows}
 
 
