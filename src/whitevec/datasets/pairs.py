@@ -20,9 +20,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from whitevec.datasets.paths import read_lines
+from whitevec.datasets.paths import existing_file, read_lines
 from whitevec.datasets.sts import Pair, StsTask
-from whitevec.errors import BadInputError, DataNotFoundError
+from whitevec.errors import BadInputError
 
 _SCORE_NAMES = ("score", "label")
 
@@ -34,9 +34,7 @@ def read_pairs_file(path: str | os.PathLike[str]) -> StsTask:
         DataNotFoundError: the file does not exist.
         BadInputError: a row is malformed (the message names the file and line), or the file holds no pairs.
     """
-    file = Path(path).expanduser()
-    if not file.is_file():
-        raise DataNotFoundError(f"pairs file {file} does not exist (or is not a file)")
+    file = existing_file(path, "pairs file")
     suffix = file.suffix.lower()
     if suffix in (".jsonl", ".json", ".ndjson"):
         pairs = _read_jsonl(file)
@@ -55,9 +53,7 @@ def read_texts_file(path: str | os.PathLike[str]) -> list[str]:
         DataNotFoundError: the file does not exist.
         BadInputError: the file is not UTF-8 or holds no text.
     """
-    file = Path(path).expanduser()
-    if not file.is_file():
-        raise DataNotFoundError(f"text file {file} does not exist (or is not a file)")
+    file = existing_file(path, "text file")
     texts = [line.strip() for line in read_lines(file, BadInputError)]
     texts = [t for t in texts if t]
     if not texts:

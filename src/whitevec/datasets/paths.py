@@ -67,3 +67,11 @@ def read_lines(path: Path, error: type[WhitevecError]) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def existing_file(path: str | os.PathLike[str], what: str) -> Path:
+    """``path`` with ``~`` expanded, or DataNotFoundError naming it as ``what`` when it is not a file."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise DataNotFoundError(f"{what} {file} does not exist (or is not a file)")
+    return file

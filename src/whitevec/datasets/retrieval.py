@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from whitevec.datasets.paths import read_lines, resolve_data_dir
+from whitevec.datasets.paths import existing_file, read_lines, resolve_data_dir
 from whitevec.errors import BadInputError, DataNotFoundError
 
 CRANFIELD_GAIN = {1: 4, 2: 3, 3: 2, 4: 1, 5: 0, -1: 0}
@@ -72,9 +72,7 @@ def read_corpus_file(path: str | os.PathLike[str]) -> list[Document]:
         DataNotFoundError: the file does not exist.
         BadInputError: a row is malformed (file and line named), an id repeats, or the file holds no documents.
     """
-    file = Path(path).expanduser()
-    if not file.is_file():
-        raise DataNotFoundError(f"corpus file {file} does not exist (or is not a file)")
+    file = existing_file(path, "corpus file")
     suffix = file.suffix.lower()
     if suffix in (".jsonl", ".ndjson", ".json"):
         docs = _read_jsonl_corpus(file)
