@@ -172,11 +172,11 @@ class Encoder:
     pooling, max_length and text, so a second encode of the same texts is free.
 
     Faster paths, each with slightly different vectors (its own cache namespace; ``describe()["backend"]``):
-    ``backend="bf16"`` runs the model in bfloat16 (pooling in float32): about 1.5-2x faster on CPUs with
-    bfloat16 instructions (AVX512-BF16, AMX) and on GPUs, cosine ~0.9999 to the float vectors.
+    ``backend="bf16"`` runs the model in bfloat16 (pooling in float32): faster on CPUs with bfloat16
+    instructions (AVX512-BF16, AMX) and on GPUs, with STS-B Spearman within 0.02 points of float32.
     ``backend="int8"`` (CPU only) quantises the linear layers (all but the feed-forward output projections) to
-    int8 with PyTorch dynamic quantisation: for CPUs without bfloat16; less exact (cosine ~0.99 on MiniLM,
-    ~0.96 on MPNet).
+    int8 with PyTorch dynamic quantisation: for CPUs without bfloat16; less exact (0.4 to 1.2 STS-B points
+    lower). Speeds and scores: docs/results/bench.md.
     """
 
     def __init__(
@@ -412,8 +412,8 @@ class Encoder:
 
 
 def _to_bfloat16(model: Any, device: torch.device) -> Any:
-    """The model in bfloat16: float32's range with an 8-bit mantissa, so no overflow and, measured on STS-B,
-    cosine ~0.9999 to the float32 vectors; poolings average in float32."""
+    """The model in bfloat16: float32's range with an 8-bit mantissa, so no overflow; poolings average in
+    float32."""
     if device.type == "cpu" and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
         warnings.warn(
             "this CPU has no bfloat16 instructions (AVX512-BF16 or AMX): backend 'bf16' is emulated and slower "
