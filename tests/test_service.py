@@ -26,8 +26,10 @@ import uvicorn
 from fastapi.testclient import TestClient
 
 from whitevec.errors import BadInputError
-from whitevec.service.app import EncoderWorker, create_app, public_manifest
+from whitevec.service.app import create_app
+from whitevec.service.manifest import public_manifest
 from whitevec.service.settings import ServeSettings
+from whitevec.service.worker import RetrieverWorker
 
 DIM = 16
 DOCS = [
@@ -325,7 +327,7 @@ def test_batch_worker_merges_waiting_jobs_and_isolates_a_bad_one() -> None:
     import asyncio
 
     fake = FakeRetriever(delay=0.02)
-    worker = EncoderWorker(fake, mode="batch", max_texts=64)
+    worker = RetrieverWorker(fake, mode="batch", max_texts=64)
     queries = [f"dog {i}" for i in range(10)] + ["explode"] + ["a cat"]
 
     async def run_all() -> list[Any]:
@@ -451,7 +453,7 @@ def real_index(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 def test_real_index_served_matches_the_library(real_index: Path) -> None:
-    from whitevec.service.app import load_retriever
+    from whitevec.service.run import load_retriever
 
     retriever = load_retriever(real_index)
     queries = ["a man playing guitar", "the dog in the street"]
@@ -472,7 +474,7 @@ def test_real_index_served_matches_the_library(real_index: Path) -> None:
 
 
 def test_real_index_32_concurrent_clients(real_index: Path) -> None:
-    from whitevec.service.app import load_retriever
+    from whitevec.service.run import load_retriever
 
     retriever = load_retriever(real_index)
     subjects, verbs = ("a man", "the dog", "a girl", "her car"), ("eating", "running", "hair")

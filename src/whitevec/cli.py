@@ -509,7 +509,7 @@ def serve_command(
     X-API-Key header.
     """
     try:
-        from whitevec.service.app import serve
+        from whitevec.service.run import serve
     except ImportError as exc:
         raise BadInputError(f"serving needs the serve extra: pip install 'whitevec[serve]' ({exc})") from None
     serve(index_dir, host=host, port=port, workers=workers)

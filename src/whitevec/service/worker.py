@@ -1,0 +1,169 @@
+"""The one thread that owns the retriever, and the queue (and batching) through which requests reach it."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import queue
+import threading
+import time
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+
+# ---- what the service needs from a retriever -------------------------------------------------------------
+class HitLike(Protocol):
+    id: str
+    score: float
+    text: str
+    metadata: dict[str, Any] | None
+
+
+class RetrieverLike(Protocol):
+    """The part of :class:`whitevec.index.Retriever` the service uses (a fake one serves in tests)."""
+
+    @property
+    def manifest(self) -> dict[str, Any]: ...
+
+    @property
+    def count(self) -> int: ...
+
+    def search(self, queries: list[str], k: int = 10) -> Sequence[Sequence[HitLike]]: ...
+
+    def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
+# ---- sharing one retriever between requests ---------------------------------------------------------------
+@dataclass
+class _Job:
+    kind: Literal["search", "embed"]
+    texts: list[str]
+    k: int
+    future: concurrent.futures.Future[Any] = field(default_factory=concurrent.futures.Future)
+
+
+class RetrieverWorker:
+    """One thread owns the retriever; requests queue for it, so the model, tokenizer and any SQLite handles
+    are only ever touched from that thread.
+
+    ``lock`` mode runs the queued jobs one by one. ``batch`` mode takes every job waiting when the thread gets
+    free (after an optional ``wait_ms`` for more, up to ``max_texts`` texts) and runs one search per distinct k
+    and one embed: one forward pass for many small requests. When a batched call fails, its jobs run again one
+    by one so a bad request cannot fail its neighbours.
+    """
+
+    def __init__(self, retriever: RetrieverLike, mode: str = "batch", max_texts: int = 64, wait_ms: float = 0.0):
+        self.retriever = retriever
+        self.mode = mode
+        self.max_texts = max_texts
+        self.wait_s = wait_ms / 1000.0
+        self.calls = 0  # encoder calls made, for the benchmark and tests (how much batching happened)
+        self.jobs = 0
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="whitevec-encoder", daemon=True)
+        self._thread.start()
+
+    def submit(self, kind: Literal["search", "embed"], texts: list[str], k: int = 0) -> Awaitable[Any]:
+        if not self.alive:
+            raise RuntimeError("the encoder worker has stopped")
+        job = _Job(kind, texts, k)
+        self._queue.put(job)
+        return asyncio.wrap_future(job.future)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def close(self, timeout: float = 10.0) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            batch = [first]
+            stop = False
+            if self.mode == "batch":
+                stop = self._gather(batch)
+            try:
+                self._execute(batch)
+            except BaseException as exc:  # keep the thread alive: one broken batch must not stop the service
+                logger.exception("encoder worker failed on a batch")
+                for job in batch:
+                    if not job.future.done():
+                        job.future.set_exception(exc)
+            if stop:
+                return
+
+    def _gather(self, batch: list[_Job]) -> bool:
+        """Add waiting jobs to ``batch`` up to max_texts; True when the stop signal was met."""
+        n_texts = len(batch[0].texts)
+        deadline = None
+        while n_texts < self.max_texts:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                if self.wait_s <= 0:
+                    break
+                if deadline is None:
+                    deadline = time.monotonic() + self.wait_s
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    job = self._queue.get(timeout=remaining)
+                except queue.Empty:
+                    break
+            if job is None:
+                return True
+            batch.append(job)
+            n_texts += len(job.texts)
+        return False
+
+    def _execute(self, batch: list[_Job]) -> None:
+        groups: dict[tuple[str, int], list[_Job]] = {}
+        for job in batch:
+            if job.future.set_running_or_notify_cancel():
+                groups.setdefault((job.kind, job.k), []).append(job)
+        for (kind, k), jobs in groups.items():
+            try:
+                self._call(kind, k, jobs)
+            except Exception:
+                if len(jobs) == 1:
+                    raise
+                for job in jobs:  # a batched call failed: find the job at fault by running each alone
+                    self._call_one(job)
+
+    def _call(self, kind: str, k: int, jobs: list[_Job]) -> None:
+        texts = [t for job in jobs for t in job.texts]
+        if len(jobs) == 1:
+            self._call_one(jobs[0])
+            return
+        self.calls += 1
+        self.jobs += len(jobs)
+        out: Any = self.retriever.search(texts, k=k) if kind == "search" else self.retriever.embed(texts)
+        start = 0
+        for job in jobs:
+            job.future.set_result(out[start : start + len(job.texts)])
+            start += len(job.texts)
+
+    def _call_one(self, job: _Job) -> None:
+        self.calls += 1
+        self.jobs += 1
+        try:
+            if job.kind == "search":
+                result: Any = self.retriever.search(job.texts, k=job.k)
+            else:
+                result = self.retriever.embed(job.texts)
+        except BaseException as exc:
+            job.future.set_exception(exc)
+        else:
+            job.future.set_result(result)
