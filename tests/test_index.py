@@ -86,7 +86,7 @@ def test_persistence_round_trip(
         "transform.safetensors",
     ]
     m = json.loads((out / "manifest.json").read_text())
-    assert m["format_version"] == 1 and m["count"] == N_DOCS and m["dim"] == 16 and m["encoder_dim"] == 32
+    assert m["format_version"] == 2 and m["count"] == N_DOCS and m["dim"] == 16 and m["encoder_dim"] == 32
     assert m["model"] == str(bert_dir) and m["pooling"] == "last-avg" and m["metric"] == "cosine"
     assert m["index_kind"] == "flat" and m["backend"] == "faiss" and m["faiss"] == faiss.__version__
     assert m["transform"]["spec"] == "whitening-16" and m["transform"]["fit_rows"] == N_DOCS

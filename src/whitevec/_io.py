@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import glob
 import hashlib
 import os
@@ -10,25 +12,29 @@ import re
 import shutil
 import socket
 import tempfile
-from collections.abc import Iterator
+import urllib.parse
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it is flushed and renamed over ``path``.
 
-    A crash or exception leaves any earlier file at ``path`` untouched and removes the temporary one.
+    A crash or exception leaves any earlier file at ``path`` untouched and removes the temporary one. The file
+    gets the permissions of a newly created one (0666 less the umask), whatever the writer made it with.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(target)
     fd, tmp_name = tempfile.mkstemp(prefix=_prefix(target), suffix=suffix + ".tmp", dir=target.parent)
     os.close(fd)
-    os.chmod(tmp_name, 0o666 & ~_UMASK)  # mkstemp makes 0600; a written file should look like any other
     tmp = Path(tmp_name)
     try:
         yield tmp
+        # After the writer: some (safetensors) recreate the file with 0600 of their own.
+        os.chmod(tmp, 0o666 & ~_UMASK)
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, target)
@@ -38,27 +44,113 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path
 
 
 @contextlib.contextmanager
-def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
+def atomic_dir(path: str | os.PathLike[str], before_swap: Callable[[], None] | None = None) -> Iterator[Path]:
     """Yield a temporary folder beside ``path``; on success it replaces ``path`` as a whole.
 
     An older folder at ``path`` survives until the new one is complete; an interrupted build leaves it intact.
+    Where the system can (Linux), the two folders are exchanged in one step, so ``path`` never goes missing and
+    a reader that opened the older folder keeps a whole version until it is done (see ``swap_in``).
+    ``before_swap`` runs just before the swap, while no other writer of this folder can swap (an advisory lock
+    on the parent folder): a check that what is at ``path`` is still what the new folder was made from.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(target)
     tmp = Path(tempfile.mkdtemp(prefix=_prefix(target), suffix=".tmp", dir=target.parent))
+    os.chmod(tmp, 0o777 & ~_UMASK)  # mkdtemp makes 0700: another account could not read the index
     try:
         yield tmp
-        if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=_prefix(target), suffix=".old", dir=target.parent))
-            os.replace(target, old / "previous")
-            os.replace(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, target)
+        with _writers_lock(target.parent):
+            if before_swap is not None:
+                before_swap()
+            swap_in(tmp, target)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _writers_lock(folder: Path) -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``folder`` (POSIX ``flock``; a no-op where there is none)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def swap_in(new: Path, target: Path) -> None:
+    """Put the folder ``new`` at ``target``; an older ``target`` ends up at ``new`` (the caller removes it).
+
+    With ``renameat2(RENAME_EXCHANGE)`` one system call swaps the two, so no reader ever finds ``target``
+    missing and two writers cannot collide; with ``RENAME_NOREPLACE`` a first build never overwrites a folder
+    another writer put there meanwhile. Elsewhere: move the old folder aside, then the new one in (a crash
+    between the two is repaired by the next write, see ``remove_stale_temporaries``).
+    """
+    for _ in range(100):  # each turn loses only to another writer that finished in between
+        if _rename2(new, target, _RENAME_EXCHANGE):
+            return
+        if not target.exists() and _rename2(new, target, _RENAME_NOREPLACE):
+            return
+        if _RENAME2 is None or not _rename2_supported(target.parent):
+            break
+    else:
+        raise OSError(errno.EBUSY, "other writers kept replacing the folder", str(target))
+    # No atomic exchange here: two renames.
+    if target.exists():
+        old = Path(tempfile.mkdtemp(prefix=_prefix(target), suffix=".old", dir=target.parent))
+        os.replace(target, old / "previous")
+        os.replace(new, target)
+        os.replace(old / "previous", new)  # the caller removes ``new`` as with an exchange
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(new, target)
+
+
+_RENAME_NOREPLACE = 1
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _load_rename2() -> Any:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        function = libc.renameat2
+    except (OSError, AttributeError):  # not glibc >= 2.28, or not Linux
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
+
+
+_RENAME2 = _load_rename2()
+_UNSUPPORTED: set[int] = set()  # st_dev of filesystems that refused the flags
+
+
+def _rename2_supported(folder: Path) -> bool:
+    return os.stat(folder).st_dev not in _UNSUPPORTED
+
+
+def _rename2(source: Path, target: Path, flags: int) -> bool:
+    """``renameat2(source, target, flags)``; False when the flag cannot apply (target missing for an exchange,
+    present for no-replace) or the system or filesystem lacks it; other errors raise OSError."""
+    if _RENAME2 is None or not _rename2_supported(target.parent):
+        return False
+    if _RENAME2(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target), flags) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+        _UNSUPPORTED.add(os.stat(target.parent).st_dev)
+        return False
+    if code in (errno.ENOENT, errno.EEXIST, errno.ENOTEMPTY) and os.path.lexists(source):
+        return False
+    raise OSError(code, os.strerror(code), str(source), None, str(target))
 
 
 # Temporaries are named .NAME.HOST-PID.RANDOM.tmp (or .old): the owner's host and process id let a later write
@@ -109,6 +201,26 @@ def remove_stale_temporaries(target: Path) -> list[Path]:
                     entry.unlink()
             removed.append(entry)
     return removed
+
+
+def check_writable_parent(target: Path) -> None:
+    """Create ``target``'s parent folder if needed and prove a file can be made there (raises OSError if not).
+
+    Trying is the only honest test: permission bits say nothing of a read-only mount, a full disk's inode
+    table, or root's view of either.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, probe = tempfile.mkstemp(prefix=_prefix(target), suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    os.unlink(probe)
+
+
+def sqlite_uri(path: str | os.PathLike[str], **params: str) -> str:
+    """A ``file:`` URI for SQLite naming exactly ``path``: ``%``, ``?`` and ``#`` in a folder name are escaped,
+    where a bare f-string would read them as escapes, the query or a fragment."""
+    quoted = urllib.parse.quote(os.fsdecode(os.path.abspath(path)), safe="/")
+    query = "&".join(f"{key}={value}" for key, value in params.items())
+    return f"file:{quoted}" + (f"?{query}" if query else "")
 
 
 def _read_umask() -> int:

@@ -9,8 +9,8 @@ from whitevec.datasets.retrieval import Document, read_corpus_file
 from whitevec.index.backend import BACKENDS, KINDS, METRICS, VectorBackend, normalize_rows
 from whitevec.index.export import export_faiss
 from whitevec.index.faiss_backend import FaissBackend
-from whitevec.index.manifest import read_manifest
 from whitevec.index.retriever import Retriever, SearchHit, check_encoder
+from whitevec.index.snapshot import read_manifest
 
 __all__ = [
     "BACKENDS",

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from whitevec._io import sqlite_uri
 from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError, CorruptFileError
 
@@ -41,16 +42,32 @@ def write_docs(path: Path, docs: Iterable[Document], start_row: int = 0) -> int:
 
 
 class DocStore:
-    """Read access to docs.sqlite (thread-safe: one connection behind a lock)."""
+    """Read access to docs.sqlite (thread-safe: one connection behind a lock).
+
+    Opened read-only and ``immutable``: a published index's files are never changed in place (a new version
+    is written beside and swapped in), so SQLite needs no locks or journal look-ups, and the open file stays
+    readable after a newer build has replaced and removed it.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         try:
-            self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            self._db = sqlite3.connect(
+                sqlite_uri(path, mode="ro", immutable="1"), uri=True, check_same_thread=False
+            )
             self._db.execute("SELECT count(*) FROM docs").fetchone()
         except sqlite3.DatabaseError as exc:
             raise CorruptFileError(f"{path} is not a readable document store ({exc})") from exc
         self._lock = threading.Lock()
+
+    def copy_to(self, path: Path) -> None:
+        """Write this store's documents to a new file ``path`` (SQLite's online backup: a consistent copy)."""
+        target = sqlite3.connect(path)
+        try:
+            with self._lock:
+                self._db.backup(target)
+        finally:
+            target.close()
 
     @property
     def count(self) -> int:

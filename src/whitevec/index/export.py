@@ -19,8 +19,8 @@ import numpy as np
 from whitevec._io import atomic_path
 from whitevec.errors import BadInputError
 from whitevec.index.faiss_backend import INDEX_FILE
-from whitevec.index.manifest import read_manifest
 from whitevec.index.retriever import LINEAR_TRANSFORMS, TRANSFORM_FILE
+from whitevec.index.snapshot import IndexSnapshot, read_consistent
 from whitevec.transforms import Center, Transform, Whitening
 
 
@@ -46,20 +46,30 @@ def export_faiss(index_dir: str | os.PathLike[str], out: str | os.PathLike[str])
     import faiss
 
     folder = Path(index_dir).expanduser()
-    manifest = read_manifest(folder)
-    if manifest["backend"] != "faiss":
-        raise BadInputError(
-            f"{folder} keeps its vectors in {manifest['backend']}; export-faiss needs a faiss index"
+
+    def read(snapshot: IndexSnapshot) -> tuple[dict[str, Any], Transform | None, Any]:
+        manifest = snapshot.manifest
+        if manifest["backend"] != "faiss":
+            raise BadInputError(
+                f"{folder} keeps its vectors in {manifest['backend']}; export-faiss needs a faiss index"
+            )
+        info = manifest["transform"]
+        if info and info["class"] not in LINEAR_TRANSFORMS:
+            raise BadInputError(
+                f"{folder} uses transform {info['spec']!r} ({info['class']}), which is not linear; "
+                f"export-faiss works for {', '.join(LINEAR_TRANSFORMS)} or no transform"
+            )
+        transform = (
+            Transform.from_bytes(snapshot.read_bytes(TRANSFORM_FILE), str(folder / TRANSFORM_FILE))
+            if info
+            else None
         )
-    info = manifest.get("transform")
-    if info and info.get("class") not in LINEAR_TRANSFORMS:
-        raise BadInputError(
-            f"{folder} uses transform {info.get('spec')!r} ({info.get('class')}), which is not linear; "
-            f"export-faiss works for {', '.join(LINEAR_TRANSFORMS)} or no transform"
-        )
-    transform = Transform.load(folder / TRANSFORM_FILE) if info else None
+        with snapshot.reader(INDEX_FILE) as read_index:
+            index = faiss.read_index(faiss.PyCallbackIOReader(read_index))
+        return manifest, transform, index
+
+    manifest, transform, index = read_consistent(folder, read)
     d_in, d_out = int(manifest["encoder_dim"]), int(manifest["dim"])
-    index = faiss.read_index(str(folder / INDEX_FILE))
     chain: list[Any] = []
     parts = linear_parts(transform, d_in)
     if parts is not None:

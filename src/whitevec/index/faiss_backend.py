@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -146,15 +147,19 @@ class FaissBackend:
         return [INDEX_FILE]
 
     @classmethod
-    def load(cls, folder: Path, dim: int, metric: str, kind: str, params: dict[str, Any]) -> FaissBackend:
+    def read(
+        cls, read: Callable[[int], bytes], source: Path, dim: int, metric: str, kind: str, params: dict[str, Any]
+    ) -> FaissBackend:
+        """An index from a ``read(n)`` stream of a file written by :meth:`save` (``source`` names it in errors)."""
         backend = cls(dim, metric, kind, None)
         backend._params = dict(params)
+        faiss = _faiss()
         try:
-            backend.index = _faiss().read_index(str(folder / INDEX_FILE))
+            backend.index = faiss.read_index(faiss.PyCallbackIOReader(read))
         except RuntimeError as exc:
-            raise CorruptFileError(f"{folder / INDEX_FILE} is not a readable FAISS index ({exc})") from exc
+            raise CorruptFileError(f"{source} is not a readable FAISS index ({exc})") from exc
         if backend.index.d != dim:
-            raise CorruptFileError(f"{folder / INDEX_FILE} holds {backend.index.d}-d vectors, manifest says {dim}")
+            raise CorruptFileError(f"{source} holds {backend.index.d}-d vectors, manifest says {dim}")
         backend._apply_search_params(backend.index)
         return backend
 

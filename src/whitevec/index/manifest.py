@@ -1,67 +1,190 @@
-"""manifest.json of an index folder: what built it, and a sha256 of every file, checked on load."""
+"""manifest.json of an index folder: what built it, a sha256 of every file, and a sha256 of itself.
+
+The manifest is the one place an index says how its queries must be made (model, pooling, transform, metric),
+so it is checked as strictly as the data files: every field by name and type (:data:`FIELDS`), file names only
+inside the folder, and its own checksum (``manifest_sha256`` over the other fields), so a hand edit of
+``pooling`` or ``metric``, which would silently change results, is refused with a clear message.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from whitevec._io import atomic_path, sha256_file
 from whitevec._version import __version__
-from whitevec.errors import CorruptFileError, DataNotFoundError
+from whitevec.errors import CorruptFileError
 
 MANIFEST = "manifest.json"
-FORMAT_VERSION = 1
+# 2: the manifest carries its own checksum and every field is checked.
+FORMAT_VERSION = 2
+MAX_MANIFEST_BYTES = 1 << 20  # a real one is a few KiB; refuse to parse a planted giant
+SELF_CHECKSUM = "manifest_sha256"
+
+
+def _integer(minimum: int) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= minimum
+
+
+def _text(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _optional(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda v: v is None or check(v)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _int_list(v: Any) -> bool:
+    return isinstance(v, list) and all(_integer(-(1 << 30))(i) for i in v)
+
+
+def _mapping(v: Any) -> bool:
+    return isinstance(v, dict)
+
+
+def _transform_info(v: Any) -> bool:
+    return (
+        isinstance(v, dict)
+        and _text(v.get("spec"))
+        and _text(v.get("class"))
+        and _mapping(v.get("params"))
+        and _text(v.get("fit_on"))
+        and _integer(0)(v.get("fit_rows"))
+        and isinstance(v.get("linear"), bool)
+        and _text(v.get("file"))
+    )
+
+
+# Every field an index manifest holds, with its check; (description, check, required).
+FIELDS: dict[str, tuple[str, Callable[[Any], bool], bool]] = {
+    "format_version": ("an integer", _integer(1), True),
+    "whitevec": ("a version string", _text, True),
+    SELF_CHECKSUM: ("a sha256 hex string", _text, True),
+    "files": ("an object of file name -> {sha256, bytes}", _mapping, True),
+    "model": ("a string", _text, True),
+    "model_fingerprint": ("a string or null", _optional(_text), True),
+    "pooling": ("a string", _text, True),
+    "layers": ("a list of integers or null", _optional(_int_list), True),
+    "max_length": ("a positive integer", _integer(1), True),
+    "encoder_dim": ("a positive integer", _integer(1), True),
+    "encoder_backend": ("a string", _text, True),
+    "dim": ("a positive integer", _integer(1), True),
+    "transform": (
+        "null or an object with spec, class, params, fit_on, fit_rows, linear, file",
+        _optional(_transform_info),
+        True,
+    ),
+    "metric": ("a string", _text, True),
+    "index_kind": ("a string", _text, True),
+    "index_params": ("an object", _mapping, True),
+    "count": ("a non-negative integer", _integer(0), True),
+    "backend": ("a string", _text, True),
+    "backend_uri": ("a string or null", _optional(_text), True),
+    "milvus_collection": ("a string or null", _optional(_text), True),
+    "faiss": ("a version string", _text, True),
+    "created": ("a time stamp", _text, True),
+    "build_seconds": ("a number", _number, True),
+    "updated": ("a time stamp", _text, False),
+}
+
+
+def manifest_digest(data: dict[str, Any]) -> str:
+    """sha256 of the manifest's fields other than its own checksum, in one canonical JSON form."""
+    body = {k: v for k, v in data.items() if k != SELF_CHECKSUM}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def write_manifest(folder: Path, manifest: dict[str, Any], files: list[str]) -> dict[str, Any]:
-    """Add format/version fields and the checksums of ``files`` (names inside ``folder``); write atomically."""
-    data = dict(manifest)
+    """Add format/version fields, the checksums of ``files`` (names inside ``folder``) and the manifest's own
+    checksum; write atomically. Returns what was written."""
+    data = {k: v for k, v in manifest.items() if k not in ("files", "format_version", "whitevec", SELF_CHECKSUM)}
     data["format_version"] = FORMAT_VERSION
     data["whitevec"] = __version__
     data["files"] = {
         name: {"sha256": sha256_file(folder / name), "bytes": (folder / name).stat().st_size}
         for name in sorted(files)
     }
+    data[SELF_CHECKSUM] = manifest_digest(data)
+    check_manifest(data, folder / MANIFEST)  # never write what reading would refuse
     with atomic_path(folder / MANIFEST) as tmp:
         tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return data
 
 
-def read_manifest(folder: Path, verify: bool = True) -> dict[str, Any]:
-    """Read and check a manifest: format version, and (``verify``) every listed file's presence and sha256.
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_manifest(raw: bytes, path: Path) -> dict[str, Any]:
+    """Decode and check manifest bytes read from ``path`` (named in every message).
 
     Raises:
-        DataNotFoundError: ``folder`` is not there or holds no manifest.json (not an index).
-        CorruptFileError: unreadable manifest, unknown format version, a missing file or a checksum mismatch
-            (the file is named).
+        CorruptFileError: not UTF-8 JSON, too large, an unknown format version, a field missing, unknown or of
+            the wrong type, a file name outside the folder, or a checksum that does not match (edited).
     """
-    if not folder.is_dir():
-        raise DataNotFoundError(f"no index folder at {folder}")
-    path = folder / MANIFEST
-    if not path.is_file():
-        raise DataNotFoundError(
-            f"{folder} is not a whitevec index (no {MANIFEST}); build one with `whitevec index build`"
-        )
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise CorruptFileError(f"{path} is {len(raw)} bytes, not an index manifest; rebuild the index")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CorruptFileError(f"{path} is not readable JSON ({exc}); rebuild the index") from exc
+        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constants)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise CorruptFileError(f"{path} is not readable JSON ({reason}); rebuild the index") from None
     if not isinstance(data, dict) or data.get("format_version") != FORMAT_VERSION:
         found = data.get("format_version") if isinstance(data, dict) else None
         raise CorruptFileError(
-            f"{path} has index format {found!r}; this whitevec ({__version__}) reads format {FORMAT_VERSION}"
+            f"{path} has index format {found!r}; this whitevec ({__version__}) reads format {FORMAT_VERSION}. "
+            "Rebuild the index with this version."
         )
-    files = data.get("files")
-    if not isinstance(files, dict):
-        raise CorruptFileError(f"{path} lists no files; rebuild the index")
-    if verify:
-        for name, info in files.items():
-            file = folder / name
-            if not file.is_file():
-                raise CorruptFileError(f"index file {file} is missing; rebuild the index")
-            if sha256_file(file) != info.get("sha256"):
-                raise CorruptFileError(
-                    f"index file {file} fails its checksum (edited or damaged since the build); rebuild the index"
-                )
+    check_manifest(data, path)
     return data
+
+
+def check_manifest(data: dict[str, Any], path: Path) -> None:
+    """Every field present, known and of its type; file names plain; the self-checksum right."""
+    for name, (description, check, required) in FIELDS.items():
+        if name not in data:
+            if required:
+                raise CorruptFileError(f"{path} lacks the field {name!r}; rebuild the index")
+            continue
+        if not check(data[name]):
+            raise CorruptFileError(
+                f"{path}: field {name!r} must be {description}, got {data[name]!r}; rebuild the index"
+            )
+    unknown = sorted(set(data) - set(FIELDS))
+    if unknown:
+        raise CorruptFileError(f"{path} has unknown field(s) {', '.join(map(repr, unknown))}; rebuild the index")
+    for name, info in data["files"].items():
+        if not is_plain_name(name):
+            raise CorruptFileError(
+                f"{path} lists the file {name!r}, which is not a plain name inside the index folder; refusing it"
+            )
+        if not (isinstance(info, dict) and _text(info.get("sha256")) and _integer(0)(info.get("bytes"))):
+            raise CorruptFileError(f"{path}: the entry of file {name!r} must hold sha256 and bytes")
+    if data[SELF_CHECKSUM] != manifest_digest(data):
+        raise CorruptFileError(
+            f"{path} was edited after the build (its own checksum does not match its fields); an edited manifest "
+            "could change how queries are made, so it is refused. Rebuild the index."
+        )
+
+
+def is_plain_name(name: str) -> bool:
+    """A file name that stays inside its folder: no separators, no '.' or '..', no hidden or empty name."""
+    return (
+        bool(name)
+        and name not in (".", "..")
+        and not name.startswith(".")
+        and "/" not in name
+        and "\\" not in name
+        and "\0" not in name
+        and os.path.basename(name) == name
+    )

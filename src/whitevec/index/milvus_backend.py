@@ -9,6 +9,7 @@ scores mean the same as with FAISS. One collection per index, named in the manif
 from __future__ import annotations
 
 import contextlib
+import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,18 @@ def is_local_uri(uri: str) -> bool:
     return "://" not in uri
 
 
+def _connect_message(uri: str, exc: Exception) -> str:
+    """Why a connection failed, in words: Milvus Lite's lock on its data folder hides behind a generic error."""
+    text = str(exc)
+    if is_local_uri(uri) and any(word in text.lower() for word in ("lock", "opened by another", "in use")):
+        return (
+            f"the Milvus Lite data {uri} is open in another process; Milvus Lite allows one process per data "
+            "folder. Stop the other process (a running `whitevec serve`?), or keep the vectors on a Milvus "
+            "server (--uri http://host:19530)."
+        )
+    return f"cannot connect to Milvus at {uri}: {text}"
+
+
 def new_collection_name() -> str:
     return "whitevec_" + uuid.uuid4().hex[:16]
 
@@ -71,15 +84,22 @@ class MilvusBackend:
             if name not in defaults:
                 raise BadInputError(f"index parameter {name!r} does not apply to kind {self.kind!r}")
         self._params = {**defaults, **(params or {})}
+        # Rows this handle searches: ids below it (None: all). A reader of one index version sets it to that
+        # version's row count, so vectors another writer is adding stay invisible until their version is read.
+        self.visible_rows: int | None = None
         pymilvus = _pymilvus()
         if is_local_uri(self.uri):
             if not self.uri.endswith(".db"):
                 raise BadInputError(f"a local Milvus Lite URI must be a file name ending in .db, got {self.uri!r}")
-            Path(self.uri).parent.mkdir(parents=True, exist_ok=True)
+            if create:
+                Path(self.uri).parent.mkdir(parents=True, exist_ok=True)
+            elif not os.path.exists(self.uri):
+                # Opening would create an empty database there: say what is missing instead.
+                raise DataNotFoundError(f"the Milvus Lite data {self.uri} does not exist; rebuild the index")
         try:
             self.client = pymilvus.MilvusClient(uri=self.uri, token=token or "")
         except Exception as exc:  # pymilvus raises many types; all mean "cannot reach it"
-            raise WhitevecError(f"cannot connect to Milvus at {self.uri}: {exc}") from exc
+            raise WhitevecError(_connect_message(self.uri, exc)) from exc
         if create:
             self._create()
         elif not self.client.has_collection(self.collection):
@@ -155,7 +175,12 @@ class MilvusBackend:
         elif self.kind == "ivf":
             search_params["params"] = {"nprobe": self._params["nprobe"]}
         results = self.client.search(
-            self.collection, data=x.tolist(), limit=k, output_fields=["id"], search_params=search_params
+            self.collection,
+            data=x.tolist(),
+            limit=k,
+            output_fields=["id"],
+            search_params=search_params,
+            filter="" if self.visible_rows is None else f"id < {int(self.visible_rows)}",
         )
         scores = np.zeros((x.shape[0], k), dtype=np.float32)
         ids = np.full((x.shape[0], k), -1, dtype=np.int64)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 import threading
 import time
 from collections.abc import Sequence
@@ -29,13 +28,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from whitevec._io import atomic_dir, atomic_path
+from whitevec._io import atomic_dir, check_writable_parent
 from whitevec.datasets.retrieval import Document, check_unique_ids, read_corpus_file
 from whitevec.errors import BadInputError, CorruptFileError, DimensionMismatchError
 from whitevec.index.backend import BACKENDS, KINDS, METRICS, VectorBackend, check_choice, normalize_rows
 from whitevec.index.docstore import DOCS_FILE, DocStore, write_docs
-from whitevec.index.faiss_backend import INDEX_FILE, FaissBackend, faiss_version
-from whitevec.index.manifest import MANIFEST, read_manifest, write_manifest
+from whitevec.index.faiss_backend import INDEX_FILE, FaissBackend, faiss_version, resolve_params
+from whitevec.index.manifest import MANIFEST, SELF_CHECKSUM, write_manifest
+from whitevec.index.milvus_backend import MilvusBackend
+from whitevec.index.snapshot import IndexSnapshot, read_consistent, read_manifest
 from whitevec.transforms import Transform, make_transform
 
 if TYPE_CHECKING:
@@ -107,6 +108,39 @@ def _check_target(out: Path) -> dict[str, Any] | None:
     return None
 
 
+def check_build(
+    out: str | os.PathLike[str],
+    *,
+    kind: str = "flat",
+    metric: str = "cosine",
+    backend: str = "faiss",
+    uri: str | None = None,
+    index_params: dict[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """Everything about a build that can be checked before any model loads or document is encoded.
+
+    Checks the kind, metric, backend and index parameters, the Milvus URI's form, that ``out`` is absent, empty
+    or an earlier index, and that its parent folder can be written. Returns the earlier index's manifest, if any.
+
+    Raises:
+        BadInputError: an unknown choice or parameter, or an ``out`` that must not be replaced.
+        OSError: the parent folder of ``out`` cannot be created or written (EACCES, EROFS, ...).
+    """
+    kind = check_choice(kind, KINDS, "index kind")
+    metric = check_choice(metric, METRICS, "metric")
+    backend = check_choice(backend, BACKENDS, "backend")
+    if backend == "faiss":
+        if uri is not None:
+            raise BadInputError("--uri applies to the milvus backend only")
+        resolve_params(kind, index_params)
+    elif uri is not None and "://" not in uri and not uri.endswith(".db"):
+        raise BadInputError(f"a local Milvus Lite URI must be a file name ending in .db, got {uri!r}")
+    target = Path(out).expanduser()
+    previous = _check_target(target)
+    check_writable_parent(target)
+    return previous
+
+
 def _is_fitted(transform: Transform) -> bool:
     try:
         transform._check_fitted()
@@ -164,21 +198,15 @@ class Retriever:
                 something other than an earlier index. Nothing is written in these cases.
         """
         started = time.perf_counter()
-        kind = check_choice(kind, KINDS, "index kind")
-        metric = check_choice(metric, METRICS, "metric")
-        backend = check_choice(backend, BACKENDS, "backend")
+        target = Path(out).expanduser()
+        previous = check_build(
+            target, kind=kind, metric=metric, backend=backend, uri=uri, index_params=index_params
+        )
+        kind, metric, backend = kind.strip().lower(), metric.strip().lower(), backend.strip().lower()
         docs = _as_documents(corpus)
         if not docs:
             raise BadInputError("the corpus is empty; give at least one document")
         check_unique_ids(docs)
-        target = Path(out).expanduser()
-        previous = _check_target(target)
-        if backend == "faiss":
-            if uri is not None:
-                raise BadInputError("--uri applies to the milvus backend only")
-            FaissBackend(1, metric, kind, index_params)  # validates the parameters before any work
-        elif uri is not None and "://" not in uri and not uri.endswith(".db"):
-            raise BadInputError(f"a local Milvus Lite URI must be a file name ending in .db, got {uri!r}")
         texts = [d.text for d in docs]
         vectors = encoder.encode(texts, show_progress=show_progress)
         fitted, transform_info = _fit_transform(transform, fit_on, vectors, encoder, show_progress)
@@ -256,57 +284,37 @@ class Retriever:
     ) -> Retriever:
         """Open an index folder; checks the manifest, every file's checksum, and the encoder against it.
 
-        Without ``encoder``, one is built from the manifest's model, pooling, max_length and encoder backend, on
-        ``device``, with the vector cache on or off (``cache``; a server should not cache every query). An
-        ``encoder`` with another backend (bf16 queries on a float32 index, say) is allowed: same model, nearly
-        the same vectors.
+        One consistent version is read even while another process rebuilds the index (see
+        :mod:`whitevec.index.snapshot`). Without ``encoder``, one is built from the manifest's model, pooling,
+        max_length and encoder backend, on ``device``, with the vector cache on or off (``cache``; a server
+        should not cache every query). An ``encoder`` with another backend (bf16 queries on a float32 index,
+        say) is allowed: same model, nearly the same vectors.
 
         Raises:
             DataNotFoundError: no index at ``path``.
-            CorruptFileError: a file is missing, edited or damaged (named in the message).
+            CorruptFileError: a file is missing, edited or damaged, or the manifest was edited (named).
             DimensionMismatchError / BadInputError: ``encoder`` differs from the one the index was built with.
         """
         folder = Path(path).expanduser()
-        manifest = read_manifest(folder)
-        if encoder is None:
-            from whitevec.encoder import Encoder
+        manifest, transform, backend, docs = read_consistent(folder, _open_version)
+        try:
+            if encoder is None:
+                from whitevec.encoder import Encoder
 
-            encoder = Encoder(
-                manifest["model"],
-                manifest["pooling"],
-                max_length=int(manifest["max_length"]),
-                backend=manifest.get("encoder_backend", "torch"),
-                device=device,
-                cache=cache,
-            )
-        else:
-            check_encoder(encoder, manifest)
-        transform = Transform.load(folder / TRANSFORM_FILE) if manifest.get("transform") else None
-        backend: Any
-        if manifest["backend"] == "faiss":
-            backend = FaissBackend.load(
-                folder, int(manifest["dim"]), manifest["metric"], manifest["index_kind"], manifest["index_params"]
-            )
-        elif manifest["backend"] == "milvus":
-            from whitevec.index.milvus_backend import MilvusBackend
-
-            uri = manifest.get("backend_uri") or str(folder / MILVUS_LOCAL)
-            backend = MilvusBackend(
-                uri,
-                manifest["milvus_collection"],
-                int(manifest["dim"]),
-                manifest["metric"],
-                manifest["index_kind"],
-                manifest["index_params"],
-            )
-        else:
-            raise CorruptFileError(f"{folder / MANIFEST} names an unknown backend {manifest['backend']!r}")
-        docs = DocStore(folder / DOCS_FILE)
-        if docs.count != manifest["count"] or backend.count != manifest["count"]:
-            raise CorruptFileError(
-                f"index at {folder} is inconsistent: manifest count {manifest['count']}, documents {docs.count}, "
-                f"vectors {backend.count}; rebuild the index"
-            )
+                encoder = Encoder(
+                    manifest["model"],
+                    manifest["pooling"],
+                    max_length=int(manifest["max_length"]),
+                    backend=manifest["encoder_backend"],
+                    device=device,
+                    cache=cache,
+                )
+            else:
+                check_encoder(encoder, manifest)
+        except BaseException:
+            backend.close()
+            docs.close()
+            raise
         return cls(folder, manifest, encoder, transform, backend, docs)
 
     # --- querying --------------------------------------------------------------------------------------------
@@ -377,11 +385,15 @@ class Retriever:
     def add(self, docs: Sequence[Document], show_progress: bool | None = None) -> int:
         """Add documents with new, unique ids; persisted before returning. Returns the new count.
 
-        FAISS indexes are rewritten through ``atomic_dir`` (all or nothing). With Milvus, vectors go in first and
-        are deleted again if writing the documents fails.
+        The index folder is rewritten as a new version and swapped in whole (``atomic_dir``): a failed add
+        leaves the index as it was, and readers in other processes see the old or the new version. With Milvus
+        the vectors go into the collection first (invisible to readers of the old version, which search only
+        their own rows) and are deleted again if the new version cannot be written. Refused when the folder no
+        longer holds the version this Retriever loaded (another process rebuilt or added meanwhile).
 
         Raises:
-            BadInputError: empty list, an id given twice, or an id already in the index (named).
+            BadInputError: empty list, an id given twice, an id already in the index (named), or the index
+                changed on disk since it was loaded.
         """
         items = _as_documents(docs)
         if not items:
@@ -398,38 +410,63 @@ class Retriever:
             )
             start = self._docs.next_row()
             ids = np.arange(start, start + len(items), dtype=np.int64)
-            manifest = {k: v for k, v in self.manifest.items() if k not in ("files", "format_version", "whitevec")}
+            manifest = dict(self.manifest)
             manifest["count"] = self.count + len(items)
             manifest["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+            transform_bytes = read_consistent(self.path, self._read_own_transform)
+            local_milvus = isinstance(self.backend, MilvusBackend) and not self.manifest["backend_uri"]
             if isinstance(self.backend, FaissBackend):
-                new_backend = self.backend.copy()
+                new_backend: VectorBackend = self.backend.copy()  # the live index stays untouched until the swap
                 new_backend.add(ids, vectors)
-                with atomic_dir(self.path) as tmp:
-                    files = [DOCS_FILE]
-                    if self.transform is not None:
-                        shutil.copy2(self.path / TRANSFORM_FILE, tmp / TRANSFORM_FILE)
-                        files.append(TRANSFORM_FILE)
-                    shutil.copy2(self.path / DOCS_FILE, tmp / DOCS_FILE)
-                    write_docs(tmp / DOCS_FILE, items, start_row=start)
-                    files += new_backend.save(tmp)
-                    written = write_manifest(tmp, manifest, files)
-                self.backend = new_backend
             else:
-                self.backend.add(ids, vectors)
-                try:
-                    with atomic_path(self.path / DOCS_FILE) as tmp_docs:
-                        shutil.copy2(self.path / DOCS_FILE, tmp_docs)
-                        write_docs(tmp_docs, items, start_row=start)
-                    files = [DOCS_FILE] + ([TRANSFORM_FILE] if self.transform is not None else [])
-                    written = write_manifest(self.path, manifest, files)
-                except BaseException:
+                new_backend = self.backend
+                new_backend.add(ids, vectors)
+            moved: Path | None = None
+            try:
+                with atomic_dir(self.path, before_swap=self._check_unchanged) as tmp:
+                    files = [DOCS_FILE]
+                    if transform_bytes is not None:
+                        (tmp / TRANSFORM_FILE).write_bytes(transform_bytes)
+                        files.append(TRANSFORM_FILE)
+                    self._docs.copy_to(tmp / DOCS_FILE)
+                    write_docs(tmp / DOCS_FILE, items, start_row=start)
+                    if isinstance(new_backend, FaissBackend):
+                        files += new_backend.save(tmp)
+                    written = write_manifest(tmp, manifest, files)
+                    if local_milvus and isinstance(new_backend, MilvusBackend):
+                        # Milvus Lite keeps its data inside the index folder: it moves into the new version.
+                        new_backend.release()
+                        moved = tmp / MILVUS_LOCAL
+                        os.replace(self.path / MILVUS_LOCAL, moved)
+            except BaseException:
+                if isinstance(new_backend, MilvusBackend):
                     with contextlib.suppress(Exception):
-                        self.backend.delete(ids)  # type: ignore[attr-defined]
-                    raise
+                        if moved is not None and moved.exists():
+                            os.replace(moved, self.path / MILVUS_LOCAL)
+                        if local_milvus:
+                            self.backend = new_backend = _open_milvus(self.path, self.manifest)
+                        new_backend.delete(ids)
+                raise
             self._docs.close()
             self._docs = DocStore(self.path / DOCS_FILE)
+            if local_milvus:
+                new_backend = _open_milvus(self.path, written)
+            if isinstance(new_backend, MilvusBackend):
+                new_backend.visible_rows = start + len(items)
+            self.backend = new_backend
             self.manifest = written
             return self.count
+
+    def _read_own_transform(self, snapshot: IndexSnapshot) -> bytes | None:
+        """The transform file of the version this Retriever loaded (refused if the folder moved on)."""
+        if snapshot.manifest[SELF_CHECKSUM] != self.manifest[SELF_CHECKSUM]:
+            raise BadInputError(_changed_message(self.path))
+        return snapshot.read_bytes(TRANSFORM_FILE) if snapshot.has(TRANSFORM_FILE) else None
+
+    def _check_unchanged(self) -> None:
+        current = read_manifest(self.path, verify=False)
+        if current[SELF_CHECKSUM] != self.manifest[SELF_CHECKSUM]:
+            raise BadInputError(_changed_message(self.path))
 
     def close(self) -> None:
         """Release the document store and backend connections."""
@@ -450,6 +487,97 @@ class Retriever:
             f"Retriever({str(self.path)!r}, model={m['model']!r}, pooling={m['pooling']!r}, transform={spec!r}, "
             f"{m['index_kind']}/{m['metric']}/{m['backend']}, count={self.count}, dim={self.dim})"
         )
+
+
+# --- reading one version -------------------------------------------------------------------------------------
+INDEX_FILES = (TRANSFORM_FILE, INDEX_FILE, DOCS_FILE)
+
+
+def _changed_message(path: Path) -> str:
+    return (
+        f"the index at {path} was rebuilt or added to by another writer since it was loaded; load it again "
+        "and repeat the add"
+    )
+
+
+def check_index_manifest(manifest: dict[str, Any], folder: Path) -> None:
+    """What the manifest's schema cannot say: known choices, and the files that this kind of index has."""
+    where = folder / MANIFEST
+    for field, allowed in (("metric", METRICS), ("index_kind", KINDS), ("backend", BACKENDS)):
+        if manifest[field] not in allowed:
+            raise CorruptFileError(f"{where}: unknown {field} {manifest[field]!r}; valid: {', '.join(allowed)}")
+    files = set(manifest["files"])
+    expected = {DOCS_FILE}
+    if manifest["transform"] is not None:
+        expected.add(TRANSFORM_FILE)
+        if manifest["transform"]["file"] != TRANSFORM_FILE:
+            raise CorruptFileError(f"{where}: the transform must be {TRANSFORM_FILE}")
+    if manifest["backend"] == "faiss":
+        expected.add(INDEX_FILE)
+    elif not manifest["milvus_collection"]:
+        raise CorruptFileError(f"{where}: a Milvus index needs milvus_collection")
+    if files != expected:
+        raise CorruptFileError(
+            f"{where} lists the files {sorted(files)}; an index of this kind has {sorted(expected)}. "
+            "Rebuild the index."
+        )
+
+
+def _open_milvus(folder: Path, manifest: dict[str, Any]) -> MilvusBackend:
+    uri = manifest["backend_uri"] or str(folder / MILVUS_LOCAL)
+    return MilvusBackend(
+        uri,
+        manifest["milvus_collection"],
+        manifest["dim"],
+        manifest["metric"],
+        manifest["index_kind"],
+        manifest["index_params"],
+    )
+
+
+def _open_version(
+    snapshot: IndexSnapshot,
+) -> tuple[dict[str, Any], Transform | None, VectorBackend, DocStore]:
+    """Manifest, transform, vectors and documents of one pinned version (see :mod:`whitevec.index.snapshot`)."""
+    manifest, folder = snapshot.manifest, snapshot.folder
+    check_index_manifest(manifest, folder)
+    # The path-only opens first, while the pinned version is most likely still the current one.
+    docs = snapshot.by_path(DOCS_FILE, DocStore)
+    backend: VectorBackend | None = None
+    try:
+        snapshot.verify(DOCS_FILE)
+        transform = (
+            Transform.from_bytes(snapshot.read_bytes(TRANSFORM_FILE), str(folder / TRANSFORM_FILE))
+            if manifest["transform"] is not None
+            else None
+        )
+        if manifest["backend"] == "faiss":
+            with snapshot.reader(INDEX_FILE) as read:
+                backend = FaissBackend.read(
+                    read,
+                    folder / INDEX_FILE,
+                    manifest["dim"],
+                    manifest["metric"],
+                    manifest["index_kind"],
+                    manifest["index_params"],
+                )
+        elif manifest["backend_uri"]:
+            backend = _open_milvus(folder, manifest)
+        else:
+            backend = snapshot.by_path(MILVUS_LOCAL, lambda _: _open_milvus(folder, manifest))
+        if isinstance(backend, MilvusBackend):
+            backend.visible_rows = docs.next_row()  # rows other writers add later stay out of this version
+        if docs.count != manifest["count"] or backend.count < manifest["count"]:
+            raise CorruptFileError(
+                f"index at {folder} is inconsistent: manifest count {manifest['count']}, documents {docs.count}, "
+                f"vectors {backend.count}; rebuild the index"
+            )
+    except BaseException:
+        docs.close()
+        if backend is not None:
+            backend.close()
+        raise
+    return manifest, transform, backend, docs
 
 
 # --- helpers -------------------------------------------------------------------------------------------------

@@ -17,7 +17,8 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 from safetensors import SafetensorError
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load as load_bytes
+from safetensors.numpy import save_file
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
@@ -38,6 +39,19 @@ def _digest(arrays: dict[str, np.ndarray]) -> str:
         digest.update(str(array.shape).encode())
         digest.update(array.tobytes())
     return digest.hexdigest()
+
+
+def _safetensors_metadata(data: bytes) -> dict[str, str]:
+    """The ``__metadata__`` of a safetensors file in memory: an 8-byte little-endian header length, then the
+    JSON header."""
+    if len(data) < 8:
+        raise ValueError("file too short for a safetensors header")
+    size = int.from_bytes(data[:8], "little")
+    if size > len(data) - 8:
+        raise ValueError("header length beyond the end of the file")
+    header = json.loads(data[8 : 8 + size])
+    metadata = header.get("__metadata__") if isinstance(header, dict) else None
+    return metadata if isinstance(metadata, dict) else {}
 
 
 class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
@@ -101,12 +115,19 @@ class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         if not source.is_file():
             raise DataNotFoundError(f"no saved transform at {source}")
         try:
-            from safetensors import safe_open
+            data = source.read_bytes()
+        except OSError as exc:
+            raise CorruptFileError(f"{source} is not a readable whitevec transform ({exc.strerror})") from exc
+        return cls.from_bytes(data, str(source))
 
-            with safe_open(str(source), framework="numpy") as handle:
-                metadata = handle.metadata() or {}
-            arrays = load_file(str(source))
-        except (SafetensorError, OSError, ValueError) as exc:
+    @classmethod
+    def from_bytes(cls, data: bytes, source: str = "<bytes>") -> Self:
+        """:meth:`load` from the bytes of a saved file (``source`` names it in errors), e.g. a file a caller has
+        already opened and checked."""
+        try:
+            metadata = _safetensors_metadata(data)
+            arrays = load_bytes(data)
+        except (SafetensorError, ValueError) as exc:
             raise CorruptFileError(f"{source} is not a readable whitevec transform ({exc})") from exc
         try:
             header = json.loads(metadata["whitevec"])
