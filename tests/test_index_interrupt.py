@@ -24,7 +24,10 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 # (so the build is truly half done) it says READY and waits to be killed.
 CHILD = textwrap.dedent(
     """
-    import sys, time
+    import signal, sys, time
+    # A shell without job control starts background commands with SIGINT ignored, and Python then never raises
+    # KeyboardInterrupt: a `make test &` would leave this child asleep. Take SIGINT as an interactive run does.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path.insert(0, sys.argv[1])
     import whitevec.index.retriever as retriever
     from tests.test_index_helpers import HashEncoder
@@ -61,11 +64,13 @@ def test_killed_build_leaves_old_index(tmp_path: Path) -> None:
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # stderr goes to a file: a pipe nobody reads could fill and block the child.
+    errors = {sig: (tmp_path / f"child-{sig.name}.err") for sig in (signal.SIGKILL, signal.SIGINT)}
     children = {
         sig: subprocess.Popen(
             [sys.executable, str(script), str(Path(__file__).parents[1]), str(out)],
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=errors[sig].open("w"),
             text=True,
             env=env,
         )
@@ -74,7 +79,7 @@ def test_killed_build_leaves_old_index(tmp_path: Path) -> None:
     for sig, child in children.items():
         assert child.stdout is not None
         line = child.stdout.readline()  # blocks until the build is inside its temporary folder
-        assert line.startswith("READY"), child.stderr.read() if child.stderr else line
+        assert line.startswith("READY"), errors[sig].read_text()
         temp = Path(line.split(maxsplit=1)[1].strip())
         assert temp.name.startswith(".idx.") and temp.name.endswith(".tmp") and temp.is_dir()
         assert (temp / "docs.sqlite").is_file() and not (temp / "manifest.json").exists()

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests.test_index_helpers import HashEncoder
-from whitevec.errors import BadInputError
+from whitevec.errors import BadInputError, DataNotFoundError, WhitevecError
 from whitevec.index import Document, FaissBackend, Retriever
 
 pytest.importorskip("pymilvus", reason="the Milvus tests need pip install 'whitevec[milvus]'")
@@ -71,3 +72,56 @@ def test_retriever_on_milvus_lite(tmp_path: Path) -> None:
     assert [h.id for h in other.search(queries[:2], 3)[0]] == [h.id for h in other.search(queries[:2], 3)[0]]
     with pytest.raises(BadInputError, match=r"\.db"):
         Retriever.build(docs, tmp_path / "bad", encoder=encoder, backend="milvus", uri=str(tmp_path / "x"))  # type: ignore[arg-type]
+
+
+def test_milvus_lite_in_another_process_is_named(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    out = tmp_path / "idx"
+    docs = [Document(f"d{i}", f"text number {i}") for i in range(20)]
+    Retriever.build(docs, out, encoder=HashEncoder(dim=16), transform="none", backend="milvus").close()  # type: ignore[arg-type]
+    holder = textwrap.dedent(
+        """
+        import sys, time
+        sys.path.insert(0, sys.argv[1])
+        from tests.test_index_helpers import HashEncoder
+        from whitevec.index import Retriever
+        r = Retriever.load(sys.argv[2], encoder=HashEncoder(dim=16))
+        print("OPEN", flush=True)
+        time.sleep(120)
+        """
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", holder, str(Path(__file__).resolve().parents[1]), str(out)],
+        stdout=subprocess.PIPE,
+        stderr=(tmp_path / "holder.err").open("w"),
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "OPEN", (
+            tmp_path / "holder.err"
+        ).read_text()
+        with pytest.raises(WhitevecError, match="open in another process"):
+            Retriever.load(out, encoder=HashEncoder(dim=16))  # type: ignore[arg-type]
+    finally:
+        child.kill()
+        child.wait()
+    assert Retriever.load(out, encoder=HashEncoder(dim=16)).count == 20  # type: ignore[arg-type]
+
+
+def test_missing_external_milvus_lite_data_is_not_created(tmp_path: Path) -> None:
+    uri = tmp_path / "shared" / "store.db"
+    docs = [Document(f"d{i}", f"text number {i}") for i in range(20)]
+    out = tmp_path / "idx"
+    Retriever.build(
+        docs, out, encoder=HashEncoder(dim=16), transform="none", backend="milvus", uri=str(uri)
+    ).close()  # type: ignore[arg-type]
+    from milvus_lite.server_manager import server_manager_instance
+
+    server_manager_instance.release_server(str(uri))
+    shutil.rmtree(tmp_path / "shared")
+    with pytest.raises(DataNotFoundError, match="does not exist"):
+        Retriever.load(out, encoder=HashEncoder(dim=16))  # type: ignore[arg-type]
+    assert not (tmp_path / "shared").exists()

@@ -29,8 +29,7 @@ def write_docs(path: Path, docs: Iterable[Document], start_row: int = 0) -> int:
             db.execute(_SCHEMA)
         rows = []
         for offset, doc in enumerate(docs):
-            meta = None if doc.metadata is None else json.dumps(doc.metadata, ensure_ascii=False)
-            rows.append((start_row + offset, doc.id, doc.text, meta))
+            rows.append((start_row + offset, doc.id, doc.text, _metadata_json(doc)))
         try:
             with db:
                 db.executemany("INSERT INTO docs (row, id, text, metadata) VALUES (?, ?, ?, ?)", rows)
@@ -39,6 +38,21 @@ def write_docs(path: Path, docs: Iterable[Document], start_row: int = 0) -> int:
         return len(rows)
     finally:
         db.close()
+
+
+def _metadata_json(doc: Document) -> str | None:
+    """Metadata as strict JSON: NaN or Infinity would come back out of ``search --json`` and the service as bare
+    ``NaN``, which strict JSON parsers refuse."""
+    if doc.metadata is None:
+        return None
+    try:
+        return json.dumps(doc.metadata, ensure_ascii=False, allow_nan=False)
+    except ValueError as exc:
+        raise BadInputError(
+            f"document {doc.id!r} has metadata JSON cannot hold ({exc}); use finite numbers"
+        ) from None
+    except TypeError as exc:
+        raise BadInputError(f"document {doc.id!r} has metadata that is not JSON ({exc})") from None
 
 
 class DocStore:

@@ -8,9 +8,12 @@ scores mean the same as with FAISS. One collection per index, named in the manif
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import logging
 import os
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,15 +47,46 @@ def is_local_uri(uri: str) -> bool:
 
 
 def _connect_message(uri: str, exc: Exception) -> str:
-    """Why a connection failed, in words: Milvus Lite's lock on its data folder hides behind a generic error."""
-    text = str(exc)
-    if is_local_uri(uri) and any(word in text.lower() for word in ("lock", "opened by another", "in use")):
+    """Why a connection failed, in words: Milvus Lite reports its lock on the data folder only in a log."""
+    if is_local_uri(uri) and _lite_locked(uri):
         return (
-            f"the Milvus Lite data {uri} is open in another process; Milvus Lite allows one process per data "
-            "folder. Stop the other process (a running `whitevec serve`?), or keep the vectors on a Milvus "
-            "server (--uri http://host:19530)."
+            f"the Milvus Lite data {uri} is open in another process, and Milvus Lite lets one process at a time "
+            "open a data folder. Stop the other process (a running `whitevec serve`?), or keep the vectors on a "
+            "Milvus server (--uri http://host:19530)."
         )
-    return f"cannot connect to Milvus at {uri}: {text}"
+    return f"cannot connect to Milvus at {uri}: {exc}"
+
+
+@contextlib.contextmanager
+def _quiet_lite_start() -> Iterator[None]:
+    """Milvus Lite logs a full traceback when it cannot start (its data folder locked by another process);
+    the error whitevec raises says the same in one line, so drop that log record while connecting."""
+    lite_logger = logging.getLogger("milvus_lite.server_manager")
+    drop = logging.Filter("\0never")  # a filter whose name matches no logger: rejects every record
+    lite_logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        lite_logger.removeFilter(drop)
+
+
+def _lite_locked(uri: str) -> bool:
+    """Whether another open file holds Milvus Lite's advisory lock (``LOCK`` in the data folder)."""
+    try:
+        import fcntl
+    except ImportError:
+        return False
+    try:
+        fd = os.open(os.path.join(uri, "LOCK"), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # also drops the probe's own lock
+    return False
 
 
 def new_collection_name() -> str:
@@ -97,17 +131,25 @@ class MilvusBackend:
                 # Opening would create an empty database there: say what is missing instead.
                 raise DataNotFoundError(f"the Milvus Lite data {self.uri} does not exist; rebuild the index")
         try:
-            self.client = pymilvus.MilvusClient(uri=self.uri, token=token or "")
+            with _quiet_lite_start():
+                self.client = pymilvus.MilvusClient(uri=self.uri, token=token or "")
         except Exception as exc:  # pymilvus raises many types; all mean "cannot reach it"
             raise WhitevecError(_connect_message(self.uri, exc)) from exc
-        if create:
-            self._create()
-        elif not self.client.has_collection(self.collection):
-            raise DataNotFoundError(
-                f"Milvus at {self.uri} has no collection {self.collection!r}; the index was dropped or the URI "
-                "is wrong. Rebuild the index."
-            )
-        self.client.load_collection(self.collection)
+        self._closed = False
+        if is_local_uri(self.uri):
+            _LITE_HANDLES[os.path.abspath(self.uri)] += 1
+        try:
+            if create:
+                self._create()
+            elif not self.client.has_collection(self.collection):
+                raise DataNotFoundError(
+                    f"Milvus at {self.uri} has no collection {self.collection!r}; the index was dropped or the "
+                    "URI is wrong. Rebuild the index."
+                )
+            self.client.load_collection(self.collection)
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def _milvus_metric(self) -> str:
@@ -199,15 +241,35 @@ class MilvusBackend:
         self.client.drop_collection(self.collection)
 
     def close(self) -> None:
+        """Close the connection; the last handle on a Milvus Lite file in this process also stops its server,
+        so that another process can open the data folder (Milvus Lite allows one process at a time)."""
+        if self._closed:
+            return
+        self._closed = True
         with contextlib.suppress(Exception):  # closing a broken connection is not worth a second error
             self.client.close()
+        if is_local_uri(self.uri):
+            key = os.path.abspath(self.uri)
+            _LITE_HANDLES[key] -= 1
+            if _LITE_HANDLES[key] <= 0:
+                del _LITE_HANDLES[key]
+                _stop_lite_server(key)
 
     def release(self) -> None:
-        """Close, and for Milvus Lite also stop its in-process server so the data folder is unlocked (needed
-        before the folder is renamed; another client of the same file in this process loses its server)."""
+        """Close, and for Milvus Lite also stop its in-process server at once, so the data folder is unlocked
+        (needed before the folder is renamed; another handle on the same file in this process loses its
+        server)."""
         self.close()
         if is_local_uri(self.uri):
-            with contextlib.suppress(Exception):
-                from milvus_lite.server_manager import server_manager_instance
+            _stop_lite_server(os.path.abspath(self.uri))
 
-                server_manager_instance.release_server(self.uri)
+
+# Open MilvusBackend handles per Milvus Lite data folder in this process (its server is shared between them).
+_LITE_HANDLES: collections.Counter[str] = collections.Counter()
+
+
+def _stop_lite_server(path: str) -> None:
+    with contextlib.suppress(Exception):
+        from milvus_lite.server_manager import server_manager_instance
+
+        server_manager_instance.release_server(path)

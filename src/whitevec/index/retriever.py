@@ -77,6 +77,13 @@ def _as_documents(corpus: Sequence[Document] | str | os.PathLike[str]) -> list[D
             raise BadInputError(f"corpus[{i}] has id {doc.id!r}; ids must be non-empty strings")
         if not isinstance(doc.text, str):
             raise BadInputError(f"document {doc.id!r} has text of type {type(doc.text).__name__}, expected str")
+        try:
+            doc.id.encode("utf-8")
+            doc.text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadInputError(
+                f"document {i} ({doc.id!r}) holds a lone surrogate (\\ud800-\\udfff), which is not text; fix it"
+            ) from None
     return docs
 
 
