@@ -73,7 +73,7 @@ def test_index_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     code, _, err = _run(["search", str(out), "x", "-k", "0"], capsys)
     assert code == 2 and "k must be at least 1" in err
     code, _, err = _run(["search", str(tmp_path / "missing"), "x"], capsys)
-    assert code == 2 and "no index folder" in err
+    assert code == 2 and "index folder" in err and "does not exist" in err
     code, _, err = _run(
         [
             "index",

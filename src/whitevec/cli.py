@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -9,7 +10,20 @@ from typing import Annotated, Any
 import click
 import typer
 
+from whitevec.datasets.paths import existing_file
 from whitevec.errors import BadInputError, WhitevecError
+
+# Every command checks its inputs, outputs and the vector cache with the light modules (whitevec.preflight,
+# whitevec.datasets) first, and imports torch, scipy or an index library only after: a wrong path is reported
+# in a fraction of a second, not after a model has loaded or a corpus has been encoded.
+from whitevec.preflight import (
+    check_encoder,
+    check_output,
+    check_output_folder,
+    describe_fault,
+    existing_folder,
+    input_file,
+)
 
 app = typer.Typer(
     name="whitevec",
@@ -69,6 +83,17 @@ def _progress_flag(quiet: bool) -> bool | None:
     return False if quiet else None
 
 
+def _check_specs(poolings: list[str], transforms: list[str]) -> None:
+    """Reject an unknown pooling or transform spec before the model loads."""
+    from whitevec.encoder import get_pooling
+    from whitevec.transforms import make_transform
+
+    for pooling in poolings:
+        get_pooling(pooling)
+    for spec in transforms:
+        make_transform(spec)
+
+
 @app.command("eval")
 def eval_command(
     model: ModelOpt = "all-MiniLM-L6-v2",
@@ -101,12 +126,18 @@ def eval_command(
 ) -> None:
     """Spearman x 100 on STS tasks, raw and transformed: all / mean / wmean side by side."""
     from whitevec.datasets import load_sts_task, read_pairs_file
-    from whitevec.evaluation.sts import evaluate_sts_poolings
 
     task_names = split_list(tasks)
     loaded = [load_sts_task(name, data_dir=data_dir, variant=variant) for name in task_names]
     if pairs is not None:
         loaded.append(read_pairs_file(pairs))
+    input_file(fit_on, "--fit-on file", keywords=("target", "train"))
+    if json_out is not None:
+        check_output(json_out, "--json file")
+    check_encoder(model, not no_cache)
+    from whitevec.evaluation.sts import evaluate_sts_poolings
+
+    _check_specs(split_list(pooling), split_list(transform))
     encoder = _encoder(
         model, split_list(pooling)[0] if pooling else pooling, max_length, batch_size, device, no_cache, compute
     )
@@ -154,9 +185,14 @@ def encode_command(
 ) -> None:
     """Encode texts to a float32 .npy matrix (one row a line), optionally through a saved transform."""
     from whitevec.datasets import read_texts_file
-    from whitevec.vectors import encode_to_file
 
     texts = read_texts_file(input_file)
+    if transform is not None:
+        existing_file(transform, "transform file")
+    dim = check_encoder(model, not no_cache)
+    check_output(out, "--out file", need_bytes=len(texts) * dim * 4)
+    from whitevec.vectors import encode_to_file
+
     encoder = _encoder(model, pooling, max_length, batch_size, device, no_cache, compute)
     shape = encode_to_file(encoder, texts, out, transform, show_progress=_progress_flag(quiet))
     typer.echo(f"wrote {out} ({shape[0]} x {shape[1]})", err=True)
@@ -180,10 +216,17 @@ def fit_command(
     quiet: QuietOpt = False,
 ) -> None:
     """Fit a transform on vectors (.npy) or on texts encoded with a model, and save it."""
-    from whitevec.vectors import fit_transform_file
-
     if (vectors is None) == (texts is None):
         raise BadInputError("give exactly one of --vectors FILE.npy or --texts FILE.txt")
+    if vectors is not None:
+        existing_file(vectors, "vector file")
+    else:
+        assert texts is not None
+        existing_file(texts, "text file")
+        check_encoder(model, not no_cache)
+    check_output(out, "--out file")
+    from whitevec.vectors import fit_transform_file
+
     encoder = (
         None if texts is None else _encoder(model, pooling, max_length, batch_size, device, no_cache, compute)
     )
@@ -230,7 +273,6 @@ def diagnose_command(
 ) -> None:
     """Measure anisotropy raw and per transform; write an HTML report with plots and metrics.json."""
     from whitevec.datasets import load_sts_task, read_pairs_file, read_texts_file
-    from whitevec.diagnostics import diagnose, write_report
 
     if (task is None) == (corpus is None):
         raise BadInputError("give exactly one of --task NAME (or pairs file) or --corpus FILE.txt")
@@ -241,6 +283,11 @@ def diagnose_command(
     else:
         assert corpus is not None
         texts = read_texts_file(corpus)
+    check_output_folder(out, "--out folder")
+    check_encoder(model, not no_cache)
+    from whitevec.diagnostics import diagnose, write_report
+
+    _check_specs([pooling], split_list(transform))
     encoder = _encoder(model, pooling, max_length, batch_size, device, no_cache, compute)
     report = diagnose(
         encoder,
@@ -332,11 +379,23 @@ def index_build_command(
     quiet: QuietOpt = False,
 ) -> None:
     """Encode a corpus, fit the transform, and write an index folder (manifest, transform, index, documents)."""
-    from whitevec.index import Retriever
+    from whitevec.datasets.retrieval import read_corpus_file
 
+    docs = read_corpus_file(corpus)
+    input_file(fit_on, "--fit-on file", keywords=("corpus",))
+    if transform.strip().lower().endswith(".safetensors"):
+        existing_file(transform, "transform file")
+    dim = check_encoder(model, not no_cache)
+    # Room for the documents (text and ids twice: store and temporary copy) and the raw float32 vectors.
+    check_output(out, "index folder", need_bytes=2 * corpus.expanduser().stat().st_size + len(docs) * dim * 4)
+    from whitevec.index import Retriever
+    from whitevec.index.retriever import check_build
+
+    params = _index_params(m, ef_construction, ef_search, nlist, nprobe)
+    check_build(out, kind=kind, metric=metric, backend=backend, uri=uri, index_params=params)
     encoder = _encoder(model, pooling, max_length, batch_size, device, no_cache, compute)
     retriever = Retriever.build(
-        corpus,
+        docs,
         out,
         encoder=encoder,
         transform=transform,
@@ -345,7 +404,7 @@ def index_build_command(
         metric=metric,
         backend=backend,
         uri=uri,
-        index_params=_index_params(m, ef_construction, ef_search, nlist, nprobe),
+        index_params=params,
         show_progress=_progress_flag(quiet),
     )
     typer.echo(f"wrote {out}: {retriever!r}", err=True)
@@ -356,6 +415,7 @@ def index_info_command(index_dir: Annotated[Path, typer.Argument(help="Index fol
     """Print an index's manifest (checksums verified) as JSON."""
     import json
 
+    existing_folder(index_dir, "index folder")
     from whitevec.index import read_manifest
 
     typer.echo(json.dumps(read_manifest(index_dir), indent=2, sort_keys=True))
@@ -367,6 +427,8 @@ def index_export_faiss_command(
     out: Annotated[Path, typer.Argument(help="FAISS file to write: takes raw encoder vectors.")],
 ) -> None:
     """One FAISS file with the whitening in its pre-transform chain: faiss.read_index(OUT).search(raw, k)."""
+    existing_folder(index_dir, "index folder")
+    check_output(out, "FAISS file")
     from whitevec.index import export_faiss
 
     export_faiss(index_dir, out)
@@ -384,6 +446,7 @@ def search_command(
     """Search an index; queries are encoded with the index's own model, pooling and transform."""
     import json
 
+    existing_folder(index_dir, "index folder")
     from whitevec.index import Retriever
 
     with Retriever.load(index_dir, device=device) as retriever:
@@ -437,12 +500,18 @@ def eval_retrieval_command(
 ) -> None:
     """Retrieval quality (recall@10/100, MRR@10, nDCG@10, MAP), build time, p50 latency, index bytes."""
     from whitevec.datasets.retrieval import load_retrieval_dataset
-    from whitevec.evaluation.retrieval import evaluate_retrieval
 
     data = load_retrieval_dataset(dataset, data_dir=data_dir)
     poolings = split_list(pooling)
     if not poolings:
         raise BadInputError("give at least one pooling")
+    input_file(fit_on, "--fit-on file", keywords=("corpus",))
+    if json_out is not None:
+        check_output(json_out, "--json file")
+    check_encoder(model, not no_cache)
+    from whitevec.evaluation.retrieval import evaluate_retrieval
+
+    _check_specs(poolings, split_list(transform))
     encoder = _encoder(model, poolings[0], max_length, batch_size, device, no_cache, compute)
     report = evaluate_retrieval(
         encoder,
@@ -508,6 +577,7 @@ def serve_command(
     Limits come from WHITEVEC_SERVE_* variables (see docs); WHITEVEC_API_KEY, when set, is required in the
     X-API-Key header.
     """
+    existing_folder(index_dir, "index folder")
     try:
         from whitevec.service.run import serve
     except ImportError as exc:
@@ -515,18 +585,36 @@ def serve_command(
     serve(index_dir, host=host, port=port, workers=workers)
 
 
-def main(argv: list[str] | None = None) -> Any:
-    """Entry point: known errors become one line on stderr and exit status 2; bugs keep their traceback."""
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: known errors become one line on stderr; bugs keep their traceback.
+
+    Exit status: 0 done, 2 bad input (``WhitevecError``, usage), 1 a fault of the environment (disk full,
+    read-only, no permission), 130 interrupted (Ctrl-C).
+    """
     try:
-        return app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)
     except WhitevecError as exc:
         print(f"whitevec: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     except click.exceptions.Exit as exc:
-        raise SystemExit(exc.exit_code) from None
+        code = exc.exit_code
     except click.ClickException as exc:  # bad usage: click's own one-line message
         exc.show()
         raise SystemExit(exc.exit_code) from None
     except (KeyboardInterrupt, click.exceptions.Abort):
+        code = 130
+    except (OSError, sqlite3.Error) as exc:
+        # Disk full, read-only folder, no permission: faults of the environment, not bugs, so one line and no
+        # traceback. Other SQLite errors are bugs and propagate.
+        line = describe_fault(exc)
+        if line is None:
+            raise
+        print(f"whitevec: error: {line}", file=sys.stderr)
+        raise SystemExit(1) from None
+    # Without standalone mode typer turns Ctrl-C into Exit(130) and returns the code, as it does for any Exit:
+    # an int is an exit status, whatever the path it came by.
+    if code == 130:
         print("whitevec: interrupted", file=sys.stderr)
-        raise SystemExit(130) from None
+    if isinstance(code, int) and code != 0:
+        raise SystemExit(code)
+    return 0

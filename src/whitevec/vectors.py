@@ -10,6 +10,7 @@ import numpy as np
 from whitevec._io import atomic_path
 from whitevec.encoder import Encoder
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError
+from whitevec.preflight import check_output
 from whitevec.transforms import Transform, make_transform
 
 
@@ -42,8 +43,12 @@ def encode_to_file(
     transform_path: str | os.PathLike[str] | None = None,
     show_progress: bool | None = None,
 ) -> tuple[int, int]:
-    """Encode ``texts`` (then apply a saved transform, if given) and write them to ``out``; returns the shape."""
+    """Encode ``texts`` (then apply a saved transform, if given) and write them to ``out``; returns the shape.
+
+    The transform is read and ``out``'s folder proved writable (with room for the matrix) before any encoding.
+    """
     transform = Transform.load(transform_path) if transform_path is not None else None
+    check_output(out, "output file", need_bytes=len(texts) * encoder.dim * 4)
     vectors = encoder.encode(texts, show_progress=show_progress)
     if transform is not None:
         vectors = np.asarray(transform.transform(vectors), dtype=np.float32)
@@ -60,12 +65,16 @@ def fit_transform_file(
     encoder: Encoder | None = None,
     show_progress: bool | None = None,
 ) -> tuple[str, int]:
-    """Fit the transform ``spec`` on a .npy matrix or on texts encoded by ``encoder``; save it to ``out``."""
+    """Fit the transform ``spec`` on a .npy matrix or on texts encoded by ``encoder``; save it to ``out``.
+
+    The spec is parsed and ``out``'s folder proved writable before any vectors are read or encoded.
+    """
     from whitevec.datasets import read_texts_file
 
     transform = make_transform(spec)
     if transform is None:
         raise BadInputError(f"transform {spec!r} has nothing to fit; choose e.g. whitening or whitening-256")
+    check_output(out, "transform file")
     if vectors is not None:
         matrix = load_vectors(vectors)
     elif texts is not None and encoder is not None:

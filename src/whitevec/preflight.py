@@ -1,0 +1,220 @@
+"""Checks made before any model loads: outputs writable, enough free space, the vector cache usable.
+
+A job that encodes a corpus for minutes must not learn at the end that its output folder is read-only or its
+disk full. These checks cost milliseconds and import nothing heavy (no torch, numpy or scipy), so the command
+line can run them first and report a bad path at once.
+
+They raise :class:`OSError` (with its ``errno``) for faults of the environment: a folder that cannot be created
+or written, too little free space. ``describe_fault`` turns such an error, or a SQLite error of the same kind,
+into one line for the user.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+
+from whitevec._io import check_writable_parent
+from whitevec.datasets.paths import existing_file
+from whitevec.errors import BadInputError, DataNotFoundError
+from whitevec.models import resolve_model
+
+CACHE_ENV = "WHITEVEC_CACHE"
+_MIB = 1 << 20
+
+
+def check_output(target: str | os.PathLike[str], what: str, need_bytes: int = 0) -> Path:
+    """Prove that ``target`` (a file or folder to be written) can be made, before the work that makes it.
+
+    Creates ``target``'s parent folder if needed, makes and removes a probe file there, and checks the free
+    space when ``need_bytes`` (an estimate of what will be written) is given. ``what`` names the target in
+    messages (``"--out file"``). Returns ``target`` with ``~`` expanded.
+
+    Raises:
+        OSError: the folder cannot be created or written (the message names it and the reason), or it has
+            less than ``need_bytes`` free.
+    """
+    path = Path(target).expanduser()
+    _check_folder(path.parent, f"{what} {path}", need_bytes, probe_for=path)
+    return path
+
+
+def check_output_folder(folder: str | os.PathLike[str], what: str, need_bytes: int = 0) -> Path:
+    """Like ``check_output``, for a folder that files will be written into: it is created and probed itself."""
+    path = Path(folder).expanduser()
+    _check_folder(path, f"{what} {path}", need_bytes, probe_for=path / "probe")
+    return path
+
+
+def _check_folder(folder: Path, label: str, need_bytes: int, probe_for: Path) -> None:
+    blocker = _file_in_the_way(folder)
+    if blocker is not None:
+        raise NotADirectoryError(errno.ENOTDIR, f"cannot write {label}: {blocker} is a file, not a folder")
+    try:
+        check_writable_parent(probe_for)
+    except OSError as exc:
+        # The probe's own name is noise: say which output could not be written, where, and why.
+        raise OSError(exc.errno, f"cannot write {label}: {exc.strerror or exc} (in {folder})") from exc
+    check_free_space(folder, need_bytes)
+
+
+def check_free_space(folder: str | os.PathLike[str], need_bytes: int) -> None:
+    """Raise OSError(ENOSPC) when ``folder`` has less than ``need_bytes`` free (no check where unknown)."""
+    if need_bytes <= 0:
+        return
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:  # some file systems cannot say; the write itself will tell
+        return
+    if free < need_bytes:
+        raise OSError(
+            errno.ENOSPC,
+            f"not enough free space in {folder}: need about {_mib(need_bytes)} MiB, {_mib(free)} MiB free",
+        )
+
+
+def input_file(value: str | os.PathLike[str], what: str, keywords: Iterable[str] = ()) -> Path | None:
+    """An option naming a file or one of ``keywords`` (``--fit-on corpus``): None for a keyword, else the file.
+
+    Raises:
+        DataNotFoundError: ``value`` is no keyword and no existing file.
+    """
+    if str(value) in keywords:
+        return None
+    return existing_file(value, what)
+
+
+def existing_folder(path: str | os.PathLike[str], what: str) -> Path:
+    """``path`` with ``~`` expanded, or DataNotFoundError naming it as ``what`` when it is not a folder."""
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise DataNotFoundError(f"{what} {folder} does not exist (or is not a folder)")
+    return folder
+
+
+def check_encoder(model: str | os.PathLike[str], cache: bool | str | os.PathLike[str] = True) -> int:
+    """What an Encoder needs, checked without loading it: the model can be found and the vector cache folder
+    works (see ``vector_cache_folder``). Returns the model's vector size for space estimates (0 if unknown).
+
+    Raises:
+        ModelNotFoundError: no such model.
+        BadInputError: the vector cache folder cannot be used.
+    """
+    size = model_hidden_size(model)
+    vector_cache_folder(cache)
+    return size or 0
+
+
+def model_hidden_size(model: str | os.PathLike[str]) -> int | None:
+    """The vector size of ``model`` read from its ``config.json``, without loading it; None when not stated.
+
+    Raises:
+        ModelNotFoundError: the model cannot be found (so a wrong ``--model`` is reported before anything loads).
+    """
+    try:
+        config = json.loads((resolve_model(model) / "config.json").read_text(encoding="utf-8"))
+        size = config.get("hidden_size", config.get("d_model"))
+    except (OSError, ValueError, AttributeError):  # an unreadable config: the model loader will say why
+        return None
+    return int(size) if isinstance(size, int) and size > 0 else None
+
+
+def vector_cache_home() -> Path:
+    """The default vector cache folder: ``$WHITEVEC_CACHE``, else ``$XDG_CACHE_HOME/whitevec/vectors``."""
+    if env := os.environ.get(CACHE_ENV):
+        return Path(env).expanduser()
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")).expanduser()
+    return cache / "whitevec" / "vectors"
+
+
+def vector_cache_folder(cache: bool | str | os.PathLike[str]) -> Path | None:
+    """The folder an Encoder's vector cache lives in, checked: None for ``cache=False``.
+
+    ``cache=True`` means ``vector_cache_home()``; a path means that folder. The folder is created if missing and
+    a probe file is made in it, so a cache that could never be written fails now, in milliseconds, rather than
+    after the model has loaded.
+
+    Raises:
+        BadInputError: the folder is a file, or cannot be created or written; the message names where the
+            folder came from (``$WHITEVEC_CACHE``) and how to do without it.
+    """
+    if not cache:
+        return None
+    if cache is True:
+        folder = vector_cache_home()
+        source = f"from ${CACHE_ENV}" if os.environ.get(CACHE_ENV) else f"the default; set ${CACHE_ENV} to move it"
+    else:
+        folder = Path(cache).expanduser()
+        source = "given as the cache argument"
+    try:
+        check_output_folder(folder, "vector cache folder")
+    except OSError as exc:
+        raise BadInputError(
+            f"{exc.strerror or exc} ({source}); use a writable folder, or pass --no-cache (cache=False)"
+        ) from None
+    return folder
+
+
+# SQLite result codes (the low byte of an extended code) that mean the disk or the system failed, not the code.
+# PERM, BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN; and CORRUPT, NOTADB for a damaged file.
+_SQLITE_ENVIRONMENT = {3, 5, 6, 7, 8, 10, 13, 14}
+_SQLITE_CORRUPT = {11, 26}
+# The same faults by message, for errors that carry no code (raised by hand, or by older Pythons).
+_ENVIRONMENT_MESSAGES = (
+    "disk is full",
+    "readonly database",
+    "disk i/o error",
+    "unable to open database",
+    "database is locked",
+    "out of memory",
+    "access permission denied",
+)
+_CORRUPT_MESSAGES = ("file is not a database", "malformed", "file is encrypted")
+
+
+def sqlite_fault(exc: BaseException) -> str | None:
+    """``"corrupt"`` for a SQLite error that says the file is damaged, ``"environment"`` for one that says the
+    disk or system failed (full, read-only, I/O, locked), None for anything else (a bug: keep its traceback)."""
+    if not isinstance(exc, sqlite3.Error):
+        return None
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        if code & 0xFF in _SQLITE_CORRUPT:
+            return "corrupt"
+        if code & 0xFF in _SQLITE_ENVIRONMENT:
+            return "environment"
+    message = str(exc).lower()
+    if any(text in message for text in _CORRUPT_MESSAGES):
+        return "corrupt"
+    if any(text in message for text in _ENVIRONMENT_MESSAGES):
+        return "environment"
+    return None
+
+
+def describe_fault(exc: BaseException) -> str | None:
+    """One line naming the file and the reason for an environment fault (OSError, or a SQLite disk error);
+    None for other exceptions."""
+    if isinstance(exc, OSError):
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        names = [os.fsdecode(n) for n in (exc.filename, exc.filename2) if n is not None]
+        return f"{' -> '.join(names)}: {reason}" if names else reason
+    if sqlite_fault(exc) is not None:
+        return f"database error: {exc}"
+    return None
+
+
+def _file_in_the_way(folder: Path) -> Path | None:
+    """The nearest existing ancestor of ``folder`` (itself included) when it is not a folder, else None."""
+    for candidate in (folder, *folder.parents):
+        if candidate.exists() or candidate.is_symlink():
+            return None if candidate.is_dir() else candidate
+    return None
+
+
+def _mib(n_bytes: int) -> str:
+    return f"{n_bytes / _MIB:,.0f}" if n_bytes >= 10 * _MIB else f"{n_bytes / _MIB:.1f}"
