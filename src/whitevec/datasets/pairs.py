@@ -4,23 +4,26 @@ Pairs file formats, picked by extension (``.jsonl``/``.json`` JSON lines, ``.csv
 else TAB-separated):
 
 - TSV or CSV with a header naming ``sentence1``, ``sentence2`` and ``score`` columns (any order, other
-  columns ignored; ``label`` is accepted for ``score``), or exactly 3 columns without a header
-  (sentence1, sentence2, score). TSV is read with quoting off, as STS-B is; CSV follows normal CSV quoting.
-- JSONL: one object per line with ``sentence1``, ``sentence2`` (strings) and ``score`` (a number).
+  columns ignored; ``label`` is accepted for ``score``, and ``score`` wins when both are there; a column named
+  twice is refused), or exactly 3 columns without a header (sentence1, sentence2, score). TSV is read with
+  quoting off, as STS-B is; CSV follows normal CSV quoting strictly (a quoted sentence may span lines and
+  keeps its line breaks; a quote never closed is an error), and fields of any length are read.
+- JSONL: one object per line with ``sentence1``, ``sentence2`` (strings) and ``score`` (a finite number;
+  ``label`` accepted as for the header); other keys are ignored. JSON lines are checked as corpus files are
+  (see :func:`whitevec.datasets.rows.json_object`): no ``NaN``/``Infinity``, lone surrogates or repeated keys.
 
 Blank lines are skipped; sentences are stripped of surrounding white space (as the STS readers do).
 """
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import os
 from pathlib import Path
 from typing import Any
 
 from whitevec.datasets.paths import existing_file, read_lines
+from whitevec.datasets.rows import bad_row, delimited_rows, header_columns, json_object
 from whitevec.datasets.sts import Pair, StsTask
 from whitevec.errors import BadInputError
 
@@ -61,33 +64,29 @@ def read_texts_file(path: str | os.PathLike[str]) -> list[str]:
     return texts
 
 
-def _bad(file: Path, line_no: int, what: str) -> BadInputError:
-    return BadInputError(f"{file}, line {line_no}: {what}")
-
-
 def _score(value: Any, file: Path, line_no: int) -> float:
     if isinstance(value, bool):
-        raise _bad(file, line_no, f"score {value!r} is not a number")
+        raise bad_row(file, line_no, f"score {value!r} is not a number")
     if isinstance(value, int | float):
         number = float(value)
     elif isinstance(value, str):
         try:
             number = float(value.strip())
         except ValueError:
-            raise _bad(file, line_no, f"score {value!r} is not a number") from None
+            raise bad_row(file, line_no, f"score {value!r} is not a number") from None
     else:
-        raise _bad(file, line_no, f"score {value!r} is not a number")
+        raise bad_row(file, line_no, f"score {value!r} is not a number")
     if not math.isfinite(number):
-        raise _bad(file, line_no, f"score {value!r} is not a finite number")
+        raise bad_row(file, line_no, f"score {value!r} is not a finite number")
     return number
 
 
 def _sentence(value: Any, column: str, file: Path, line_no: int) -> str:
     if not isinstance(value, str):
-        raise _bad(file, line_no, f"{column} must be a string, got {type(value).__name__}")
+        raise bad_row(file, line_no, f"{column} must be a string, got {type(value).__name__}")
     text = value.strip()
     if not text:
-        raise _bad(file, line_no, f"{column} is empty")
+        raise bad_row(file, line_no, f"{column} is empty")
     return text
 
 
@@ -96,18 +95,11 @@ def _read_jsonl(file: Path) -> list[Pair]:
     for line_no, line in enumerate(read_lines(file, BadInputError), start=1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise _bad(file, line_no, f"not valid JSON ({exc.msg})") from None
-        if not isinstance(obj, dict):
-            raise _bad(file, line_no, "expected a JSON object with sentence1, sentence2, score")
-        missing = [k for k in ("sentence1", "sentence2") if k not in obj]
+        obj = json_object(line, file, line_no, "sentence1, sentence2, score")
         score_key = next((k for k in _SCORE_NAMES if k in obj), None)
-        if score_key is None:
-            missing.append("score")
-        if missing:
-            raise _bad(file, line_no, f"object lacks {', '.join(missing)}")
+        missing = [k for k in ("sentence1", "sentence2") if k not in obj] + ([] if score_key else ["score"])
+        if missing or score_key is None:
+            raise bad_row(file, line_no, f"object lacks {', '.join(missing)}")
         pairs.append(
             Pair(
                 _sentence(obj["sentence1"], "sentence1", file, line_no),
@@ -119,23 +111,18 @@ def _read_jsonl(file: Path) -> list[Pair]:
 
 
 def _read_delimited(file: Path, delimiter: str) -> list[Pair]:
-    lines = read_lines(file, BadInputError)
-    if delimiter == "\t":
-        # Quoting off, as for STS-B: sentences may hold unbalanced quotes.
-        rows = [(no, line.split("\t")) for no, line in enumerate(lines, start=1) if line.strip()]
-    else:
-        rows = _csv_rows(file, lines)
+    rows = delimited_rows(file, read_lines(file, BadInputError), delimiter)
     if not rows:
         return []
     first_no, first = rows[0]
-    header = [h.strip().lower() for h in first]
-    if "sentence1" in header or "sentence2" in header:
+    if any(h.strip().lower() in ("sentence1", "sentence2") for h in first):
+        header = [h.lower() for h in header_columns(file, first_no, first)]
         missing = [c for c in ("sentence1", "sentence2") if c not in header]
         score_col = next((c for c in _SCORE_NAMES if c in header), None)
         if score_col is None:
             missing.append("score")
         if missing:
-            raise _bad(file, first_no, f"header lacks column(s) {', '.join(missing)}")
+            raise bad_row(file, first_no, f"header lacks column(s) {', '.join(missing)}")
         cols = (header.index("sentence1"), header.index("sentence2"), header.index(str(score_col)))
         width = len(header)
         body = rows[1:]
@@ -148,7 +135,9 @@ def _read_delimited(file: Path, delimiter: str) -> list[Pair]:
     for line_no, fields in body:
         if len(fields) != width:
             shape = "as many as the header" if body is not rows else "sentence1, sentence2, score"
-            raise _bad(file, line_no, f"expected {width} {kind}-separated columns ({shape}), found {len(fields)}")
+            raise bad_row(
+                file, line_no, f"expected {width} {kind}-separated columns ({shape}), found {len(fields)}"
+            )
         pairs.append(
             Pair(
                 _sentence(fields[cols[0]], "sentence1", file, line_no),
@@ -157,18 +146,3 @@ def _read_delimited(file: Path, delimiter: str) -> list[Pair]:
             )
         )
     return pairs
-
-
-def _csv_rows(file: Path, lines: list[str]) -> list[tuple[int, list[str]]]:
-    """Parse CSV keeping the line number where each record starts (a quoted field may span lines)."""
-    reader = csv.reader((line + "\n" for line in lines), strict=True)
-    rows: list[tuple[int, list[str]]] = []
-    start = 1
-    try:
-        for record in reader:
-            if record and any(field.strip() for field in record):
-                rows.append((start, record))
-            start = reader.line_num + 1
-    except csv.Error as exc:
-        raise _bad(file, reader.line_num or start, f"bad CSV ({exc})") from None
-    return rows

@@ -1,19 +1,30 @@
 """Retrieval data: documents, corpus files, and test collections (Cranfield, BEIR-style folders).
 
-Corpus files (``read_corpus_file``), picked by extension:
+Corpus files (``read_corpus_file``), picked by extension. Every value is kept as written or the file is
+refused with a ``BadInputError`` naming the file and line; nothing is dropped or altered silently, except that
+a document's text and id are stripped of surrounding white space.
 
 - ``.jsonl`` / ``.ndjson`` / ``.json``: one JSON object a line with ``"text"`` (string, required) and ``"id"``
   (string or integer, optional: the 1-based number of the document among non-blank lines when absent; then
-  ``"_id"``, the BEIR name, is tried too). Every other key goes into the document's ``metadata``.
-  ``"title"``, when present, is prepended to the text (``title + " " + text``), as BEIR does.
-- ``.csv`` (comma) / ``.tsv`` (TAB): a header row naming a ``text`` column and optionally an ``id`` column;
-  other columns become metadata (strings). CSV follows normal quoting; TSV is read with quoting off.
+  ``"_id"``, the BEIR name, is tried too; when both are given, ``"id"`` names the document and ``"_id"`` stays
+  in the metadata). ``"title"`` (string or null), when not blank, is prepended to the text
+  (``title + " " + text``), as BEIR does. Every other key goes into the document's ``metadata``. Refused:
+  a non-string title, a key repeated in one object, ``NaN``/``Infinity`` or a number too large for a float
+  (strict JSON parsers reject what ``search --json`` would print), a string with a lone surrogate escape
+  (``"\\ud800"``, which cannot be stored as UTF-8), nesting too deep to parse.
+- ``.csv`` (comma) / ``.tsv`` (TAB): a header row naming a ``text`` column and optionally an ``id`` column
+  (any case); other columns become metadata (strings, keyed by their header names with case kept); a column
+  named twice (ignoring case) is refused. CSV follows normal quoting, strictly: a quoted field may span lines
+  and keeps its line breaks, and a quote never closed or text after a closing quote is an error. TSV is read
+  with quoting off, so quotes are ordinary characters. Fields of any length are read.
 - anything else (``.txt``): one document a line, blank lines skipped; ids are the 1-based line numbers in the
   file, as strings.
 
 Test collections give ``RetrievalDataset(name, corpus, queries, qrels)``: ``qrels[query_id][doc_id] = gain``,
 a non-negative integer where 0 is "judged not relevant" and a larger gain means more relevant. The graded
-gains feed nDCG; every gain > 0 counts as relevant for recall, MRR and MAP.
+gains feed nDCG; every gain > 0 counts as relevant for recall, MRR and MAP. In BEIR qrels a negative score
+(some sets mark harmful documents so) is gain 0; a (query, document) pair judged twice with different
+scores is refused. BEIR queries keep only their text: other keys of ``queries.jsonl`` are not used.
 
 Cranfield gain mapping (cranqrel.readme, Cleverdon's codes): code 1 "complete answer" -> gain 4, 2 "high
 degree of relevance" -> 3, 3 "useful background" -> 2, 4 "minimum interest" -> 1; code -1 (one line per query,
@@ -26,14 +37,13 @@ documents (471, 995) have an empty body and no title, and are kept with empty te
 
 from __future__ import annotations
 
-import csv
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from whitevec.datasets.paths import existing_file, read_lines, resolve_data_dir
+from whitevec.datasets.rows import bad_row, delimited_rows, header_columns, json_object
 from whitevec.errors import BadInputError, DataNotFoundError
 
 CRANFIELD_GAIN = {1: 4, 2: 3, 3: 2, 4: 1, 5: 0, -1: 0}
@@ -101,10 +111,10 @@ def check_unique_ids(docs: list[Document], where: str = "the corpus") -> None:
 
 def _id_value(value: Any, file: Path, line_no: int) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int):
-        raise BadInputError(f"{file}, line {line_no}: id {value!r} must be a string or an integer")
+        raise bad_row(file, line_no, f"id {value!r} must be a string or an integer")
     text = str(value).strip()
     if not text:
-        raise BadInputError(f"{file}, line {line_no}: empty id")
+        raise bad_row(file, line_no, "empty id")
     return text
 
 
@@ -113,48 +123,39 @@ def _read_jsonl_corpus(file: Path) -> list[Document]:
     for line_no, line in enumerate(read_lines(file, BadInputError), start=1):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise BadInputError(f"{file}, line {line_no}: not valid JSON ({exc.msg})") from None
-        if not isinstance(row, dict):
-            raise BadInputError(f"{file}, line {line_no}: expected a JSON object with a 'text' field")
+        row = json_object(line, file, line_no, "a 'text' field")
         text = row.pop("text", None)
         if not isinstance(text, str):
-            raise BadInputError(f"{file}, line {line_no}: field 'text' is missing or not a string")
+            raise bad_row(file, line_no, "field 'text' is missing or not a string")
         title = row.pop("title", None)
-        if isinstance(title, str) and title.strip():
+        if title is not None and not isinstance(title, str):
+            raise bad_row(file, line_no, f"title {title!r} must be a string or null (it is prepended to the text)")
+        if title and title.strip():
             text = f"{title.strip()} {text}"
-        raw_id = row.pop("id", row.pop("_id", None))
-        doc_id = str(len(docs) + 1) if raw_id is None else _id_value(raw_id, file, line_no)
+        # "id" names the document; "_id" (BEIR's name) only when "id" is absent, else it is plain metadata.
+        id_key = "id" if "id" in row else "_id" if "_id" in row else None
+        doc_id = str(len(docs) + 1) if id_key is None else _id_value(row.pop(id_key), file, line_no)
         docs.append(Document(doc_id, text.strip(), row or None))
     return docs
 
 
 def _read_delimited_corpus(file: Path, delimiter: str) -> list[Document]:
-    lines = read_lines(file, BadInputError)
-    reader = (
-        csv.reader(lines, delimiter=",", quoting=csv.QUOTE_MINIMAL)
-        if delimiter == ","
-        else csv.reader(lines, delimiter=delimiter, quoting=csv.QUOTE_NONE)
-    )
-    try:
-        header = [h.strip().lower() for h in next(reader)]
-    except StopIteration:
+    rows = delimited_rows(file, read_lines(file, BadInputError), delimiter)
+    if not rows:
         return []
-    if "text" not in header:
-        raise BadInputError(f"{file}, line 1: the header must name a 'text' column (and optionally 'id')")
-    text_col = header.index("text")
-    id_col = header.index("id") if "id" in header else None
+    header_no, first = rows[0]
+    header = header_columns(file, header_no, first)
+    lowered = [name.lower() for name in header]
+    if "text" not in lowered:
+        raise bad_row(file, header_no, "the header must name a 'text' column (and optionally 'id')")
+    text_col = lowered.index("text")
+    id_col = lowered.index("id") if "id" in lowered else None
     docs: list[Document] = []
-    for row in reader:
-        line_no = reader.line_num
-        if not row or all(not cell.strip() for cell in row):
-            continue
+    for line_no, row in rows[1:]:
         if len(row) != len(header):
-            raise BadInputError(f"{file}, line {line_no}: {len(row)} columns, the header has {len(header)}")
+            raise bad_row(file, line_no, f"{len(row)} columns, the header has {len(header)}")
         doc_id = str(len(docs) + 1) if id_col is None else _id_value(row[id_col], file, line_no)
-        meta = {h: row[i] for i, h in enumerate(header) if i not in (text_col, id_col)}
+        meta = {name: row[i] for i, name in enumerate(header) if i not in (text_col, id_col)}
         docs.append(Document(doc_id, row[text_col].strip(), meta or None))
     return docs
 
@@ -227,24 +228,40 @@ def read_beir(folder: str | os.PathLike[str], split: str = "test") -> RetrievalD
             raise DataNotFoundError(f"BEIR folder {root} lacks {file.relative_to(root)}")
     corpus = _read_jsonl_corpus(corpus_file)
     check_unique_ids(corpus, where=str(corpus_file))
-    all_queries = {d.id: d.text for d in _read_jsonl_corpus(query_file)}
+    query_docs = _read_jsonl_corpus(query_file)
+    check_unique_ids(query_docs, where=str(query_file))
+    all_queries = {d.id: d.text for d in query_docs}
     qrels: dict[str, dict[str, int]] = {}
-    for line_no, line in enumerate(read_lines(qrel_file, BadInputError), start=1):
-        parts = line.split("\t")
-        if not line.strip() or (line_no == 1 and not parts[-1].strip().lstrip("-").isdigit()):
-            continue  # blank, or the header row
-        if len(parts) < 3:
-            raise BadInputError(f"{qrel_file}, line {line_no}: expected query-id, corpus-id, score")
+    for line_no, fields in delimited_rows(qrel_file, read_lines(qrel_file, BadInputError), "\t"):
+        if line_no == 1 and not _is_number(fields[-1]):
+            continue  # the header row, "query-id corpus-id score"
+        if len(fields) != 3:
+            raise bad_row(
+                qrel_file, line_no, f"expected query-id, corpus-id, score, found {len(fields)} column(s)"
+            )
+        qid, did, score = (f.strip() for f in fields)
         try:
-            gain = int(parts[2].strip())
+            gain = max(int(score), 0)  # negative scores (harmful documents in some BEIR sets) mean not relevant
         except ValueError:
-            raise BadInputError(f"{qrel_file}, line {line_no}: score {parts[2]!r} is not an integer") from None
-        qrels.setdefault(parts[0].strip(), {})[parts[1].strip()] = max(gain, 0)
+            raise bad_row(qrel_file, line_no, f"score {score!r} is not an integer") from None
+        judged = qrels.setdefault(qid, {})
+        if judged.setdefault(did, gain) != gain:
+            raise bad_row(
+                qrel_file, line_no, f"query {qid!r} and document {did!r} judged again with another score; keep one"
+            )
     unknown = [q for q in qrels if q not in all_queries]
     if unknown:
         raise BadInputError(f"{qrel_file} judges query {unknown[0]!r}, which is not in {query_file}")
     queries = {q: t for q, t in all_queries.items() if q in qrels}
     return RetrievalDataset(root.name, corpus, queries, qrels, source=str(root))
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def load_retrieval_dataset(
