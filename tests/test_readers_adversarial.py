@@ -4,10 +4,12 @@ and the line; never changed silently, never a traceback from deep inside json or
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
+from whitevec.cli import main
 from whitevec.datasets import Pair, read_pairs_file
 from whitevec.datasets.retrieval import Document, read_beir, read_corpus_file
 from whitevec.errors import BadInputError
@@ -183,3 +185,27 @@ def test_csv_bare_carriage_return_is_refused_with_a_useful_hint(tmp_path: Path) 
         read_corpus_file(path)
     path.write_text('id,text\n1,"a\rb"\n', encoding="utf-8")
     assert read_corpus_file(path) == [Document("1", "a\rb")]
+
+
+# --- the command line: one line on stderr, exit 2, before any model is loaded ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("bad.csv", 'id,text\n1,"never closed\n2,b\n', r"bad\.csv, line 2: bad CSV: a quote opened"),
+        ("bad.jsonl", '{"text": "x", "n": NaN}\n', r"bad\.jsonl, line 1: key 'n' holds NaN"),
+        ("bad.ndjson", '{"text": "x\\ud800"}\n', r"bad\.ndjson, line 1: key 'text' holds a lone surrogate"),
+    ],
+)
+def test_index_build_refuses_a_bad_corpus_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, text: str, message: str
+) -> None:
+    corpus = _write(tmp_path, name, text)
+    with pytest.raises(SystemExit) as exit_info:
+        main(
+            ["index", "build", "--corpus", str(corpus), "--out", str(tmp_path / "idx"), "--model", "no-such-model"]
+        )
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert re.match(rf"whitevec: error: .*{message}", err) and not (tmp_path / "idx").exists()
