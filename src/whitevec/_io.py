@@ -7,6 +7,7 @@ import ctypes
 import errno
 import glob
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -231,6 +232,16 @@ def _read_umask() -> int:
 
 # Read once at import: os.umask can only be read by setting it, which would race with other threads later.
 _UMASK = _read_umask()
+
+
+def write_json(path: str | os.PathLike[str], data: Any) -> Path:
+    """Write ``data`` as indented UTF-8 JSON, atomically; strict JSON (NaN or Infinity is refused with a
+    ValueError rather than written as bare ``NaN``, which strict parsers reject). Returns the path."""
+    target = Path(path)
+    text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    with atomic_path(target) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return target
 
 
 def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
