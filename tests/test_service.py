@@ -560,3 +560,29 @@ def test_serve_command_with_two_workers(real_index: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def test_serve_refuses_several_workers_on_milvus_lite(
+    real_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+    import shutil
+
+    from whitevec.cli import main
+    from whitevec.index.manifest import write_manifest
+
+    lite = tmp_path / "lite"
+    shutil.copytree(real_index, lite)
+    manifest = json.loads((lite / "manifest.json").read_text())
+    # A Milvus Lite index as the build writes it: no backend_uri, the data in lite/milvus.db.
+    write_manifest(lite, {**manifest, "backend": "milvus", "backend_uri": None}, list(manifest["files"]))
+
+    def no_server(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("uvicorn was started")
+
+    monkeypatch.setattr(uvicorn, "run", no_server)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["serve", str(lite), "--workers", "2"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Milvus Lite" in err and "one process only" in err, err

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from importlib import resources
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.security import APIKeyHeader
@@ -26,14 +25,16 @@ from fastapi.staticfiles import StaticFiles
 from whitevec._version import __version__
 from whitevec.errors import BadInputError, DimensionMismatchError, WhitevecError
 from whitevec.service.manifest import public_manifest
-from whitevec.service.middleware import BodyLimitMiddleware
+from whitevec.service.middleware import ApiKeyMiddleware, BodyLimitMiddleware, HostCheckMiddleware
 from whitevec.service.schemas import (
     EmbedRequest,
     EmbedResponse,
+    ErrorResponse,
     HealthResponse,
     QueryResult,
     SearchRequest,
     SearchResponse,
+    ValidationErrorResponse,
 )
 from whitevec.service.settings import API_KEY_ENV, API_KEY_HEADER, ServeSettings
 from whitevec.service.worker import RetrieverLike, RetrieverWorker
@@ -52,6 +53,28 @@ PAGE_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
+
+
+# Requests still running after the shutdown grace are cancelled; the worker thread may be inside a long encoder
+# call then, and a daemon thread need not be waited for long.
+WORKER_CLOSE_S = 2.0
+
+_ERRORS = {
+    400: "The Host header names another server (a defence against DNS rebinding), or the body is not UTF-8.",
+    401: f"Missing or wrong {API_KEY_HEADER} header (servers started with {API_KEY_ENV} only).",
+    408: "The body did not arrive within body_timeout_s.",
+    413: "The body is larger than max_body_bytes.",
+    422: "The body breaks the schema or a limit (max_queries, max_texts, max_text_chars, max_k).",
+    503: "The worker thread that owns the retriever has stopped.",
+}
+
+
+def _responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries for the error answers a route can give."""
+    return {
+        code: {"model": ValidationErrorResponse if code == 422 else ErrorResponse, "description": _ERRORS[code]}
+        for code in codes
+    }
 
 
 # ---- helpers --------------------------------------------------------------------------------------------
@@ -106,7 +129,7 @@ def create_app(retriever: RetrieverLike, settings: ServeSettings | None = None) 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
-        await asyncio.to_thread(worker.close)
+        await asyncio.to_thread(worker.close, WORKER_CLOSE_S)
 
     app = FastAPI(
         title="whitevec",
@@ -123,18 +146,8 @@ def create_app(retriever: RetrieverLike, settings: ServeSettings | None = None) 
         auto_error=False,
         description=f"Needed when the server was started with {API_KEY_ENV} set.",
     )
-    expected = settings.api_key.encode("utf-8") if settings.api_key is not None else None
-
-    def require_key(given: str | None = Depends(key_header)) -> None:
-        if expected is None:
-            return
-        # compare_digest takes time independent of where the strings differ.
-        if given is None or not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), expected):
-            raise HTTPException(
-                401,
-                f"missing or wrong {API_KEY_HEADER} header (this server needs the key it was started with)",
-                headers={"WWW-Authenticate": API_KEY_HEADER},
-            )
+    # Only documents the header in OpenAPI; ApiKeyMiddleware checks it before any body is read.
+    secured = [Security(key_header)] if settings.api_key is not None else []
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -153,20 +166,26 @@ def create_app(retriever: RetrieverLike, settings: ServeSettings | None = None) 
         logger.exception("unexpected error while serving a request")
         return JSONResponse({"detail": "internal server error (logged on the server)"}, status_code=500)
 
-    @app.get("/health", response_model=HealthResponse, tags=["service"])
+    @app.get("/health", response_model=HealthResponse, responses=_responses(400, 503), tags=["service"])
     async def health() -> HealthResponse:
         """Liveness: ok while the encoder thread runs (no key needed)."""
         if not worker.alive:
             raise HTTPException(503, "the encoder worker has stopped")
         return HealthResponse(status="ok", count=int(retriever.count))
 
-    @app.get("/info", dependencies=[Depends(require_key)], tags=["service"])
+    @app.get("/info", dependencies=secured, responses=_responses(400, 401), tags=["service"])
     async def info() -> dict[str, Any]:
         """The index manifest (model, pooling, transform, dims, metric, kind, count, versions, checksums),
         without file paths, and the request limits."""
         return {"manifest": manifest, "count": int(retriever.count), "limits": settings.public()}
 
-    @app.post("/search", response_model=SearchResponse, dependencies=[Depends(require_key)], tags=["recall"])
+    @app.post(
+        "/search",
+        response_model=SearchResponse,
+        dependencies=secured,
+        responses=_responses(400, 401, 408, 413, 422),
+        tags=["recall"],
+    )
     async def search(request: SearchRequest) -> SearchResponse:
         """The k documents nearest each query: ids, scores and texts, best first."""
         _check_texts(request.queries, "queries", settings.max_queries, "max_queries", settings.max_text_chars)
@@ -188,7 +207,13 @@ def create_app(retriever: RetrieverLike, settings: ServeSettings | None = None) 
         ]
         return SearchResponse(k=k, results=results)
 
-    @app.post("/embed", response_model=EmbedResponse, dependencies=[Depends(require_key)], tags=["recall"])
+    @app.post(
+        "/embed",
+        response_model=EmbedResponse,
+        dependencies=secured,
+        responses=_responses(400, 401, 408, 413, 422),
+        tags=["recall"],
+    )
     async def embed(request: EmbedRequest) -> EmbedResponse:
         """Vectors for texts, encoded and transformed exactly as the index's documents were."""
         _check_texts(request.texts, "texts", settings.max_texts, "max_texts", settings.max_text_chars)
@@ -208,5 +233,26 @@ def create_app(retriever: RetrieverLike, settings: ServeSettings | None = None) 
             response.headers.update(PAGE_HEADERS)
         return response
 
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    # Added last runs first: the Host, then the key, then the body.
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s)
+    if settings.api_key is not None:
+        open_paths = {
+            "/health",
+            "/",
+            app.docs_url,
+            app.redoc_url,
+            app.openapi_url,
+            app.swagger_ui_oauth2_redirect_url,
+        }
+        app.add_middleware(
+            ApiKeyMiddleware,
+            api_key=settings.api_key,
+            open_paths={p for p in open_paths if p},
+            open_prefixes=("/static/",),
+        )
+    hosts = settings.host_list()
+    # Without a key the Host check is the defence against DNS rebinding; with one, the key is, and the Host is
+    # checked only when allowed_hosts is given.
+    if "*" not in hosts and (settings.api_key is None or hosts):
+        app.add_middleware(HostCheckMiddleware, allowed=hosts)
     return app

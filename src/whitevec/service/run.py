@@ -3,16 +3,19 @@ worker processes."""
 
 from __future__ import annotations
 
-import ipaddress
+import contextlib
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 
-from whitevec.errors import BadInputError, DataNotFoundError
+from whitevec.errors import BadInputError, DataNotFoundError, WhitevecError
 from whitevec.service.app import create_app
-from whitevec.service.settings import API_KEY_ENV, INDEX_ENV, ServeSettings
+from whitevec.service.connections import ServerConfig, server_options
+from whitevec.service.middleware import is_loopback
+from whitevec.service.settings import API_KEY_ENV, ENV_PREFIX, INDEX_ENV, ServeSettings
 from whitevec.service.worker import RetrieverLike
 
 logger = logging.getLogger(__name__)
@@ -38,13 +41,32 @@ def app_from_env() -> FastAPI:
     return create_app(load_retriever(index_dir), ServeSettings.from_env())
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def check_workers(manifest: dict[str, Any], workers: int) -> None:
+    """Refuse several worker processes on an index whose vectors live in Milvus Lite (the manifest names no
+    Milvus server): Milvus Lite opens its data in one process only, so a second worker would fail to start
+    and be restarted forever."""
+    from whitevec.index.milvus_backend import is_local_uri
+
+    uri = manifest.get("backend_uri")
+    if workers > 1 and manifest.get("backend") == "milvus" and (not uri or is_local_uri(str(uri))):
+        raise BadInputError(
+            f"--workers {workers} cannot serve this index: its vectors are in Milvus Lite, which opens its data "
+            "folder in one process only; use --workers 1, or build the index on a Milvus server (--uri http://...)"
+        )
+
+
+def run_app(
+    app: FastAPI, settings: ServeSettings, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info"
+) -> None:
+    """Serve ``app`` in this process, with the connection limits of ``settings``, until SIGINT or SIGTERM."""
+    import uvicorn
+
+    server = uvicorn.Server(ServerConfig(app, settings, host=host, port=port, log_level=log_level))
+    # uvicorn raises the SIGINT it handled again after shutting down: a normal end here.
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    if not server.started:
+        raise WhitevecError(f"the server did not start on {host}:{port}; see the log above")
 
 
 def serve(
@@ -67,24 +89,29 @@ def serve(
         retriever: RetrieverLike | None = load_retriever(index_dir)
     else:
         # Every worker loads the index itself; here only check what fails fast and cheaply (the folder, its
-        # checksums, the model's presence), so a bad index stops the command before any process starts.
+        # checksums, the backend, the model's presence), so a bad index stops the command before any process
+        # starts.
         from whitevec.index import read_manifest
         from whitevec.models import resolve_model
 
-        read_manifest(Path(index_dir).expanduser(), verify=True)
-        resolve_model(read_manifest(Path(index_dir).expanduser(), verify=False)["model"])
+        manifest = read_manifest(Path(index_dir).expanduser(), verify=True)
+        check_workers(manifest, workers)
+        resolve_model(manifest["model"])
         retriever = None
-    if not _is_loopback(host) and settings.api_key is None:
+    if not is_loopback(host) and settings.api_key is None:
         logger.warning(
             "serving on %s without an API key: anyone who reaches this port can query the index; "
-            "set %s before binding beyond 127.0.0.1",
+            "set %s before binding beyond 127.0.0.1 (until then only Host headers naming this server's IP "
+            "address or a name in %sALLOWED_HOSTS are answered)",
             host,
             API_KEY_ENV,
+            ENV_PREFIX,
         )
     if retriever is not None:
-        uvicorn.run(create_app(retriever, settings), host=host, port=port, log_level=log_level)
+        run_app(create_app(retriever, settings), settings, host=host, port=port, log_level=log_level)
         return
-    # Each worker process loads its own copy of the index from the folder named in the environment.
+    # Each worker process loads its own copy of the index from the folder named in the environment, and reads
+    # its settings from there too.
     os.environ[INDEX_ENV] = str(Path(index_dir).resolve())
     uvicorn.run(
         "whitevec.service.run:app_from_env",
@@ -93,4 +120,5 @@ def serve(
         port=port,
         workers=workers,
         log_level=log_level,
+        **server_options(settings),
     )

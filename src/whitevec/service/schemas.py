@@ -43,3 +43,18 @@ class EmbedResponse(BaseModel):
 class HealthResponse(BaseModel):
     status: str
     count: int
+
+
+class ErrorResponse(BaseModel):
+    detail: str = Field(description="What was wrong, in one line.")
+
+
+class ValidationErrorItem(BaseModel):
+    loc: list[str]
+    msg: str
+    type: str
+
+
+class ValidationErrorResponse(BaseModel):
+    detail: str = Field(description="Every problem found, in one line.")
+    errors: list[ValidationErrorItem]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -16,6 +17,9 @@ API_KEY_HEADER = "X-API-Key"
 
 Concurrency = Literal["lock", "batch"]
 
+# A DNS name or an IPv4 address, optionally with a port, or a bracketed IPv6 address: what a Host header holds.
+_HOST_NAME = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?)(:[0-9]{1,5})?")
+
 
 @dataclasses.dataclass(frozen=True)
 class ServeSettings:
@@ -25,6 +29,15 @@ class ServeSettings:
     ``X-API-Key`` header. ``concurrency`` picks how requests share the one encoder: ``batch`` (default, chosen by
     the load benchmark in docs/results/serve.md) gathers the requests waiting at that moment into one encoder
     call; ``lock`` runs them one at a time.
+
+    Connections: a client gets ``header_timeout_s`` to send a request's headers (counted from the connection, or
+    from the previous response) and ``body_timeout_s`` for its whole body; an idle kept-alive connection closes
+    after ``keepalive_s``. At most ``max_connections`` are open per worker process; more are refused with 503.
+    On SIGINT/SIGTERM, requests being answered get ``shutdown_grace_s`` to finish.
+
+    ``allowed_hosts`` (comma-separated names, ``*`` for any) extends the ``Host`` headers accepted: without an API
+    key, only localhost, loopback addresses and the server's own address are accepted otherwise, against DNS
+    rebinding. With a key, the Host is checked only when ``allowed_hosts`` is set.
     """
 
     max_queries: int = 64
@@ -35,13 +48,35 @@ class ServeSettings:
     concurrency: Concurrency = "batch"
     batch_max_texts: int = 64
     batch_wait_ms: float = 2.0
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    keepalive_s: int = 5  # whole seconds: uvicorn's timeout_keep_alive
+    shutdown_grace_s: int = 5  # whole seconds: uvicorn's timeout_graceful_shutdown
+    max_connections: int = 256
+    allowed_hosts: str = ""
     api_key: str | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        for name in ("max_queries", "max_texts", "max_text_chars", "max_k", "max_body_bytes", "batch_max_texts"):
+        positive = ("max_queries", "max_texts", "max_text_chars", "max_k", "max_body_bytes", "batch_max_texts")
+        for name in (*positive, "keepalive_s", "max_connections"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise BadInputError(f"serve setting {name} must be a positive integer, got {value!r}")
+        for name in ("header_timeout_s", "body_timeout_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 3600:
+                raise BadInputError(
+                    f"serve setting {name} must be a number of seconds in (0, 3600], got {value!r}"
+                )
+        grace = self.shutdown_grace_s
+        if isinstance(grace, bool) or not isinstance(grace, int) or not 0 <= grace <= 60:
+            raise BadInputError(f"serve setting shutdown_grace_s must be a whole number in [0, 60], got {grace!r}")
+        for host in self.host_list():
+            if host != "*" and not _HOST_NAME.fullmatch(host):
+                raise BadInputError(
+                    f"serve setting allowed_hosts holds {host!r}, which is not a host name (give names like "
+                    "search.example.org or 10.0.0.5, separated by commas, or * for any)"
+                )
         if self.concurrency not in ("lock", "batch"):
             raise BadInputError(f"serve setting concurrency must be 'lock' or 'batch', got {self.concurrency!r}")
         if not 0 <= self.batch_wait_ms <= 1000:
@@ -71,10 +106,16 @@ class ServeSettings:
         values["api_key"] = key if key else None
         return cls(**values)  # type: ignore[arg-type]
 
+    def host_list(self) -> tuple[str, ...]:
+        """``allowed_hosts`` split at commas, lower-cased, without empty entries."""
+        return tuple(h.strip().lower() for h in self.allowed_hosts.split(",") if h.strip())
+
     def public(self) -> dict[str, object]:
-        """The limits as /info shows them (never the key itself)."""
+        """The limits as /info shows them (never the key itself, nor the host names the server answers to)."""
         shown: dict[str, object] = {
-            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "api_key"
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name not in ("api_key", "allowed_hosts")
         }
         shown["api_key_required"] = self.api_key is not None
         return shown

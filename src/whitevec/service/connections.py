@@ -1,0 +1,147 @@
+"""Connection-level protections that uvicorn lacks: a time limit on request headers, a cap on open
+connections, and a shutdown that does not wait for clients still sending a body.
+
+uvicorn closes idle connections only after a response (``timeout_keep_alive``); a client that connects and
+then sends nothing, or its headers a byte at a time, would hold its connection (and a file descriptor)
+forever. :class:`GuardedH11Protocol` is uvicorn's pure-Python HTTP/1.1 protocol with those limits added;
+:class:`ServerConfig` is uvicorn's Config that selects it and carries the limits from :class:`ServeSettings`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import time
+from typing import Any, ClassVar
+
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from whitevec.service.middleware import peer
+from whitevec.service.settings import ServeSettings
+
+logger = logging.getLogger(__name__)
+
+
+@functools.cache
+def _settings_from_env() -> ServeSettings:
+    return ServeSettings.from_env()
+
+
+def _busy_response(limit: int) -> bytes:
+    body = json.dumps(
+        {"detail": f"the server has as many open connections as the limit max_connections ({limit}); try later"}
+    ).encode()
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with ``header_timeout_s``, ``max_connections`` and a quick shutdown.
+
+    The header timer runs from the connection's start, and again from each response, until the next request's
+    headers are complete; when it fires the connection is closed (logged at info: it is the client's doing, not
+    a server error). Slow bodies are the body middleware's business (408).
+    """
+
+    _last_busy_warning: ClassVar[float] = 0.0
+
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        server_state: Any,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        # Worker processes started by uvicorn get a plain Config: their limits come from the environment, as
+        # their app's do (see run.app_from_env).
+        settings = getattr(config, "serve_settings", None)
+        self.limits: ServeSettings = settings if isinstance(settings, ServeSettings) else _settings_from_env()
+        self.header_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self.limits.max_connections:
+            self._refuse_busy()
+            return
+        self._start_header_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_header_timer()
+        super().connection_lost(exc)
+
+    def handle_events(self) -> None:
+        cycle = self.cycle
+        super().handle_events()
+        if self.cycle is not cycle:  # a new request cycle began: its headers are complete
+            self._stop_header_timer()
+
+    def on_response_complete(self) -> None:
+        if not self.transport.is_closing():
+            # The next request's headers must come in time too: uvicorn's keep-alive timer stops at their first
+            # byte.
+            self._start_header_timer()
+        super().on_response_complete()
+
+    def shutdown(self) -> None:
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_started and cycle.more_body:
+            # Still sending its body: the app has not acted on the request, so nothing is lost by closing now,
+            # and waiting would let a slow client hold up the shutdown.
+            self.transport.close()
+            return
+        super().shutdown()
+
+    def _start_header_timer(self) -> None:
+        self._stop_header_timer()
+        self.header_timer = self.loop.call_later(self.limits.header_timeout_s, self._header_timeout)
+
+    def _stop_header_timer(self) -> None:
+        if self.header_timer is not None:
+            self.header_timer.cancel()
+            self.header_timer = None
+
+    def _header_timeout(self) -> None:
+        self.header_timer = None
+        if self.transport.is_closing():
+            return
+        logger.info(
+            "closed the connection from %s: no complete request headers within header_timeout_s (%s s)",
+            peer(self.client),
+            self.limits.header_timeout_s,
+        )
+        self.transport.close()
+
+    def _refuse_busy(self) -> None:
+        now = time.monotonic()
+        if now - GuardedH11Protocol._last_busy_warning > 10:  # one line per 10 s, not one per refused client
+            GuardedH11Protocol._last_busy_warning = now
+            logger.warning(
+                "refusing connections: max_connections (%d) are open in this process", self.limits.max_connections
+            )
+        self.transport.write(_busy_response(self.limits.max_connections))
+        self.transport.close()
+
+
+def server_options(settings: ServeSettings) -> dict[str, Any]:
+    """The uvicorn options that enforce ``settings``' connection limits (for ``uvicorn.run`` or a Config)."""
+    return {
+        "http": GuardedH11Protocol,
+        "ws": "none",  # the API has no websocket routes
+        "timeout_keep_alive": settings.keepalive_s,
+        "timeout_graceful_shutdown": settings.shutdown_grace_s,
+    }
+
+
+class ServerConfig(uvicorn.Config):
+    """uvicorn's Config with :func:`server_options` and the settings themselves, which the protocol reads."""
+
+    def __init__(self, app: Any, settings: ServeSettings, **kwargs: Any) -> None:
+        super().__init__(app, **server_options(settings), **kwargs)
+        self.serve_settings = settings
