@@ -75,7 +75,8 @@ def thread_server(settings: ServeSettings) -> Iterator[tuple[uvicorn.Server, int
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = ServerConfig(create_app(TinyRetriever(), settings), settings, log_level="warning", lifespan="on")
+    # log_level info: the service's info lines (timeouts) must reach the log; pytest captures them.
+    config = ServerConfig(create_app(TinyRetriever(), settings), settings, log_level="info", lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

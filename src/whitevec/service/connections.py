@@ -10,6 +10,7 @@ forever. :class:`GuardedH11Protocol` is uvicorn's pure-Python HTTP/1.1 protocol 
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import json
 import logging
@@ -17,6 +18,7 @@ import time
 from typing import Any, ClassVar
 
 import uvicorn
+from uvicorn.config import LOG_LEVELS
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from whitevec.service.middleware import peer
@@ -129,19 +131,24 @@ class GuardedH11Protocol(H11Protocol):
         self.transport.close()
 
 
-def server_options(settings: ServeSettings) -> dict[str, Any]:
-    """The uvicorn options that enforce ``settings``' connection limits (for ``uvicorn.run`` or a Config)."""
+def server_options(settings: ServeSettings, log_level: str = "info") -> dict[str, Any]:
+    """The uvicorn options that enforce ``settings``' connection limits (for ``uvicorn.run`` or a Config), and a
+    logging setup that prints the service's own lines (timeouts, refusals, failed requests) beside uvicorn's."""
+    log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    log_config["loggers"]["whitevec.service"] = {"handlers": ["default"], "level": LOG_LEVELS[log_level]}
     return {
         "http": GuardedH11Protocol,
         "ws": "none",  # the API has no websocket routes
         "timeout_keep_alive": settings.keepalive_s,
         "timeout_graceful_shutdown": settings.shutdown_grace_s,
+        "log_config": log_config,
+        "log_level": log_level,
     }
 
 
 class ServerConfig(uvicorn.Config):
     """uvicorn's Config with :func:`server_options` and the settings themselves, which the protocol reads."""
 
-    def __init__(self, app: Any, settings: ServeSettings, **kwargs: Any) -> None:
-        super().__init__(app, **server_options(settings), **kwargs)
+    def __init__(self, app: Any, settings: ServeSettings, log_level: str = "info", **kwargs: Any) -> None:
+        super().__init__(app, **server_options(settings, log_level), **kwargs)
         self.serve_settings = settings

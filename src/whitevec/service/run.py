@@ -119,6 +119,5 @@ def serve(
         host=host,
         port=port,
         workers=workers,
-        log_level=log_level,
-        **server_options(settings),
+        **server_options(settings, log_level),
     )
