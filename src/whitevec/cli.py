@@ -220,8 +220,7 @@ def fit_command(
         raise BadInputError("give exactly one of --vectors FILE.npy or --texts FILE.txt")
     if vectors is not None:
         existing_file(vectors, "vector file")
-    else:
-        assert texts is not None
+    if texts is not None:
         existing_file(texts, "text file")
         check_encoder(model, not no_cache)
     check_output(out, "--out file")
@@ -386,7 +385,7 @@ def index_build_command(
     if transform.strip().lower().endswith(".safetensors"):
         existing_file(transform, "transform file")
     dim = check_encoder(model, not no_cache)
-    # Room for the documents (text and ids twice: store and temporary copy) and the raw float32 vectors.
+    # Room for the document store (about twice the corpus file, with SQLite's overhead) and float32 vectors.
     check_output(out, "index folder", need_bytes=2 * corpus.expanduser().stat().st_size + len(docs) * dim * 4)
     from whitevec.index import Retriever
     from whitevec.index.retriever import check_build
