@@ -112,6 +112,12 @@ class StsTask:
                 seen.setdefault(pair.sentence2)
         return list(seen)
 
+    def evaluated_sentences(self) -> list[str]:
+        """Unique sentences of the evaluated pairs (``subsets``), in first-seen order (sentence1 then sentence2
+        of each pair): what scoring the task encodes, where :meth:`sentences` gives what a transform is fitted
+        on."""
+        return list(dict.fromkeys(s for pair in self.all_pairs() for s in (pair.sentence1, pair.sentence2)))
+
     def _split_key(self, name: str) -> str | None:
         if name in self.splits:
             return name

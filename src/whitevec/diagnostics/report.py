@@ -306,8 +306,7 @@ def diagnose(
             if is_encoder:
                 raise BadInputError("diagnose needs texts or an STS task to take sentences from")
         else:
-            evaluated = [s for pairs in task.subsets.values() for p in pairs for s in (p.sentence1, p.sentence2)]
-            texts = _unique([*evaluated, *task.sentences("target")])
+            texts = _unique([*task.evaluated_sentences(), *task.sentences("target")])
     if texts is not None and isinstance(texts, str):
         raise BadInputError("texts must be a sequence of strings, not a single string")
     notes: dict[str, str] = {}
@@ -334,7 +333,7 @@ def diagnose(
             make(spec)  # reject a bad spec before encoding
         extra: list[str] = []
         if task is not None:
-            extra = [s for pairs in task.subsets.values() for p in pairs for s in (p.sentence1, p.sentence2)]
+            extra = task.evaluated_sentences()
             extra += [s for p in _positive_pairs(task, keep) for s in (p.sentence1, p.sentence2)]
         every = _unique([*fit_texts, *(extra if keep is None else [])])
         raw = encoder.encode(every, show_progress=show_progress)

@@ -132,8 +132,7 @@ def evaluate_sts(
     fit_label = str(fit_on) if file_sentences is None else f"file:{Path(fit_on).name}"
     for task in tasks:
         fit_texts = file_sentences if file_sentences is not None else fit_sentences(task, fit_on)
-        pair_texts = [s for pairs in task.subsets.values() for p in pairs for s in (p.sentence1, p.sentence2)]
-        every = list(dict.fromkeys([*pair_texts, *fit_texts]))
+        every = list(dict.fromkeys([*task.evaluated_sentences(), *fit_texts]))
         vectors = encoder.encode(every, show_progress=show_progress)
         row_of = {text: i for i, text in enumerate(every)}
         fit_matrix = vectors[[row_of[t] for t in fit_texts]]
@@ -191,7 +190,7 @@ def evaluate_sts_poolings(
     if len(encoders) > 1 and encoder.caches_vectors:
         texts: list[str] = []
         for task in tasks:
-            texts += [s for pairs in task.subsets.values() for p in pairs for s in (p.sentence1, p.sentence2)]
+            texts += task.evaluated_sentences()
             if str(fit_on) in (FIT_TARGET, FIT_TRAIN):
                 texts += fit_sentences(task, fit_on)
         if str(fit_on) not in (FIT_TARGET, FIT_TRAIN):
