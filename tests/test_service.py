@@ -525,7 +525,7 @@ def test_serve_corrupt_index_exits_with_one_line(
     not __import__("os").environ.get("WHITEVEC_RUN_SLOW"),
     reason="starts three Python processes that each import torch (~30 s+); set WHITEVEC_RUN_SLOW=1 to run",
 )
-def test_serve_command_with_two_workers(real_index: Path) -> None:
+def test_serve_command_with_two_workers(real_index: Path, tmp_path: Path) -> None:
     import os
     import subprocess
     import sys
@@ -535,12 +535,12 @@ def test_serve_command_with_two_workers(real_index: Path) -> None:
         port = probe.getsockname()[1]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "WHITEVEC_API_KEY": "k-123"}
     command = [sys.executable, "-c", "from whitevec.cli import main; main()", "serve", str(real_index)]
+    log = tmp_path / "serve.log"  # a file, not a pipe: an undrained pipe would block the server's logging
     proc = subprocess.Popen(
         [*command, "--port", str(port), "--workers", "2"],
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+        stderr=log.open("w"),
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -551,7 +551,7 @@ def test_serve_command_with_two_workers(real_index: Path) -> None:
                     break
             except httpx.HTTPError:
                 pass
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert proc.poll() is None, log.read_text()[-2000:]
             assert time.monotonic() < deadline, "server with 2 workers did not come up"
             time.sleep(0.3)
         assert httpx.post(f"{base}/search", json={"queries": ["a dog"]}).status_code == 401
