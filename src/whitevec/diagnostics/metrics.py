@@ -19,6 +19,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from whitevec.errors import BadInputError, DimensionMismatchError
+from whitevec.linalg import unit_rows
 from whitevec.transforms.validation import check_vectors
 
 DEFAULT_PAIRS = 20000
@@ -43,14 +44,8 @@ def check_matrix(X: Any, name: str = "vectors", allow_constant: bool = False) ->
 
 
 def _unit_rows(X: np.ndarray, name: str) -> np.ndarray:
-    norms = np.linalg.norm(X, axis=1)
-    if (norms == 0).any():
-        bad = np.flatnonzero(norms == 0)[:5]
-        raise BadInputError(
-            f"{name} has zero-length rows ({', '.join(map(str, bad))}); cosines and L2 normalisation are "
-            "undefined for them: drop those rows"
-        )
-    return X / norms[:, None]
+    # A zero row has no direction; kept as zero it would silently pull every mean over unit vectors.
+    return unit_rows(X, dtype=np.float64, zero_rows="raise", name=name)
 
 
 def random_pairs(n: int, max_pairs: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

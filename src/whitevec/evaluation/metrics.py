@@ -14,6 +14,9 @@ def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     b64 = np.asarray(b, dtype=np.float64)
     if a64.shape != b64.shape:
         raise BadInputError(f"cannot compare rows of shapes {a64.shape} and {b64.shape}")
+    # Dot over the product of norms, not linalg.unit_rows then dot: the two differ in the last bit, which
+    # reorders pairs tied near cosine 1 (repeated sentences) and moved the default model's STS12 and STS15
+    # scores (by up to 0.05 on one STS12 subset).
     norms = np.linalg.norm(a64, axis=1) * np.linalg.norm(b64, axis=1)
     dots = np.einsum("ij,ij->i", a64, b64)
     return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
