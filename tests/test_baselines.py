@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from whitevec.errors import BadInputError, DimensionMismatchError
-from whitevec.transforms import AllButTheTop, Center, Normalize, Whitening, make_transform
+from whitevec.transforms import AllButTheTop, Center, Normalize, Transform, Whitening, make_transform
 
 
 def vectors(n: int = 300, d: int = 20, seed: int = 1) -> np.ndarray:
@@ -76,6 +76,15 @@ def test_sklearn_clone_and_pipeline() -> None:
     Z = pipe.fit_transform(X)
     assert Z.shape == (300, 8)
     np.testing.assert_allclose(np.linalg.norm(Z, axis=1), 1.0, atol=1e-6)
+
+
+@pytest.mark.parametrize("transform", [Whitening(), Center(), Normalize(), AllButTheTop()], ids=repr)
+def test_parameter_constraints(transform: Transform) -> None:
+    # scikit-learn's own check: a constraint for every parameter, and fit, partial_fit and fit_transform refuse
+    # a bad type or value (with InvalidParameterError, which BadParameterError is) before using the data.
+    from sklearn.utils.estimator_checks import check_param_validation
+
+    check_param_validation(type(transform).__name__, transform)
 
 
 @pytest.mark.parametrize(

@@ -150,6 +150,13 @@ def test_bad_input() -> None:
         _quick(coupling="spline").fit(X)
 
 
+def test_parameter_constraints() -> None:
+    # scikit-learn's own check: a constraint for every parameter, each refused by fit before any training.
+    from sklearn.utils.estimator_checks import check_param_validation
+
+    check_param_validation("Flow", _quick())
+
+
 def test_divergence_raises_with_step() -> None:
     X = _correlated(300, 7)
     with pytest.raises(BadInputError, match=r"step \d+ .*smaller"):

@@ -214,6 +214,29 @@ def test_bad_inputs() -> None:
         w.merge(Whitening().fit(anisotropic(d=5)))
 
 
+def test_parameters_are_checked_before_the_data() -> None:
+    X = anisotropic()  # 12 dimensions
+    for method in ("fit", "partial_fit"):
+        w = Whitening(n_components=13)
+        with pytest.raises(BadInputError, match=r"n_components .*1\.\.12"):
+            getattr(w, method)(X)
+        assert not hasattr(w, "n_features_in_") and not hasattr(w, "mean_")  # left unfitted, not half-fitted
+    empty = Whitening(n_components=13)
+    with pytest.raises(BadInputError, match="n_components"):
+        empty.merge(Whitening().fit(X))
+    assert not hasattr(empty, "n_features_in_")
+    # Each parameter is named before X is looked at (X here is not vectors at all).
+    for name, value in [("precision", "float16"), ("beta", np.nan), ("gamma", np.inf), ("eps", 0.0)]:
+        with pytest.raises(BadInputError, match=name):
+            Whitening(**{name: value}).fit("not vectors")
+    with pytest.raises(BadInputError, match="n_components"):
+        Whitening(n_components=True).partial_fit("not vectors")
+    # Whitening reads its parameters when it applies: one changed since the fit is checked then.
+    fitted = Whitening().fit(X).set_params(n_components=13)
+    with pytest.raises(BadInputError, match="n_components"):
+        fitted.transform(X)
+
+
 def test_sklearn_clone_and_pipeline() -> None:
     from sklearn.base import clone
     from sklearn.pipeline import Pipeline

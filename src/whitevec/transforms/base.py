@@ -20,6 +20,7 @@ from safetensors import SafetensorError
 from safetensors.numpy import load as load_bytes
 from safetensors.numpy import save_file
 from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils._param_validation import Interval, InvalidParameterError, validate_parameter_constraints
 from sklearn.utils.validation import check_is_fitted
 
 from whitevec._io import atomic_path
@@ -28,6 +29,18 @@ from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError
 
 FORMAT_VERSION = 1
 _REGISTRY: dict[str, type[Transform]] = {}
+
+
+class BadParameterError(BadInputError, InvalidParameterError):  # type: ignore[misc]
+    """A transform parameter is of the wrong type or out of range. A :class:`BadInputError` like every input
+    fault, and scikit-learn's ``InvalidParameterError``, which its estimator checks expect."""
+
+
+class Count(Interval):  # type: ignore[misc]
+    """scikit-learn's ``Interval`` of integers, without ``bool``: ``True`` is not a number of components."""
+
+    def is_satisfied_by(self, val: Any) -> bool:
+        return not isinstance(val, bool) and bool(super().is_satisfied_by(val))
 
 
 def _digest(arrays: dict[str, np.ndarray]) -> str:
@@ -57,11 +70,18 @@ def _safetensors_metadata(data: bytes) -> dict[str, str]:
 class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
     """Base of every whitevec transform: a scikit-learn estimator that saves to safetensors.
 
+    The constructor stores its parameters and nothing else. Every subclass declares a scikit-learn constraint
+    list for each constructor parameter in ``_parameter_constraints``, and, when a parameter is bounded by the
+    input dimension, overrides ``_check_dimension_params``. ``fit``/``partial_fit`` call ``_validate_params``
+    before touching the data and ``_check_dimension_params`` as soon as the data's shape is known, before any
+    pass over it, so a bad parameter leaves the transform as it was. Both raise :class:`BadParameterError`.
+
     Subclasses list their learned array attributes in ``_state_arrays`` (names ending in ``_``) and any other
     learned JSON-serialisable values in ``_state_values``; ``save``/``load`` need nothing more. Subclasses that
     hold state in another form (a torch module) override ``_get_state``/``_set_state``.
     """
 
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {}
     _state_arrays: ClassVar[tuple[str, ...]] = ()
     _state_values: ClassVar[tuple[str, ...]] = ()
 
@@ -69,9 +89,27 @@ class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         super().__init_subclass__(**kwargs)
         _REGISTRY[cls.__name__] = cls
 
+    # --- parameters ------------------------------------------------------------------------------------
+    def _validate_params(self) -> None:
+        """Check every parameter against ``_parameter_constraints``; raise :class:`BadParameterError`."""
+        try:
+            validate_parameter_constraints(
+                self._parameter_constraints, self.get_params(deep=False), caller_name=type(self).__name__
+            )
+        except InvalidParameterError as exc:
+            raise BadParameterError(str(exc)) from None
+
+    def _check_dimension_params(self, n_features: int) -> None:
+        """Check the parameters bounded by the input dimension ``n_features`` (already validated by
+        ``_validate_params``); raise :class:`BadParameterError`. No such parameter by default."""
+
     # --- state -----------------------------------------------------------------------------------------
     def _check_fitted(self) -> None:
+        """Raise NotFittedError before a fit, and BadParameterError for a parameter changed since to a value
+        that does not fit (a transform may read its parameters when it applies, as Whitening does)."""
         check_is_fitted(self, self._fitted_marker())
+        self._validate_params()
+        self._check_dimension_params(int(self.n_features_in_))
 
     def _fitted_marker(self) -> str:
         return self._state_arrays[0] if self._state_arrays else "n_features_in_"

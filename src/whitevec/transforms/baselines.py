@@ -5,12 +5,12 @@ Each accepts any float dtype, computes in float64 and returns float32.
 
 from __future__ import annotations
 
+from numbers import Integral
 from typing import Any, ClassVar
 
 import numpy as np
 
-from whitevec.errors import BadInputError
-from whitevec.transforms.base import Transform
+from whitevec.transforms.base import BadParameterError, Count, Transform
 from whitevec.transforms.validation import check_vectors
 from whitevec.transforms.whitening import CHUNK_ROWS, sign_flip
 
@@ -31,11 +31,13 @@ def _moments(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class Center(Transform):
     """``x' = x - mu``, with ``mu`` the mean of the fitted vectors."""
 
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {}
     _state_arrays: ClassVar[tuple[str, ...]] = ("mean_",)
     _state_values: ClassVar[tuple[str, ...]] = ("n_features_in_",)
 
     def fit(self, X: Any, y: Any = None) -> Center:
         """Store the mean of ``X`` (at least 1 row); returns self."""
+        self._validate_params()
         X = check_vectors(X, min_rows=1)
         self.n_features_in_ = X.shape[1]
         self.mean_ = X.mean(axis=0)
@@ -57,10 +59,12 @@ class Center(Transform):
 class Normalize(Transform):
     """``x' = x / ||x||_2`` row by row; zero rows stay zero. ``fit`` only records the dimension."""
 
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {}
     _state_values: ClassVar[tuple[str, ...]] = ("n_features_in_",)
 
     def fit(self, X: Any, y: Any = None) -> Normalize:
         """Record the input dimension; nothing is learned. Returns self."""
+        self._validate_params()
         self.n_features_in_ = check_vectors(X).shape[1]
         return self
 
@@ -79,19 +83,28 @@ class AllButTheTop(Transform):
     ``max(1, round(d / 100))``, the paper's rule. Learned: ``mean_``, ``directions_`` (D x d), ``n_remove_``.
     """
 
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "n_remove": [Count(Integral, 0, None, closed="left"), None],  # at most the input dimension
+    }
     _state_arrays: ClassVar[tuple[str, ...]] = ("mean_", "directions_")
     _state_values: ClassVar[tuple[str, ...]] = ("n_features_in_", "n_remove_")
 
     def __init__(self, n_remove: int | None = None) -> None:
         self.n_remove = n_remove
 
+    def _check_dimension_params(self, n_features: int) -> None:
+        if self.n_remove is not None and self.n_remove > n_features:
+            raise BadParameterError(
+                f"n_remove must be an integer in 0..{n_features} (the input dimension), got {self.n_remove!r}"
+            )
+
     def fit(self, X: Any, y: Any = None) -> AllButTheTop:
         """Find the mean and top-D principal directions of ``X`` (at least 2 rows); returns self."""
+        self._validate_params()
         X = check_vectors(X, min_rows=2, dtype=np.float32 if np.asarray(X).dtype == np.float32 else np.float64)
         d = X.shape[1]
+        self._check_dimension_params(d)
         D = max(1, round(d / 100)) if self.n_remove is None else self.n_remove
-        if isinstance(D, bool) or not isinstance(D, int | np.integer) or not 0 <= D <= d:
-            raise BadInputError(f"n_remove must be an integer in 0..{d} (the input dimension), got {D!r}")
         mean, scatter = _moments(X)
         eigenvalues, U = np.linalg.eigh(scatter)
         top = sign_flip(U[:, np.argsort(eigenvalues)[::-1][:D]])

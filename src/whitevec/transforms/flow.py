@@ -14,19 +14,19 @@ from __future__ import annotations
 import math
 import sys
 import warnings
-from typing import Any
+from numbers import Integral, Real
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from whitevec.errors import BadInputError, CorruptFileError
-from whitevec.transforms.base import Transform
+from whitevec.transforms.base import BadParameterError, Count, Transform
 from whitevec.transforms.flow_layers import Glow, InvertibleLinear, level_dims
 from whitevec.transforms.validation import check_vectors
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
-_COUPLINGS = ("additive", "affine")
-_MIXINGS = ("lu", "reverse")
 # Validation checks per epoch: with the default of one epoch, early stopping needs several looks to act at all.
 _CHECKS_PER_EPOCH = 10
 # Rows used for actnorm's data-dependent init: enough for stable per-dimension moments at 1024 dims.
@@ -70,6 +70,24 @@ class Flow(Transform):
         Progress bar with the loss; ``None`` shows it only when stderr is a terminal.
     """
 
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "levels": [Count(Integral, 1, None, closed="left")],  # bounded by the dimension too: see below
+        "depth": [Count(Integral, 1, None, closed="left")],
+        "width": [Count(Integral, 1, None, closed="left")],
+        "coupling": [StrOptions({"additive", "affine"})],
+        "hidden_layers": [Count(Integral, 0, None, closed="left")],
+        "mixing": [StrOptions({"lu", "reverse"})],
+        "lr": [Interval(Real, 0, None, closed="neither")],
+        "epochs": [Interval(Real, 0, None, closed="neither")],
+        "batch_size": [Count(Integral, 2, None, closed="left")],
+        "validation_fraction": [Interval(Real, 0, 1, closed="left")],
+        "patience": [Count(Integral, 1, None, closed="left"), None],
+        "seed": [Count(Integral, None, None, closed="neither")],
+        "device": [str],
+        "show_progress": ["boolean", None],
+        "dtype": [StrOptions(set(_DTYPES))],
+    }
+
     def __init__(
         self,
         levels: int = 2,
@@ -104,43 +122,18 @@ class Flow(Transform):
         self.show_progress = show_progress
         self.dtype = dtype
 
-    # --- parameters ------------------------------------------------------------------------------------
-    def _check_params(self) -> None:
-        def positive_int(name: str, value: Any, minimum: int = 1) -> None:
-            if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < minimum:
-                raise BadInputError(f"Flow {name} must be an integer >= {minimum}, got {value!r}")
-
-        positive_int("levels", self.levels)
-        positive_int("depth", self.depth)
-        positive_int("width", self.width)
-        positive_int("hidden_layers", self.hidden_layers, minimum=0)
-        positive_int("batch_size", self.batch_size, minimum=2)
-        if self.patience is not None:
-            positive_int("patience", self.patience)
-        if self.coupling not in _COUPLINGS:
-            raise BadInputError(f"Flow coupling must be one of {', '.join(_COUPLINGS)}; got {self.coupling!r}")
-        if self.mixing not in _MIXINGS:
-            raise BadInputError(f"Flow mixing must be one of {', '.join(_MIXINGS)}; got {self.mixing!r}")
-        if self.dtype not in _DTYPES:
-            raise BadInputError(f"Flow dtype must be one of {', '.join(_DTYPES)}; got {self.dtype!r}")
-        if not (isinstance(self.lr, int | float) and math.isfinite(self.lr) and self.lr > 0):
-            raise BadInputError(f"Flow lr must be a positive number, got {self.lr!r}")
-        if not (isinstance(self.epochs, int | float) and math.isfinite(self.epochs) and self.epochs > 0):
-            raise BadInputError(f"Flow epochs must be a positive number, got {self.epochs!r}")
-        if not (isinstance(self.validation_fraction, int | float) and 0 <= self.validation_fraction < 1):
-            raise BadInputError(f"Flow validation_fraction must be in [0, 1), got {self.validation_fraction!r}")
+    def _check_dimension_params(self, n_features: int) -> None:
+        if level_dims(n_features, self.levels)[-1] < 2:
+            need = 2 ** (self.levels - 1) + 1
+            raise BadParameterError(
+                f"Flow with levels={self.levels} halves the vector {self.levels - 1} times and needs at least "
+                f"{need} dimensions; got {n_features}. Use fewer levels."
+            )
 
     def _torch_dtype(self) -> torch.dtype:
         return _DTYPES[self.dtype]
 
     def _build(self, dim: int, generator: torch.Generator) -> Glow:
-        dims = level_dims(dim, self.levels)
-        if dims[-1] < 2:
-            need = 2 ** (self.levels - 1) + 1
-            raise BadInputError(
-                f"Flow with levels={self.levels} halves the vector {self.levels - 1} times and needs at least "
-                f"{need} dimensions; got {dim}. Use fewer levels."
-            )
         module = Glow(
             dim,
             levels=self.levels,
@@ -156,9 +149,10 @@ class Flow(Transform):
     # --- fitting ---------------------------------------------------------------------------------------
     def fit(self, X: Any, y: Any = None) -> Flow:
         """Fit the flow by maximum likelihood on the rows of ``X`` (n, d); returns ``self``."""
-        self._check_params()
+        self._validate_params()
         data = check_vectors(X, name="X")
         n, dim = data.shape
+        self._check_dimension_params(dim)
         generator = torch.Generator().manual_seed(int(self.seed))
         order = torch.randperm(n, generator=generator)
         n_val = round(n * self.validation_fraction) if self.validation_fraction > 0 else 0
@@ -318,7 +312,8 @@ class Flow(Transform):
             dim = int(values["n_features_in_"])
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptFileError("saved Flow lacks its input dimension (n_features_in_)") from exc
-        self._check_params()
+        self._validate_params()
+        self._check_dimension_params(dim)
         module = self._build(dim, torch.Generator().manual_seed(0))
         state = {k.removeprefix("module."): torch.from_numpy(v) for k, v in arrays.items()}
         try:

@@ -12,18 +12,19 @@ with ``floor = eps * lambda_max``. ``beta = gamma = 1`` is BERT-whitening (outpu
 from __future__ import annotations
 
 import warnings
+from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import numpy as np
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
-from whitevec.transforms.base import Transform
+from whitevec.transforms.base import BadParameterError, Count, Transform
 from whitevec.transforms.validation import check_vectors, raise_non_finite
 
 # Rows per moment/transform chunk: the float64 working copy stays ~50 MB at d=768, so peak memory does not grow
 # with N, while each GEMM is still long enough to run at full BLAS speed.
 CHUNK_ROWS = 8192
-PRECISIONS = ("float64", "float32")
 
 
 def _working_dtype(X: Any) -> type:
@@ -63,6 +64,13 @@ class Whitening(Transform):
     column's largest-magnitude entry positive), ``components_`` (W, d x k), ``explained_variance_ratio_``.
     """
 
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "n_components": [Count(Integral, 1, None, closed="left"), None],  # at most the input dimension
+        "beta": [Interval(Real, None, None, closed="neither")],
+        "gamma": [Interval(Real, None, None, closed="neither")],
+        "eps": [Interval(Real, 0, None, closed="neither")],
+        "precision": [StrOptions({"float64", "float32"})],
+    }
     _state_arrays: ClassVar[tuple[str, ...]] = ("mean_", "scatter_", "eigenvalues_", "eigenvectors_")
     _state_values: ClassVar[tuple[str, ...]] = ("n_features_in_", "n_samples_seen_")
 
@@ -79,6 +87,13 @@ class Whitening(Transform):
         self.gamma = gamma
         self.eps = eps
         self.precision = precision
+
+    def _check_dimension_params(self, n_features: int) -> None:
+        if self.n_components is not None and self.n_components > n_features:
+            raise BadParameterError(
+                f"n_components must be an integer in 1..{n_features} (the input dimension), "
+                f"got {self.n_components!r}"
+            )
 
     # --- moments -----------------------------------------------------------------------------------------
     def _reset(self, n_features: int | None = None) -> None:
@@ -104,12 +119,12 @@ class Whitening(Transform):
 
     def partial_fit(self, X: Any, y: Any = None) -> Whitening:
         """Add the rows of ``X`` to the moments (in chunks of ``CHUNK_ROWS`` rows); returns self."""
+        self._validate_params()
         expected = getattr(self, "n_features_in_", None)
         # No NaN/inf scan up front: any non-finite entry makes the scatter's diagonal non-finite (x^2), which
         # is checked below, before anything is stored; only then are the rows scanned to name them.
         data = check_vectors(X, expected_dim=expected, dtype=_working_dtype(X), finite=False)
-        if self.precision not in PRECISIONS:
-            raise BadInputError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        self._check_dimension_params(data.shape[1])
         if data.shape[0] == 0:
             if expected is None:
                 self._reset(data.shape[1])
@@ -145,8 +160,10 @@ class Whitening(Transform):
 
     def fit(self, X: Any, y: Any = None) -> Whitening:
         """Forget earlier data and fit on ``X`` (at least 2 rows); returns self."""
+        self._validate_params()
         # partial_fit finds NaN/inf (and names the rows) from the scatter: no separate scan here.
         X = check_vectors(X, min_rows=2, dtype=_working_dtype(X), finite=False)
+        self._check_dimension_params(X.shape[1])
         self._reset()
         self.partial_fit(X)
         self._decompose()  # warn about floored directions at fit time, not at first transform
@@ -158,7 +175,9 @@ class Whitening(Transform):
             raise BadInputError(f"can only merge a Whitening with another Whitening, got {type(other).__name__}")
         if getattr(other, "n_samples_seen_", 0) == 0:
             return self
+        self._validate_params()
         if getattr(self, "n_samples_seen_", 0) == 0:
+            self._check_dimension_params(other.n_features_in_)
             self._reset(other.n_features_in_)
         elif self.n_features_in_ != other.n_features_in_:
             raise BadInputError(
@@ -198,11 +217,8 @@ class Whitening(Transform):
         return float(self.eps * s[0]) if s[0] > 0 else float(self.eps)
 
     def _k(self) -> int:
-        d = int(self.n_features_in_)
-        k = d if self.n_components is None else self.n_components
-        if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= d:
-            raise BadInputError(f"n_components must be an integer in 1..{d} (the input dimension), got {k!r}")
-        return int(k)
+        # Every caller has passed fit's parameter checks or _check_fitted's, so n_components fits here.
+        return int(self.n_features_in_) if self.n_components is None else int(self.n_components)
 
     def _scale(self) -> np.ndarray:
         s, _ = self._decompose()
@@ -227,12 +243,17 @@ class Whitening(Transform):
     @property
     def explained_variance_ratio_(self) -> np.ndarray:
         """Share of the total variance along each of the first k directions."""
+        self._check_fitted()
         s = self.eigenvalues_
         return s[: self._k()] / s.sum() if s.sum() > 0 else np.zeros(self._k())
 
     @property
     def components_(self) -> np.ndarray:
         """W = U[:, :k] diag(max(lambda, floor)^(-gamma/2))[:k], shape (d, k)."""
+        self._check_fitted()
+        return self._components()
+
+    def _components(self) -> np.ndarray:
         k = self._k()
         return self.eigenvectors_[:, :k] * self._scale()[:k]
 
@@ -240,7 +261,7 @@ class Whitening(Transform):
     def transform(self, X: Any) -> np.ndarray:
         """``(X - beta*mu) @ W`` as float32, shape (n, k)."""
         self._check_fitted()
-        W = self.components_
+        W = self._components()
         # The NaN/inf scan is done on each output chunk while it is hot in cache: a NaN or inf entry of a row
         # makes every entry of that row's output non-finite (inf * 0 and inf - inf are NaN), so the input
         # needs a full scan only when an output chunk fails, to name the rows.
