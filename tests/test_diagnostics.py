@@ -218,6 +218,23 @@ def test_diagnose_on_vectors_without_a_model() -> None:
     assert json.loads(json.dumps(report.to_dict()))["summary"][0]["transform"] == "none"
 
 
+@pytest.mark.filterwarnings("ignore::scipy.stats.ConstantInputWarning")
+def test_report_json_writes_an_undefined_spearman_as_null(tmp_path: Path) -> None:
+    from whitevec.datasets import Pair, StsTask
+
+    # Rows 2i and 2i+1 are one integer multiple of an axis: every pair's cosine is exactly 1, so the STS
+    # Spearman of the raw vectors is NaN.
+    X = np.repeat([(i + 1) * np.eye(4)[i % 4] for i in range(10)], 2, axis=0)
+    texts = [f"sentence {i}" for i in range(20)]
+    pairs = [Pair(texts[2 * i], texts[2 * i + 1], float(i % 5)) for i in range(10)]
+    task = StsTask("constant", {"test": pairs}, {"test": pairs})
+    report = diagnose({"none": X}, texts, task=task)
+    assert report.space("none").sts_spearman is not None and math.isnan(report.space("none").sts_spearman)
+    metrics = json.loads(write_report(report, tmp_path, json_only=True)["metrics"].read_text())
+    assert metrics["summary"][0]["sts_spearman"] is None and metrics["spaces"][0]["sts_spearman"] is None
+    assert metrics["sweep"]["reference"]["none"] is None
+
+
 # --- the report on a tiny random BERT ----------------------------------------------------------------------
 # conftest's words minus "x"/"y": the Zipf corpus the frequency tests were written against.
 _WORDS = [word for word in VOCAB_WORDS if word not in {"x", "y"}]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 from pathlib import Path
 
@@ -14,6 +15,8 @@ from whitevec.datasets import Pair, StsTask, load_sts_task
 from whitevec.encoder import Encoder, get_pooling
 from whitevec.errors import BadInputError
 from whitevec.evaluation import SubsetScore, aggregate, cosine_rows, evaluate_sts, spearman100
+from whitevec.evaluation.metrics import non_finite_to_none
+from whitevec.evaluation.retrieval import RetrievalReport, RetrievalScore
 from whitevec.evaluation.sts import evaluate_sts_poolings
 
 WORDS = [
@@ -174,6 +177,31 @@ def test_several_poolings_share_one_pass_and_report_json(tiny_bert_dir: Path, tm
     assert report.scores[3].wmean == pytest.approx(single.scores[0].wmean, abs=1e-4)
     saved = json.loads(report.save_json(tmp_path / "r.json").read_text())
     assert saved["model"]["poolings"] == ["cls", "last-avg"] and len(saved["scores"]) == 4
+
+
+def test_non_finite_floats_become_none() -> None:
+    data = {"a": [1.0, float("nan"), (float("inf"), 2)], "b": "x", "c": np.float64("-inf"), "d": {"e": 0.5}}
+    assert non_finite_to_none(data) == {"a": [1.0, None, [None, 2]], "b": "x", "c": None, "d": {"e": 0.5}}
+
+
+@pytest.mark.filterwarnings("ignore::scipy.stats.ConstantInputWarning")
+def test_report_json_writes_an_undefined_spearman_as_null(tmp_path: Path) -> None:
+    class ConstantEncoder(HashEncoder):
+        def encode(self, texts: list[str], show_progress: bool | None = None) -> np.ndarray:
+            return np.ones((len(texts), self.dim), dtype=np.float32)
+
+    report = evaluate_sts(ConstantEncoder(), [synthetic_task()], ["none"])  # type: ignore[arg-type]
+    assert math.isnan(report.scores[0].all)  # every cosine is 1: the correlation is undefined
+    saved = json.loads(report.save_json(tmp_path / "r.json").read_text())
+    assert saved["scores"][0]["all"] is None and saved["scores"][0]["subsets"][0]["spearman"] is None
+
+
+def test_retrieval_report_json_writes_untimed_latency_as_null(tmp_path: Path) -> None:
+    score = RetrievalScore("none", "cls", 8, 10, 2, 0.5, 1.0, 0.5, 0.5, 0.5, 0.1, math.nan, math.nan, 320, 400)
+    report = RetrievalReport("m", "d", "flat", "cosine", "faiss", "corpus", {}, scores=[score])
+    saved = json.loads(report.save_json(tmp_path / "r.json").read_text())
+    assert saved["scores"][0]["p50_query_ms"] is None and saved["scores"][0]["p50_search_ms"] is None
+    assert saved["scores"][0]["recall_10"] == 0.5
 
 
 def test_bad_transform_spec_fails_before_encoding(tiny_bert_dir: Path) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import os
 import time
 import warnings
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from whitevec._io import atomic_path
+from whitevec._io import atomic_path, write_json
 from whitevec._version import __version__
 from whitevec.diagnostics.frequency import DEFAULT_BUCKETS, DEFAULT_MIN_TYPES, FrequencyLink, frequency_link
 from whitevec.diagnostics.metrics import (
@@ -41,6 +40,7 @@ from whitevec.diagnostics.metrics import (
     spectrum,
 )
 from whitevec.errors import BadInputError
+from whitevec.evaluation.metrics import non_finite_to_none
 from whitevec.transforms import Transform, Whitening, make_transform
 
 if TYPE_CHECKING:
@@ -70,6 +70,7 @@ class SpaceReport:
     projection: np.ndarray = field(repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain JSON types without the projection; ``sts_spearman`` is None when NaN (constant cosines)."""
         return {
             "transform": self.transform,
             "n_vectors": self.n_vectors,
@@ -82,7 +83,7 @@ class SpaceReport:
             "alignment_uniformity": None
             if self.alignment_uniformity is None
             else self.alignment_uniformity.to_dict(),
-            "sts_spearman": self.sts_spearman,
+            "sts_spearman": non_finite_to_none(self.sts_spearman),
         }
 
 
@@ -97,12 +98,13 @@ class KSweep:
     reference: dict[str, float]  # the full transforms of the report, for comparison
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain JSON types; a Spearman score that is NaN (constant cosines) becomes None."""
         return {
             "task": self.task,
             "n_pairs": self.n_pairs,
             "ks": self.ks,
-            "spearman": self.spearman,
-            "reference": self.reference,
+            "spearman": non_finite_to_none(self.spearman),
+            "reference": non_finite_to_none(self.reference),
         }
 
 
@@ -153,13 +155,14 @@ class DiagnosticsReport:
         return rows
 
     def to_dict(self) -> dict[str, Any]:
+        """What ``metrics.json`` holds; a Spearman score that is NaN (constant cosines) becomes None."""
         return {
             "whitevec": self.whitevec,
             "model": self.model,
             "source": self.source,
             "n_sentences": self.n_sentences,
             "settings": self.settings,
-            "summary": self.summary(),
+            "summary": non_finite_to_none(self.summary()),
             "spaces": [s.to_dict() for s in self.spaces],
             "frequency": None if self.frequency is None else self.frequency.to_dict(),
             "sweep": None if self.sweep is None else self.sweep.to_dict(),
@@ -167,10 +170,8 @@ class DiagnosticsReport:
         }
 
     def save_json(self, path: str | os.PathLike[str]) -> Path:
-        target = Path(path)
-        with atomic_path(target) as tmp:
-            tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
-        return target
+        """Write :meth:`to_dict` as JSON (atomically, UTF-8); returns ``path``."""
+        return write_json(path, self.to_dict())
 
 
 # --- measuring -------------------------------------------------------------------------------------------
@@ -543,8 +544,7 @@ def write_report(
     """
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
-    metrics = json.dumps(report.to_dict(), indent=2) + "\n"
-    written: dict[str, Path] = {"metrics": _write(folder / "metrics.json", metrics.encode("utf-8"))}
+    written: dict[str, Path] = {"metrics": report.save_json(folder / "metrics.json")}
     if json_only:
         return written
     from whitevec.diagnostics.plots import render_plots

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import numpy as np
 from scipy.stats import spearmanr
 
@@ -20,6 +23,21 @@ def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(a64, axis=1) * np.linalg.norm(b64, axis=1)
     dots = np.einsum("ij,ij->i", a64, b64)
     return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
+
+
+def non_finite_to_none(data: Any) -> Any:
+    """``data`` with every NaN or infinite float, inside dicts, lists and tuples too, replaced by None.
+
+    For ``to_dict`` methods: JSON has no NaN (strict parsers reject it, and ``whitevec._io.write_json`` refuses
+    it), and a result can hold one, e.g. the Spearman correlation of constant predictions.
+    """
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {key: non_finite_to_none(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [non_finite_to_none(value) for value in data]
+    return data
 
 
 def spearman100(predicted: np.ndarray, gold: np.ndarray) -> float:

@@ -22,7 +22,6 @@ poolings in one pass (near 0 when the vectors were already in the on-disk cache)
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import platform
@@ -35,9 +34,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from whitevec._io import atomic_path
+from whitevec._io import write_json
 from whitevec.datasets.retrieval import RetrievalDataset
 from whitevec.errors import BadInputError
+from whitevec.evaluation.metrics import non_finite_to_none
 
 if TYPE_CHECKING:
     from whitevec.encoder import Encoder
@@ -169,11 +169,13 @@ class RetrievalReport:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain JSON types; the latency medians, NaN when no query was timed (``latency_queries=0``), become
+        None."""
+        return non_finite_to_none(asdict(self))
 
-    def save_json(self, path: str | os.PathLike[str]) -> None:
-        with atomic_path(path) as tmp:
-            tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+    def save_json(self, path: str | os.PathLike[str]) -> Path:
+        """Write :meth:`to_dict` as JSON (atomically, UTF-8); returns ``path``."""
+        return write_json(path, self.to_dict())
 
 
 def machine_description() -> str:

@@ -12,7 +12,6 @@ BERT-flow and BERT-whitening), on ``train`` (the task's train split), or on the 
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -22,12 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from whitevec._io import atomic_path
+from whitevec._io import write_json
 from whitevec._version import __version__
 from whitevec.datasets import StsTask, read_texts_file
 from whitevec.encoder import Encoder
 from whitevec.errors import BadInputError
-from whitevec.evaluation.metrics import cosine_rows, spearman100
+from whitevec.evaluation.metrics import cosine_rows, non_finite_to_none, spearman100
 from whitevec.transforms import Transform, make_transform
 
 FIT_TARGET = "target"
@@ -69,13 +68,12 @@ class StsReport:
     whitevec: str = __version__
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain JSON types; a score that is NaN (the Spearman correlation of constant cosines) becomes None."""
+        return non_finite_to_none(asdict(self))
 
     def save_json(self, path: str | os.PathLike[str]) -> Path:
-        target = Path(path)
-        with atomic_path(target) as tmp:
-            tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
-        return target
+        """Write :meth:`to_dict` as JSON (atomically, UTF-8); returns ``path``."""
+        return write_json(path, self.to_dict())
 
 
 def score_pairs(task: StsTask, vectors_of: Callable[[list[str]], np.ndarray]) -> tuple[list[SubsetScore], float]:
