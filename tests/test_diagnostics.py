@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -233,6 +235,24 @@ def test_report_json_writes_an_undefined_spearman_as_null(tmp_path: Path) -> Non
     metrics = json.loads(write_report(report, tmp_path, json_only=True)["metrics"].read_text())
     assert metrics["summary"][0]["sts_spearman"] is None and metrics["spaces"][0]["sts_spearman"] is None
     assert metrics["sweep"]["reference"]["none"] is None
+
+
+def test_report_files_take_the_umask(tmp_path: Path) -> None:
+    # Under umask 027 a report is 0640 like every file whitevec writes, not forced readable by all.
+    script = (
+        "import json, sys\n"
+        "import numpy as np\n"
+        "from whitevec.diagnostics import diagnose, write_report\n"
+        "report = diagnose({'none': np.random.default_rng(0).standard_normal((50, 4))})\n"
+        "written = write_report(report, sys.argv[1])\n"
+        "print(json.dumps({p.name: p.stat().st_mode & 0o777 for p in written.values()}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, umask=0o027, check=True
+    )
+    modes = json.loads(done.stdout)
+    assert {"report.html", "metrics.json", "eigen_spectrum.png"} <= modes.keys()
+    assert set(modes.values()) == {0o640}
 
 
 # --- the report on a tiny random BERT ----------------------------------------------------------------------

@@ -559,5 +559,4 @@ def write_report(
 def _write(path: Path, data: bytes) -> Path:
     with atomic_path(path) as tmp:
         tmp.write_bytes(data)
-        tmp.chmod(0o644)  # a report is for reading and sharing; the temporary file starts private (0600)
     return path
