@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from whitevec.errors import ModelNotFoundError
-from whitevec.models import resolve_model
+from whitevec.models import models_home, resolve_model
+from whitevec.preflight import vector_cache_home
 
 
 @pytest.fixture(autouse=True)
@@ -54,3 +55,21 @@ def test_unknown_hub_id_offline_is_a_clear_error() -> None:
         resolve_model("google-bert/bert-base-uncased")
     with pytest.raises(ModelNotFoundError, match="empty"):
         resolve_model("  ")
+
+
+def test_models_and_vectors_live_under_whitevec_in_the_xdg_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("WHITEVEC_MODELS", raising=False)
+    monkeypatch.delenv("WHITEVEC_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert models_home() == tmp_path / "xdg" / "whitevec" / "models"
+    assert vector_cache_home() == tmp_path / "xdg" / "whitevec" / "vectors"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert models_home() == tmp_path / "home" / ".cache" / "whitevec" / "models"
+    # Each folder's own variable wins over the XDG location.
+    monkeypatch.setenv("WHITEVEC_MODELS", "~/my-models")
+    monkeypatch.setenv("WHITEVEC_CACHE", str(tmp_path / "vectors"))
+    assert models_home() == tmp_path / "home" / "my-models"
+    assert vector_cache_home() == tmp_path / "vectors"

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from whitevec.errors import ModelNotFoundError
+from whitevec.paths import whitevec_cache_folder
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
@@ -47,10 +48,7 @@ KNOWN_MODELS: dict[str, KnownModel] = {
 
 def models_home() -> Path:
     """Folder where fetched models live: ``$WHITEVEC_MODELS`` or ``$XDG_CACHE_HOME/whitevec/models``."""
-    if env := os.environ.get("WHITEVEC_MODELS"):
-        return Path(env).expanduser()
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")).expanduser()
-    return cache / "whitevec" / "models"
+    return whitevec_cache_folder("models", "WHITEVEC_MODELS")
 
 
 def _is_model_dir(path: Path) -> bool:

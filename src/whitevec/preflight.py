@@ -23,6 +23,7 @@ from whitevec._io import check_writable_parent
 from whitevec.datasets.paths import existing_file
 from whitevec.errors import BadInputError, DataNotFoundError
 from whitevec.models import resolve_model
+from whitevec.paths import whitevec_cache_folder
 
 CACHE_ENV = "WHITEVEC_CACHE"
 _MIB = 1 << 20
@@ -126,10 +127,7 @@ def model_hidden_size(model: str | os.PathLike[str]) -> int | None:
 
 def vector_cache_home() -> Path:
     """The default vector cache folder: ``$WHITEVEC_CACHE``, else ``$XDG_CACHE_HOME/whitevec/vectors``."""
-    if env := os.environ.get(CACHE_ENV):
-        return Path(env).expanduser()
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")).expanduser()
-    return cache / "whitevec" / "vectors"
+    return whitevec_cache_folder("vectors", CACHE_ENV)
 
 
 def vector_cache_folder(cache: bool | str | os.PathLike[str]) -> Path | None:
