@@ -96,6 +96,22 @@ def test_wrong_class_and_missing_file(tmp_path: Path) -> None:
         Transform.load(other)
 
 
+def test_declared_state_is_checked_on_load() -> None:
+    arrays, values = AllButTheTop(n_remove=3).fit(vectors())._get_state()
+    with pytest.raises(CorruptFileError, match="lacks the value 'n_remove_'"):
+        AllButTheTop()._set_state(arrays, {"n_features_in_": 10})
+    with pytest.raises(CorruptFileError, match=r"n_remove_ = 3\.0, not of type int"):
+        AllButTheTop()._set_state(arrays, {**values, "n_remove_": 3.0})
+    with pytest.raises(CorruptFileError, match=r"'directions_' has shape \(3, 10\), not \(2, 10\)"):
+        AllButTheTop()._set_state(arrays, {**values, "n_remove_": 2})
+    with pytest.raises(CorruptFileError, match="lacks the array 'mean_'"):
+        AllButTheTop()._set_state({"directions_": arrays["directions_"]}, values)
+    with pytest.raises(CorruptFileError, match="undeclared arrays extra_"):
+        AllButTheTop()._set_state({**arrays, "extra_": np.zeros(2)}, values)
+    with pytest.raises(CorruptFileError, match="does not fit its own parameters"):
+        AllButTheTop(n_remove=11)._set_state(arrays, values)
+
+
 def test_unfitted_save_refused(tmp_path: Path) -> None:
     from sklearn.exceptions import NotFittedError
 

@@ -29,6 +29,8 @@ from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError
 
 FORMAT_VERSION = 1
 _REGISTRY: dict[str, type[Transform]] = {}
+# A learned array's shape, axis by axis: a fixed length, the name of an integer learned value, or None (any).
+Shape = tuple[int | str | None, ...]
 
 
 class BadParameterError(BadInputError, InvalidParameterError):  # type: ignore[misc]
@@ -41,6 +43,23 @@ class Count(Interval):  # type: ignore[misc]
 
     def is_satisfied_by(self, val: Any) -> bool:
         return not isinstance(val, bool) and bool(super().is_satisfied_by(val))
+
+
+def _plain(value: Any) -> Any:
+    """A learned value as plain JSON: numpy scalars become Python ones."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _shape_fits(shape: tuple[int, ...], expected: tuple[int | None, ...]) -> bool:
+    return len(shape) == len(expected) and all(e is None or e == n for e, n in zip(expected, shape, strict=True))
+
+
+def _allows_bool(types: type | tuple[type, ...]) -> bool:
+    return bool in (types if isinstance(types, tuple) else (types,))
+
+
+def _type_names(types: type | tuple[type, ...]) -> str:
+    return " or ".join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))
 
 
 def _digest(arrays: dict[str, np.ndarray]) -> str:
@@ -76,14 +95,20 @@ class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
     before touching the data and ``_check_dimension_params`` as soon as the data's shape is known, before any
     pass over it, so a bad parameter leaves the transform as it was. Both raise :class:`BadParameterError`.
 
-    Subclasses list their learned array attributes in ``_state_arrays`` (names ending in ``_``) and any other
-    learned JSON-serialisable values in ``_state_values``; ``save``/``load`` need nothing more. Subclasses that
-    hold state in another form (a torch module) override ``_get_state``/``_set_state``.
+    Learned state is declared too, by attribute name, and ``save``/``load`` need nothing more: ``_state_arrays``
+    maps each learned array (names ending in ``_``) to its :data:`Shape`, ``_cached_arrays`` likewise for arrays
+    derived from those, saved when computed (``None`` until then) so that a reload is bitwise the same, and
+    ``_state_values`` maps each other learned value to its JSON type(s). ``_fitted_attribute`` names the
+    attribute a fit sets. A loaded array of another shape or a value of another type is refused as corrupt.
+    The one exception is state held in another form: Flow's torch module, which Flow writes and rebuilds through
+    the ``_get_module_state``/``_set_module_state`` hook (no other class overrides it).
     """
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {}
-    _state_arrays: ClassVar[tuple[str, ...]] = ()
-    _state_values: ClassVar[tuple[str, ...]] = ()
+    _state_arrays: ClassVar[dict[str, Shape]] = {}
+    _cached_arrays: ClassVar[dict[str, Shape]] = {}
+    _state_values: ClassVar[dict[str, type | tuple[type, ...]]] = {}
+    _fitted_attribute: ClassVar[str] = "n_features_in_"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -107,25 +132,58 @@ class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
     def _check_fitted(self) -> None:
         """Raise NotFittedError before a fit, and BadParameterError for a parameter changed since to a value
         that does not fit (a transform may read its parameters when it applies, as Whitening does)."""
-        check_is_fitted(self, self._fitted_marker())
+        check_is_fitted(self, self._fitted_attribute)
         self._validate_params()
         self._check_dimension_params(int(self.n_features_in_))
 
-    def _fitted_marker(self) -> str:
-        return self._state_arrays[0] if self._state_arrays else "n_features_in_"
-
     def _get_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """The declared learned arrays (cached ones when computed, and the module's) and values."""
         arrays = {name: np.asarray(getattr(self, name)) for name in self._state_arrays}
-        values = {name: getattr(self, name) for name in self._state_values}
+        for name in self._cached_arrays:
+            if (cached := getattr(self, name, None)) is not None:
+                arrays[name] = np.asarray(cached)
+        arrays.update(self._get_module_state())
+        values = {name: _plain(getattr(self, name)) for name in self._state_values}
         return arrays, values
 
     def _set_state(self, arrays: dict[str, np.ndarray], values: dict[str, Any]) -> None:
-        for name in self._state_arrays:
-            if name not in arrays:
-                raise CorruptFileError(f"saved {type(self).__name__} lacks the array {name!r}")
-            setattr(self, name, arrays[name])
-        for name, value in values.items():
-            setattr(self, name, value)
+        """Restore what :meth:`_get_state` gave, checking each declared value's type and array's shape."""
+        kind = type(self).__name__
+        for name, types in self._state_values.items():
+            if name not in values:
+                raise CorruptFileError(f"saved {kind} lacks the value {name!r}")
+            value = values[name]
+            if not isinstance(value, types) or (isinstance(value, bool) and not _allows_bool(types)):
+                raise CorruptFileError(f"saved {kind} has {name} = {value!r}, not of type {_type_names(types)}")
+        for name in self._state_values:
+            setattr(self, name, values[name])
+        rest = dict(arrays)
+        for name, shape in (self._state_arrays | self._cached_arrays).items():
+            array = rest.pop(name, None)
+            if array is None and name in self._state_arrays:
+                raise CorruptFileError(f"saved {kind} lacks the array {name!r}")
+            expected = tuple(values[axis] if isinstance(axis, str) else axis for axis in shape)
+            if array is not None and not _shape_fits(array.shape, expected):
+                raise CorruptFileError(f"saved {kind} array {name!r} has shape {array.shape}, not {expected}")
+            setattr(self, name, array)
+        if "n_features_in_" in self._state_values:
+            try:
+                self._check_dimension_params(self.n_features_in_)
+            except BadParameterError as exc:
+                raise CorruptFileError(f"saved {kind} does not fit its own parameters: {exc}") from exc
+        self._set_module_state(rest)
+
+    def _get_module_state(self) -> dict[str, np.ndarray]:
+        """Arrays of state held in another form than declared attributes; none here. Only Flow overrides
+        this pair: its state is a torch module."""
+        return {}
+
+    def _set_module_state(self, arrays: dict[str, np.ndarray]) -> None:
+        """Rebuild that state from the arrays :meth:`_get_module_state` gave (the file's undeclared arrays)."""
+        if arrays:
+            raise CorruptFileError(
+                f"saved {type(self).__name__} has undeclared arrays {', '.join(sorted(arrays))}"
+            )
 
     # --- persistence -----------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> Path:
@@ -190,6 +248,13 @@ class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
             raise CorruptFileError(f"{source} holds an unknown transform class {name!r}")
         if not issubclass(klass, cls):
             raise BadInputError(f"{source} holds a {name}, not a {cls.__name__}")
-        obj = klass(**header.get("params", {}))
-        obj._set_state(arrays, header.get("extra", {}))
+        params, values = header.get("params", {}), header.get("extra", {})
+        if not isinstance(params, dict) or not isinstance(values, dict):
+            raise CorruptFileError(f"{source} has a malformed whitevec header")
+        try:
+            obj = klass(**params)
+            obj._validate_params()
+        except (TypeError, BadParameterError) as exc:
+            raise CorruptFileError(f"{source} holds parameters {klass.__name__} cannot take: {exc}") from exc
+        obj._set_state(arrays, values)
         return obj  # type: ignore[return-value]

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from whitevec.transforms.base import BadParameterError, Count, Transform
+from whitevec.transforms.base import BadParameterError, Count, Shape, Transform
 from whitevec.transforms.validation import check_vectors
 from whitevec.transforms.whitening import CHUNK_ROWS, sign_flip
 
@@ -32,8 +32,8 @@ class Center(Transform):
     """``x' = x - mu``, with ``mu`` the mean of the fitted vectors."""
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {}
-    _state_arrays: ClassVar[tuple[str, ...]] = ("mean_",)
-    _state_values: ClassVar[tuple[str, ...]] = ("n_features_in_",)
+    _state_arrays: ClassVar[dict[str, Shape]] = {"mean_": ("n_features_in_",)}
+    _state_values: ClassVar[dict[str, type | tuple[type, ...]]] = {"n_features_in_": int}
 
     def fit(self, X: Any, y: Any = None) -> Center:
         """Store the mean of ``X`` (at least 1 row); returns self."""
@@ -60,7 +60,7 @@ class Normalize(Transform):
     """``x' = x / ||x||_2`` row by row; zero rows stay zero. ``fit`` only records the dimension."""
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {}
-    _state_values: ClassVar[tuple[str, ...]] = ("n_features_in_",)
+    _state_values: ClassVar[dict[str, type | tuple[type, ...]]] = {"n_features_in_": int}
 
     def fit(self, X: Any, y: Any = None) -> Normalize:
         """Record the input dimension; nothing is learned. Returns self."""
@@ -86,8 +86,11 @@ class AllButTheTop(Transform):
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "n_remove": [Count(Integral, 0, None, closed="left"), None],  # at most the input dimension
     }
-    _state_arrays: ClassVar[tuple[str, ...]] = ("mean_", "directions_")
-    _state_values: ClassVar[tuple[str, ...]] = ("n_features_in_", "n_remove_")
+    _state_arrays: ClassVar[dict[str, Shape]] = {
+        "mean_": ("n_features_in_",),
+        "directions_": ("n_remove_", "n_features_in_"),
+    }
+    _state_values: ClassVar[dict[str, type | tuple[type, ...]]] = {"n_features_in_": int, "n_remove_": int}
 
     def __init__(self, n_remove: int | None = None) -> None:
         self.n_remove = n_remove

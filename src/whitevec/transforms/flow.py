@@ -22,7 +22,7 @@ import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from whitevec.errors import BadInputError, CorruptFileError
-from whitevec.transforms.base import BadParameterError, Count, Transform
+from whitevec.transforms.base import BadParameterError, Count, Shape, Transform
 from whitevec.transforms.flow_layers import Glow, InvertibleLinear, level_dims
 from whitevec.transforms.validation import check_vectors
 
@@ -87,6 +87,17 @@ class Flow(Transform):
         "show_progress": ["boolean", None],
         "dtype": [StrOptions(set(_DTYPES))],
     }
+    # history_ rows: [step, mean training bits/dim since the previous check, validation bits/dim or NaN].
+    _state_arrays: ClassVar[dict[str, Shape]] = {"history_": (None, 3)}
+    _state_values: ClassVar[dict[str, type | tuple[type, ...]]] = {
+        "n_features_in_": int,
+        "n_steps_": int,
+        "best_step_": int,
+        "stopped_early_": bool,
+        "val_bits_per_dim_": (float, type(None)),
+    }
+    # The weights live in module_ (a torch module), saved and rebuilt by _get_module_state/_set_module_state.
+    _fitted_attribute: ClassVar[str] = "module_"
 
     def __init__(
         self,
@@ -240,8 +251,7 @@ class Flow(Transform):
         self.best_step_ = best_step
         self.stopped_early_ = stopped_early
         self.val_bits_per_dim_ = best_val if n_val else None
-        # history rows: [step, mean training bits/dim since the previous check, validation bits/dim or NaN]
-        self.history_ = history
+        self.history_ = np.array(history, dtype=np.float64).reshape(-1, 3)
         return self
 
     def _show(self) -> bool:
@@ -265,9 +275,6 @@ class Flow(Transform):
         return float(loss)
 
     # --- applying --------------------------------------------------------------------------------------
-    def _fitted_marker(self) -> str:
-        return "module_"
-
     def _apply(self, X: Any, name: str, fn: Any) -> np.ndarray:
         self._check_fitted()
         # Validated straight into the working precision: no float64 copy of float32 vectors.
@@ -297,34 +304,24 @@ class Flow(Transform):
         """Mean per-row log-density in nats (higher is better), scikit-learn style."""
         return float(np.mean(self.score_samples(X)))
 
-    # --- persistence -----------------------------------------------------------------------------------
-    _VALUES = ("n_features_in_", "n_steps_", "best_step_", "stopped_early_", "val_bits_per_dim_", "history_")
+    # --- persistence: the one override of the base's module hook ----------------------------------------
+    def _get_module_state(self) -> dict[str, np.ndarray]:
+        return {f"module.{k}": v.detach().cpu().numpy() for k, v in self.module_.state_dict().items()}
 
-    def _get_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        arrays = {f"module.{k}": v.detach().cpu().numpy() for k, v in self.module_.state_dict().items()}
-        history = [[None if math.isnan(v) else v for v in row] for row in self.history_]
-        values = {name: getattr(self, name) for name in self._VALUES}
-        values["history_"] = history
-        return arrays, values
-
-    def _set_state(self, arrays: dict[str, np.ndarray], values: dict[str, Any]) -> None:
-        try:
-            dim = int(values["n_features_in_"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CorruptFileError("saved Flow lacks its input dimension (n_features_in_)") from exc
-        self._validate_params()
-        self._check_dimension_params(dim)
-        module = self._build(dim, torch.Generator().manual_seed(0))
-        state = {k.removeprefix("module."): torch.from_numpy(v) for k, v in arrays.items()}
+    def _set_module_state(self, arrays: dict[str, np.ndarray]) -> None:
+        state: dict[str, torch.Tensor] = {}
+        for key, value in arrays.items():
+            if not key.startswith("module."):
+                raise CorruptFileError(f"saved Flow has an undeclared array {key!r}")
+            state[key.removeprefix("module.")] = torch.from_numpy(value)
+        # The initial weights do not matter: every one is replaced by a saved one.
+        module = self._build(self.n_features_in_, torch.Generator().manual_seed(0))
         try:
             module.load_state_dict(state, strict=True)
         except RuntimeError as exc:
             raise CorruptFileError(f"saved Flow weights do not fit its parameters: {exc}") from exc
         module.eval()
         self.module_ = module
-        for name in self._VALUES:
-            setattr(self, name, values.get(name))
-        self.history_ = [[math.nan if v is None else v for v in row] for row in (self.history_ or [])]
 
 
 def _param_groups(module: Glow, lr: float) -> list[dict[str, Any]]:

@@ -18,8 +18,8 @@ from typing import Any, ClassVar
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
-from whitevec.transforms.base import BadParameterError, Count, Transform
+from whitevec.errors import BadInputError, WhitevecWarning
+from whitevec.transforms.base import BadParameterError, Count, Shape, Transform
 from whitevec.transforms.validation import check_vectors, raise_non_finite
 
 # Rows per moment/transform chunk: the float64 working copy stays ~50 MB at d=768, so peak memory does not grow
@@ -71,8 +71,23 @@ class Whitening(Transform):
         "eps": [Interval(Real, 0, None, closed="neither")],
         "precision": [StrOptions({"float64", "float32"})],
     }
-    _state_arrays: ClassVar[tuple[str, ...]] = ("mean_", "scatter_", "eigenvalues_", "eigenvectors_")
-    _state_values: ClassVar[tuple[str, ...]] = ("n_features_in_", "n_samples_seen_")
+    _state_arrays: ClassVar[dict[str, Shape]] = {
+        "mean_": ("n_features_in_",),
+        "scatter_": ("n_features_in_", "n_features_in_"),
+    }
+    # The decomposition, once computed, is saved with the moments: a loaded Whitening then gives bitwise the
+    # outputs of the saved one (not a recomputation's), and does not repeat a floored-eigenvalue warning.
+    _cached_arrays: ClassVar[dict[str, Shape]] = {
+        "_eigenvalues": ("n_features_in_",),
+        "_eigenvectors": ("n_features_in_", "n_features_in_"),
+    }
+    _state_values: ClassVar[dict[str, type | tuple[type, ...]]] = {"n_features_in_": int, "n_samples_seen_": int}
+    _fitted_attribute: ClassVar[str] = "mean_"
+    # The decomposition of the current moments (None until computed), and the first chunk's mean, which
+    # later chunks are shifted by before their products.
+    _eigenvalues: np.ndarray | None = None
+    _eigenvectors: np.ndarray | None = None
+    _shift: np.ndarray | None = None
 
     def __init__(
         self,
@@ -98,15 +113,13 @@ class Whitening(Transform):
     # --- moments -----------------------------------------------------------------------------------------
     def _reset(self, n_features: int | None = None) -> None:
         """Forget all moments; with ``n_features``, start over at that dimension."""
-        for name in ("n_features_in_", "n_samples_seen_", "mean_", "scatter_"):
+        for name in ("n_features_in_", "n_samples_seen_", "mean_", "scatter_", *self._cached_arrays, "_shift"):
             self.__dict__.pop(name, None)
         if n_features is not None:
             self.n_features_in_ = n_features
-        self._eig: tuple[np.ndarray, np.ndarray] | None = None
-        self._shift: np.ndarray | None = None
 
     def _combine(self, n_b: int, mean_b: np.ndarray, m2_b: np.ndarray) -> None:
-        self._eig = None
+        self._eigenvalues = self._eigenvectors = None
         n_a = getattr(self, "n_samples_seen_", 0)
         if n_a == 0:
             self.n_samples_seen_, self.mean_, self.scatter_ = n_b, mean_b.copy(), m2_b.copy()
@@ -130,7 +143,7 @@ class Whitening(Transform):
                 self._reset(data.shape[1])
             return self
         dtype = np.float32 if self.precision == "float32" else np.float64
-        shift = getattr(self, "_shift", None) if expected is not None else None
+        shift = self._shift if expected is not None else None
         if shift is None or shift.shape[0] != data.shape[1]:
             shift = data[:CHUNK_ROWS].mean(axis=0, dtype=np.float64)
         d = data.shape[1]
@@ -189,7 +202,7 @@ class Whitening(Transform):
     # --- derived state -----------------------------------------------------------------------------------
     def _decompose(self) -> tuple[np.ndarray, np.ndarray]:
         """``(eigenvalues, U)`` of the covariance, cached until the moments change."""
-        if getattr(self, "_eig", None) is None:
+        if self._eigenvalues is None or self._eigenvectors is None:
             self._check_fitted()
             n = self.n_samples_seen_
             if n < 2:
@@ -199,7 +212,7 @@ class Whitening(Transform):
             # PSD matrix; rounding can leave tiny negative eigenvalues, clipped to 0 (they are floored anyway).
             s, U = np.linalg.eigh(self.scatter_ / (n - 1))
             s, U = np.clip(s[::-1], 0.0, None), U[:, ::-1]
-            self._eig = (s, sign_flip(U))
+            self._eigenvalues, self._eigenvectors = s, sign_flip(U)
             floored = int(np.sum(s[:k] < self._floor(s)))
             if floored and self.gamma != 0:
                 warnings.warn(
@@ -209,8 +222,7 @@ class Whitening(Transform):
                     WhitevecWarning,
                     stacklevel=3,
                 )
-        assert self._eig is not None
-        return self._eig
+        return self._eigenvalues, self._eigenvectors
 
     def _floor(self, s: np.ndarray) -> float:
         # All-identical input has lambda_max = 0; eps alone then keeps the scaling finite.
@@ -303,28 +315,3 @@ class Whitening(Transform):
         for start in range(0, X.shape[0], CHUNK_ROWS):
             out[start : start + CHUNK_ROWS] = X[start : start + CHUNK_ROWS] @ back + self.beta * self.mean_
         return out
-
-    # --- persistence -------------------------------------------------------------------------------------
-    def _fitted_marker(self) -> str:
-        return "mean_"
-
-    def _get_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        arrays = {"mean_": self.mean_, "scatter_": self.scatter_}
-        if self.n_samples_seen_ >= 2:
-            # Saving the decomposition (not recomputing it on load) keeps loaded outputs bitwise equal.
-            arrays["eigenvalues_"], arrays["eigenvectors_"] = self._decompose()
-        values = {"n_features_in_": int(self.n_features_in_), "n_samples_seen_": int(self.n_samples_seen_)}
-        return arrays, values
-
-    def _set_state(self, arrays: dict[str, np.ndarray], values: dict[str, Any]) -> None:
-        try:
-            d, n = int(values["n_features_in_"]), int(values["n_samples_seen_"])
-            mean, scatter = arrays["mean_"], arrays["scatter_"]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CorruptFileError(f"saved Whitening lacks its moments ({exc})") from exc
-        if mean.shape != (d,) or scatter.shape != (d, d):
-            raise CorruptFileError(f"saved Whitening moments have shapes {mean.shape}, {scatter.shape}; d = {d}")
-        self._reset()
-        self.n_features_in_, self.n_samples_seen_, self.mean_, self.scatter_ = d, n, mean, scatter
-        if "eigenvalues_" in arrays and "eigenvectors_" in arrays:
-            self._eig = (arrays["eigenvalues_"], arrays["eigenvectors_"])
