@@ -161,3 +161,25 @@ def test_default_model_matches_sentence_transformers_mean_pooling(minilm_dir: Pa
         with torch.no_grad():
             hidden = model(**tokenizer([text], return_tensors="pt")).last_hidden_state[0]
         np.testing.assert_allclose(row, hidden.mean(0).numpy(), atol=1e-5)
+
+
+def test_pooler_pooling_needs_a_model_with_a_pooler(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from transformers import DistilBertConfig, DistilBertModel
+
+    folder = tmp_path / "distilbert"  # no pooler layer in this architecture
+    folder.mkdir()
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (tiny_bert_dir / name).is_file():
+            shutil.copy(tiny_bert_dir / name, folder / name)
+    config = DistilBertConfig(vocab_size=100, dim=32, n_layers=1, n_heads=4, hidden_dim=64)
+    DistilBertModel(config).save_pretrained(str(folder))
+    with pytest.raises(BadInputError, match="pooler layer"):
+        Encoder(folder, pooling="pooler", cache=False)
+    encoder = Encoder(folder, pooling="cls", cache=False)
+    with pytest.raises(BadInputError, match="pooler layer"):
+        encoder.with_pooling("pooler")
+    with pytest.raises(BadInputError, match="pooler layer"):
+        encoder.encode_poolings(["a dog"], ["cls", "pooler"])
+    assert encoder.encode(["a dog"]).shape == (1, 32)

@@ -309,18 +309,23 @@ class Encoder:
         self.max_length = min(limits)
         if self.max_length < max_length:
             logger.info("max_length %d capped to the model's limit %d", max_length, self.max_length)
-        self.pooling.resolved_layers(self.n_hidden_states)  # fails early on out-of-range indices
-        if self.pooling.kind == _POOLER and getattr(self.model, "pooler", None) is None:
-            raise BadInputError(f"pooling 'pooler' needs a model with a pooler layer; {self.model_name} has none")
+        self._usable(self.pooling)  # fails early on out-of-range indices or a missing pooler
         self.dim = int(config.hidden_size)
+
+    def _usable(self, spec: str | Sequence[int] | Pooling) -> Pooling:
+        """``spec`` as a pooling this model can compute: its hidden_states indices exist and, for ``pooler``,
+        the model has a pooler layer."""
+        pooling = get_pooling(spec)
+        pooling.resolved_layers(self.n_hidden_states)
+        if pooling.kind == _POOLER and getattr(self.model, "pooler", None) is None:
+            raise BadInputError(f"pooling 'pooler' needs a model with a pooler layer; {self.model_name} has none")
+        return pooling
 
     def with_pooling(self, pooling: str | Sequence[int] | Pooling) -> Encoder:
         """The same loaded model with another pooling (no reload; the vector caches are shared)."""
+        usable = self._usable(pooling)
         other = copy.copy(self)
-        other.pooling = get_pooling(pooling)
-        other.pooling.resolved_layers(self.n_hidden_states)
-        if other.pooling.kind == _POOLER and getattr(self.model, "pooler", None) is None:
-            raise BadInputError(f"pooling 'pooler' needs a model with a pooler layer; {self.model_name} has none")
+        other.pooling = usable
         return other
 
     def without_cache(self) -> Encoder:
@@ -401,13 +406,7 @@ class Encoder:
         for i, text in enumerate(texts):
             if not isinstance(text, str):
                 raise TypeError(f"texts[{i}] is a {type(text).__name__}, not a str")
-        wanted = [get_pooling(p) for p in poolings]
-        for pooling in wanted:
-            pooling.resolved_layers(self.n_hidden_states)
-            if pooling.kind == _POOLER and getattr(self.model, "pooler", None) is None:
-                raise BadInputError(
-                    f"pooling 'pooler' needs a model with a pooler layer; {self.model_name} has none"
-                )
+        wanted = [self._usable(p) for p in poolings]
         out = {p.name: np.zeros((len(texts), self.dim), dtype=np.float32) for p in wanted}
         if not texts:
             return out
