@@ -49,7 +49,8 @@ logger = logging.getLogger(__name__)
 _MEAN = "mean"
 _CLS = "cls"
 _POOLER = "pooler"
-BACKENDS = ("torch", "bf16", "int8")
+# The arithmetic an Encoder computes in (its ``backend=``; CLI ``--compute``): float32, bfloat16 or int8.
+COMPUTE_BACKENDS = ("torch", "bf16", "int8")
 
 
 @dataclass(frozen=True)
@@ -278,9 +279,9 @@ class Encoder:
             raise BadInputError(f"max_length must be at least 2 (room for the special tokens), got {max_length}")
         if batch_size < 1:
             raise BadInputError(f"batch_size must be at least 1, got {batch_size}")
-        if backend not in BACKENDS:
+        if backend not in COMPUTE_BACKENDS:
             raise BadInputError(
-                f"unknown encoder backend {backend!r} (CLI: --compute); valid: {', '.join(BACKENDS)}"
+                f"unknown encoder backend {backend!r} (CLI: --compute); valid: {', '.join(COMPUTE_BACKENDS)}"
             )
         self.model_name = str(model)
         self.model_path = resolve_model(model)
