@@ -183,3 +183,26 @@ def test_pooler_pooling_needs_a_model_with_a_pooler(tiny_bert_dir: Path, tmp_pat
     with pytest.raises(BadInputError, match="pooler layer"):
         encoder.encode_poolings(["a dog"], ["cls", "pooler"])
     assert encoder.encode(["a dog"]).shape == (1, 32)
+
+
+def test_close_closes_the_shared_vector_caches_and_encode_reopens_them(
+    tiny_bert_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Encoder(tiny_bert_dir, pooling="last-avg", cache=tmp_path) as encoder:
+        by_cls = encoder.with_pooling("cls")
+        uncached = encoder.without_cache()
+        expected = encoder.encode(TEXTS), by_cls.encode(TEXTS)
+        caches = list(encoder._caches.values())
+        assert len(caches) == 2 and all(cache.enabled for cache in caches)
+        uncached.close()  # holds no cache: the others stay open
+        assert all(cache.enabled for cache in caches)
+        by_cls.close()  # shared: closing the derived encoder closes the parent's caches too
+        assert not any(cache.enabled for cache in caches)
+        # Both keep working, from the reopened cache files (no forward pass).
+        monkeypatch.setattr(encoder, "_forward", lambda *a, **k: pytest.fail("encoded instead of reading"))
+        monkeypatch.setattr(by_cls, "_forward", lambda *a, **k: pytest.fail("encoded instead of reading"))
+        np.testing.assert_array_equal(encoder.encode(TEXTS), expected[0])
+        np.testing.assert_array_equal(by_cls.encode(TEXTS), expected[1])
+        reopened = list(encoder._caches.values())
+        assert len(reopened) == 2 and all(cache.enabled for cache in reopened)
+    assert not any(cache.enabled for cache in reopened)  # leaving the with block closed them

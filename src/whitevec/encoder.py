@@ -341,6 +341,24 @@ class Encoder:
         """Whether encoded vectors are kept on disk and reused."""
         return self._cache_folder is not None
 
+    def close(self) -> None:
+        """Close the vector cache files (SQLite connections) this encoder holds.
+
+        Encoders made by ``with_pooling`` share their vector caches with the one they came from, so closing any
+        of them closes the caches of all. None becomes unusable: the next ``encode`` of any reopens the cache it
+        needs. ``without_cache`` encoders hold no cache, and closing one leaves its parent's open.
+        """
+        caches = list(self._caches.values())
+        self._caches.clear()  # the dict is shared too: every encoder of the family reopens on its next encode
+        for cache in caches:
+            cache.close()
+
+    def __enter__(self) -> Encoder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # --- identity ---------------------------------------------------------------------------------------
     @property
     def model_fingerprint(self) -> str:
