@@ -13,6 +13,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from whitevec.encoder import POOLINGS, Encoder, get_pooling
+from whitevec.encoding import EncoderLike
 from whitevec.errors import BadInputError
 
 TEXTS = [
@@ -206,3 +207,10 @@ def test_close_closes_the_shared_vector_caches_and_encode_reopens_them(
         reopened = list(encoder._caches.values())
         assert len(reopened) == 2 and all(cache.enabled for cache in reopened)
     assert not any(cache.enabled for cache in reopened)  # leaving the with block closed them
+
+
+def test_the_encoder_is_encoder_like(tiny_bert_dir: Path) -> None:
+    encoder = Encoder(tiny_bert_dir, pooling="cls", cache=False)
+    assert isinstance(encoder, EncoderLike)
+    assert {"model", "pooling", "max_length", "dim"} <= set(encoder.describe())
+    assert not isinstance(object(), EncoderLike)
