@@ -29,12 +29,12 @@ CHILD = textwrap.dedent(
     # KeyboardInterrupt: a `make test &` would leave this child asleep. Take SIGINT as an interactive run does.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path.insert(0, sys.argv[1])
-    import whitevec.index.retriever as retriever
+    import whitevec.index.build as build
     from tests.test_index_helpers import HashEncoder
     from whitevec.index import Document, Retriever
 
     out = sys.argv[2]
-    original = retriever.write_docs
+    original = build.write_docs
 
     def slow_write_docs(path, docs, start_row=0):
         n = original(path, docs, start_row)
@@ -42,7 +42,7 @@ CHILD = textwrap.dedent(
         time.sleep(120)
         return n
 
-    retriever.write_docs = slow_write_docs
+    build.write_docs = slow_write_docs
     docs = [Document(f"new-{i}", f"a dog running {i}") for i in range(30)]
     Retriever.build(docs, out, encoder=HashEncoder(), transform="none", metric="l2")
     print("FINISHED", flush=True)

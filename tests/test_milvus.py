@@ -10,12 +10,12 @@ import pytest
 
 from tests.test_index_helpers import HashEncoder
 from whitevec.errors import BadInputError, DataNotFoundError, WhitevecError
-from whitevec.index import Document, FaissBackend, Retriever
+from whitevec.index import Document, FaissStore, Retriever
 
 pytest.importorskip("pymilvus", reason="the Milvus tests need pip install 'whitevec[milvus]'")
 pytest.importorskip("milvus_lite", reason="the Milvus tests need milvus-lite (local file URIs)")
 
-from whitevec.index.milvus_backend import MilvusBackend
+from whitevec.index.milvus_store import MilvusStore
 
 
 @pytest.mark.parametrize(("metric", "kind"), [("ip", "flat"), ("l2", "flat"), ("ip", "hnsw")])
@@ -24,10 +24,10 @@ def test_milvus_matches_faiss_flat(tmp_path: Path, metric: str, kind: str) -> No
     vectors = rng.normal(size=(500, 24)).astype(np.float32)
     queries = rng.normal(size=(40, 24)).astype(np.float32)
     ids = np.arange(500, dtype=np.int64)
-    faiss_backend = FaissBackend(24, metric, "flat")
+    faiss_backend = FaissStore(24, metric, "flat")
     faiss_backend.add(ids, vectors)
     params = {"efSearch": 500} if kind == "hnsw" else None  # ef >= n: HNSW is exhaustive here
-    milvus = MilvusBackend(str(tmp_path / "m.db"), "c1", 24, metric, kind, params, create=True)
+    milvus = MilvusStore(str(tmp_path / "m.db"), "c1", 24, metric, kind, params, create=True)
     milvus.add(ids, vectors)
     assert milvus.count == 500
     f_scores, f_ids = faiss_backend.search(queries, 10)

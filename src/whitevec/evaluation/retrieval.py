@@ -309,14 +309,14 @@ def _latency(retriever: Any, timing_encoder: Encoder, texts: Sequence[str]) -> t
     """Median ms of (encode uncached + transform + search + fetch) and of (search + fetch), one query at a time."""
     if not texts:
         return float("nan"), float("nan")
-    from whitevec.index.retriever import _apply
+    from whitevec.index import stored_form
 
     full, search_only = [], []
     k = min(10, retriever.count)
     for text in texts:
         started = time.perf_counter()
         raw = timing_encoder.encode([text], show_progress=False)
-        vector = _apply(retriever.transform, raw, retriever.manifest["metric"])
+        vector = stored_form(retriever.transform, raw, retriever.manifest["metric"])
         retriever.search_vectors(vector, k)
         middle = time.perf_counter()
         retriever.search_vectors(vector, k)

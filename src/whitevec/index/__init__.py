@@ -5,25 +5,30 @@
 >>> Retriever.load("idx").search(["how do wings stall?"], k=5)                        # doctest: +SKIP
 """
 
+# The vector stores register themselves by name when their modules are imported (whitevec.index.store).
 from whitevec.datasets.retrieval import Document, read_corpus_file
-from whitevec.index.backend import BACKENDS, KINDS, METRICS, VectorBackend, normalize_rows
+from whitevec.index import faiss_store, milvus_store  # noqa: F401
+from whitevec.index.build import build_index, check_build
 from whitevec.index.export import export_faiss
-from whitevec.index.faiss_backend import FaissBackend
+from whitevec.index.faiss_store import FaissStore
 from whitevec.index.retriever import Retriever, SearchHit, check_encoder
 from whitevec.index.snapshot import read_manifest
+from whitevec.index.store import KINDS, METRICS, VectorStore, store_names, stored_form
 
 __all__ = [
-    "BACKENDS",
     "KINDS",
     "METRICS",
     "Document",
-    "FaissBackend",
+    "FaissStore",
     "Retriever",
     "SearchHit",
-    "VectorBackend",
+    "VectorStore",
+    "build_index",
+    "check_build",
     "check_encoder",
     "export_faiss",
-    "normalize_rows",
     "read_corpus_file",
     "read_manifest",
+    "store_names",
+    "stored_form",
 ]

@@ -18,8 +18,8 @@ import numpy as np
 
 from whitevec._io import atomic_path
 from whitevec.errors import BadInputError
-from whitevec.index.faiss_backend import INDEX_FILE, FaissBackend
-from whitevec.index.retriever import LINEAR_TRANSFORMS, TRANSFORM_FILE
+from whitevec.index.faiss_store import FaissStore
+from whitevec.index.layout import INDEX_FILE, LINEAR_TRANSFORMS, TRANSFORM_FILE
 from whitevec.index.snapshot import IndexSnapshot, read_consistent
 from whitevec.transforms import Center, Transform, Whitening
 
@@ -65,7 +65,7 @@ def export_faiss(index_dir: str | os.PathLike[str], out: str | os.PathLike[str])
             else None
         )
         with snapshot.reader(INDEX_FILE) as read_index:
-            stored = FaissBackend.read(
+            stored = FaissStore.read(
                 read_index,
                 folder / INDEX_FILE,
                 manifest["dim"],

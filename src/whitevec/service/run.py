@@ -45,7 +45,7 @@ def check_workers(manifest: dict[str, Any], workers: int) -> None:
     """Refuse several worker processes on an index whose vectors live in Milvus Lite (the manifest names no
     Milvus server): Milvus Lite opens its data in one process only, so a second worker would fail to start
     and be restarted forever."""
-    from whitevec.index.milvus_backend import is_local_uri
+    from whitevec.index.milvus_store import is_local_uri
 
     uri = manifest.get("backend_uri")
     if workers > 1 and manifest.get("backend") == "milvus" and (not uri or is_local_uri(str(uri))):

@@ -12,15 +12,23 @@ import collections
 import contextlib
 import logging
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from whitevec.errors import BadInputError, DataNotFoundError, WhitevecError
-from whitevec.index.backend import check_choice
+from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError, WhitevecError
+from whitevec.index.layout import MILVUS_LOCAL
+from whitevec.index.manifest import MANIFEST
+from whitevec.index.store import KINDS, METRICS, check_choice, check_vectors_for, register_store, resolve_params
+
+if TYPE_CHECKING:
+    from whitevec.index.snapshot import IndexSnapshot
+
+logger = logging.getLogger(__name__)
 
 MILVUS_TOPK_LIMIT = 16384  # Milvus refuses larger limits
 _INSERT_BATCH = 2000
@@ -93,8 +101,18 @@ def new_collection_name() -> str:
     return "whitevec_" + uuid.uuid4().hex[:16]
 
 
-class MilvusBackend:
-    """Vectors in one Milvus collection (int64 primary key ``id``, float vector ``vector``)."""
+@register_store
+class MilvusStore:
+    """Vectors in one Milvus collection (int64 primary key ``id``, float vector ``vector``).
+
+    With no URI at build, Milvus Lite keeps the data in the index folder (``milvus.db/``); with one, a server (or
+    a Lite file elsewhere) holds the collection and the folder only names it. Rows are never renumbered, so a
+    handle opened for one index version searches ``id < count`` of that version (``visible_rows``): rows a later
+    add is putting in stay invisible to it.
+    """
+
+    name: ClassVar[str] = "milvus"
+    files: ClassVar[tuple[str, ...]] = ()  # the Lite data folder is a database, not a checksummed file
 
     def __init__(
         self,
@@ -107,20 +125,19 @@ class MilvusBackend:
         *,
         create: bool = False,
         token: str | None = None,
+        stored_uri: str | None = None,
     ) -> None:
         self.uri = str(uri)
         self.collection = collection
         self.dim = int(dim)
-        self.metric = check_choice(metric, ("cosine", "ip", "l2"), "metric")
-        self.kind = check_choice(kind, ("flat", "hnsw", "ivf"), "index kind")
-        defaults = DEFAULT_PARAMS[self.kind]
-        for name in params or {}:
-            if name not in defaults:
-                raise BadInputError(f"index parameter {name!r} does not apply to kind {self.kind!r}")
-        self._params = {**defaults, **(params or {})}
-        # Rows this handle searches: ids below it (None: all). A reader of one index version sets it to that
-        # version's row count, so vectors another writer is adding stay invisible until their version is read.
+        self.metric = check_choice(metric, METRICS, "metric")
+        self.kind = check_choice(kind, KINDS, "index kind")
+        self._params = resolve_params(self.kind, params, DEFAULT_PARAMS)
+        # What the manifest records: None when the data lives in the index folder (Milvus Lite there).
+        self.stored_uri = stored_uri
+        # Rows this handle searches: ids below it (None: all). See the class docstring.
         self.visible_rows: int | None = None
+        self._closed = True
         pymilvus = _pymilvus()
         if is_local_uri(self.uri):
             if not self.uri.endswith(".db"):
@@ -150,6 +167,95 @@ class MilvusBackend:
         except BaseException:
             self.close()
             raise
+
+    # --- life cycle -----------------------------------------------------------------------------------------
+    @classmethod
+    def check_options(cls, kind: str, params: dict[str, Any] | None, uri: str | None) -> None:
+        resolve_params(check_choice(kind, KINDS, "index kind"), params, DEFAULT_PARAMS)
+        if uri is not None and is_local_uri(uri) and not uri.endswith(".db"):
+            raise BadInputError(f"a local Milvus Lite URI must be a file name ending in .db, got {uri!r}")
+
+    @classmethod
+    def create(
+        cls, folder: Path, dim: int, metric: str, kind: str, params: dict[str, Any] | None, uri: str | None
+    ) -> MilvusStore:
+        cls.check_options(kind, params, uri)
+        if uri is not None and is_local_uri(uri):
+            uri = str(Path(uri).expanduser().resolve())
+        real_uri = str(folder / MILVUS_LOCAL) if uri is None else uri
+        return cls(real_uri, new_collection_name(), dim, metric, kind, params, create=True, stored_uri=uri)
+
+    @classmethod
+    def open(cls, snapshot: IndexSnapshot) -> MilvusStore:
+        manifest = snapshot.manifest
+        collection = manifest["milvus_collection"]
+        if not collection:
+            raise CorruptFileError(f"{snapshot.folder / MANIFEST}: a Milvus index needs milvus_collection")
+
+        def connect(uri: Path | str) -> MilvusStore:
+            return cls(
+                str(uri),
+                collection,
+                manifest["dim"],
+                manifest["metric"],
+                manifest["index_kind"],
+                manifest["index_params"],
+                stored_uri=manifest["backend_uri"],
+            )
+
+        uri = manifest["backend_uri"]
+        store = connect(uri) if uri else snapshot.by_path(MILVUS_LOCAL, connect)
+        store.visible_rows = manifest["count"]
+        return store
+
+    @classmethod
+    def discard(cls, manifest: dict[str, Any]) -> None:
+        """Drop the collection of a replaced index whose vectors lived outside its folder (a server, or a Lite
+        file elsewhere); in-folder Lite data went away with the folder."""
+        uri, collection = manifest.get("backend_uri"), manifest.get("milvus_collection")
+        if not uri or not collection:
+            return
+        try:
+            client = _pymilvus().MilvusClient(uri=uri)
+            if client.has_collection(collection):
+                client.drop_collection(collection)
+            client.close()
+        except Exception as exc:  # the new index is fine; the old collection is only garbage
+            logger.warning("could not drop the replaced Milvus collection %s: %s", collection, exc)
+
+    def stage_add(self, folder: Path) -> MilvusStore:
+        """In-folder Milvus Lite data is copied into the next version's folder and added to there, so the
+        current version stays whole; a collection elsewhere is shared (readers are held at their row count)."""
+        if self.stored_uri is not None:
+            return self
+        self.release()  # one server per data folder: let go before copying it
+        target = folder / MILVUS_LOCAL
+        shutil.copytree(self.uri, target, ignore=shutil.ignore_patterns("LOCK"))
+        staged = MilvusStore(
+            str(target), self.collection, self.dim, self.metric, self.kind, self._params, stored_uri=None
+        )
+        return staged
+
+    def save(self, folder: Path) -> list[str]:
+        self.client.flush(self.collection)
+        if self.stored_uri is None:
+            self.release()  # Milvus Lite must let go of its files before the folder is renamed
+        return []
+
+    def reopen(self, folder: Path, manifest: dict[str, Any]) -> MilvusStore:
+        store = self
+        if self.stored_uri is None:
+            store = MilvusStore(
+                str(folder / MILVUS_LOCAL), self.collection, self.dim, self.metric, self.kind, self._params
+            )
+        store.visible_rows = manifest["count"]
+        return store
+
+    def abandon(self, ids: np.ndarray) -> None:
+        if self.stored_uri is None:
+            self.release()  # a staged Lite copy: its folder is removed with the failed version
+        else:
+            self.delete(ids)
 
     @property
     def _milvus_metric(self) -> str:
@@ -190,11 +296,11 @@ class MilvusBackend:
     def params(self) -> dict[str, Any]:
         return dict(self._params)
 
+    def location(self) -> dict[str, Any]:
+        return {"backend_uri": self.stored_uri, "milvus_collection": self.collection}
+
     def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
-        x = np.ascontiguousarray(vectors, dtype=np.float32)
-        ids64 = np.asarray(ids, dtype=np.int64)
-        if x.ndim != 2 or x.shape[1] != self.dim or ids64.shape != (x.shape[0],):
-            raise BadInputError(f"expected {len(ids64)} vectors of dimension {self.dim}, got shape {x.shape}")
+        ids64, x = check_vectors_for(self, ids, vectors)
         for start in range(0, len(ids64), _INSERT_BATCH):
             stop = start + _INSERT_BATCH
             rows = [
@@ -204,7 +310,6 @@ class MilvusBackend:
         self.client.flush(self.collection)
 
     def delete(self, ids: np.ndarray) -> None:
-        """Remove rows (used to undo an add whose document write failed)."""
         self.client.delete(self.collection, ids=[int(i) for i in ids])
 
     def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -231,11 +336,6 @@ class MilvusBackend:
                 ids[row, col] = int(hit["id"])
                 scores[row, col] = float(hit["distance"])
         return scores, ids
-
-    def save(self, folder: Path) -> list[str]:
-        # The vectors live in Milvus; make sure they are persisted there. Nothing to write in the folder.
-        self.client.flush(self.collection)
-        return []
 
     def drop(self) -> None:
         self.client.drop_collection(self.collection)

@@ -1,0 +1,246 @@
+"""Building an index folder: check what is cheap first, then encode, fit the transform, store, publish.
+
+The folder is written through ``whitevec._io.atomic_dir`` (built in a temporary sibling folder and swapped in
+whole, see :mod:`whitevec.index.layout`); ``manifest.json`` is written last, so a leftover temporary folder is
+never loadable as an index.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from whitevec._io import atomic_dir, check_writable_parent
+from whitevec.datasets.retrieval import Document, check_unique_ids, read_corpus_file
+from whitevec.errors import BadInputError, CorruptFileError
+from whitevec.index.docstore import write_docs
+from whitevec.index.faiss_store import faiss_version
+from whitevec.index.layout import DOCS_FILE, LINEAR_TRANSFORMS, TRANSFORM_FILE
+from whitevec.index.manifest import MANIFEST, write_manifest
+from whitevec.index.snapshot import read_manifest
+from whitevec.index.store import KINDS, METRICS, VectorStore, check_choice, store_class, stored_form
+from whitevec.transforms import Transform, make_transform
+
+if TYPE_CHECKING:
+    from whitevec.encoding import EncoderLike
+
+
+def as_documents(corpus: Sequence[Document] | str | os.PathLike[str]) -> list[Document]:
+    """A corpus file read (see ``whitevec.datasets.retrieval``), or a list of Documents checked one by one."""
+    if isinstance(corpus, str | os.PathLike):
+        return read_corpus_file(corpus)
+    docs = list(corpus)
+    for i, doc in enumerate(docs):
+        if not isinstance(doc, Document):
+            raise BadInputError(f"corpus[{i}] is a {type(doc).__name__}, expected whitevec.index.Document")
+        if not isinstance(doc.id, str) or not doc.id:
+            raise BadInputError(f"corpus[{i}] has id {doc.id!r}; ids must be non-empty strings")
+        if not isinstance(doc.text, str):
+            raise BadInputError(f"document {doc.id!r} has text of type {type(doc.text).__name__}, expected str")
+        try:
+            doc.id.encode("utf-8")
+            doc.text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadInputError(
+                f"document {i} ({doc.id!r}) holds a lone surrogate (\\ud800-\\udfff), which is not text; fix it"
+            ) from None
+    return docs
+
+
+def _check_target(out: Path) -> dict[str, Any] | None:
+    """Refuse to replace anything but an earlier index; return the earlier index's manifest if there is one."""
+    if not out.exists():
+        return None
+    if not out.is_dir():
+        raise BadInputError(f"{out} exists and is not a folder; choose another --out")
+    if (out / MANIFEST).is_file():
+        try:
+            return read_manifest(out, verify=False)
+        except CorruptFileError:
+            return None
+    if any(out.iterdir()):
+        raise BadInputError(f"{out} is a non-empty folder that is not a whitevec index; refusing to replace it")
+    return None
+
+
+def check_build(
+    out: str | os.PathLike[str],
+    *,
+    kind: str = "flat",
+    metric: str = "cosine",
+    backend: str = "faiss",
+    uri: str | None = None,
+    index_params: dict[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """Everything about a build that can be checked before any model loads or document is encoded.
+
+    Checks the kind, metric, backend and index parameters, the URI's form, that ``out`` is absent, empty or an
+    earlier index, and that its parent folder can be written. Returns the earlier index's manifest, if any.
+
+    Raises:
+        BadInputError: an unknown choice or parameter, or an ``out`` that must not be replaced.
+        OSError: the parent folder of ``out`` cannot be created or written (EACCES, EROFS, ...).
+    """
+    check_choice(kind, KINDS, "index kind")
+    check_choice(metric, METRICS, "metric")
+    store_class(backend).check_options(kind.strip().lower(), index_params, uri)
+    target = Path(out).expanduser()
+    previous = _check_target(target)
+    check_writable_parent(target)
+    return previous
+
+
+def build_index(
+    corpus: Sequence[Document] | str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    encoder: EncoderLike,
+    transform: str | Transform | None = "whitening",
+    fit_on: str | os.PathLike[str] = "corpus",
+    kind: str = "flat",
+    metric: str = "cosine",
+    backend: str = "faiss",
+    uri: str | None = None,
+    index_params: dict[str, Any] | None = None,
+    show_progress: bool | None = None,
+) -> Path:
+    """Encode ``corpus``, fit ``transform``, store the vectors and write the index folder ``out``; see
+    :meth:`whitevec.index.Retriever.build` for the arguments. Returns ``out``.
+
+    Raises:
+        BadInputError: empty corpus, duplicate ids, unknown kind/metric/backend/params, or ``out`` is
+            something other than an earlier index. Nothing is written in these cases.
+    """
+    started = time.perf_counter()
+    target = Path(out).expanduser()
+    previous = check_build(target, kind=kind, metric=metric, backend=backend, uri=uri, index_params=index_params)
+    kind, metric = kind.strip().lower(), metric.strip().lower()
+    stores = store_class(backend)
+    docs = as_documents(corpus)
+    if not docs:
+        raise BadInputError("the corpus is empty; give at least one document")
+    check_unique_ids(docs)
+    vectors = encoder.encode([d.text for d in docs], show_progress=show_progress)
+    fitted, transform_info = fit_transform(transform, fit_on, vectors, encoder, show_progress)
+    stored = stored_form(fitted, vectors, metric)
+    store: VectorStore | None = None
+    try:
+        with atomic_dir(target) as tmp:
+            files: list[str] = []
+            if fitted is not None:
+                fitted.save(tmp / TRANSFORM_FILE)
+                files.append(TRANSFORM_FILE)
+            store = stores.create(tmp, int(stored.shape[1]), metric, kind, index_params, uri)
+            store.add(np.arange(len(docs), dtype=np.int64), stored)
+            files += store.save(tmp)
+            write_docs(tmp / DOCS_FILE, docs)
+            files.append(DOCS_FILE)
+            manifest = {
+                **encoder_fields(encoder),
+                "dim": int(stored.shape[1]),
+                "transform": transform_info,
+                "metric": metric,
+                "index_kind": kind,
+                "index_params": store.params(),
+                "count": len(docs),
+                "backend": stores.name,
+                **store.location(),
+                "faiss": faiss_version(),
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "build_seconds": round(time.perf_counter() - started, 3),
+            }
+            write_manifest(tmp, manifest, files)  # last: a folder without it is never an index
+    except BaseException:
+        if store is not None:
+            with contextlib.suppress(Exception):
+                store.drop()
+        raise
+    finally:
+        if store is not None:
+            store.close()
+    if previous is not None:
+        with contextlib.suppress(BadInputError):  # a backend this whitevec no longer has: nothing to free
+            store_class(previous["backend"]).discard(previous)
+    return target
+
+
+def encoder_fields(encoder: EncoderLike) -> dict[str, Any]:
+    """What the manifest records of the encoder, so queries are encoded the same way."""
+    info = encoder.describe()
+    return {
+        "model": info["model"],
+        "model_fingerprint": info.get("model_fingerprint"),
+        "pooling": info["pooling"],
+        "layers": info.get("layers"),
+        "max_length": int(info["max_length"]),
+        "encoder_dim": int(info["dim"]),
+        # The arithmetic the documents were encoded with; loading without an encoder reproduces it.
+        "encoder_backend": info.get("backend", "torch"),
+    }
+
+
+def _is_fitted(transform: Transform) -> bool:
+    try:
+        transform._check_fitted()
+    except Exception:  # sklearn's NotFittedError, or a missing attribute
+        return False
+    return True
+
+
+def fit_transform(
+    transform: str | Transform | None,
+    fit_on: str | os.PathLike[str],
+    vectors: np.ndarray,
+    encoder: EncoderLike,
+    show_progress: bool | None,
+) -> tuple[Transform | None, dict[str, Any] | None]:
+    """The transform a build stores (fitted on ``vectors`` or on the texts of the file ``fit_on``, unless it
+    came fitted) and its manifest entry; ``(None, None)`` for no transform."""
+    spec: str
+    if transform is None:
+        return None, None
+    if isinstance(transform, str) and transform.strip().lower().endswith(".safetensors"):
+        obj: Transform | None = Transform.load(transform)
+        spec = str(transform)
+    elif isinstance(transform, str):
+        obj, spec = make_transform(transform), transform.strip().lower()
+    elif isinstance(transform, Transform):
+        obj, spec = transform, type(transform).__name__
+    else:
+        raise BadInputError(
+            f"transform must be a spec string, a Transform or None, got {type(transform).__name__}"
+        )
+    if obj is None:
+        return None, None
+    source = "given"
+    rows = 0
+    if not _is_fitted(obj):
+        if str(fit_on) == "corpus":
+            fit_vectors, source = vectors, "corpus"
+        else:
+            from whitevec.datasets import read_texts_file
+
+            fit_vectors = encoder.encode(read_texts_file(fit_on), show_progress=show_progress)
+            source = str(Path(fit_on).expanduser().resolve())
+        obj.fit(fit_vectors)
+        rows = int(fit_vectors.shape[0])
+    info = {
+        "spec": spec,
+        "class": type(obj).__name__,
+        "params": {k: v for k, v in obj.get_params(deep=False).items() if _jsonable(v)},
+        "fit_on": source,
+        "fit_rows": rows,
+        "linear": type(obj).__name__ in LINEAR_TRANSFORMS,
+        "file": TRANSFORM_FILE,
+    }
+    return obj, info
+
+
+def _jsonable(value: Any) -> bool:
+    return value is None or isinstance(value, bool | int | float | str)

@@ -1,0 +1,41 @@
+"""What an index folder holds: its file names, and which files a given manifest must list.
+
+DIR/manifest.json           what built it, counts, versions, sha256 of every file below and of itself
+DIR/transform.safetensors   the fitted transform (absent for transform "none")
+DIR/docs.sqlite             row -> id, text, metadata (JSON)
+DIR/...                     what the vector store keeps there (FAISS: index.faiss; Milvus Lite: milvus.db/)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from whitevec.errors import CorruptFileError
+from whitevec.index.manifest import MANIFEST
+from whitevec.index.store import KINDS, METRICS, store_class, store_names
+
+TRANSFORM_FILE = "transform.safetensors"
+DOCS_FILE = "docs.sqlite"
+INDEX_FILE = "index.faiss"
+MILVUS_LOCAL = "milvus.db"  # Milvus Lite data of an index built without --uri
+LINEAR_TRANSFORMS = ("Whitening", "Center")
+
+
+def check_index_manifest(manifest: dict[str, Any], folder: Path) -> None:
+    """What the manifest's schema cannot say alone: known choices, and the files this kind of index has."""
+    where = folder / MANIFEST
+    for field, allowed in (("metric", METRICS), ("index_kind", KINDS), ("backend", store_names())):
+        if manifest[field] not in allowed:
+            raise CorruptFileError(f"{where}: unknown {field} {manifest[field]!r}; valid: {', '.join(allowed)}")
+    expected = {DOCS_FILE, *store_class(manifest["backend"]).files}
+    if manifest["transform"] is not None:
+        expected.add(TRANSFORM_FILE)
+        if manifest["transform"]["file"] != TRANSFORM_FILE:
+            raise CorruptFileError(f"{where}: the transform must be {TRANSFORM_FILE}")
+    files = set(manifest["files"])
+    if files != expected:
+        raise CorruptFileError(
+            f"{where} lists the files {sorted(files)}; an index of this kind has {sorted(expected)}. "
+            "Rebuild the index."
+        )

@@ -1,0 +1,185 @@
+"""The vector-store protocol every backend implements, the registry of backends by name, and the shared
+vocabulary (metrics, index kinds).
+
+Ids are int64 row numbers that whitevec assigns (0, 1, 2, ...); the document store maps them to the user's
+string ids. Vectors arrive already transformed and, for the cosine metric, already L2-normalised
+(:func:`stored_form`), so a store only ever does inner product (``cosine``, ``ip``) or squared Euclidean
+distance (``l2``).
+
+A store takes part in the life of an index folder (see :mod:`whitevec.index.snapshot`): it is created for a new
+version being written in a temporary folder, opened from a pinned version, staged for an add into the next
+version's folder, saved there, and reopened once that version is in place. ``Retriever`` and the build call
+only these methods, so a new backend is one new module whose class is decorated with :func:`register_store`
+(and imported in ``whitevec/index/__init__.py``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+
+import numpy as np
+
+from whitevec.errors import BadInputError
+from whitevec.linalg import unit_rows
+
+if TYPE_CHECKING:
+    from whitevec.index.snapshot import IndexSnapshot
+    from whitevec.transforms import Transform
+
+METRICS = ("cosine", "ip", "l2")
+KINDS = ("flat", "hnsw", "ivf")
+
+
+class VectorStore(Protocol):
+    """What an index needs from a place that keeps vectors and searches them."""
+
+    name: ClassVar[str]  # the manifest's "backend" and the CLI's --backend value
+    files: ClassVar[tuple[str, ...]]  # the files it keeps in a version folder (checksummed in the manifest)
+    dim: int
+    metric: str
+    kind: str
+
+    # --- life cycle -----------------------------------------------------------------------------------------
+    @classmethod
+    def check_options(cls, kind: str, params: dict[str, Any] | None, uri: str | None) -> None:
+        """Refuse index parameters or a URI this store cannot take, before any work (BadInputError)."""
+        ...
+
+    @classmethod
+    def create(
+        cls, folder: Path, dim: int, metric: str, kind: str, params: dict[str, Any] | None, uri: str | None
+    ) -> VectorStore:
+        """A new, empty store for the index version being written in ``folder`` (``uri``: where the vectors
+        should live, when not in the folder)."""
+        ...
+
+    @classmethod
+    def open(cls, snapshot: IndexSnapshot) -> VectorStore:
+        """The store of one pinned index version; it answers with that version's vectors only."""
+        ...
+
+    @classmethod
+    def discard(cls, manifest: dict[str, Any]) -> None:
+        """After a rebuild replaced the version ``manifest`` describes, free what it kept outside its folder."""
+        ...
+
+    def stage_add(self, folder: Path) -> VectorStore:
+        """A store holding this one's vectors, to add to for the next version (written in ``folder``), without
+        changing what this store's readers see."""
+        ...
+
+    def save(self, folder: Path) -> list[str]:
+        """Persist into the version folder ``folder``; the names of the files written (checksummed in the
+        manifest). Afterwards the folder may be renamed."""
+        ...
+
+    def reopen(self, folder: Path, manifest: dict[str, Any]) -> VectorStore:
+        """This store as part of the version now in place at ``folder`` (described by ``manifest``)."""
+        ...
+
+    def abandon(self, ids: np.ndarray) -> None:
+        """An add through this staged store failed before its version went in place: undo what is visible
+        outside the new folder (rows ``ids``)."""
+        ...
+
+    def drop(self) -> None:
+        """Delete the stored vectors (a failed build's new collection)."""
+        ...
+
+    def close(self) -> None:
+        """Release connections, handles and locks."""
+        ...
+
+    # --- data -----------------------------------------------------------------------------------------------
+    @property
+    def count(self) -> int:
+        """Number of vectors stored."""
+        ...
+
+    def params(self) -> dict[str, Any]:
+        """The index parameters to record in the manifest (kind-specific: M, efSearch, nlist, nprobe, ...)."""
+        ...
+
+    def location(self) -> dict[str, Any]:
+        """Manifest fields saying where the vectors live: ``backend_uri`` and ``milvus_collection``."""
+        ...
+
+    def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        """Store ``vectors`` (float32, n x dim) under ``ids`` (int64, n)."""
+        ...
+
+    def delete(self, ids: np.ndarray) -> None:
+        """Remove the rows ``ids``."""
+        ...
+
+    def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(scores, ids)``, each (n, k), best first; ids -1 where fewer than k results exist.
+
+        Scores are inner products for ``cosine``/``ip`` (higher is closer) and squared L2 distances for ``l2``
+        (lower is closer).
+        """
+        ...
+
+
+S = TypeVar("S")
+_STORES: dict[str, type[Any]] = {}
+
+
+def register_store(cls: type[S]) -> type[S]:
+    """Class decorator: make a VectorStore available under its ``name``."""
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{cls.__qualname__} needs a class attribute `name` to register as a vector store")
+    _STORES[name] = cls
+    return cls
+
+
+def store_names() -> tuple[str, ...]:
+    """The registered backends, for messages and CLI help."""
+    return tuple(sorted(_STORES))
+
+
+def store_class(name: str) -> type[VectorStore]:
+    """The VectorStore registered as ``name`` (case-insensitive); BadInputError listing the others."""
+    key = check_choice(name, store_names(), "backend")
+    store: type[VectorStore] = _STORES[key]
+    return store
+
+
+def check_choice(value: str, allowed: tuple[str, ...], what: str) -> str:
+    """``value`` lower-cased if it is one of ``allowed``; BadInputError listing the valid values otherwise."""
+    key = str(value).strip().lower()
+    if key not in allowed:
+        raise BadInputError(f"unknown {what} {value!r}; valid: {', '.join(allowed)}")
+    return key
+
+
+def resolve_params(kind: str, given: dict[str, Any] | None, defaults: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``defaults[kind]`` updated with ``given``; unknown names or non-positive values are refused."""
+    params = dict(defaults[kind])
+    for name, value in (given or {}).items():
+        if name not in params:
+            valid = ", ".join(params) or "none"
+            raise BadInputError(f"index parameter {name!r} does not apply to kind {kind!r} (valid: {valid})")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise BadInputError(f"index parameter {name} must be a positive integer, got {value!r}")
+        params[name] = value
+    return params
+
+
+def check_vectors_for(store: VectorStore, ids: np.ndarray, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, vectors)`` as contiguous int64 / float32 of the store's dimension, or BadInputError."""
+    x = np.ascontiguousarray(vectors, dtype=np.float32)
+    ids64 = np.ascontiguousarray(ids, dtype=np.int64)
+    if x.ndim != 2 or x.shape[1] != store.dim or ids64.shape != (x.shape[0],):
+        raise BadInputError(f"expected {len(ids64)} vectors of dimension {store.dim}, got shape {x.shape}")
+    return ids64, x
+
+
+def stored_form(transform: Transform | None, vectors: np.ndarray, metric: str) -> np.ndarray:
+    """Encoder vectors as an index stores them: transformed, L2-normalised for ``cosine``; float32, contiguous."""
+    out = vectors if transform is None else transform.transform(vectors)
+    if metric == "cosine":
+        return unit_rows(out)
+    return np.ascontiguousarray(out, dtype=np.float32)
