@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -120,6 +122,18 @@ def test_save_load_identical(tmp_path: Path) -> None:
     Z = flow.transform(X)
     assert np.array_equal(loaded.inverse_transform(Z), flow.inverse_transform(Z))
     np.testing.assert_array_equal(np.array(loaded.history_), np.array(flow.history_))
+
+
+def test_load_imports_flow_when_the_file_needs_it(tmp_path: Path) -> None:
+    # whitevec.transforms imports Flow (and torch) lazily; loading a saved Flow imports it by its registry key.
+    path = _quick().fit(_correlated(300, 7)).save(tmp_path / "flow.safetensors")
+    code = (
+        "import sys; from whitevec.transforms import Transform; "
+        "assert 'whitevec.transforms.flow' not in sys.modules; "
+        "print(type(Transform.load(sys.argv[1])).__name__)"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "Flow"
 
 
 def test_same_seed_same_result() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,17 @@ import pytest
 
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError
 from whitevec.transforms import AllButTheTop, Center, Normalize, Transform, Whitening
+
+
+def rewrite_header(path: Path, **changes: object) -> None:
+    """Rewrite the whitevec header of a saved transform, arrays untouched (the checksum is not updated)."""
+    from safetensors import safe_open
+    from safetensors.numpy import load_file, save_file
+
+    with safe_open(str(path), "np") as handle:
+        header = json.loads(handle.metadata()["whitevec"])
+    header.update(changes)
+    save_file(load_file(str(path)), str(path), metadata={"whitevec": json.dumps(header)})
 
 
 def vectors(n: int = 200, d: int = 10, seed: int = 2) -> np.ndarray:
@@ -80,6 +92,33 @@ def test_edited_tensor_byte_is_refused(tmp_path: Path) -> None:
     path.write_bytes(bytes(data))
     with pytest.raises(CorruptFileError, match="checksum"):
         Transform.load(path)
+
+
+def test_edited_header_is_refused(tmp_path: Path) -> None:
+    path = Whitening().fit(vectors()).save(tmp_path / "w.safetensors")
+    rewrite_header(path, params={**Whitening().get_params(), "beta": 0.5})
+    with pytest.raises(CorruptFileError, match="checksum"):
+        Transform.load(path)
+
+
+def test_format_1_is_refused(tmp_path: Path) -> None:
+    path = Whitening().fit(vectors()).save(tmp_path / "w.safetensors")
+    rewrite_header(path, format_version=1, **{"class": "Whitening"})
+    with pytest.raises(CorruptFileError, match=r"format 1; .* reads format 2: fit the transform again"):
+        Transform.load(path)
+
+
+def test_registry_key_is_qualified(tmp_path: Path) -> None:
+    users_whitening = type("Whitening", (Center,), {})  # a user's class that shares a built-in's name
+    X = vectors()
+    builtin = Transform.load(Whitening().fit(X).save(tmp_path / "builtin.safetensors"))
+    assert type(builtin) is Whitening
+    mine = Transform.load(users_whitening().fit(X).save(tmp_path / "mine.safetensors"))
+    assert type(mine) is users_whitening
+    from safetensors import safe_open
+
+    with safe_open(str(tmp_path / "builtin.safetensors"), "np") as handle:
+        assert json.loads(handle.metadata()["whitevec"])["class"] == "whitevec.transforms.whitening:Whitening"
 
 
 def test_wrong_class_and_missing_file(tmp_path: Path) -> None:

@@ -1,15 +1,17 @@
 """The Transform base class and its file format.
 
 A saved transform is one ``.safetensors`` file: the learned arrays as tensors, and in the safetensors metadata a
-JSON header ``{"class", "params", "extra", "format_version", "whitevec", "sha256"}``. ``sha256`` covers every
-tensor's bytes, so an edited file is refused on load; a truncated one fails to parse. Nothing is pickled, so a
-file from a stranger is safe to load.
+JSON header ``{"class", "params", "extra", "format_version", "whitevec", "sha256"}``. ``class`` is the class's
+registry key, ``module:qualname``; ``extra`` holds the learned values. ``sha256`` covers the rest of the header
+and every tensor's bytes, so an edited file is refused on load; a truncated one fails to parse. Nothing is
+pickled, so a file from a stranger is safe to load.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import json
 import os
 from pathlib import Path
@@ -27,8 +29,12 @@ from whitevec._io import atomic_path
 from whitevec._version import __version__
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError
 
-FORMAT_VERSION = 1
+# Format 1 named the class bare ("Whitening"), so any subclass of that name could stand in for a built-in one.
+# No release wrote format 1, so it is refused with a clear message rather than kept readable by a second lookup.
+FORMAT_VERSION = 2
+# Every Transform subclass, built-in or a user's, under its class_key; defining a class registers it.
 _REGISTRY: dict[str, type[Transform]] = {}
+_BUILTIN_PACKAGE = "whitevec.transforms"
 # A learned array's shape, axis by axis: a fixed length, the name of an integer learned value, or None (any).
 Shape = tuple[int | str | None, ...]
 
@@ -43,6 +49,11 @@ class Count(Interval):  # type: ignore[misc]
 
     def is_satisfied_by(self, val: Any) -> bool:
         return not isinstance(val, bool) and bool(super().is_satisfied_by(val))
+
+
+def class_key(cls: type) -> str:
+    """The name a class is registered and saved under: ``module:qualname``, unique per class in a process."""
+    return f"{cls.__module__}:{cls.__qualname__}"
 
 
 def _plain(value: Any) -> Any:
@@ -62,8 +73,9 @@ def _type_names(types: type | tuple[type, ...]) -> str:
     return " or ".join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))
 
 
-def _digest(arrays: dict[str, np.ndarray]) -> str:
-    digest = hashlib.sha256()
+def _digest(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> str:
+    """sha256 of the header (less its checksum) as canonical JSON and of every array."""
+    digest = hashlib.sha256(json.dumps(header, sort_keys=True, allow_nan=False).encode())
     for key in sorted(arrays):
         array = np.ascontiguousarray(arrays[key])
         digest.update(key.encode())
@@ -112,7 +124,7 @@ class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _REGISTRY[cls.__name__] = cls
+        _REGISTRY[class_key(cls)] = cls
 
     # --- parameters ------------------------------------------------------------------------------------
     def _validate_params(self) -> None:
@@ -192,16 +204,16 @@ class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         arrays, values = self._get_state()
         arrays = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
         header = {
-            "class": type(self).__name__,
+            "class": class_key(type(self)),
             "params": self.get_params(deep=False),
             "extra": values,
             "format_version": FORMAT_VERSION,
             "whitevec": __version__,
-            "sha256": _digest(arrays),
         }
+        header["sha256"] = _digest(header, arrays)
         target = Path(path)
         with atomic_path(target) as tmp:
-            save_file(arrays, str(tmp), metadata={"whitevec": json.dumps(header)})
+            save_file(arrays, str(tmp), metadata={"whitevec": json.dumps(header, allow_nan=False)})
         return target
 
     @classmethod
@@ -229,25 +241,35 @@ class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
             header = json.loads(metadata["whitevec"])
         except (KeyError, json.JSONDecodeError) as exc:
             raise CorruptFileError(f"{source} has no whitevec header; it was not written by whitevec") from exc
-        if header.get("format_version") != FORMAT_VERSION:
-            raise CorruptFileError(
-                f"{source} has transform format {header.get('format_version')}; this whitevec "
-                f"({__version__}) reads format {FORMAT_VERSION}"
+        if not isinstance(header, dict):
+            raise CorruptFileError(f"{source} has a malformed whitevec header")
+        version = header.get("format_version")
+        if version != FORMAT_VERSION:
+            advice = (
+                "fit the transform again and save it with this version"
+                if isinstance(version, int) and version < FORMAT_VERSION
+                else "a newer whitevec wrote it"
             )
-        if header.get("sha256") != _digest(arrays):
+            raise CorruptFileError(
+                f"{source} has transform format {version}; this whitevec ({__version__}) reads format "
+                f"{FORMAT_VERSION}: {advice}"
+            )
+        if header.get("sha256") != _digest({k: v for k, v in header.items() if k != "sha256"}, arrays):
             raise CorruptFileError(f"{source} fails its checksum: the file was edited or damaged")
-        name = header.get("class")
-        if name not in _REGISTRY:
-            # Some classes (Flow, which needs torch) register only when imported; the package imports them lazily.
-            import whitevec.transforms
-
-            with contextlib.suppress(AttributeError, ImportError):
-                getattr(whitevec.transforms, str(name))
-        klass = _REGISTRY.get(name or "")
+        key = str(header.get("class"))
+        module = key.partition(":")[0]
+        if key not in _REGISTRY and (module == _BUILTIN_PACKAGE or module.startswith(f"{_BUILTIN_PACKAGE}.")):
+            # Flow registers only once its module is imported (it needs torch, which whitevec imports lazily).
+            # Only whitevec's own modules are imported on a file's say-so; a user's must be imported already.
+            with contextlib.suppress(ImportError):
+                importlib.import_module(module)
+        klass = _REGISTRY.get(key)
         if klass is None:
-            raise CorruptFileError(f"{source} holds an unknown transform class {name!r}")
+            raise CorruptFileError(
+                f"{source} holds an unknown transform class {key!r}; import the module that defines it first"
+            )
         if not issubclass(klass, cls):
-            raise BadInputError(f"{source} holds a {name}, not a {cls.__name__}")
+            raise BadInputError(f"{source} holds a {klass.__name__} ({key}), not a {cls.__name__}")
         params, values = header.get("params", {}), header.get("extra", {})
         if not isinstance(params, dict) or not isinstance(values, dict):
             raise CorruptFileError(f"{source} has a malformed whitevec header")
