@@ -1,0 +1,88 @@
+"""The layering ARCHITECTURE.md describes, checked on the source: no module imports one that imports it back
+(lazy imports inside functions count too), and the lower floors never import the higher ones."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = SRC / "whitevec"
+
+# Floor of each top-level part: a module may import only its own floor or lower ones.
+FLOORS = {
+    "errors": 0,
+    "_version": 0,
+    "_io": 1,
+    "linalg": 1,
+    "paths": 1,
+    "encoding": 1,
+    "models": 2,
+    "datasets": 2,
+    "preflight": 3,
+    "encoder": 3,
+    "transforms": 3,
+    "vectors": 4,
+    "index": 4,
+    "evaluation": 5,
+    "diagnostics": 5,
+    "service": 6,
+    "cli": 7,
+}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for file in PACKAGE.rglob("*.py"):
+        parts = file.relative_to(SRC).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = file
+    return found
+
+
+def _imports(name: str, file: Path, modules: dict[str, Path]) -> set[str]:
+    """Every whitevec module ``name`` imports, at module level or inside a function."""
+    is_package = file.name == "__init__.py"
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_package else name.split(".")[:-1]
+                base = base[: len(base) - node.level + 1]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            targets.add(module)
+            targets |= {f"{module}.{alias.name}" for alias in node.names}
+    resolved = set()
+    for target in targets:
+        while target not in modules and "." in target:
+            target = target.rsplit(".", 1)[0]
+        if target in modules and target != name:
+            resolved.add(target)
+    return resolved
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(name, file, modules) for name, file in modules.items()}
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    graph = _graph()
+    two_way = sorted({tuple(sorted((a, b))) for a, targets in graph.items() for b in targets if a in graph[b]})
+    assert two_way == []
+
+
+def test_lower_floors_never_import_higher_ones() -> None:
+    def floor(module: str) -> int:
+        part = module.split(".")[1] if "." in module else ""
+        assert part in FLOORS, f"{module}: give its part a floor in FLOORS (and a line in ARCHITECTURE.md)"
+        return FLOORS[part]
+
+    upward = sorted(
+        f"{a} -> {b}" for a, targets in _graph().items() if a != "whitevec" for b in targets if floor(b) > floor(a)
+    )
+    assert upward == []
