@@ -5,9 +5,14 @@
 >>> write_report(report, "diag/")  # report.html, PNG plots, metrics.json   # doctest: +SKIP
 
 Plotting (matplotlib) is imported only by :func:`write_report`, so the measures work without it.
+
+Modules, each importing only those above it: ``metrics`` and ``frequency`` (the measures), ``results`` (the
+report's dataclasses and JSON), ``measure`` (:func:`diagnose`: encode, fit, measure), ``plots`` (PNGs of a
+report), ``writer`` (``metrics.json``, the plots and ``report.html``).
 """
 
 from whitevec.diagnostics.frequency import FrequencyLink, NormLink, frequency_link, token_norms
+from whitevec.diagnostics.measure import diagnose, diagnose_encoder, diagnose_vectors
 from whitevec.diagnostics.metrics import (
     AlignmentUniformity,
     CosineStats,
@@ -21,7 +26,8 @@ from whitevec.diagnostics.metrics import (
     isotropy_mu,
     spectrum,
 )
-from whitevec.diagnostics.report import DiagnosticsReport, KSweep, SpaceReport, diagnose, write_report
+from whitevec.diagnostics.results import DiagnosticsReport, KSweep, SpaceReport
+from whitevec.diagnostics.writer import write_report
 
 __all__ = [
     "AlignmentUniformity",
@@ -37,6 +43,8 @@ __all__ = [
     "alignment_uniformity",
     "cosine_stats",
     "diagnose",
+    "diagnose_encoder",
+    "diagnose_vectors",
     "effective_rank",
     "frequency_link",
     "isoscore",

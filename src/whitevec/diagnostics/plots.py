@@ -1,4 +1,4 @@
-"""PNG plots of a :class:`~whitevec.diagnostics.report.DiagnosticsReport` (matplotlib, Agg).
+"""PNG plots of a :class:`~whitevec.diagnostics.results.DiagnosticsReport` (matplotlib, Agg).
 
 Figures are built with ``matplotlib.figure.Figure`` on an Agg canvas, never through ``pyplot``: no global
 backend is switched and no window can open, whatever backend the user's matplotlib is configured with.
@@ -7,14 +7,13 @@ backend is switched and no window can open, whatever backend the user's matplotl
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-if TYPE_CHECKING:
-    from whitevec.diagnostics.report import DiagnosticsReport
+from whitevec.diagnostics.results import DiagnosticsReport
 
 _COLORS = ("#1f5fa8", "#d1495b", "#2a9d55", "#e08a00", "#7b4fa8", "#4d4d4d")
 _DPI = 110
