@@ -136,6 +136,23 @@ def test_load_imports_flow_when_the_file_needs_it(tmp_path: Path) -> None:
     assert done.stdout.strip() == "Flow"
 
 
+# Loading onto "meta" copies no weights, which torch warns about once per tensor.
+@pytest.mark.filterwarnings("ignore:.*to a meta parameter:UserWarning")
+def test_loads_onto_the_device_asked_for(tmp_path: Path) -> None:
+    X = _correlated(300, 7)
+    flow = _quick().fit(X)
+    expected = flow.transform(X)
+    # What a Flow fitted on a GPU writes: its weights copied to the CPU, and device="cuda" among its parameters.
+    path = flow.set_params(device="cuda").save(tmp_path / "flow.safetensors")
+    loaded = Transform.load(path)
+    assert loaded.device == "cpu" and next(loaded.module_.parameters()).device.type == "cpu"
+    assert np.array_equal(loaded.transform(X), expected)
+    on_meta = Flow.load(path, device="meta")  # a device every torch build has, to show the argument is obeyed
+    assert on_meta.device == "meta" and next(on_meta.module_.parameters()).device.type == "meta"
+    with pytest.raises(BadInputError, match="device 'gpu'"):
+        Transform.from_bytes(path.read_bytes(), str(path), device="gpu")
+
+
 def test_same_seed_same_result() -> None:
     X = _correlated(300, 7)
     a = _quick(seed=3).fit(X).transform(X)

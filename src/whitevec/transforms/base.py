@@ -158,8 +158,9 @@ class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         values = {name: _plain(getattr(self, name)) for name in self._state_values}
         return arrays, values
 
-    def _set_state(self, arrays: dict[str, np.ndarray], values: dict[str, Any]) -> None:
-        """Restore what :meth:`_get_state` gave, checking each declared value's type and array's shape."""
+    def _set_state(self, arrays: dict[str, np.ndarray], values: dict[str, Any], device: str = "cpu") -> None:
+        """Restore what :meth:`_get_state` gave, checking each declared value's type and array's shape; a torch
+        module goes onto ``device``."""
         kind = type(self).__name__
         for name, types in self._state_values.items():
             if name not in values:
@@ -183,15 +184,16 @@ class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
                 self._check_dimension_params(self.n_features_in_)
             except BadParameterError as exc:
                 raise CorruptFileError(f"saved {kind} does not fit its own parameters: {exc}") from exc
-        self._set_module_state(rest)
+        self._set_module_state(rest, device)
 
     def _get_module_state(self) -> dict[str, np.ndarray]:
         """Arrays of state held in another form than declared attributes; none here. Only Flow overrides
         this pair: its state is a torch module."""
         return {}
 
-    def _set_module_state(self, arrays: dict[str, np.ndarray]) -> None:
-        """Rebuild that state from the arrays :meth:`_get_module_state` gave (the file's undeclared arrays)."""
+    def _set_module_state(self, arrays: dict[str, np.ndarray], device: str) -> None:
+        """Rebuild that state on ``device`` from the arrays :meth:`_get_module_state` gave (the file's undeclared
+        arrays)."""
         if arrays:
             raise CorruptFileError(
                 f"saved {type(self).__name__} has undeclared arrays {', '.join(sorted(arrays))}"
@@ -217,8 +219,12 @@ class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         return target
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> Self:
-        """Read a transform saved by :meth:`save`; ``Transform.load`` returns whichever class was saved."""
+    def load(cls, path: str | os.PathLike[str], device: str = "cpu") -> Self:
+        """Read a transform saved by :meth:`save`; ``Transform.load`` returns whichever class was saved.
+
+        A transform that computes with torch (Flow) loads onto ``device``, whatever device it was fitted on (its
+        ``device`` parameter becomes this one); the others compute with numpy on the CPU whatever ``device``.
+        """
         source = Path(path)
         if not source.is_file():
             raise DataNotFoundError(f"no saved transform at {source}")
@@ -226,10 +232,10 @@ class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
             data = source.read_bytes()
         except OSError as exc:
             raise CorruptFileError(f"{source} is not a readable whitevec transform ({exc.strerror})") from exc
-        return cls.from_bytes(data, str(source))
+        return cls.from_bytes(data, str(source), device)
 
     @classmethod
-    def from_bytes(cls, data: bytes, source: str = "<bytes>") -> Self:
+    def from_bytes(cls, data: bytes, source: str = "<bytes>", device: str = "cpu") -> Self:
         """:meth:`load` from the bytes of a saved file (``source`` names it in errors), e.g. a file a caller has
         already opened and checked."""
         try:
@@ -278,5 +284,5 @@ class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
             obj._validate_params()
         except (TypeError, BadParameterError) as exc:
             raise CorruptFileError(f"{source} holds parameters {klass.__name__} cannot take: {exc}") from exc
-        obj._set_state(arrays, values)
+        obj._set_state(arrays, values, device)
         return obj  # type: ignore[return-value]

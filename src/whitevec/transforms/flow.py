@@ -308,14 +308,19 @@ class Flow(Transform):
     def _get_module_state(self) -> dict[str, np.ndarray]:
         return {f"module.{k}": v.detach().cpu().numpy() for k, v in self.module_.state_dict().items()}
 
-    def _set_module_state(self, arrays: dict[str, np.ndarray]) -> None:
+    def _set_module_state(self, arrays: dict[str, np.ndarray], device: str) -> None:
         state: dict[str, torch.Tensor] = {}
         for key, value in arrays.items():
             if not key.startswith("module."):
                 raise CorruptFileError(f"saved Flow has an undeclared array {key!r}")
             state[key.removeprefix("module.")] = torch.from_numpy(value)
-        # The initial weights do not matter: every one is replaced by a saved one.
-        module = self._build(self.n_features_in_, torch.Generator().manual_seed(0))
+        # The device a Flow was fitted on is a parameter of the fit, not of the file: it loads where asked.
+        self.device = device
+        try:
+            # The initial weights do not matter: every one is replaced by a saved one.
+            module = self._build(self.n_features_in_, torch.Generator().manual_seed(0))
+        except (RuntimeError, AssertionError) as exc:  # torch's errors for an unknown or absent device
+            raise BadInputError(f"cannot load the Flow onto device {device!r}: {exc}") from exc
         try:
             module.load_state_dict(state, strict=True)
         except RuntimeError as exc:
