@@ -12,20 +12,7 @@ import numpy as np
 
 from whitevec.transforms.base import BadParameterError, Count, Shape, Transform
 from whitevec.transforms.validation import check_vectors
-from whitevec.transforms.whitening import CHUNK_ROWS, sign_flip
-
-
-def _moments(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and centered scatter ``sum (x - mu)(x - mu)^T`` of ``X`` in float64, by 65536-row chunks."""
-    mean = np.zeros(X.shape[1])
-    for start in range(0, X.shape[0], CHUNK_ROWS):
-        mean += X[start : start + CHUNK_ROWS].sum(axis=0, dtype=np.float64)
-    mean /= X.shape[0]
-    scatter = np.zeros((X.shape[1], X.shape[1]))
-    for start in range(0, X.shape[0], CHUNK_ROWS):
-        centered = X[start : start + CHUNK_ROWS].astype(np.float64) - mean
-        scatter += centered.T @ centered
-    return mean, scatter
+from whitevec.transforms.whitening import moments, principal_axes, working_dtype
 
 
 class Center(Transform):
@@ -104,15 +91,15 @@ class AllButTheTop(Transform):
     def fit(self, X: Any, y: Any = None) -> AllButTheTop:
         """Find the mean and top-D principal directions of ``X`` (at least 2 rows); returns self."""
         self._validate_params()
-        X = check_vectors(X, min_rows=2, dtype=np.float32 if np.asarray(X).dtype == np.float32 else np.float64)
+        # Whitening's moment pass, in float64: it finds NaN/inf (and names the rows) itself.
+        X = check_vectors(X, min_rows=2, dtype=working_dtype(X), finite=False)
         d = X.shape[1]
         self._check_dimension_params(d)
         D = max(1, round(d / 100)) if self.n_remove is None else self.n_remove
-        mean, scatter = _moments(X)
-        eigenvalues, U = np.linalg.eigh(scatter)
-        top = sign_flip(U[:, np.argsort(eigenvalues)[::-1][:D]])
+        mean, scatter, _ = moments(X)
+        _, U = principal_axes(scatter)
         self.n_features_in_, self.n_remove_ = d, int(D)
-        self.mean_, self.directions_ = mean, np.ascontiguousarray(top.T)
+        self.mean_, self.directions_ = mean, np.ascontiguousarray(U[:, :D].T)
         return self
 
     def transform(self, X: Any) -> np.ndarray:

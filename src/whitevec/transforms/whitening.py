@@ -27,9 +27,43 @@ from whitevec.transforms.validation import check_vectors, raise_non_finite
 CHUNK_ROWS = 8192
 
 
-def _working_dtype(X: Any) -> type:
-    # float32 input stays float32 while validated (no full float64 copy); chunks are promoted to float64.
+def working_dtype(X: Any) -> type:
+    """The dtype to validate ``X`` into: float32 input stays float32 (no full float64 copy; the moment and
+    transform chunks are promoted as their precision says), anything else becomes float64."""
     return np.float32 if np.asarray(X).dtype == np.float32 else np.float64
+
+
+def moments(
+    data: np.ndarray, *, dtype: type = np.float64, shift: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean and centred scatter ``sum (x - mu)(x - mu)^T`` of the rows of ``data`` (at least one), in float64,
+    and the shift used: ``shift``, or when that is None the first chunk's mean.
+
+    One pass in chunks of ``CHUNK_ROWS`` rows. Each chunk is shifted by the fixed reference (near the mean, so
+    no large mean term is squared) into the first d columns of a buffer whose last column is 1, so one syrk
+    gives S^T S, the column sums S^T 1 and the row count together. ``dtype`` is the arithmetic of that product;
+    the totals are float64. Nothing is scanned for NaN/inf up front: any non-finite entry makes the scatter's
+    diagonal non-finite (x^2), and only then are the rows scanned, to name them in the BadInputError.
+    """
+    n, d = data.shape
+    if shift is None or shift.shape != (d,):
+        shift = data[:CHUNK_ROWS].mean(axis=0, dtype=np.float64)
+    buffer = np.empty((min(CHUNK_ROWS, n), d + 1), dtype=dtype)
+    buffer[:, d] = 1.0
+    shift_w: np.ndarray = shift.astype(dtype)
+    products = np.zeros((d + 1, d + 1), dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):  # non-finite results are checked just below
+        for start in range(0, n, CHUNK_ROWS):
+            rows = data[start : start + CHUNK_ROWS]
+            np.subtract(rows, shift_w, out=buffer[: rows.shape[0], :d], dtype=dtype)
+            augmented = buffer[: rows.shape[0]]
+            products += augmented.T @ augmented  # numpy runs A^T A as one syrk; float32 adds to float64
+    if not np.isfinite(np.diagonal(products)).all():
+        raise_non_finite(data, name="X", overflow=f"their squares overflow {np.dtype(dtype).name}")
+    # Shifted moments to centred ones: with the shift near the mean, m is small and the subtraction n m m^T
+    # loses nothing.
+    m = products[:d, d] / n
+    return shift + m, products[:d, :d] - np.outer(m, m) * n, shift
 
 
 def sign_flip(U: np.ndarray) -> np.ndarray:
@@ -38,6 +72,15 @@ def sign_flip(U: np.ndarray) -> np.ndarray:
     signs = np.sign(U[rows, np.arange(U.shape[1])])
     signs[signs == 0] = 1.0
     return U * signs
+
+
+def principal_axes(covariance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues (descending, clipped at 0) and eigenvectors (columns, signs fixed by :func:`sign_flip`) of a
+    symmetric positive semi-definite matrix."""
+    # eigh: several times faster than an SVD at d=768, same result for a PSD matrix; rounding can leave tiny
+    # negative eigenvalues, clipped to 0.
+    s, U = np.linalg.eigh(covariance)
+    return np.clip(s[::-1], 0.0, None), sign_flip(U[:, ::-1])
 
 
 class Whitening(Transform):
@@ -134,48 +177,26 @@ class Whitening(Transform):
         """Add the rows of ``X`` to the moments (in chunks of ``CHUNK_ROWS`` rows); returns self."""
         self._validate_params()
         expected = getattr(self, "n_features_in_", None)
-        # No NaN/inf scan up front: any non-finite entry makes the scatter's diagonal non-finite (x^2), which
-        # is checked below, before anything is stored; only then are the rows scanned to name them.
-        data = check_vectors(X, expected_dim=expected, dtype=_working_dtype(X), finite=False)
+        # moments() finds NaN/inf (and names the rows) before anything is stored: no separate scan here.
+        data = check_vectors(X, expected_dim=expected, dtype=working_dtype(X), finite=False)
         self._check_dimension_params(data.shape[1])
         if data.shape[0] == 0:
             if expected is None:
                 self._reset(data.shape[1])
             return self
         dtype = np.float32 if self.precision == "float32" else np.float64
-        shift = self._shift if expected is not None else None
-        if shift is None or shift.shape[0] != data.shape[1]:
-            shift = data[:CHUNK_ROWS].mean(axis=0, dtype=np.float64)
-        d = data.shape[1]
-        # Each chunk is shifted into the first d columns of a buffer whose last column is 1, so one syrk gives
-        # S^T S, the column sums S^T 1 and the row count together: no separate pass to sum the chunk.
-        buffer = np.empty((min(CHUNK_ROWS, data.shape[0]), d + 1), dtype=dtype)
-        buffer[:, d] = 1.0
-        shift_w = shift.astype(dtype)
-        moments = np.zeros((d + 1, d + 1), dtype=np.float64)
-        with np.errstate(over="ignore", invalid="ignore"):  # non-finite results are checked just below
-            for start in range(0, data.shape[0], CHUNK_ROWS):
-                rows = data[start : start + CHUNK_ROWS]
-                np.subtract(rows, shift_w, out=buffer[: rows.shape[0], :d], dtype=dtype)
-                augmented = buffer[: rows.shape[0]]
-                moments += augmented.T @ augmented  # numpy runs A^T A as one syrk; float32 adds to float64
-        if not np.isfinite(np.diagonal(moments)).all():
-            raise_non_finite(data, name="X", overflow=f"their squares overflow {np.dtype(dtype).name}")
+        mean, scatter, shift = moments(data, dtype=dtype, shift=self._shift if expected is not None else None)
         if expected is None:
-            self._reset(d)
+            self._reset(data.shape[1])
         self._shift = shift
-        # Shifted moments to centred ones: with the shift near the mean, m is small and the subtraction
-        # n m m^T loses nothing; the Chan update then adds this call's moments to the earlier ones.
-        n_b = data.shape[0]
-        m = moments[:d, d] / n_b
-        self._combine(n_b, shift + m, moments[:d, :d] - np.outer(m, m) * n_b)
+        self._combine(data.shape[0], mean, scatter)  # Chan's update adds this call's moments to the earlier ones
         return self
 
     def fit(self, X: Any, y: Any = None) -> Whitening:
         """Forget earlier data and fit on ``X`` (at least 2 rows); returns self."""
         self._validate_params()
         # partial_fit finds NaN/inf (and names the rows) from the scatter: no separate scan here.
-        X = check_vectors(X, min_rows=2, dtype=_working_dtype(X), finite=False)
+        X = check_vectors(X, min_rows=2, dtype=working_dtype(X), finite=False)
         self._check_dimension_params(X.shape[1])
         self._reset()
         self.partial_fit(X)
@@ -208,11 +229,8 @@ class Whitening(Transform):
             if n < 2:
                 raise BadInputError(f"Whitening needs at least 2 vectors to estimate a covariance, got {n}")
             k = self._k()
-            # eigh on the symmetric covariance: several times faster than an SVD at d=768, same result for a
-            # PSD matrix; rounding can leave tiny negative eigenvalues, clipped to 0 (they are floored anyway).
-            s, U = np.linalg.eigh(self.scatter_ / (n - 1))
-            s, U = np.clip(s[::-1], 0.0, None), U[:, ::-1]
-            self._eigenvalues, self._eigenvectors = s, sign_flip(U)
+            s, U = principal_axes(self.scatter_ / (n - 1))  # eigenvalues clipped at 0 are floored below anyway
+            self._eigenvalues, self._eigenvectors = s, U
             floored = int(np.sum(s[:k] < self._floor(s)))
             if floored and self.gamma != 0:
                 warnings.warn(
@@ -277,7 +295,7 @@ class Whitening(Transform):
         # The NaN/inf scan is done on each output chunk while it is hot in cache: a NaN or inf entry of a row
         # makes every entry of that row's output non-finite (inf * 0 and inf - inf are NaN), so the input
         # needs a full scan only when an output chunk fails, to name the rows.
-        X = check_vectors(X, expected_dim=self.n_features_in_, dtype=_working_dtype(X), finite=False)
+        X = check_vectors(X, expected_dim=self.n_features_in_, dtype=working_dtype(X), finite=False)
         shift = self.beta * self.mean_
         if self.precision == "float32" and X.dtype == np.float32:
             # Opt-in float32 arithmetic: about twice the vectors/s, rounding ~1e-6 relative to the output scale.
@@ -309,7 +327,7 @@ class Whitening(Transform):
                 f"inverse_transform needs all {d} components; this Whitening keeps {self._k()}, so the dropped "
                 "directions cannot be recovered. Fit with n_components=None to invert."
             )
-        X = check_vectors(X, expected_dim=d, dtype=_working_dtype(X))
+        X = check_vectors(X, expected_dim=d, dtype=working_dtype(X))
         back = (self.eigenvectors_ / self._scale()).T
         out = np.empty(X.shape, dtype=np.float32)
         for start in range(0, X.shape[0], CHUNK_ROWS):
