@@ -296,10 +296,6 @@ class Flow(Transform):
         """Per-row log-density of ``X`` under the fitted flow, in nats (float64)."""
         return self._apply(X, "X", self.module_.log_prob).astype(np.float64)
 
-    def log_prob(self, X: Any) -> np.ndarray:
-        """Alias of :meth:`score_samples`."""
-        return self.score_samples(X)
-
     def score(self, X: Any, y: Any = None) -> float:
         """Mean per-row log-density in nats (higher is better), scikit-learn style."""
         return float(np.mean(self.score_samples(X)))
