@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from whitevec.linalg import unit_rows
 from whitevec.transforms.base import BadParameterError, Count, Shape, Transform
 from whitevec.transforms.validation import check_vectors
 from whitevec.transforms.whitening import moments, principal_axes, working_dtype
@@ -58,8 +59,7 @@ class Normalize(Transform):
     def transform(self, X: Any) -> np.ndarray:
         """Rows of ``X`` scaled to unit L2 norm, as float32; works unfitted (then any dimension is accepted)."""
         X = check_vectors(X, expected_dim=getattr(self, "n_features_in_", None))
-        norms = np.linalg.norm(X, axis=1, keepdims=True)
-        return (X / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+        return unit_rows(X, dtype=np.float64, zero_rows="keep").astype(np.float32)
 
 
 class AllButTheTop(Transform):
