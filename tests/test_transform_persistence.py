@@ -36,6 +36,7 @@ TRANSFORMS = [
     Normalize(),
     AllButTheTop(),
     AllButTheTop(n_remove=3),
+    AllButTheTop(n_remove=np.int64(2)),  # numpy integers are valid parameters and save as JSON integers
 ]
 
 

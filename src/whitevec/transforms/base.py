@@ -57,7 +57,7 @@ def class_key(cls: type) -> str:
 
 
 def _plain(value: Any) -> Any:
-    """A learned value as plain JSON: numpy scalars become Python ones."""
+    """A parameter or learned value as plain JSON: numpy scalars become Python ones."""
     return value.item() if isinstance(value, np.generic) else value
 
 
@@ -207,7 +207,7 @@ class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         arrays = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
         header = {
             "class": class_key(type(self)),
-            "params": self.get_params(deep=False),
+            "params": {name: _plain(value) for name, value in self.get_params(deep=False).items()},
             "extra": values,
             "format_version": FORMAT_VERSION,
             "whitevec": __version__,

@@ -44,6 +44,9 @@ class Flow(Transform):
 
     ``transform(X)`` returns the latent ``z`` (float32, same shape as ``X``; the factored-out blocks sit back at
     the positions they left). ``inverse_transform`` maps back, ``score_samples`` gives per-row log-densities.
+    Learned: ``module_`` (the Glow), ``n_features_in_``, ``n_steps_``, ``best_step_``, ``stopped_early_``,
+    ``val_bits_per_dim_`` and ``history_`` (one row per validation check: step, mean training bits/dim since the
+    previous check, validation bits/dim or NaN).
 
     Parameters
     ----------
@@ -65,7 +68,8 @@ class Flow(Transform):
     seed:
         Fixes the split, the initial weights and the shuffling; on the CPU the same seed gives identical output.
     device, dtype:
-        Torch device for fitting and applying; ``"float32"`` or ``"float64"`` working precision.
+        Torch device for fitting and applying (a loaded Flow's is the device ``load`` was given);
+        ``"float32"`` or ``"float64"`` working precision.
     show_progress:
         Progress bar with the loss; ``None`` shows it only when stderr is a terminal.
     """
@@ -87,7 +91,6 @@ class Flow(Transform):
         "show_progress": ["boolean", None],
         "dtype": [StrOptions(set(_DTYPES))],
     }
-    # history_ rows: [step, mean training bits/dim since the previous check, validation bits/dim or NaN].
     _state_arrays: ClassVar[dict[str, Shape]] = {"history_": (None, 3)}
     _state_values: ClassVar[dict[str, type | tuple[type, ...]]] = {
         "n_features_in_": int,
