@@ -26,6 +26,7 @@ from whitevec.index.manifest import MANIFEST, write_manifest
 from whitevec.index.snapshot import read_manifest
 from whitevec.index.store import KINDS, METRICS, VectorStore, check_choice, store_class, stored_form
 from whitevec.transforms import Transform, make_transform
+from whitevec.transforms.base import class_key
 
 if TYPE_CHECKING:
     from whitevec.encoding import EncoderLike
@@ -232,11 +233,11 @@ def fit_transform(
         rows = int(fit_vectors.shape[0])
     info = {
         "spec": spec,
-        "class": type(obj).__name__,
+        "class": class_key(type(obj)),
         "params": {k: v for k, v in obj.get_params(deep=False).items() if _jsonable(v)},
         "fit_on": source,
         "fit_rows": rows,
-        "linear": type(obj).__name__ in LINEAR_TRANSFORMS,
+        "linear": isinstance(obj, LINEAR_TRANSFORMS),
         "file": TRANSFORM_FILE,
     }
     return obj, info

@@ -19,7 +19,7 @@ import numpy as np
 from whitevec._io import atomic_path
 from whitevec.errors import BadInputError
 from whitevec.index.faiss_store import FaissStore
-from whitevec.index.layout import INDEX_FILE, LINEAR_TRANSFORMS, TRANSFORM_FILE
+from whitevec.index.layout import INDEX_FILE, LINEAR_NAMES, TRANSFORM_FILE
 from whitevec.index.snapshot import IndexSnapshot, read_consistent
 from whitevec.transforms import Center, Transform, Whitening
 
@@ -37,7 +37,7 @@ def linear_parts(transform: Transform | None, dim: int) -> tuple[np.ndarray, np.
         return np.eye(dim), -np.asarray(transform.mean_, dtype=np.float64)
     raise BadInputError(
         f"a {type(transform).__name__} transform is not linear, so FAISS cannot apply it; export-faiss works for "
-        f"{', '.join(LINEAR_TRANSFORMS)} or no transform"
+        f"{LINEAR_NAMES} or no transform"
     )
 
 
@@ -54,10 +54,10 @@ def export_faiss(index_dir: str | os.PathLike[str], out: str | os.PathLike[str])
                 f"{folder} keeps its vectors in {manifest['backend']}; export-faiss needs a faiss index"
             )
         info = manifest["transform"]
-        if info and info["class"] not in LINEAR_TRANSFORMS:
+        if info and not info["linear"]:
             raise BadInputError(
                 f"{folder} uses transform {info['spec']!r} ({info['class']}), which is not linear; "
-                f"export-faiss works for {', '.join(LINEAR_TRANSFORMS)} or no transform"
+                f"export-faiss works for {LINEAR_NAMES} or no transform"
             )
         transform = (
             Transform.from_bytes(snapshot.read_bytes(TRANSFORM_FILE), str(folder / TRANSFORM_FILE))

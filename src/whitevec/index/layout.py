@@ -14,12 +14,15 @@ from typing import Any
 from whitevec.errors import CorruptFileError
 from whitevec.index.manifest import MANIFEST
 from whitevec.index.store import KINDS, METRICS, store_class, store_names
+from whitevec.transforms import Center, Transform, Whitening
 
 TRANSFORM_FILE = "transform.safetensors"
 DOCS_FILE = "docs.sqlite"
 INDEX_FILE = "index.faiss"
 MILVUS_LOCAL = "milvus.db"  # Milvus Lite data of an index built without --uri
-LINEAR_TRANSFORMS = ("Whitening", "Center")
+# The transforms a FAISS pre-transform can express (export-faiss), recorded as "linear" in the manifest.
+LINEAR_TRANSFORMS: tuple[type[Transform], ...] = (Whitening, Center)
+LINEAR_NAMES = ", ".join(cls.__name__ for cls in LINEAR_TRANSFORMS)
 
 
 def check_index_manifest(manifest: dict[str, Any], folder: Path) -> None:

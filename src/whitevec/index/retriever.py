@@ -157,7 +157,9 @@ class Retriever:
             DimensionMismatchError / BadInputError: ``encoder`` differs from the one the index was built with.
         """
         folder = Path(path).expanduser()
-        manifest, transform, store, docs = read_consistent(folder, _open_version)
+        manifest, transform, store, docs = read_consistent(
+            folder, lambda snapshot: _open_version(snapshot, device or "cpu")
+        )
         try:
             if encoder is None:
                 from whitevec.encoder import Encoder
@@ -365,8 +367,11 @@ def check_encoder(encoder: EncoderLike, manifest: dict[str, Any]) -> None:
             )
 
 
-def _open_version(snapshot: IndexSnapshot) -> tuple[dict[str, Any], Transform | None, VectorStore, DocStore]:
-    """Manifest, transform, vectors and documents of one pinned version (see :mod:`whitevec.index.snapshot`)."""
+def _open_version(
+    snapshot: IndexSnapshot, device: str
+) -> tuple[dict[str, Any], Transform | None, VectorStore, DocStore]:
+    """Manifest, transform (on ``device``, for one that runs on torch), vectors and documents of one pinned
+    version (see :mod:`whitevec.index.snapshot`)."""
     manifest, folder = snapshot.manifest, snapshot.folder
     check_index_manifest(manifest, folder)
     # The path-only opens first, while the pinned version is most likely still the current one.
@@ -375,7 +380,7 @@ def _open_version(snapshot: IndexSnapshot) -> tuple[dict[str, Any], Transform | 
     try:
         snapshot.verify(DOCS_FILE)
         transform = (
-            Transform.from_bytes(snapshot.read_bytes(TRANSFORM_FILE), str(folder / TRANSFORM_FILE))
+            Transform.from_bytes(snapshot.read_bytes(TRANSFORM_FILE), str(folder / TRANSFORM_FILE), device=device)
             if manifest["transform"] is not None
             else None
         )
