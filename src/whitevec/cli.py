@@ -1,17 +1,27 @@
-"""The ``whitevec`` command: argument parsing, one library call, printing. No logic the library lacks."""
+"""The ``whitevec`` command: argument parsing, one library call, printing. No logic the library lacks.
+
+Options are declared once. An option several commands share is an ``Annotated`` alias below (``ModelOpt``,
+``DataDirOpt``, ...); the options every encoding command ends with (``--max-length`` to ``--quiet``) are the
+fields of :class:`RunOptions`, which :func:`with_run_options` adds to a command and hands it as one ``run``.
+"""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sqlite3
 import sys
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import click
 import typer
 
 from whitevec.datasets.paths import existing_file
 from whitevec.errors import BadInputError, WhitevecError
+from whitevec.models import DEFAULT_MODEL
 
 # Every command checks its inputs, outputs and the vector cache with the light modules (whitevec.preflight,
 # whitevec.datasets) first, and imports torch, scipy or an index library only after: a wrong path is reported
@@ -24,6 +34,9 @@ from whitevec.preflight import (
     existing_folder,
     input_file,
 )
+
+if TYPE_CHECKING:
+    from whitevec.encoder import Encoder
 
 app = typer.Typer(
     name="whitevec",
@@ -39,10 +52,16 @@ def split_list(value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-# ---- foundation commands (encode, fit, eval) -------------------------------------------------------------
-# [section: foundation]
+# ---- shared options --------------------------------------------------------------------------------------
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model alias, local folder or hub id.")]
 PoolingOpt = Annotated[str, typer.Option("--pooling", "-p", help="Pooling name or comma list of layer indices.")]
+PoolingListOpt = Annotated[str, typer.Option("--pooling", "-p", help="One pooling or a comma list.")]
+TransformListOpt = Annotated[
+    str, typer.Option("--transform", "-t", help="Comma list: none, whitening, whitening-K, flow, ...")
+]
+DataDirOpt = Annotated[Path | None, typer.Option("--data-dir", help="Data folder (default $WHITEVEC_DATA).")]
+MetricOpt = Annotated[str, typer.Option("--metric", help="cosine, ip or l2.")]
+StoreOpt = Annotated[str, typer.Option("--backend", help="faiss or milvus.")]
 MaxLengthOpt = Annotated[int, typer.Option("--max-length", help="Tokens kept per text (longer ones truncated).")]
 BatchOpt = Annotated[int, typer.Option("--batch-size", help="Texts per forward pass.")]
 DeviceOpt = Annotated[str | None, typer.Option("--device", help="torch device (default: cuda if present).")]
@@ -57,30 +76,68 @@ ComputeOpt = Annotated[
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 
 
-def _encoder(
-    model: str,
-    pooling: str,
-    max_length: int,
-    batch_size: int,
-    device: str | None,
-    no_cache: bool,
-    compute: str = "torch",
-) -> Any:
+def _option(default: Any, option: Any) -> Any:
+    """A RunOptions field: its default, and its command-line option (one of the aliases above)."""
+    return field(default=default, metadata={"option": option})
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How an encoding command runs its model: the options each of them ends with, in this order."""
+
+    max_length: int = _option(512, MaxLengthOpt)
+    batch_size: int = _option(64, BatchOpt)
+    device: str | None = _option(None, DeviceOpt)
+    no_cache: bool = _option(False, NoCacheOpt)
+    compute: str = _option("torch", ComputeOpt)
+    quiet: bool = _option(False, QuietOpt)
+
+    @property
+    def cache(self) -> bool:
+        """Whether the vector cache is read and written."""
+        return not self.no_cache
+
+    @property
+    def show_progress(self) -> bool | None:
+        """False with --quiet; else None: the library shows a bar for long work on a terminal."""
+        return False if self.quiet else None
+
+
+_RUN_PARAMETERS = [
+    inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.metadata["option"])
+    for f in fields(RunOptions)
+]
+
+
+def with_run_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Add the RunOptions options after ``command``'s own (typer reads the signature this sets) and call it with
+    them as one keyword argument, ``run``."""
+    own = inspect.signature(command, eval_str=True)
+    parameters = [p for name, p in own.parameters.items() if name != "run"]
+
+    @functools.wraps(command)
+    def with_options(**kwargs: Any) -> None:
+        run = RunOptions(**{p.name: kwargs.pop(p.name) for p in _RUN_PARAMETERS})
+        command(**kwargs, run=run)
+
+    with_options.__signature__ = own.replace(parameters=[*parameters, *_RUN_PARAMETERS])  # type: ignore[attr-defined]
+    return with_options
+
+
+def _encoder(model: str, pooling: str, run: RunOptions) -> Encoder:
+    """The Encoder a command's --model, --pooling and run options name (a module attribute, so that tests can
+    replace it to show that a command stops before any model loads)."""
     from whitevec.encoder import Encoder
 
     return Encoder(
         model,
         pooling,
-        max_length=max_length,
-        batch_size=batch_size,
-        device=device,
-        cache=not no_cache,
-        backend=compute,
+        max_length=run.max_length,
+        batch_size=run.batch_size,
+        device=run.device,
+        cache=run.cache,
+        backend=run.compute,
     )
-
-
-def _progress_flag(quiet: bool) -> bool | None:
-    return False if quiet else None
 
 
 def _check_specs(poolings: list[str], transforms: list[str]) -> None:
@@ -94,62 +151,74 @@ def _check_specs(poolings: list[str], transforms: list[str]) -> None:
         make_transform(spec)
 
 
+def _check_json_file(path: Path | None) -> None:
+    """--json FILE, when given, can be written: checked before the work whose report it will hold."""
+    if path is not None:
+        check_output(path, "--json file")
+
+
+def _save_json(report: Any, path: Path | None) -> None:
+    if path is not None:
+        report.save_json(path)
+        typer.echo(f"wrote {path}", err=True)
+
+
+def _table(title: str, columns: Sequence[str], left: Collection[str]) -> Any:
+    """A rich table with these columns, those in ``left`` left-aligned and the others (numbers) right-aligned."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, justify="left" if column in left else "right")
+    return table
+
+
+def _console() -> Any:
+    """A rich console on stdout."""
+    from rich.console import Console
+
+    return Console()
+
+
+# ---- foundation commands (encode, fit, eval) -------------------------------------------------------------
 @app.command("eval")
+@with_run_options
 def eval_command(
-    model: ModelOpt = "all-MiniLM-L6-v2",
-    pooling: Annotated[
-        str, typer.Option("--pooling", "-p", help="One pooling or a comma list.")
-    ] = "first-last-avg",
-    transform: Annotated[
-        str, typer.Option("--transform", "-t", help="Comma list: none, whitening, whitening-K, flow, ...")
-    ] = "none,whitening,whitening-256",
+    model: ModelOpt = DEFAULT_MODEL,
+    pooling: PoolingListOpt = "first-last-avg",
+    transform: TransformListOpt = "none,whitening,whitening-256",
     fit_on: Annotated[
         str, typer.Option("--fit-on", help="target, train, or a text file (one sentence a line).")
-    ] = ("target"),
+    ] = "target",
     tasks: Annotated[
         str, typer.Option("--tasks", help="Comma list of STS tasks.")
     ] = "stsb,sts12,sts13,sts14,sts15",
     pairs: Annotated[Path | None, typer.Option("--pairs", help="Also evaluate a pairs file (TSV/CSV/JSONL).")] = (
         None
     ),
-    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Data folder (default $WHITEVEC_DATA).")] = (
-        None
-    ),
+    data_dir: DataDirOpt = None,
     variant: Annotated[str, typer.Option("--variant", help="original or senteval-tokenized text.")] = "original",
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the full results as JSON here.")] = None,
-    max_length: MaxLengthOpt = 512,
-    batch_size: BatchOpt = 64,
-    device: DeviceOpt = None,
-    no_cache: NoCacheOpt = False,
-    compute: ComputeOpt = "torch",
-    quiet: QuietOpt = False,
+    *,
+    run: RunOptions,
 ) -> None:
     """Spearman x 100 on STS tasks, raw and transformed: all / mean / wmean side by side."""
     from whitevec.datasets import load_sts_task, read_pairs_file
 
-    task_names = split_list(tasks)
-    loaded = [load_sts_task(name, data_dir=data_dir, variant=variant) for name in task_names]
+    loaded = [load_sts_task(name, data_dir=data_dir, variant=variant) for name in split_list(tasks)]
     if pairs is not None:
         loaded.append(read_pairs_file(pairs))
     input_file(fit_on, "--fit-on file", keywords=("target", "train"))
-    if json_out is not None:
-        check_output(json_out, "--json file")
-    check_encoder(model, not no_cache)
+    _check_json_file(json_out)
+    check_encoder(model, run.cache)
     from whitevec.evaluation.sts import evaluate_sts_poolings
 
-    _check_specs(split_list(pooling), split_list(transform))
-    encoder = _encoder(
-        model, split_list(pooling)[0] if pooling else pooling, max_length, batch_size, device, no_cache, compute
-    )
-    report = evaluate_sts_poolings(
-        encoder, split_list(pooling), loaded, split_list(transform), fit_on, _progress_flag(quiet)
-    )
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"STS Spearman x 100 - {model} (transform fitted on {fit_on})")
-    for column in ("task", "pooling", "transform", "pairs", "all", "mean", "wmean"):
-        table.add_column(column, justify="left" if column in ("task", "pooling", "transform") else "right")
+    poolings, transforms = split_list(pooling), split_list(transform)
+    _check_specs(poolings, transforms)
+    encoder = _encoder(model, poolings[0] if pooling else pooling, run)
+    report = evaluate_sts_poolings(encoder, poolings, loaded, transforms, fit_on, run.show_progress)
+    columns = ("task", "pooling", "transform", "pairs", "all", "mean", "wmean")
+    table = _table(f"STS Spearman x 100 - {model} (transform fitted on {fit_on})", columns, columns[:3])
     for score in report.scores:
         n_pairs = sum(s.n_pairs for s in score.subsets)
         table.add_row(
@@ -161,27 +230,22 @@ def eval_command(
             f"{score.mean:.2f}",
             f"{score.wmean:.2f}",
         )
-    Console().print(table)
-    if json_out is not None:
-        report.save_json(json_out)
-        typer.echo(f"wrote {json_out}", err=True)
+    _console().print(table)
+    _save_json(report, json_out)
 
 
 @app.command("encode")
+@with_run_options
 def encode_command(
     input_file: Annotated[Path, typer.Argument(help="Text file, one text a line (blank lines skipped).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the .npy matrix.")],
-    model: ModelOpt = "all-MiniLM-L6-v2",
+    model: ModelOpt = DEFAULT_MODEL,
     pooling: PoolingOpt = "first-last-avg",
     transform: Annotated[
         Path | None, typer.Option("--transform", help="A saved transform applied after encoding.")
     ] = None,
-    max_length: MaxLengthOpt = 512,
-    batch_size: BatchOpt = 64,
-    device: DeviceOpt = None,
-    no_cache: NoCacheOpt = False,
-    compute: ComputeOpt = "torch",
-    quiet: QuietOpt = False,
+    *,
+    run: RunOptions,
 ) -> None:
     """Encode texts to a float32 .npy matrix (one row a line), optionally through a saved transform."""
     from whitevec.datasets import read_texts_file
@@ -189,16 +253,17 @@ def encode_command(
     texts = read_texts_file(input_file)
     if transform is not None:
         existing_file(transform, "transform file")
-    dim = check_encoder(model, not no_cache)
+    dim = check_encoder(model, run.cache)
     check_output(out, "--out file", need_bytes=len(texts) * dim * 4)
     from whitevec.vectors import encode_to_file
 
-    encoder = _encoder(model, pooling, max_length, batch_size, device, no_cache, compute)
-    shape = encode_to_file(encoder, texts, out, transform, show_progress=_progress_flag(quiet))
+    encoder = _encoder(model, pooling, run)
+    shape = encode_to_file(encoder, texts, out, transform, show_progress=run.show_progress)
     typer.echo(f"wrote {out} ({shape[0]} x {shape[1]})", err=True)
 
 
 @app.command("fit")
+@with_run_options
 def fit_command(
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the transform (.safetensors).")],
     transform: Annotated[str, typer.Option("--transform", "-t", help="whitening, whitening-K, flow, ...")] = (
@@ -206,14 +271,10 @@ def fit_command(
     ),
     vectors: Annotated[Path | None, typer.Option("--vectors", help="A .npy matrix to fit on.")] = None,
     texts: Annotated[Path | None, typer.Option("--texts", help="A text file to encode and fit on.")] = None,
-    model: ModelOpt = "all-MiniLM-L6-v2",
+    model: ModelOpt = DEFAULT_MODEL,
     pooling: PoolingOpt = "first-last-avg",
-    max_length: MaxLengthOpt = 512,
-    batch_size: BatchOpt = 64,
-    device: DeviceOpt = None,
-    no_cache: NoCacheOpt = False,
-    compute: ComputeOpt = "torch",
-    quiet: QuietOpt = False,
+    *,
+    run: RunOptions,
 ) -> None:
     """Fit a transform on vectors (.npy) or on texts encoded with a model, and save it."""
     if (vectors is None) == (texts is None):
@@ -222,25 +283,23 @@ def fit_command(
         existing_file(vectors, "vector file")
     if texts is not None:
         existing_file(texts, "text file")
-        check_encoder(model, not no_cache)
+        check_encoder(model, run.cache)
     check_output(out, "--out file")
     from whitevec.vectors import fit_transform_file
 
-    encoder = (
-        None if texts is None else _encoder(model, pooling, max_length, batch_size, device, no_cache, compute)
-    )
+    encoder = None if texts is None else _encoder(model, pooling, run)
     fitted, n_rows = fit_transform_file(
-        transform, out, vectors=vectors, texts=texts, encoder=encoder, show_progress=_progress_flag(quiet)
+        transform, out, vectors=vectors, texts=texts, encoder=encoder, show_progress=run.show_progress
     )
     typer.echo(f"fitted {fitted} on {n_rows} vectors; wrote {out}", err=True)
 
 
-# ---- diagnostics (issue 4) -----------------------------------------------------------------------------
-# [section: diagnostics]
+# ---- diagnostics -----------------------------------------------------------------------------------------
 @app.command("diagnose")
+@with_run_options
 def diagnose_command(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for report.html, the PNG plots, metrics.json.")],
-    model: ModelOpt = "all-MiniLM-L6-v2",
+    model: ModelOpt = DEFAULT_MODEL,
     pooling: PoolingOpt = "first-last-avg",
     task: Annotated[
         str | None,
@@ -250,12 +309,8 @@ def diagnose_command(
         Path | None,
         typer.Option("--corpus", help="Text file, one sentence a line (instead of --task)."),
     ] = None,
-    transform: Annotated[
-        str, typer.Option("--transform", "-t", help="Comma list: none, whitening, whitening-K, flow, ...")
-    ] = "none,whitening",
-    data_dir: Annotated[
-        Path | None, typer.Option("--data-dir", help="Data folder (default $WHITEVEC_DATA).")
-    ] = None,
+    transform: TransformListOpt = "none,whitening",
+    data_dir: DataDirOpt = None,
     max_sentences: Annotated[
         int | None, typer.Option("--max-sentences", help="Diagnose only the first N sentences.")
     ] = None,
@@ -263,12 +318,8 @@ def diagnose_command(
         int, typer.Option("--min-types-per-bucket", help="Token types a frequency bucket needs to be shown.")
     ] = 20,
     json_only: Annotated[bool, typer.Option("--json-only", help="Write metrics.json only (no plots).")] = False,
-    max_length: MaxLengthOpt = 512,
-    batch_size: BatchOpt = 64,
-    device: DeviceOpt = None,
-    no_cache: NoCacheOpt = False,
-    compute: ComputeOpt = "torch",
-    quiet: QuietOpt = False,
+    *,
+    run: RunOptions,
 ) -> None:
     """Measure anisotropy raw and per transform; write an HTML report with plots and metrics.json."""
     from whitevec.datasets import load_sts_task, read_pairs_file, read_texts_file
@@ -283,11 +334,11 @@ def diagnose_command(
         assert corpus is not None
         texts = read_texts_file(corpus)
     check_output_folder(out, "--out folder")
-    check_encoder(model, not no_cache)
+    check_encoder(model, run.cache)
     from whitevec.diagnostics import diagnose, write_report
 
     _check_specs([pooling], split_list(transform))
-    encoder = _encoder(model, pooling, max_length, batch_size, device, no_cache, compute)
+    encoder = _encoder(model, pooling, run)
     report = diagnose(
         encoder,
         texts,
@@ -296,15 +347,14 @@ def diagnose_command(
         max_sentences=max_sentences,
         min_types_per_bucket=min_types_per_bucket,
         source_label=None if corpus is None else f"corpus {corpus.name}",
-        show_progress=_progress_flag(quiet),
+        show_progress=run.show_progress,
     )
     written = write_report(report, out, json_only=json_only, command="whitevec " + " ".join(sys.argv[1:]))
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"Anisotropy - {model}, {encoder.pooling.name}, {report.n_sentences} sentences")
-    for column in ("transform", "mean cos", "eff. rank", "top-1 var", "I(W)", "IsoScore", "align", "unif", "STS"):
-        table.add_column(column, justify="left" if column == "transform" else "right")
+    table = _table(
+        f"Anisotropy - {model}, {encoder.pooling.name}, {report.n_sentences} sentences",
+        ("transform", "mean cos", "eff. rank", "top-1 var", "I(W)", "IsoScore", "align", "unif", "STS"),
+        left=("transform",),
+    )
 
     def cell(value: Any, pattern: str) -> str:
         return "-" if value is None else pattern.format(value)
@@ -321,14 +371,13 @@ def diagnose_command(
             cell(row["uniformity"], "{:.3f}"),
             cell(row["sts_spearman"], "{:.2f}"),
         )
-    Console().print(table)
+    _console().print(table)
     for key, note in report.notes.items():
         typer.echo(f"note ({key}): {note}", err=True)
     typer.echo(f"wrote {', '.join(str(p) for p in written.values())}", err=True)
 
 
-# ---- index and search (issue 5) ------------------------------------------------------------------------
-# [section: index]
+# ---- index and search ------------------------------------------------------------------------------------
 index_app = typer.Typer(
     help="Build a searchable index, inspect it, export it for plain FAISS.", no_args_is_help=True
 )
@@ -347,10 +396,11 @@ def _index_params(
 
 
 @index_app.command("build")
+@with_run_options
 def index_build_command(
     corpus: Annotated[Path, typer.Option("--corpus", help="Text (one doc a line), CSV/TSV or JSONL (id, text).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Index folder to write (replaced atomically).")],
-    model: ModelOpt = "all-MiniLM-L6-v2",
+    model: ModelOpt = DEFAULT_MODEL,
     pooling: IndexPoolingOpt = "last-avg",
     transform: Annotated[
         str,
@@ -360,8 +410,8 @@ def index_build_command(
         "corpus"
     ),
     kind: Annotated[str, typer.Option("--kind", help="flat (exact), hnsw or ivf.")] = "flat",
-    metric: Annotated[str, typer.Option("--metric", help="cosine, ip or l2.")] = "cosine",
-    backend: Annotated[str, typer.Option("--backend", help="faiss or milvus.")] = "faiss",
+    metric: MetricOpt = "cosine",
+    backend: StoreOpt = "faiss",
     uri: Annotated[
         str | None, typer.Option("--uri", help="Milvus URI: file.db (Milvus Lite) or http://host:19530.")
     ] = None,
@@ -370,12 +420,8 @@ def index_build_command(
     ef_search: Annotated[int | None, typer.Option("--ef-search", help="HNSW search depth.")] = None,
     nlist: Annotated[int | None, typer.Option("--nlist", help="IVF lists (default ~4 sqrt(n)).")] = None,
     nprobe: Annotated[int | None, typer.Option("--nprobe", help="IVF lists searched.")] = None,
-    max_length: MaxLengthOpt = 512,
-    batch_size: BatchOpt = 64,
-    device: DeviceOpt = None,
-    no_cache: NoCacheOpt = False,
-    compute: ComputeOpt = "torch",
-    quiet: QuietOpt = False,
+    *,
+    run: RunOptions,
 ) -> None:
     """Encode a corpus, fit the transform, and write an index folder (manifest, transform, index, documents)."""
     from whitevec.datasets.retrieval import read_corpus_file
@@ -384,7 +430,7 @@ def index_build_command(
     input_file(fit_on, "--fit-on file", keywords=("corpus",))
     if transform.strip().lower().endswith(".safetensors"):
         existing_file(transform, "transform file")
-    dim = check_encoder(model, not no_cache)
+    dim = check_encoder(model, run.cache)
     # Room for the document store (about twice the corpus file, with SQLite's overhead) and float32 vectors.
     check_output(out, "index folder", need_bytes=2 * corpus.expanduser().stat().st_size + len(docs) * dim * 4)
     from whitevec.index import Retriever
@@ -392,7 +438,7 @@ def index_build_command(
 
     params = _index_params(m, ef_construction, ef_search, nlist, nprobe)
     check_build(out, kind=kind, metric=metric, backend=backend, uri=uri, index_params=params)
-    encoder = _encoder(model, pooling, max_length, batch_size, device, no_cache, compute)
+    encoder = _encoder(model, pooling, run)
     retriever = Retriever.build(
         docs,
         out,
@@ -404,7 +450,7 @@ def index_build_command(
         backend=backend,
         uri=uri,
         index_params=params,
-        show_progress=_progress_flag(quiet),
+        show_progress=run.show_progress,
     )
     typer.echo(f"wrote {out}: {retriever!r}", err=True)
 
@@ -456,14 +502,9 @@ def search_command(
         ]
         typer.echo(json.dumps(payload, indent=2, ensure_ascii=False))
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
+    console = _console()
     for q, hits in zip(query, results, strict=True):
-        table = Table(title=f"{q!r} - top {len(hits)}")
-        for column in ("rank", "id", "score", "text"):
-            table.add_column(column, justify="right" if column in ("rank", "score") else "left")
+        table = _table(f"{q!r} - top {len(hits)}", ("rank", "id", "score", "text"), left=("id", "text"))
         for rank, hit in enumerate(hits, start=1):
             text = hit.text if len(hit.text) <= 100 else hit.text[:97] + "..."
             table.add_row(str(rank), hit.id, f"{hit.score:.4f}", text)
@@ -471,51 +512,45 @@ def search_command(
 
 
 @app.command("eval-retrieval")
+@with_run_options
 def eval_retrieval_command(
-    model: ModelOpt = "all-MiniLM-L6-v2",
-    pooling: Annotated[str, typer.Option("--pooling", "-p", help="One pooling or a comma list.")] = "last-avg",
+    model: ModelOpt = DEFAULT_MODEL,
+    pooling: PoolingListOpt = "last-avg",
     transform: Annotated[
         str, typer.Option("--transform", "-t", help="Comma list: none, whitening, whitening-K, center, ...")
     ] = "none,whitening,whitening-128,whitening-256",
     dataset: Annotated[str, typer.Option("--dataset", help="cranfield, or a BEIR-style folder.")] = "cranfield",
-    data_dir: Annotated[
-        Path | None, typer.Option("--data-dir", help="Data folder (default $WHITEVEC_DATA).")
-    ] = None,
+    data_dir: DataDirOpt = None,
     fit_on: Annotated[str, typer.Option("--fit-on", help="corpus, or a text file.")] = "corpus",
     kind: Annotated[str, typer.Option("--kind", help="flat, hnsw or ivf.")] = "flat",
-    metric: Annotated[str, typer.Option("--metric", help="cosine, ip or l2.")] = "cosine",
-    backend: Annotated[str, typer.Option("--backend", help="faiss or milvus.")] = "faiss",
+    metric: MetricOpt = "cosine",
+    backend: StoreOpt = "faiss",
     uri: Annotated[
         str | None, typer.Option("--uri", help="Milvus: a folder for Lite .db files, or a server URI.")
     ] = None,
     latency_queries: Annotated[int, typer.Option("--latency-queries", help="Single queries timed.")] = 100,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
-    max_length: MaxLengthOpt = 512,
-    batch_size: BatchOpt = 64,
-    device: DeviceOpt = None,
-    no_cache: NoCacheOpt = False,
-    compute: ComputeOpt = "torch",
-    quiet: QuietOpt = False,
+    *,
+    run: RunOptions,
 ) -> None:
     """Retrieval quality (recall@10/100, MRR@10, nDCG@10, MAP), build time, p50 latency, index bytes."""
     from whitevec.datasets.retrieval import load_retrieval_dataset
 
     data = load_retrieval_dataset(dataset, data_dir=data_dir)
-    poolings = split_list(pooling)
+    poolings, transforms = split_list(pooling), split_list(transform)
     if not poolings:
         raise BadInputError("give at least one pooling")
     input_file(fit_on, "--fit-on file", keywords=("corpus",))
-    if json_out is not None:
-        check_output(json_out, "--json file")
-    check_encoder(model, not no_cache)
+    _check_json_file(json_out)
+    check_encoder(model, run.cache)
     from whitevec.evaluation.retrieval import evaluate_retrieval
 
-    _check_specs(poolings, split_list(transform))
-    encoder = _encoder(model, poolings[0], max_length, batch_size, device, no_cache, compute)
+    _check_specs(poolings, transforms)
+    encoder = _encoder(model, poolings[0], run)
     report = evaluate_retrieval(
         encoder,
         data,
-        split_list(transform),
+        transforms,
         poolings=poolings,
         fit_on=fit_on,
         kind=kind,
@@ -523,12 +558,8 @@ def eval_retrieval_command(
         backend=backend,
         uri=uri,
         latency_queries=latency_queries,
-        show_progress=_progress_flag(quiet),
+        show_progress=run.show_progress,
     )
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"{data.name} retrieval - {model} ({kind}/{metric}/{backend}, fitted on {fit_on})")
     columns = (
         "pooling",
         "transform",
@@ -543,11 +574,11 @@ def eval_retrieval_command(
         "p50 search ms",
         "index bytes",
     )
-    for column in columns:
-        table.add_column(column, justify="left" if column in ("pooling", "transform") else "right")
+    title = f"{data.name} retrieval - {model} ({kind}/{metric}/{backend}, fitted on {fit_on})"
+    table = _table(title, columns, left=("pooling", "transform"))
     for s in report.scores:
         table.add_row(*s.cells())
-    console = Console()
+    console = _console()
     console.print(table)
     console.print(
         f"{report.scores[0].n_queries} queries, {report.scores[0].n_docs} documents; quality in percent. "
@@ -555,13 +586,10 @@ def eval_retrieval_command(
         "build s excludes the one-off corpus encoding "
         f"({', '.join(f'{k}: {v:.1f} s' for k, v in report.corpus_encode_s.items())})."
     )
-    if json_out is not None:
-        report.save_json(json_out)
-        typer.echo(f"wrote {json_out}", err=True)
+    _save_json(report, json_out)
 
 
-# ---- serve (issue 7) -----------------------------------------------------------------------------------
-# [section: serve]
+# ---- serve -----------------------------------------------------------------------------------------------
 @app.command("serve")
 def serve_command(
     index_dir: Annotated[Path, typer.Argument(help="Index folder written by `whitevec index build`.")],
