@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -136,6 +137,41 @@ def test_encode_and_fit_commands(tiny_bert_dir: Path, tmp_path: Path, capsys: py
         capsys,
     )
     assert code == 0, err
+
+
+@pytest.mark.parametrize("command", ["encode", "fit"])
+def test_commands_close_the_encoders_they_make(
+    command: str,
+    tiny_bert_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from whitevec.encoder import Encoder
+
+    made: list[Encoder] = []
+    closed: list[Encoder] = []
+    real_init, real_close = Encoder.__init__, Encoder.close
+
+    def init(self: Encoder, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        made.append(self)
+
+    def close(self: Encoder) -> None:
+        closed.append(self)
+        real_close(self)
+
+    monkeypatch.setattr(Encoder, "__init__", init)
+    monkeypatch.setattr(Encoder, "close", close)
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(synthetic_task(n_pairs=20, subsets=1).sentences("target")) + "\n")
+    args = {
+        "encode": ["encode", str(texts), "--out", str(tmp_path / "v.npy")],
+        "fit": ["fit", "--texts", str(texts), "--transform", "center", "--out", str(tmp_path / "c.safetensors")],
+    }[command]
+    code, _, err = run_cli([*args, "--model", str(tiny_bert_dir), "-q"], capsys)
+    assert code == 0, err
+    assert len(made) == 1 and closed == made
 
 
 @pytest.mark.parametrize(

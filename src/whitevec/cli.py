@@ -7,6 +7,7 @@ fields of :class:`RunOptions`, which :func:`with_run_options` adds to a command 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import sqlite3
@@ -215,8 +216,8 @@ def eval_command(
 
     poolings, transforms = split_list(pooling), split_list(transform)
     _check_specs(poolings, transforms)
-    encoder = _encoder(model, poolings[0] if pooling else pooling, run)
-    report = evaluate_sts_poolings(encoder, poolings, loaded, transforms, fit_on, run.show_progress)
+    with _encoder(model, poolings[0] if pooling else pooling, run) as encoder:
+        report = evaluate_sts_poolings(encoder, poolings, loaded, transforms, fit_on, run.show_progress)
     columns = ("task", "pooling", "transform", "pairs", "all", "mean", "wmean")
     table = _table(f"STS Spearman x 100 - {model} (transform fitted on {fit_on})", columns, columns[:3])
     for score in report.scores:
@@ -257,8 +258,8 @@ def encode_command(
     check_output(out, "--out file", need_bytes=len(texts) * dim * 4)
     from whitevec.vectors import encode_to_file
 
-    encoder = _encoder(model, pooling, run)
-    shape = encode_to_file(encoder, texts, out, transform, show_progress=run.show_progress)
+    with _encoder(model, pooling, run) as encoder:
+        shape = encode_to_file(encoder, texts, out, transform, show_progress=run.show_progress)
     typer.echo(f"wrote {out} ({shape[0]} x {shape[1]})", err=True)
 
 
@@ -287,10 +288,13 @@ def fit_command(
     check_output(out, "--out file")
     from whitevec.vectors import fit_transform_file
 
-    encoder = None if texts is None else _encoder(model, pooling, run)
-    fitted, n_rows = fit_transform_file(
-        transform, out, vectors=vectors, texts=texts, encoder=encoder, show_progress=run.show_progress
+    encoding: contextlib.AbstractContextManager[Encoder | None] = (
+        contextlib.nullcontext() if texts is None else _encoder(model, pooling, run)
     )
+    with encoding as encoder:
+        fitted, n_rows = fit_transform_file(
+            transform, out, vectors=vectors, texts=texts, encoder=encoder, show_progress=run.show_progress
+        )
     typer.echo(f"fitted {fitted} on {n_rows} vectors; wrote {out}", err=True)
 
 
@@ -338,17 +342,17 @@ def diagnose_command(
     from whitevec.diagnostics import diagnose, write_report
 
     _check_specs([pooling], split_list(transform))
-    encoder = _encoder(model, pooling, run)
-    report = diagnose(
-        encoder,
-        texts,
-        task=loaded,
-        transforms=split_list(transform),
-        max_sentences=max_sentences,
-        min_types_per_bucket=min_types_per_bucket,
-        source_label=None if corpus is None else f"corpus {corpus.name}",
-        show_progress=run.show_progress,
-    )
+    with _encoder(model, pooling, run) as encoder:
+        report = diagnose(
+            encoder,
+            texts,
+            task=loaded,
+            transforms=split_list(transform),
+            max_sentences=max_sentences,
+            min_types_per_bucket=min_types_per_bucket,
+            source_label=None if corpus is None else f"corpus {corpus.name}",
+            show_progress=run.show_progress,
+        )
     written = write_report(report, out, json_only=json_only, command="whitevec " + " ".join(sys.argv[1:]))
     table = _table(
         f"Anisotropy - {model}, {encoder.pooling.name}, {report.n_sentences} sentences",
@@ -438,21 +442,23 @@ def index_build_command(
 
     params = _index_params(m, ef_construction, ef_search, nlist, nprobe)
     check_build(out, kind=kind, metric=metric, backend=backend, uri=uri, index_params=params)
-    encoder = _encoder(model, pooling, run)
-    retriever = Retriever.build(
-        docs,
-        out,
-        encoder=encoder,
-        transform=transform,
-        fit_on=fit_on,
-        kind=kind,
-        metric=metric,
-        backend=backend,
-        uri=uri,
-        index_params=params,
-        show_progress=run.show_progress,
-    )
-    typer.echo(f"wrote {out}: {retriever!r}", err=True)
+    with (
+        _encoder(model, pooling, run) as encoder,
+        Retriever.build(
+            docs,
+            out,
+            encoder=encoder,
+            transform=transform,
+            fit_on=fit_on,
+            kind=kind,
+            metric=metric,
+            backend=backend,
+            uri=uri,
+            index_params=params,
+            show_progress=run.show_progress,
+        ) as retriever,
+    ):
+        typer.echo(f"wrote {out}: {retriever!r}", err=True)
 
 
 @index_app.command("info")
@@ -546,20 +552,20 @@ def eval_retrieval_command(
     from whitevec.evaluation.retrieval import evaluate_retrieval
 
     _check_specs(poolings, transforms)
-    encoder = _encoder(model, poolings[0], run)
-    report = evaluate_retrieval(
-        encoder,
-        data,
-        transforms,
-        poolings=poolings,
-        fit_on=fit_on,
-        kind=kind,
-        metric=metric,
-        backend=backend,
-        uri=uri,
-        latency_queries=latency_queries,
-        show_progress=run.show_progress,
-    )
+    with _encoder(model, poolings[0], run) as encoder:
+        report = evaluate_retrieval(
+            encoder,
+            data,
+            transforms,
+            poolings=poolings,
+            fit_on=fit_on,
+            kind=kind,
+            metric=metric,
+            backend=backend,
+            uri=uri,
+            latency_queries=latency_queries,
+            show_progress=run.show_progress,
+        )
     columns = (
         "pooling",
         "transform",
