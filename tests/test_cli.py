@@ -223,6 +223,39 @@ def test_console_script_runs() -> None:
     assert done.returncode == 0 and "eval" in done.stdout
 
 
+@pytest.fixture(scope="module")
+def small_index(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("small-index")
+    corpus = folder / "corpus.txt"
+    corpus.write_text("\n".join(synthetic_task(n_pairs=40, subsets=1).sentences("target")) + "\n")
+    argv = ["index", "build", "--corpus", str(corpus), "--out", str(folder / "idx"), "--transform", "none"]
+    assert main([*argv, "--model", str(tiny_bert_dir), "--no-cache", "-q"]) == 0
+    return folder / "idx"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["index", "info", "IDX"],
+        ["search", "IDX", "a dog", "a cat", "-k", "20"],
+        ["search", "IDX", "a dog", "--json"],
+    ],
+    ids=["info", "search-table", "search-json"],
+)
+def test_a_reader_that_leaves_early_is_no_error(args: list[str], small_index: Path) -> None:
+    argv = [str(small_index) if a == "IDX" else a for a in args]
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from whitevec.cli import main; main(sys.argv[1:])", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()  # the reader leaves before the first line, as `| head` does after its lines
+    err = child.stderr.read().decode()
+    # Quiet, with the status of a tool stopped by SIGPIPE; no "Exception ignored ... BrokenPipeError" at exit.
+    assert child.wait(timeout=120) == 141 and err == "", err
+
+
 @pytest.mark.data
 @pytest.mark.model
 @pytest.mark.slow

@@ -10,9 +10,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import os
 import sqlite3
 import sys
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -174,11 +175,35 @@ def _table(title: str, columns: Sequence[str], left: Collection[str]) -> Any:
     return table
 
 
+class _StdoutClosed(Exception):
+    """stdout's reader went away (``whitevec search ... | head``); main() exits quietly."""
+
+
+@contextlib.contextmanager
+def _writing_stdout() -> Iterator[None]:
+    """Around writes to stdout: a broken pipe there is the reader leaving, for main() to handle. (Caught inside a
+    command, so typer's own handler, which exits 1, never sees it.)"""
+    try:
+        yield
+    except BrokenPipeError:
+        raise _StdoutClosed from None
+
+
+def _print(text: str) -> None:
+    """``text`` and a newline on stdout."""
+    with _writing_stdout():
+        typer.echo(text)
+
+
 def _console() -> Any:
-    """A rich console on stdout."""
+    """A rich console on stdout whose broken pipe goes to main() (rich's own handler exits 1)."""
     from rich.console import Console
 
-    return Console()
+    class StdoutConsole(Console):
+        def on_broken_pipe(self) -> None:
+            raise _StdoutClosed from None
+
+    return StdoutConsole()
 
 
 # ---- foundation commands (encode, fit, eval) -------------------------------------------------------------
@@ -469,7 +494,7 @@ def index_info_command(index_dir: Annotated[Path, typer.Argument(help="Index fol
     existing_folder(index_dir, "index folder")
     from whitevec.index import read_manifest
 
-    typer.echo(json.dumps(read_manifest(index_dir), indent=2, sort_keys=True))
+    _print(json.dumps(read_manifest(index_dir), indent=2, sort_keys=True))
 
 
 @index_app.command("export-faiss")
@@ -506,7 +531,7 @@ def search_command(
         payload = [
             {"query": q, "hits": [h.to_dict() for h in hits]} for q, hits in zip(query, results, strict=True)
         ]
-        typer.echo(json.dumps(payload, indent=2, ensure_ascii=False))
+        _print(json.dumps(payload, indent=2, ensure_ascii=False))
         return
     console = _console()
     for q, hits in zip(query, results, strict=True):
@@ -622,10 +647,22 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: known errors become one line on stderr; bugs keep their traceback.
 
     Exit status: 0 done, 2 bad input (``WhitevecError``, usage), 1 a fault of the environment (disk full,
-    read-only, no permission), 130 interrupted (Ctrl-C).
+    read-only, no permission), 130 interrupted (Ctrl-C), 141 stdout closed by its reader.
     """
     try:
         code = app(args=argv, standalone_mode=False)
+        with _writing_stdout():
+            sys.stdout.flush()  # output still buffered meets a reader that left here, not at interpreter exit
+    except _StdoutClosed:
+        # `whitevec search ... | head`: the reader had enough, which is no error of the user or the system, so
+        # no message. The status is the one a shell shows for cat, grep or any tool stopped by SIGPIPE (128 +
+        # 13), so `set -o pipefail` scripts see whitevec as they see those; 0 would claim all output was read.
+        # stdout then writes to /dev/null: whatever is still buffered or written later (an atexit handler) cannot
+        # fail at interpreter exit with "Exception ignored ... BrokenPipeError".
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        raise SystemExit(141) from None
     except WhitevecError as exc:
         print(f"whitevec: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
