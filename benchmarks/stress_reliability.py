@@ -39,7 +39,7 @@ VERSIONS = {"a": (2000, 1), "b": (1500, 2)}  # tag: (documents, seed)
 
 
 def corpus(tag: str) -> list[Any]:
-    from tests.test_index_helpers import sentences
+    from tests.index_helpers import sentences
 
     from whitevec.index import Document
 
@@ -49,7 +49,7 @@ def corpus(tag: str) -> list[Any]:
 
 def rebuild_forever(out: str, transform: str) -> None:
     """Child: rebuild ``out`` alternating the two corpora until killed; print the count after each build."""
-    from tests.test_index_helpers import HashEncoder
+    from tests.index_helpers import HashEncoder
 
     from whitevec.index import Retriever
 
@@ -62,7 +62,7 @@ def rebuild_forever(out: str, transform: str) -> None:
 
 
 def race(workdir: Path, loads: int, transform: str) -> dict[str, Any]:
-    from tests.test_index_helpers import HashEncoder, sentences
+    from tests.index_helpers import HashEncoder, sentences
 
     from whitevec.index import Retriever, read_manifest
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
+from tests.index_helpers import HashEncoder
 from whitevec.encoder import POOLINGS, Encoder, get_pooling
 from whitevec.encoding import EncoderLike
 from whitevec.errors import BadInputError
@@ -214,3 +215,9 @@ def test_the_encoder_is_encoder_like(tiny_bert_dir: Path) -> None:
     assert isinstance(encoder, EncoderLike)
     assert {"model", "pooling", "max_length", "dim"} <= set(encoder.describe())
     assert not isinstance(object(), EncoderLike)
+
+
+def test_the_tests_hash_encoder_is_encoder_like() -> None:
+    encoder = HashEncoder(dim=8)
+    assert isinstance(encoder, EncoderLike)
+    assert encoder.encode(("a dog", "a cat")).shape == (2, 8)  # any sequence of texts, as the protocol says

@@ -10,7 +10,7 @@ import faiss
 import numpy as np
 import pytest
 
-from tests.test_index_helpers import sentences, tiny_bert
+from tests.index_helpers import sentences, tiny_bert
 from whitevec.encoder import Encoder
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError, DimensionMismatchError
 from whitevec.index import Document, Retriever, export_faiss, read_corpus_file

@@ -9,7 +9,7 @@ import faiss
 import numpy as np
 import pytest
 
-from tests.test_index_helpers import sentences, tiny_bert
+from tests.index_helpers import sentences, tiny_bert
 from whitevec.cli import main
 from whitevec.encoder import Encoder
 

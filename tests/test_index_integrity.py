@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_index_helpers import HashEncoder, sentences
+from tests.index_helpers import HashEncoder, sentences
 from whitevec import _io
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError
 from whitevec.index import Document, Retriever, export_faiss, read_manifest
@@ -37,7 +37,7 @@ REBUILDER = textwrap.dedent(
     """
     import sys
     sys.path.insert(0, sys.argv[1])
-    from tests.test_index_helpers import HashEncoder
+    from tests.index_helpers import HashEncoder
     from tests.test_index_integrity import corpus
     from whitevec.index import Retriever
 
@@ -163,7 +163,7 @@ def test_files_follow_the_umask(tmp_path: Path, mask: int) -> None:
         import os, sys
         os.umask(int(sys.argv[3]))
         sys.path.insert(0, sys.argv[1])
-        from tests.test_index_helpers import HashEncoder
+        from tests.index_helpers import HashEncoder
         from tests.test_index_integrity import corpus
         from whitevec.index import Retriever
         r = Retriever.build(corpus("a", 30, 1), sys.argv[2], encoder=HashEncoder(), transform="whitening")
@@ -222,7 +222,7 @@ def test_two_writers_replacing_one_index(tmp_path: Path) -> None:
         """
         import sys
         sys.path.insert(0, sys.argv[1])
-        from tests.test_index_helpers import HashEncoder
+        from tests.index_helpers import HashEncoder
         from tests.test_index_integrity import corpus
         from whitevec.index import Retriever
         for n in range(15):

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_index_helpers import HashEncoder, sentences
+from tests.index_helpers import HashEncoder, sentences
 from whitevec import _io
 from whitevec.errors import DataNotFoundError
 from whitevec.index import Document, Retriever
@@ -30,7 +30,7 @@ CHILD = textwrap.dedent(
     signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path.insert(0, sys.argv[1])
     import whitevec.index.build as build
-    from tests.test_index_helpers import HashEncoder
+    from tests.index_helpers import HashEncoder
     from whitevec.index import Document, Retriever
 
     out = sys.argv[2]

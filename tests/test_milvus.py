@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.test_index_helpers import HashEncoder
+from tests.index_helpers import HashEncoder
 from whitevec.errors import BadInputError, DataNotFoundError, WhitevecError
 from whitevec.index import Document, FaissStore, Retriever
 
@@ -86,7 +86,7 @@ def test_milvus_lite_in_another_process_is_named(tmp_path: Path) -> None:
         """
         import sys, time
         sys.path.insert(0, sys.argv[1])
-        from tests.test_index_helpers import HashEncoder
+        from tests.index_helpers import HashEncoder
         from whitevec.index import Retriever
         r = Retriever.load(sys.argv[2], encoder=HashEncoder(dim=16))
         print("OPEN", flush=True)

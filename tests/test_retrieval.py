@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_index_helpers import sentences, tiny_bert
+from tests.index_helpers import sentences, tiny_bert
 from whitevec.datasets.retrieval import load_retrieval_dataset, read_beir, read_cranfield
 from whitevec.encoder import Encoder
 from whitevec.errors import BadInputError, DataNotFoundError

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_index_helpers import HashEncoder, sentences
+from tests.index_helpers import HashEncoder, sentences
 from whitevec.index import Document, Retriever, VectorStore, store_names
 from whitevec.index import retriever as retriever_module
 from whitevec.index.store import store_class

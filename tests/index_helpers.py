@@ -1,8 +1,9 @@
-"""Shared pieces for the index/retrieval tests (no tests here): a tiny BERT whose tokenizer knows its words,
-and small synthetic corpora."""
+"""Shared pieces for the index/retrieval tests (no tests here, hence no test_ prefix): a tiny BERT whose
+tokenizer knows its words, and small synthetic corpora."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +34,7 @@ def sentences(n: int, seed: int = 0, length: int = 7) -> list[str]:
 
 class HashEncoder:
     """A stand-in Encoder without torch: deterministic vectors from a hash of the text. Lets a child process
-    start in about a second (the interrupted-build test); the index code only needs ``encode`` and ``describe``."""
+    start in about a second (the interrupted-build test); an ``EncoderLike``, which is all the index needs."""
 
     def __init__(self, dim: int = 16) -> None:
         self.dim = dim
@@ -51,7 +52,7 @@ class HashEncoder:
         }
 
     def encode(
-        self, texts: list[str], batch_size: int | None = None, show_progress: bool | None = None
+        self, texts: Sequence[str], batch_size: int | None = None, show_progress: bool | None = None
     ) -> np.ndarray:
         import hashlib
 
