@@ -175,7 +175,7 @@ def _table(title: str, columns: Sequence[str], left: Collection[str]) -> Any:
     return table
 
 
-class _StdoutClosed(Exception):
+class _StdoutClosedError(Exception):
     """stdout's reader went away (``whitevec search ... | head``); main() exits quietly."""
 
 
@@ -186,7 +186,7 @@ def _writing_stdout() -> Iterator[None]:
     try:
         yield
     except BrokenPipeError:
-        raise _StdoutClosed from None
+        raise _StdoutClosedError from None
 
 
 def _print(text: str) -> None:
@@ -201,7 +201,7 @@ def _console() -> Any:
 
     class StdoutConsole(Console):
         def on_broken_pipe(self) -> None:
-            raise _StdoutClosed from None
+            raise _StdoutClosedError from None
 
     return StdoutConsole()
 
@@ -653,7 +653,7 @@ def main(argv: list[str] | None = None) -> int:
         code = app(args=argv, standalone_mode=False)
         with _writing_stdout():
             sys.stdout.flush()  # output still buffered meets a reader that left here, not at interpreter exit
-    except _StdoutClosed:
+    except _StdoutClosedError:
         # `whitevec search ... | head`: the reader had enough, which is no error of the user or the system, so
         # no message. The status is the one a shell shows for cat, grep or any tool stopped by SIGPIPE (128 +
         # 13), so `set -o pipefail` scripts see whitevec as they see those; 0 would claim all output was read.
