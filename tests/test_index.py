@@ -98,6 +98,11 @@ def test_persistence_round_trip(
     assert [[h.id for h in row] for row in got] == [[h.id for h in row] for row in expected]
     assert m["encoder_backend"] == "torch" and fresh.encoder.backend == "torch" and fresh.encoder.caches_vectors
     assert not Retriever.load(out, cache=False).encoder.caches_vectors
+    # the Retriever closes the encoder it made (its cache files), never one it was given
+    assert fresh.encoder._caches and encoder._caches
+    fresh.close()
+    again.close()
+    assert not fresh.encoder._caches and encoder._caches
 
 
 def test_encoder_backend_is_recorded_and_reproduced(

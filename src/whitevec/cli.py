@@ -462,8 +462,7 @@ def index_build_command(
     dim = check_encoder(model, run.cache)
     # Room for the document store (about twice the corpus file, with SQLite's overhead) and float32 vectors.
     check_output(out, "index folder", need_bytes=2 * corpus.expanduser().stat().st_size + len(docs) * dim * 4)
-    from whitevec.index import Retriever
-    from whitevec.index import check_build
+    from whitevec.index import Retriever, check_build
 
     params = _index_params(m, ef_construction, ef_search, nlist, nprobe)
     check_build(out, kind=kind, metric=metric, backend=backend, uri=uri, index_params=params)

@@ -80,6 +80,8 @@ class Retriever:
         transform: Transform | None,
         store: VectorStore,
         docs: DocStore,
+        *,
+        owns_encoder: bool = False,
     ) -> None:
         self.path = path
         self.manifest = manifest
@@ -87,6 +89,7 @@ class Retriever:
         self.transform = transform
         self.store = store
         self._docs = docs
+        self._owns_encoder = owns_encoder  # made by load(): closing the Retriever closes it (its vector cache)
         self._lock = threading.RLock()
 
     # --- building --------------------------------------------------------------------------------------------
@@ -160,6 +163,7 @@ class Retriever:
         manifest, transform, store, docs = read_consistent(
             folder, lambda snapshot: _open_version(snapshot, device or "cpu")
         )
+        owns_encoder = encoder is None
         try:
             if encoder is None:
                 from whitevec.encoder import Encoder
@@ -178,7 +182,7 @@ class Retriever:
             store.close()
             docs.close()
             raise
-        return cls(folder, manifest, encoder, transform, store, docs)
+        return cls(folder, manifest, encoder, transform, store, docs, owns_encoder=owns_encoder)
 
     # --- querying --------------------------------------------------------------------------------------------
     @property
@@ -315,10 +319,13 @@ class Retriever:
             raise BadInputError(_changed_message(self.path))
 
     def close(self) -> None:
-        """Release the document store and the vector store's connections."""
+        """Release the document store, the vector store's connections, and the encoder if load() made it."""
         with self._lock:
             self._docs.close()
             self.store.close()
+            close_encoder = getattr(self.encoder, "close", None)
+            if self._owns_encoder and callable(close_encoder):
+                close_encoder()
 
     def __enter__(self) -> Retriever:
         return self
