@@ -33,7 +33,9 @@ sys.path.insert(0, str(REPO))
 
 RESULT_FILE = REPO / "benchmarks" / "results" / "reliability.json"
 INTERRUPT_TESTS = [
-    "tests/test_index_interrupt.py",
+    "tests/test_index_interrupt.py",  # SIGKILL and SIGINT in the middle of a build
+    "tests/test_fail_early.py::test_ctrl_c_says_interrupted_and_exits_130",  # the CLI under SIGINT
+    "tests/test_service_protection.py::test_signal_stops_the_server_whatever_the_clients_do",  # SIGTERM, SIGINT
 ]
 VERSIONS = {"a": (2000, 1), "b": (1500, 2)}  # tag: (documents, seed)
 
