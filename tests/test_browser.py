@@ -12,9 +12,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -29,6 +27,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
+from whitevec.index import SearchHit as Hit
 from whitevec.service.app import create_app
 from whitevec.service.settings import ServeSettings
 
@@ -58,14 +57,6 @@ def _vector(text: str, dim: int = 32) -> np.ndarray:
         digest = hashlib.sha256(word.encode()).digest()
         vec[digest[0] % dim] += 1.0
     return vec / max(float(np.linalg.norm(vec)), 1e-9)
-
-
-@dataclass
-class Hit:
-    id: str
-    score: float
-    text: str
-    metadata: dict[str, Any] | None
 
 
 class PageRetriever:

@@ -13,7 +13,6 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ import uvicorn
 from fastapi.testclient import TestClient
 
 from whitevec.errors import BadInputError
+from whitevec.index import SearchHit as Hit
 from whitevec.service.app import create_app
 from whitevec.service.manifest import public_manifest
 from whitevec.service.settings import ServeSettings
@@ -56,14 +56,6 @@ def _vector(text: str) -> np.ndarray:
         vec[digest[0] % DIM] += 1.0 if digest[1] % 2 else -1.0
     norm = float(np.linalg.norm(vec))
     return vec / norm if norm else vec
-
-
-@dataclass
-class Hit:
-    id: str
-    score: float
-    text: str
-    metadata: dict[str, Any] | None
 
 
 class FakeRetriever:

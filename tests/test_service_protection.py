@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ import uvicorn
 from fastapi.testclient import TestClient
 
 from whitevec.errors import BadInputError
+from whitevec.index import SearchHit as Hit
 from whitevec.service.app import create_app
 from whitevec.service.connections import ServerConfig
 from whitevec.service.run import check_workers
@@ -39,14 +39,6 @@ from whitevec.service.settings import ServeSettings
 
 REPO = Path(__file__).resolve().parents[1]
 SLACK_S = 4.0  # what a loaded machine may add to a time limit before the server acts on it
-
-
-@dataclass
-class Hit:
-    id: str
-    score: float
-    text: str
-    metadata: dict[str, Any] | None
 
 
 class TinyRetriever:
