@@ -99,4 +99,3 @@ def test_faiss_one_thread_searches_stay_on_their_thread() -> None:
         thread.join(20)
     assert seen == {"inside": 1, "other": before, "after": before}
     assert faiss.omp_get_max_threads() == before
-
