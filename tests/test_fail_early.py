@@ -122,8 +122,9 @@ def test_bad_paths_fail_before_anything_heavy(args: list[str], needle: str, stat
     assert code == status, err
     assert len(lines) == 1 and lines[0].startswith("whitevec: error: ") and needle in lines[0], err
     assert heavy == [], f"imported {heavy} before reporting the error"
-    # Python and typer alone take ~0.2 s; torch ~1.5 s. CPU time is what load cannot inflate.
-    assert cpu < 1.0 and wall < 3.0, (cpu, wall)
+    # Python and typer alone take ~0.2 s; torch ~1.5 s. CPU time is what load cannot inflate; wall time is only
+    # reported (a busy 2-core machine can stretch it without whitevec doing more).
+    assert cpu < 1.0, (cpu, wall)
 
 
 def test_a_cache_variable_naming_a_file_fails_fast(workdir: Path) -> None:

@@ -230,17 +230,20 @@ def test_two_writers_replacing_one_index(tmp_path: Path) -> None:
             Retriever.build(docs, sys.argv[2], encoder=HashEncoder(), transform="none").close()
         """
     )
+    logs = {tag: (tmp_path / f"{tag}.err").open("w") for tag in ("x", "y")}
     writers = [
         subprocess.Popen(
-            [sys.executable, "-c", script, str(REPO), str(out), tag],
-            stdout=subprocess.DEVNULL,
-            stderr=(tmp_path / f"{tag}.err").open("w"),
+            [sys.executable, "-c", script, str(REPO), str(out), tag], stdout=subprocess.DEVNULL, stderr=log
         )
-        for tag in ("x", "y")
+        for tag, log in logs.items()
     ]
     for writer in writers:
         assert writer.wait(timeout=300) == 0, (tmp_path / "x.err").read_text() + (tmp_path / "y.err").read_text()
-    assert Retriever.load(out, encoder=HashEncoder()).count == 20  # type: ignore[arg-type]
+    for log in logs.values():
+        log.close()
+    with Retriever.load(out, encoder=HashEncoder()) as final:  # type: ignore[arg-type]
+        ids = {hit.id for hit in final.search(["a dog"], k=20)[0]}
+    assert len(ids) == 20 and len({doc_id[0] for doc_id in ids}) == 1  # one writer's whole index
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx", "x.err", "y.err"]
 
 
@@ -275,3 +278,13 @@ def test_missing_folder_and_non_index(tmp_path: Path) -> None:
     os.mkdir(tmp_path / "empty")
     with pytest.raises(DataNotFoundError, match="not a whitevec index"):
         read_manifest(tmp_path / "empty")
+
+
+def test_a_planted_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
+    encoder: Any = HashEncoder()
+    out = tmp_path / "idx"
+    Retriever.build(corpus("a", 30, 1), out, encoder=encoder, transform="none")
+    (out / "index.faiss").unlink()
+    os.mkfifo(out / "index.faiss")
+    with pytest.raises(CorruptFileError, match="not a regular file"):
+        read_manifest(out)

@@ -125,3 +125,14 @@ def test_missing_external_milvus_lite_data_is_not_created(tmp_path: Path) -> Non
     with pytest.raises(DataNotFoundError, match="does not exist"):
         Retriever.load(out, encoder=HashEncoder(dim=16))  # type: ignore[arg-type]
     assert not (tmp_path / "shared").exists()
+
+
+def test_an_older_lite_version_still_open_in_this_process_is_named(tmp_path: Path) -> None:
+    out = tmp_path / "idx"
+    docs = [Document(f"d{i}", f"text number {i}") for i in range(20)]
+    old = Retriever.build(docs, out, encoder=HashEncoder(dim=16), transform="none", backend="milvus")  # type: ignore[arg-type]
+    with pytest.raises(WhitevecError, match="older version of the Milvus Lite data"):
+        # the rebuild is written and swapped in; loading it while `old` holds the path's server is refused
+        Retriever.build(docs[:10], out, encoder=HashEncoder(dim=16), transform="none", backend="milvus")  # type: ignore[arg-type]
+    old.close()
+    assert Retriever.load(out, encoder=HashEncoder(dim=16)).count == 10  # type: ignore[arg-type]

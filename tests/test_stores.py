@@ -99,3 +99,60 @@ def test_faiss_one_thread_searches_stay_on_their_thread() -> None:
         thread.join(20)
     assert seen == {"inside": 1, "other": before, "after": before}
     assert faiss.omp_get_max_threads() == before
+
+
+def test_a_failed_milvus_lite_staging_keeps_the_retriever_working(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if "milvus" not in _backends():
+        pytest.skip("needs whitevec[milvus]")
+    import shutil
+
+    encoder: Any = HashEncoder()
+    docs = [Document(f"d{i}", text) for i, text in enumerate(sentences(30, seed=1))]
+    retriever = Retriever.build(docs, tmp_path / "idx", encoder=encoder, transform="none", backend="milvus")
+    before = [h.id for h in retriever.search(["a dog"], k=5)[0]]
+
+    def full_disk(*args: Any, **kwargs: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(shutil, "copytree", full_disk)  # the Lite data cannot be copied into the new version
+    with pytest.raises(OSError, match="No space"):
+        retriever.add([Document("new", "a brand new dog")])
+    monkeypatch.undo()
+    assert [h.id for h in retriever.search(["a dog"], k=5)[0]] == before
+    assert retriever.add([Document("new", "a brand new dog")]) == 31
+    retriever.close()
+
+
+def test_concurrent_adds_to_a_shared_collection_do_not_collide(tmp_path: Path) -> None:
+    if "milvus" not in _backends():
+        pytest.skip("needs whitevec[milvus]")
+    encoder: Any = HashEncoder()
+    docs = [Document(f"d{i}", text) for i, text in enumerate(sentences(20, seed=1))]
+    out = tmp_path / "idx"
+    uri = str(tmp_path / "shared" / "store.db")  # vectors outside the folder: one collection shared by versions
+    Retriever.build(docs, out, encoder=encoder, transform="none", backend="milvus", uri=uri).close()
+    first, second = Retriever.load(out, encoder=encoder), Retriever.load(out, encoder=encoder)
+    outcomes: dict[str, str] = {}
+
+    def add(retriever: Retriever, doc_id: str) -> None:
+        try:
+            retriever.add([Document(doc_id, f"a new dog {doc_id}")])
+            outcomes[doc_id] = "added"
+        except Exception as exc:
+            outcomes[doc_id] = str(exc)
+
+    threads = [threading.Thread(target=add, args=(r, name)) for r, name in ((first, "x"), (second, "y"))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert sorted(outcomes.values()).count("added") == 1, outcomes
+    assert any("another writer since it was loaded" in v for v in outcomes.values()), outcomes
+    first.close()
+    second.close()
+    with Retriever.load(out, encoder=encoder) as loaded:  # counts agree: no row deleted or doubled
+        assert loaded.count == 21 and loaded.store.count == 21
+        winner = next(k for k, v in outcomes.items() if v == "added")
+        assert loaded.search([f"a new dog {winner}"], k=1)[0][0].id == winner

@@ -13,6 +13,7 @@ import re
 import shutil
 import socket
 import tempfile
+import threading
 import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -49,10 +50,11 @@ def atomic_dir(path: str | os.PathLike[str], before_swap: Callable[[], None] | N
     """Yield a temporary folder beside ``path``; on success it replaces ``path`` as a whole.
 
     An older folder at ``path`` survives until the new one is complete; an interrupted build leaves it intact.
+    The new folder's files are flushed to disk before the swap, so a power loss leaves one whole version too.
     Where the system can (Linux), the two folders are exchanged in one step, so ``path`` never goes missing and
     a reader that opened the older folder keeps a whole version until it is done (see ``swap_in``).
-    ``before_swap`` runs just before the swap, while no other writer of this folder can swap (an advisory lock
-    on the parent folder): a check that what is at ``path`` is still what the new folder was made from.
+    ``before_swap`` runs just before the swap, under :func:`writers_lock` on the parent folder (no other writer
+    can swap meanwhile): a check that what is at ``path`` is still what the new folder was made from.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -61,29 +63,76 @@ def atomic_dir(path: str | os.PathLike[str], before_swap: Callable[[], None] | N
     os.chmod(tmp, 0o777 & ~_UMASK)  # mkdtemp makes 0700: another account could not read the index
     try:
         yield tmp
-        with _writers_lock(target.parent):
+        _fsync_tree(tmp)
+        with writers_lock(target.parent):
             if before_swap is not None:
                 before_swap()
             swap_in(tmp, target)
+            _fsync_path(target.parent)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems refuse fsync on a folder; the files themselves were synced
+        pass
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(folder: Path) -> None:
+    """Flush every file and folder under ``folder`` to disk (before it is published by a rename)."""
+    for root, _, names in os.walk(folder):
+        for name in names:
+            path = Path(root) / name
+            if path.is_file() and not path.is_symlink():
+                _fsync_path(path)
+        _fsync_path(Path(root))
+
+
+# One lock per folder in this process: flock locks belong to an open file, so a second flock from this process
+# (another thread, or a writer already holding it) would wait on itself. The RLock makes the lock reentrant for
+# the thread that holds it and makes other threads wait; the flock keeps other processes out.
+_LOCKS_GUARD = threading.Lock()
+_FOLDER_LOCKS: dict[str, list[Any]] = {}  # real path -> [RLock, flock fd or None, depth]
+
+
 @contextlib.contextmanager
-def _writers_lock(folder: Path) -> Iterator[None]:
-    """Hold an exclusive advisory lock on ``folder`` (POSIX ``flock``; a no-op where there is none)."""
+def writers_lock(folder: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold the writers' lock of ``folder``: an exclusive advisory ``flock`` (POSIX; a no-op elsewhere) that every
+    swap of a folder inside it takes. Reentrant for the thread holding it."""
+    key = os.path.realpath(folder)
+    with _LOCKS_GUARD:
+        entry = _FOLDER_LOCKS.setdefault(key, [threading.RLock(), None, 0])
+    with entry[0]:
+        if entry[2] == 0:
+            entry[1] = _flock(key)
+        entry[2] += 1
+        try:
+            yield
+        finally:
+            entry[2] -= 1
+            if entry[2] == 0 and entry[1] is not None:
+                os.close(entry[1])  # closing releases the flock
+                entry[1] = None
+
+
+def _flock(folder: str) -> int | None:
     try:
         import fcntl
     except ImportError:
-        yield
-        return
+        return None
     fd = os.open(folder, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def swap_in(new: Path, target: Path) -> None:
@@ -192,9 +241,12 @@ def remove_stale_temporaries(target: Path) -> list[Path]:
             if not pid.isdigit() or _alive(int(pid)):
                 continue
             previous = entry / "previous"
-            if kind == "old" and previous.exists() and not target.exists():
-                # Killed between moving the old folder aside and moving the new one in: put the old one back.
-                os.replace(previous, target)
+            if kind == "old" and previous.exists():
+                # Killed between moving the old folder aside and moving the new one in: put the old one back
+                # (under the writers' lock, so two cleaners or a new first build cannot collide with it).
+                with writers_lock(target.parent), contextlib.suppress(FileNotFoundError):
+                    if not target.exists():
+                        os.replace(previous, target)
             if entry.is_dir():
                 shutil.rmtree(entry, ignore_errors=True)
             else:

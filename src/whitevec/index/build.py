@@ -131,8 +131,15 @@ def build_index(
     fitted, transform_info = fit_transform(transform, fit_on, vectors, encoder, show_progress)
     stored = stored_form(fitted, vectors, metric)
     store: VectorStore | None = None
+    replaced: list[dict[str, Any] | None] = [previous]
+
+    def note_replaced() -> None:
+        # Under the writers' lock, just before the swap: the version really replaced, which may be newer than
+        # the one seen before encoding (its vectors, if they live outside the folder, are freed below).
+        replaced[0] = _check_target(target)
+
     try:
-        with atomic_dir(target) as tmp:
+        with atomic_dir(target, before_swap=note_replaced) as tmp:
             files: list[str] = []
             if fitted is not None:
                 fitted.save(tmp / TRANSFORM_FILE)
@@ -165,9 +172,9 @@ def build_index(
     finally:
         if store is not None:
             store.close()
-    if previous is not None:
+    if replaced[0] is not None:
         with contextlib.suppress(BadInputError):  # a backend this whitevec no longer has: nothing to free
-            store_class(previous["backend"]).discard(previous)
+            store_class(replaced[0]["backend"]).discard(replaced[0])
     return target
 
 

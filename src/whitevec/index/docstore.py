@@ -13,7 +13,6 @@ from whitevec._io import sqlite_uri
 from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError, CorruptFileError
 
-DOCS_FILE = "docs.sqlite"
 _SCHEMA = "CREATE TABLE docs (row INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, text TEXT NOT NULL, metadata TEXT)"
 
 
@@ -69,8 +68,12 @@ class DocStore:
             self._db = sqlite3.connect(
                 sqlite_uri(path, mode="ro", immutable="1"), uri=True, check_same_thread=False
             )
+        except sqlite3.DatabaseError as exc:
+            raise CorruptFileError(f"{path} is not a readable document store ({exc})") from exc
+        try:
             self._db.execute("SELECT count(*) FROM docs").fetchone()
         except sqlite3.DatabaseError as exc:
+            self._db.close()
             raise CorruptFileError(f"{path} is not a readable document store ({exc})") from exc
         self._lock = threading.Lock()
 

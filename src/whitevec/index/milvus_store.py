@@ -147,6 +147,7 @@ class MilvusStore:
             elif not os.path.exists(self.uri):
                 # Opening would create an empty database there: say what is missing instead.
                 raise DataNotFoundError(f"the Milvus Lite data {self.uri} does not exist; rebuild the index")
+            _check_same_lite_data(self.uri)
         try:
             with _quiet_lite_start():
                 self.client = pymilvus.MilvusClient(uri=self.uri, token=token or "")
@@ -154,7 +155,9 @@ class MilvusStore:
             raise WhitevecError(_connect_message(self.uri, exc)) from exc
         self._closed = False
         if is_local_uri(self.uri):
-            _LITE_HANDLES[os.path.abspath(self.uri)] += 1
+            key = os.path.abspath(self.uri)
+            _LITE_HANDLES[key] += 1
+            _LITE_DATA.setdefault(key, _identity(key))
         try:
             if create:
                 self._create()
@@ -215,13 +218,17 @@ class MilvusStore:
         uri, collection = manifest.get("backend_uri"), manifest.get("milvus_collection")
         if not uri or not collection:
             return
+        client = None
         try:
             client = _pymilvus().MilvusClient(uri=uri)
             if client.has_collection(collection):
                 client.drop_collection(collection)
-            client.close()
         except Exception as exc:  # the new index is fine; the old collection is only garbage
             logger.warning("could not drop the replaced Milvus collection %s: %s", collection, exc)
+        finally:
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    client.close()
 
     def stage_add(self, folder: Path) -> MilvusStore:
         """In-folder Milvus Lite data is copied into the next version's folder and added to there, so the
@@ -245,9 +252,9 @@ class MilvusStore:
     def reopen(self, folder: Path, manifest: dict[str, Any]) -> MilvusStore:
         store = self
         if self.stored_uri is None:
-            store = MilvusStore(
-                str(folder / MILVUS_LOCAL), self.collection, self.dim, self.metric, self.kind, self._params
-            )
+            here = str(folder / MILVUS_LOCAL)
+            if self._closed or os.path.abspath(self.uri) != os.path.abspath(here):
+                store = MilvusStore(here, self.collection, self.dim, self.metric, self.kind, self._params)
         store.visible_rows = manifest["count"]
         return store
 
@@ -353,6 +360,7 @@ class MilvusStore:
             _LITE_HANDLES[key] -= 1
             if _LITE_HANDLES[key] <= 0:
                 del _LITE_HANDLES[key]
+                _LITE_DATA.pop(key, None)
                 _stop_lite_server(key)
 
     def release(self) -> None:
@@ -364,8 +372,30 @@ class MilvusStore:
             _stop_lite_server(os.path.abspath(self.uri))
 
 
-# Open MilvusBackend handles per Milvus Lite data folder in this process (its server is shared between them).
+# Open MilvusStore handles per Milvus Lite data folder in this process (its server is shared between them).
 _LITE_HANDLES: collections.Counter[str] = collections.Counter()
+
+
+# The data folder (st_dev, st_ino) each of those servers opened: Milvus Lite keys its servers by path, so a path
+# that now names another folder (a newer index version) must not be served by the old server.
+_LITE_DATA: dict[str, tuple[int, int] | None] = {}
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _check_same_lite_data(uri: str) -> None:
+    key = os.path.abspath(uri)
+    if _LITE_HANDLES.get(key, 0) > 0 and _LITE_DATA.get(key) != _identity(key):
+        raise WhitevecError(
+            f"this process still has an older version of the Milvus Lite data {uri} open (Milvus Lite runs one "
+            "server per path); close the Retriever(s) opened before the index was rebuilt, then load it again"
+        )
 
 
 def _stop_lite_server(path: str) -> None:

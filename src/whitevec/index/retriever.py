@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from whitevec._io import atomic_dir
+from whitevec._io import atomic_dir, writers_lock
 from whitevec.datasets.retrieval import Document, check_unique_ids
 from whitevec.errors import BadInputError, CorruptFileError, DimensionMismatchError
 from whitevec.index.build import as_documents, build_index, encoder_fields
 from whitevec.index.docstore import DocStore, write_docs
 from whitevec.index.layout import DOCS_FILE, TRANSFORM_FILE, check_index_manifest
 from whitevec.index.manifest import SELF_CHECKSUM, write_manifest
-from whitevec.index.snapshot import IndexSnapshot, read_consistent, read_manifest
+from whitevec.index.snapshot import IndexSnapshot, read_consistent
 from whitevec.index.store import VectorStore, store_class, stored_form
 from whitevec.transforms import Transform
 
@@ -257,7 +257,8 @@ class Retriever:
         The index folder is rewritten as a new version and swapped in whole (``atomic_dir``): a failed add
         leaves the index as it was, and readers in other processes see the old or the new version (the store
         stages the add; see :meth:`whitevec.index.store.VectorStore.stage_add`). Refused when the folder no
-        longer holds the version this Retriever loaded (another process rebuilt or added meanwhile).
+        longer holds the version this Retriever loaded (another process rebuilt or added meanwhile). Adds to
+        indexes in one parent folder take turns (``whitevec._io.writers_lock``) once their texts are encoded.
 
         Raises:
             BadInputError: empty list, an id given twice, an id already in the index (named), or the index
@@ -276,47 +277,51 @@ class Retriever:
                 self.encoder.encode([d.text for d in items], show_progress=show_progress),
                 self.manifest["metric"],
             )
-            start = self._docs.next_row()
-            ids = np.arange(start, start + len(items), dtype=np.int64)
-            manifest = dict(self.manifest)
-            manifest["count"] = self.count + len(items)
-            manifest["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-            transform_bytes = read_consistent(self.path, self._read_own_transform)
-            staged: VectorStore | None = None
-            try:
-                with atomic_dir(self.path, before_swap=self._check_unchanged) as tmp:
-                    staged = self.store.stage_add(tmp)
-                    staged.add(ids, vectors)
-                    files = [DOCS_FILE, *staged.save(tmp)]
-                    if transform_bytes is not None:
-                        (tmp / TRANSFORM_FILE).write_bytes(transform_bytes)
-                        files.append(TRANSFORM_FILE)
-                    self._docs.copy_to(tmp / DOCS_FILE)
-                    write_docs(tmp / DOCS_FILE, items, start_row=start)
-                    written = write_manifest(tmp, manifest, files)
-            except BaseException:
-                if staged is not None:
-                    with contextlib.suppress(Exception):
-                        staged.abandon(ids)
-                    # Staging may have let go of the live store (Milvus Lite copies its data): take it back.
-                    self.store = self.store.reopen(self.path, self.manifest)
-                raise
-            self._docs.close()
-            self._docs = DocStore(self.path / DOCS_FILE)
-            self.store = staged.reopen(self.path, written)
-            self.manifest = written
-            return self.count
+            # Writers of this folder wait while the add stages, writes and reopens: the rows it numbers and puts
+            # into a shared collection cannot collide with another add's, and what it reopens is its own version.
+            with writers_lock(self.path.parent):
+                transform_bytes = read_consistent(self.path, self._read_own_transform)  # also: still our version
+                return self._add_locked(items, vectors, transform_bytes)
+
+    def _add_locked(self, items: list[Document], vectors: np.ndarray, transform_bytes: bytes | None) -> int:
+        start = self._docs.next_row()
+        ids = np.arange(start, start + len(items), dtype=np.int64)
+        manifest = dict(self.manifest)
+        manifest["count"] = self.count + len(items)
+        manifest["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        staged: VectorStore | None = None
+        try:
+            with atomic_dir(self.path) as tmp:
+                staged = self.store.stage_add(tmp)
+                staged.add(ids, vectors)
+                files = [DOCS_FILE, *staged.save(tmp)]
+                if transform_bytes is not None:
+                    (tmp / TRANSFORM_FILE).write_bytes(transform_bytes)
+                    files.append(TRANSFORM_FILE)
+                self._docs.copy_to(tmp / DOCS_FILE)
+                write_docs(tmp / DOCS_FILE, items, start_row=start)
+                written = write_manifest(tmp, manifest, files)
+        except BaseException:
+            if staged is not None:
+                with contextlib.suppress(Exception):
+                    staged.abandon(ids)
+            # Staging may have let go of the live store (Milvus Lite copies its data): take it back, keeping the
+            # add's own error.
+            with contextlib.suppress(Exception):
+                self.store = self.store.reopen(self.path, self.manifest)
+            raise
+        docs = DocStore(self.path / DOCS_FILE)
+        self._docs.close()
+        self._docs = docs
+        self.store = staged.reopen(self.path, written)
+        self.manifest = written
+        return self.count
 
     def _read_own_transform(self, snapshot: IndexSnapshot) -> bytes | None:
         """The transform file of the version this Retriever loaded (refused if the folder moved on)."""
         if snapshot.manifest[SELF_CHECKSUM] != self.manifest[SELF_CHECKSUM]:
             raise BadInputError(_changed_message(self.path))
         return snapshot.read_bytes(TRANSFORM_FILE) if snapshot.has(TRANSFORM_FILE) else None
-
-    def _check_unchanged(self) -> None:
-        current = read_manifest(self.path, verify=False)
-        if current[SELF_CHECKSUM] != self.manifest[SELF_CHECKSUM]:
-            raise BadInputError(_changed_message(self.path))
 
     def close(self) -> None:
         """Release the document store, the vector store's connections, and the encoder if load() made it."""

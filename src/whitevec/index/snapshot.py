@@ -82,7 +82,9 @@ class IndexSnapshot:
 
     # --- pinning --------------------------------------------------------------------------------------------
     def _open_member(self, name: str) -> BinaryIO:
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        # O_NONBLOCK: a FIFO planted under a member's name would otherwise block the open forever, before the
+        # regular-file check below could refuse it (regular files ignore the flag).
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0)
         if self._dir_fd is not None:
             fd = os.open(name, flags, dir_fd=self._dir_fd)
         else:
@@ -190,7 +192,11 @@ class IndexSnapshot:
         result is closed (if it can be) and SnapshotReplacedError restarts the read.
         """
         self._raise_if_replaced()
-        result = opener(self.folder / name)
+        try:
+            result = opener(self.folder / name)
+        except Exception:
+            self._raise_if_replaced()  # the folder moved while the library opened it: read the new version
+            raise
         if not self.is_current():
             close = getattr(result, "close", None)
             if callable(close):
