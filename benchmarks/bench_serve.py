@@ -21,6 +21,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -29,6 +30,9 @@ import httpx
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.service_helpers import wait_until_healthy  # noqa: E402  (the repository root is on the path now)
 
 
 def cpu_name() -> str:
@@ -67,7 +71,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(index_dir: Path, mode: str, threads: int) -> tuple[subprocess.Popen[str], str]:
+def start_server(index_dir: Path, mode: str, threads: int) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     # "batch:5" = batch mode waiting up to 5 ms for more requests; plain "batch" uses the default wait.
     name, _, wait = mode.partition(":")
@@ -80,23 +84,17 @@ def start_server(index_dir: Path, mode: str, threads: int) -> tuple[subprocess.P
     }
     env.pop("WHITEVEC_API_KEY", None)
     command = [sys.executable, "-c", "from whitevec.cli import main; main()", "serve", str(index_dir)]
-    proc = subprocess.Popen(
-        [*command, "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
+    # The server logs every request: to a file, since a pipe nobody reads would fill and stall it mid-run.
+    log = Path(tempfile.gettempdir()) / f"whitevec-bench-serve-{port}.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([*command, "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=out)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited: {proc.stderr.read() if proc.stderr else ''}")
-        try:
-            if httpx.get(base + "/health", timeout=2).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("server did not start in 300 s")
-        time.sleep(0.5)
+    try:
+        wait_until_healthy(base, f"whitevec serve ({mode})", 300, proc, log, poll_s=0.5)
+    except BaseException:
+        proc.kill()
+        raise
+    return proc, base
 
 
 def run_load(base: str, queries: list[str], clients: int, n_requests: int, k: int) -> dict[str, float]:

@@ -24,6 +24,7 @@ import httpx
 import uvicorn
 from fastapi.testclient import TestClient
 
+from tests.service_helpers import wait_until_healthy
 from whitevec.errors import BadInputError
 from whitevec.index import SearchHit as Hit
 from whitevec.service.app import create_app
@@ -532,20 +533,12 @@ def test_serve_command_with_two_workers(real_index: Path, tmp_path: Path) -> Non
         [*command, "--port", str(port), "--workers", "2"],
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=log.open("w"),
+        stderr=log.open("wb"),
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 240  # three processes import torch; slow on a busy machine
-        while True:
-            try:
-                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, log.read_text()[-2000:]
-            assert time.monotonic() < deadline, "server with 2 workers did not come up"
-            time.sleep(0.3)
+        # three processes import torch; slow on a busy machine
+        wait_until_healthy(base, "server with 2 workers", 240, proc, log, poll_s=0.3)
         assert httpx.post(f"{base}/search", json={"queries": ["a dog"]}).status_code == 401
         found = httpx.post(f"{base}/search", json={"queries": ["a dog"], "k": 3}, headers={"X-API-Key": "k-123"})
         assert found.status_code == 200 and len(found.json()["results"][0]["ids"]) == 3

@@ -30,6 +30,7 @@ import httpx
 import uvicorn
 from fastapi.testclient import TestClient
 
+from tests.service_helpers import wait_until_healthy
 from whitevec.errors import BadInputError
 from whitevec.index import SearchHit as Hit
 from whitevec.service.app import create_app
@@ -200,15 +201,8 @@ def test_connections_beyond_the_cap_get_503() -> None:
         finally:
             for sock in held:
                 sock.close()
-        deadline = time.monotonic() + 10  # the held connections' places free up once they close
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the server did not recover after the connections closed"
-            time.sleep(0.1)
+        # the held connections' places free up once they close
+        wait_until_healthy(f"http://127.0.0.1:{port}", "the server after the connections closed", 10)
 
 
 # ---- shutdown ----------------------------------------------------------------------------------------------
@@ -244,16 +238,7 @@ def child_server(
             stderr=subprocess.STDOUT,
         )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the server process did not come up"
-            time.sleep(0.1)
+        wait_until_healthy(f"http://127.0.0.1:{port}", "the server process", 60, proc, log)
         yield proc, port, log
     finally:
         if proc.poll() is None:
