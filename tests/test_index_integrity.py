@@ -69,10 +69,18 @@ def test_loads_racing_a_rebuild_see_one_whole_version(tmp_path: Path, transform:
     child = subprocess.Popen(
         [sys.executable, str(script), str(REPO), str(out), transform], stdout=log, stderr=subprocess.STDOUT
     )
+
+    def rebuilds() -> int:
+        words = (tmp_path / "rebuild.log").read_text().split()
+        return int(words[-1]) if words and words[-1].isdigit() else 0
+
+    # The race is run for a count of events, not for a time: on a loaded machine 8 s may hold a single
+    # rebuild, so loading goes on (past the minimum 8 s) until two rebuilds, 20 loads and both versions were
+    # seen. The outer bound only turns a stuck rebuilder into a failure instead of a hang.
     loads, seen = 0, [0, 0]
+    start = time.monotonic()
     try:
-        deadline = time.monotonic() + 8
-        while time.monotonic() < deadline or min(seen) == 0:
+        while time.monotonic() < start + 8 or min(seen) == 0 or loads < 20 or rebuilds() < 2:
             assert child.poll() is None, (tmp_path / "rebuild.log").read_text()[-2000:]
             with Retriever.load(out, encoder=encoder) as loaded:
                 got = signature(loaded, queries)
@@ -80,13 +88,11 @@ def test_loads_racing_a_rebuild_see_one_whole_version(tmp_path: Path, transform:
                 assert loaded.count == (60 if got == expected[0] else 45)
             seen[expected.index(got)] += 1
             loads += 1
-            assert time.monotonic() < deadline + 20, "the rebuilder never produced the second version"
+            assert time.monotonic() < start + 300, f"no progress: {rebuilds()} rebuilds, {loads} loads, {seen}"
     finally:
         child.kill()
         child.wait()
         log.close()
-    rebuilds = int((tmp_path / "rebuild.log").read_text().split()[-1])
-    assert rebuilds >= 2 and loads >= 20 and min(seen) >= 1
 
 
 def test_manifest_edits_are_refused(tmp_path: Path) -> None:
