@@ -47,7 +47,7 @@ from whitevec.evaluation.metrics import cosine_rows, non_finite_to_none
 from whitevec.evaluation.retrieval import average_precision, mrr_at_k, ndcg_at_k, recall_at_k
 from whitevec.linalg import unit_rows
 from whitevec.models import DEFAULT_MODEL
-from whitevec.transforms import Transform, Whitening, make_transform
+from whitevec.transforms import AllButTheTop, Transform, Whitening, make_transform
 from whitevec.tuning.config import TunedConfig
 from whitevec.tuning.selection import (
     Gain,
@@ -110,6 +110,7 @@ class CandidateResult:
     bound: float | None = None
     significant: bool = False
     test: float | None = None
+    folds: list[float] = field(default_factory=list)  # its score on each held-out fold (k-fold check)
     chosen: bool = False
 
     @property
@@ -154,6 +155,15 @@ class TuneResult:
     @property
     def baseline(self) -> CandidateResult:
         return self.candidates[0]
+
+    def held_out_score(self, row: CandidateResult) -> float | None:
+        """``row``'s score on the side not used to choose: its test score, or its held-out fold scores averaged
+        (weighted by fold size) under the k-fold check."""
+        if self.n_test:
+            return row.test
+        if not self.checks or len(row.folds) != len(self.checks):
+            return None
+        return float(np.average(row.folds, weights=[c.n_items for c in self.checks]))
 
     def check_summary(self) -> dict[str, float] | None:
         """raw and tuned on the side not used to choose: test data when given, else the mean over held-out
@@ -201,7 +211,9 @@ class TuneResult:
             mine = [c for c in scored if c.encoding == encoding]
             ax.scatter([c.bytes_per_vector for c in mine], [c.dev or 0.0 for c in mine], label=encoding, alpha=0.7)
         chosen = self.chosen
-        ax.scatter([chosen.bytes_per_vector], [chosen.dev or 0.0], marker="*", s=250, color="black", label="chosen")
+        ax.scatter(
+            [chosen.bytes_per_vector], [chosen.dev or 0.0], marker="*", s=250, color="black", label="chosen"
+        )
         ax.axhline(self.baseline.dev or 0.0, color="grey", linestyle="--", linewidth=1, label="none")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("bytes per vector")
@@ -216,10 +228,11 @@ class TuneResult:
 
 
 # --- scoring -------------------------------------------------------------------------------------------------
-def encoded_vectors(vectors: np.ndarray, encoding: str, fit_vectors: np.ndarray | None = None) -> np.ndarray:
+def encoded_vectors(vectors: np.ndarray, encoding: str, stored: np.ndarray | None = None) -> np.ndarray:
     """The vectors as an index with ``encoding`` would compare them. The hook for index encodings: ``float32``
-    stores them as they are; a compressed encoding will train its codec on ``fit_vectors`` (the stored side)
-    and return the decoded (or asymmetric-distance-equivalent) vectors here."""
+    keeps them as they are; a compressed encoding will train its codec on ``stored`` (the transformed vectors of
+    the stored side: the documents, or every sentence of the pairs) and return the vectors as the index would
+    score them (decoded, for the stored side; queries stay float, as in asymmetric search)."""
     if encoding == "float32":
         return vectors
     raise BadInputError(f"encoding {encoding!r} cannot be scored yet; valid encodings: {', '.join(ENCODINGS)}")
@@ -513,7 +526,8 @@ def tune(
     dev_index, test_index = _item_rows(kind, dev, test, test_queries, row_of)
     scored: list[_Scored] = []
     results: list[CandidateResult] = []
-    shared_fits: dict[tuple[str, str], tuple[Whitening, float]] = {}
+    shared_fits: dict[tuple[str, str, str], tuple[Transform, float]] = {}
+    scored_rows, stored_rows = _scored_rows(dev_index, test_index)
     progress = _progress(show_progress, len(plan))
     task = None
     if progress is not None:
@@ -533,8 +547,8 @@ def tune(
                 result.status = f"skipped: time box of {max_seconds:g} s spent"
             else:
                 try:
-                    space, result.fit_seconds = _fit_apply(candidate, raw, fit_rows, shared_fits)
-                    stored = encoded_vectors(space, candidate.encoding, space[fit_rows])
+                    space, result.fit_seconds = _fit_apply(candidate, raw, fit_rows, scored_rows, shared_fits)
+                    stored = encoded_vectors(space, candidate.encoding, space[stored_rows])
                     dev_items, test_items = _item_scores(kind, stored, dev_index, test_index, dev, metric_name)
                     scored.append(_Scored(result, dev_items, test_items))
                 except BadInputError as exc:
@@ -569,6 +583,8 @@ def tune(
             if kind == "sts" and (np.ptp(gold[inside]) == 0 or np.ptp(gold[held_out]) == 0):  # type: ignore[index]
                 continue
             pick, _ = _choose(kind, scored, gold, inside, n_boot, seed + 1 + fold, max_bytes_per_vector)
+            for s in scored:
+                s.result.folds.append(_statistic(kind, s.dev_items, gold, held_out))
             checks.append(
                 FoldCheck(
                     fold,
@@ -688,6 +704,16 @@ def _item_rows(
     return dev_rows, (query_rows(test_ids) if test_ids else None)
 
 
+def _scored_rows(dev: _Rows, test: _Rows | None) -> tuple[np.ndarray, np.ndarray]:
+    """(every row an item reads, the rows an index would store: the documents; for pairs, all of them)."""
+    parts = [
+        r for rows in (dev, test) if rows is not None for r in (rows.left, rows.right, rows.docs, rows.queries)
+    ]
+    scored = np.unique(np.concatenate([r for r in parts if r is not None]))
+    stored = dev.docs if dev.docs is not None else scored
+    return scored, np.unique(stored)
+
+
 def _item_scores(
     kind: str, space: np.ndarray, dev: _Rows, test: _Rows | None, data: Any, metric: str
 ) -> tuple[np.ndarray, np.ndarray | None]:
@@ -706,32 +732,63 @@ def _fit_apply(
     candidate: Candidate,
     raw: np.ndarray,
     fit_rows: np.ndarray,
-    shared: dict[tuple[str, str], tuple[Whitening, float]],
+    scored_rows: np.ndarray,
+    shared: dict[tuple[str, str, str], tuple[Transform, float]],
 ) -> tuple[np.ndarray, float]:
-    """Fit the candidate's transform on the fit rows and apply it to every row; (vectors, seconds)."""
+    """Fit the candidate's transform on the fit rows and apply it to the rows the items score (other rows stay
+    0); (vectors, seconds)."""
     transform: Transform | None = make_transform(candidate.transform)
     if transform is None:
         return raw, 0.0
     started = time.perf_counter()
-    if isinstance(transform, Whitening):
-        # One moment pass per model and pooling: the variants differ only in k, beta and gamma, which the
-        # transform reads when it is applied, so a copy with other parameters equals a fresh fit.
-        key = (candidate.model, candidate.pooling)
-        if key not in shared:
-            base = Whitening().fit(raw[fit_rows])
-            shared[key] = (base, time.perf_counter() - started)
-            started = time.perf_counter()
-        base, moments_seconds = shared[key]
-        fitted = copy.copy(base)
-        fitted.set_params(**transform.get_params(deep=False))
-        with warnings.catch_warnings():
-            warnings.simplefilter(
-                "ignore", WhitevecWarning
-            )  # floored eigenvalues: the candidate just scores worse
-            out = np.asarray(fitted.transform(raw), dtype=np.float32)
-        return out, moments_seconds + time.perf_counter() - started
+    fitted: Transform
+    seconds = 0.0
     with warnings.catch_warnings():
+        # Floored eigenvalues (near-singular covariance): the candidate just scores what it scores.
         warnings.simplefilter("ignore", WhitevecWarning)
-        transform.fit(raw[fit_rows])
-        out = np.asarray(transform.transform(raw), dtype=np.float32)
-    return out, time.perf_counter() - started
+        if isinstance(transform, Whitening) or (
+            isinstance(transform, AllButTheTop)
+            and _abtt_d(transform, raw.shape[1]) <= min(_ABTT_SHARED, raw.shape[1])
+        ):
+            # One fit per model and pooling serves every variant, exactly: whitening's k, beta and gamma are read
+            # when it is applied, and All-but-the-Top's D directions are the first D of the largest D's fit.
+            kind = type(transform).__name__
+            key = (candidate.model, candidate.pooling, kind)
+            if key not in shared:
+                base: Transform = (
+                    Whitening() if kind == "Whitening" else AllButTheTop(n_remove=min(_ABTT_SHARED, raw.shape[1]))
+                )
+                base.fit(raw[fit_rows])
+                shared[key] = (base, time.perf_counter() - started)
+                started = time.perf_counter()
+            base, seconds = shared[key]
+            if isinstance(transform, Whitening):
+                fitted = copy.copy(base)
+                fitted.set_params(**transform.get_params(deep=False))
+            else:
+                fitted = _abtt_from(base, transform)  # type: ignore[arg-type]
+        else:
+            fitted = transform.fit(raw[fit_rows])
+        applied = np.asarray(fitted.transform(raw[scored_rows]), dtype=np.float32)
+    out = np.zeros((raw.shape[0], applied.shape[1]), dtype=np.float32)
+    out[scored_rows] = applied
+    return out, seconds + time.perf_counter() - started
+
+
+# All-but-the-Top variants are cut from one fit removing this many directions (the grid's largest D).
+_ABTT_SHARED = 8
+
+
+def _abtt_d(transform: AllButTheTop, dim: int) -> int:
+    """The number of directions ``transform`` removes from vectors of dimension ``dim`` (its default rule)."""
+    return int(transform.n_remove) if transform.n_remove is not None else max(1, round(dim / 100))
+
+
+def _abtt_from(base: AllButTheTop, wanted: AllButTheTop) -> AllButTheTop:
+    """``wanted`` (an unfitted AllButTheTop) fitted by taking the first D of ``base``'s directions, which is what
+    its own fit would compute (the same eigendecomposition of the same scatter)."""
+    D = _abtt_d(wanted, base.n_features_in_)
+    out = AllButTheTop(n_remove=wanted.n_remove)
+    out.n_features_in_, out.n_remove_ = base.n_features_in_, int(D)
+    out.mean_, out.directions_ = base.mean_, np.ascontiguousarray(base.directions_[:D])
+    return out
