@@ -15,8 +15,9 @@ Columns: raw = the model's own pooling (last-avg, mean pooling) with no transfor
 BERT-whitening (a fixed choice); tuned = what tune chose; best = the best candidate on the held-out side (what an
 oracle would have picked). Targets: tuned >= raw - 0.1 everywhere; tuned >= raw + 1.0 where best >= raw + 1.5.
 
-Run (quality figures, shared lock): ``flock -s /work/cpu.lock python benchmarks/results_tune.py`` with
-WHITEVEC_DATA set; ``--models``/``--sets`` run a part and merge it into the existing tune.json.
+Run (quality figures, shared lock): ``flock -s /work/cpu.lock python -W ignore benchmarks/results_tune.py`` with
+WHITEVEC_DATA set; ``--models``/``--sets`` run a part and merge it into the existing tune.json. ``--no-flow``
+leaves flow out of the grid (the committed figures do: see tune.md for why).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ CHINESE_MODEL = "m3e-small"
 ENGLISH_SETS = ["stsb", "sts12", "sts13", "sts14", "sts15", "cranfield"]
 POOLINGS = ["last-avg", "first-last-avg"]
 OUT = Path(__file__).resolve().parents[1] / "docs" / "results"
-COMMAND = "flock -s /work/cpu.lock .venv/bin/python benchmarks/results_tune.py"
+COMMAND = "flock -s /work/cpu.lock .venv/bin/python -W ignore benchmarks/results_tune.py"
 
 
 def run_one(model: str, name: str, encoder: Encoder, args: argparse.Namespace) -> dict[str, Any]:
@@ -134,7 +135,9 @@ def render_tune(data: dict[str, Any]) -> str:
         "Held-out side: the test split (STS-B dev -> test, Chinese valid -> test) or the mean over 5 held-out "
         "folds (SemEval years: pairs; Cranfield: queries), each fold's choice made without it.",
         "",
-        f"Command: `{data['command']}`",
+        "Commands (each run merges its rows into tune.json):",
+        "",
+        *[f"- `{command}`" for command in data["commands"]],
         "",
         facts_markdown(data["facts"]),
         "",
@@ -185,7 +188,7 @@ def render_zh(data: dict[str, Any]) -> str:
         "Every transform is fitted on the task's unlabelled sentences (all splits on disk: valid + test, and "
         "train for STS-B); `whitevec tune` chooses on the **valid** split's labels only.",
         "",
-        f"Command: `{data['command']}`",
+        *[f"Command: `{command}`" for command in data["commands"] if "m3e-small" in command],
         "",
         facts_markdown(data["facts"]),
         "",
@@ -231,7 +234,7 @@ def main() -> None:
     if not args.render_only:
         data["load_averages"] = [*data.get("load_averages", []), round(os.getloadavg()[0], 2)]
         data["facts"] = machine_facts()
-        data["command"] = COMMAND
+        data["commands"] = [*data.get("commands", []), " ".join([COMMAND, *sys.argv[1:]])]
         sets = args.sets.split(",")
         for model in args.models.split(","):
             mine = [s for s in sets if (s in CHINESE_TASKS) == (model == CHINESE_MODEL)]

@@ -157,19 +157,18 @@ def _check_specs(poolings: list[str], transforms: list[str]) -> None:
         make_transform(spec)
 
 
-def _from_config(config: Path, **given: str) -> tuple[str, str, str]:
-    """(model, pooling, transform) of a tuned configuration. An option also given on the command line must say
-    the same (a different --model or --pooling would make the configuration's transform invalid)."""
+def _from_config(config: Path, command: Callable[..., None], **given: str) -> tuple[str, str, str]:
+    """(model, pooling, transform) of a tuned configuration. An option set to something other than its default
+    must say what the configuration says (another --model or --pooling would make its transform invalid)."""
     from whitevec.tuning.config import ConfigMismatchError, TunedConfig
 
     tuned = TunedConfig.load(config)
     if tuned.encoding != "float32":
         raise BadInputError(f"{config} names index encoding {tuned.encoding!r}; this command stores float32 only")
     wanted = {"model": tuned.model, "pooling": tuned.pooling, "transform": tuned.transform}
-    context = click.get_current_context()
+    defaults = inspect.signature(command).parameters
     for name, value in given.items():
-        source = context.get_parameter_source(name)
-        if source is not None and source.name != "DEFAULT" and value.strip().lower() != wanted[name].lower():
+        if value != defaults[name].default and value.strip().lower() != wanted[name].lower():
             raise ConfigMismatchError(
                 f"--{name} {value} contradicts the tuned configuration {config}, which names {name} "
                 f"{wanted[name]!r}; leave --{name} out, or tune again"
@@ -257,7 +256,9 @@ def eval_command(
     from whitevec.datasets import load_sts_task, read_pairs_file
 
     if config is not None:
-        model, pooling, transform = _from_config(config, model=model, pooling=pooling, transform=transform)
+        model, pooling, transform = _from_config(
+            config, eval_command, model=model, pooling=pooling, transform=transform
+        )
 
     loaded = [load_sts_task(name, data_dir=data_dir, variant=variant) for name in split_list(tasks)]
     if pairs is not None:
@@ -485,7 +486,9 @@ def index_build_command(
     from whitevec.datasets.retrieval import read_corpus_file
 
     if config is not None:
-        model, pooling, transform = _from_config(config, model=model, pooling=pooling, transform=transform)
+        model, pooling, transform = _from_config(
+            config, index_build_command, model=model, pooling=pooling, transform=transform
+        )
 
     docs = read_corpus_file(corpus)
     input_file(fit_on, "--fit-on file", keywords=("corpus",))
@@ -797,6 +800,8 @@ def tune_command(
     items = "pairs" if result.kind == "sts" else "queries"
     title = f"whitevec tune - {result.metric} x 100 on {result.n_dev} dev {items}"
     table = _table(title, columns, left=("model", "pooling", "transform", "encoding", "sig"))
+    for column in table.columns:
+        column.overflow = "fold"  # a narrow terminal wraps whitening-128-beta0-gamma0.25, never cuts it
 
     def number(value: float | None, pattern: str = "{:.2f}") -> str:
         return "-" if value is None else pattern.format(value)
