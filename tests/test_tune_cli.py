@@ -8,18 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.index_helpers import sentences, tiny_bert
-from whitevec.cli import main
+from tests.test_cli import run_cli as _run
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-
-
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        code = main(argv) or 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.fixture()
@@ -67,12 +58,16 @@ def test_tune_writes_a_config_that_eval_index_build_and_search_apply(
     code, out, err = _run(
         ["eval", "--config", str(config), "--tasks", "", "--pairs", str(files["pairs"]), "-q"], capsys
     )
-    assert code == 0, err and "whitening-8" in out
-    index = tmp_path / "idx"
-    code, _, err = _run(
-        ["index", "build", "--corpus", str(files["corpus"]), "--out", str(index), "--config", str(config), "-q"],
-        capsys,
-    )
+    assert code == 0, err
+    assert "whitening" in out and "last-avg" in out
+    index, other = tmp_path / "idx", tmp_path / "other"
+
+    def build(out: Path, *options: str) -> tuple[int, str, str]:
+        return _run(
+            ["index", "build", "--corpus", str(files["corpus"]), "--out", str(out), *options, "-q"], capsys
+        )
+
+    code, _, err = build(index, "--config", str(config))
     assert code == 0, err
     code, stdout, _ = _run(["index", "info", str(index)], capsys)
     info = json.loads(stdout)
@@ -80,42 +75,9 @@ def test_tune_writes_a_config_that_eval_index_build_and_search_apply(
     code, stdout, err = _run(["search", str(index), "a dog", "--config", str(config), "--json"], capsys)
     assert code == 0, err
     # An option that contradicts the configuration, and an index built another way: one line, exit 2.
-    code, _, err = _run(
-        [
-            "index",
-            "build",
-            "--corpus",
-            str(files["corpus"]),
-            "--out",
-            str(index),
-            "--config",
-            str(config),
-            "--pooling",
-            "cls",
-            "-q",
-        ],
-        capsys,
-    )
+    code, _, err = build(index, "--config", str(config), "--pooling", "cls")
     assert code == 2 and "--pooling cls contradicts the tuned configuration" in err
-    other = tmp_path / "other"
-    code, _, err = _run(
-        [
-            "index",
-            "build",
-            "--corpus",
-            str(files["corpus"]),
-            "--out",
-            str(other),
-            "--model",
-            str(files["bert"]),
-            "--pooling",
-            "cls",
-            "--transform",
-            "whitening-8",
-            "-q",
-        ],
-        capsys,
-    )
+    code, _, err = build(other, "--model", str(files["bert"]), "--pooling", "cls", "--transform", "whitening-8")
     assert code == 0, err
     code, _, err = _run(["search", str(other), "a dog", "--config", str(config)], capsys)
     assert (
