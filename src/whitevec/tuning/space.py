@@ -24,7 +24,8 @@ from whitevec.transforms import SPEC_FORMS, AllButTheTop, Whitening, make_transf
 
 @dataclass(frozen=True)
 class Encoding:
-    """How an index stores one vector: ``bits_per_dim`` bits per dimension (plus ``overhead_bytes``)."""
+    """How an index stores one vector: ``bits_per_dim`` bits per dimension (plus ``overhead_bytes``). A code
+    whose size does not follow the dimension (PQ: M bytes) is a subclass overriding :meth:`bytes_per_vector`."""
 
     name: str
     bits_per_dim: float
