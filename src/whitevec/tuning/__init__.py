@@ -1,0 +1,25 @@
+"""Choosing the transform and index encoding on the user's own labelled dev data: ``whitevec tune``.
+
+:func:`tune` scores every candidate (model x pooling x transform x encoding) and keeps ``none`` unless a gain is
+significant; :class:`TunedConfig` is the choice, saved as JSON and applied by ``index build --config``,
+``eval --config`` and :func:`apply_config`.
+"""
+
+from whitevec.tuning.config import ConfigMismatchError, TunedConfig, apply_config
+from whitevec.tuning.run import CandidateResult, FoldCheck, TuneResult, check_metric, tune
+from whitevec.tuning.space import ENCODINGS, Candidate, Encoding, default_transforms
+
+__all__ = [
+    "ENCODINGS",
+    "Candidate",
+    "CandidateResult",
+    "ConfigMismatchError",
+    "Encoding",
+    "FoldCheck",
+    "TuneResult",
+    "TunedConfig",
+    "apply_config",
+    "check_metric",
+    "default_transforms",
+    "tune",
+]

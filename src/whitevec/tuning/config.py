@@ -1,0 +1,209 @@
+"""A tuned configuration: the JSON file ``whitevec tune`` writes and ``index build --config``,
+``eval --config`` and :func:`apply_config` apply.
+
+It names the model, the pooling, the transform spec and the index encoding, and records how they were chosen
+(metric, scores, the gain over ``none`` with its interval). The transform is a spec, not fitted weights: it is
+fitted where it is applied, on that place's own unlabelled text (an index's corpus, a task's sentences), as tune
+fitted it on the fit text it was given; the same text gives the same vectors.
+
+Format (``"format": "whitevec-tuned-config"``, ``"version": 1``); :meth:`TunedConfig.load` refuses any other
+format or version, a missing or mistyped field, an unknown transform spec, pooling or encoding.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from whitevec._io import write_json
+from whitevec._version import __version__
+from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError
+from whitevec.transforms import make_transform
+from whitevec.tuning.space import ENCODINGS, canonical_transform
+
+if TYPE_CHECKING:
+    from whitevec.encoder import Encoder
+    from whitevec.transforms import Transform
+
+CONFIG_FORMAT = "whitevec-tuned-config"
+CONFIG_VERSION = 1
+
+
+class ConfigMismatchError(BadInputError):
+    """A tuned configuration is applied where the model or pooling is another one."""
+
+
+_REQUIRED: dict[str, type | tuple[type, ...]] = {
+    "format": str,
+    "version": int,
+    "model": str,
+    "pooling": str,
+    "transform": str,
+    "encoding": str,
+    "dim": int,
+    "bytes_per_vector": int,
+    "metric": str,
+    "selection": dict,
+}
+
+
+@dataclass
+class TunedConfig:
+    """What tune chose. ``model`` is the name it was given (alias, folder or hub id); ``model_fingerprint`` the
+    sha256 of its config and weight file sizes (:attr:`whitevec.encoder.Encoder.model_fingerprint`), checked
+    when an encoder is matched against it."""
+
+    model: str
+    pooling: str
+    transform: str
+    encoding: str = "float32"
+    dim: int = 0
+    bytes_per_vector: int = 0
+    metric: str = "spearman"
+    max_length: int = 512
+    model_fingerprint: str | None = None
+    fit_on: str = ""
+    selection: dict[str, Any] = field(default_factory=dict)
+    created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    whitevec: str = __version__
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": CONFIG_FORMAT, "version": CONFIG_VERSION, **asdict(self)}
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the configuration as JSON, atomically (an interrupted write leaves no partial file)."""
+        return write_json(path, self.to_dict())
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> TunedConfig:
+        """Read and check a configuration file.
+
+        Raises:
+            DataNotFoundError: no such file.
+            CorruptFileError: not a tuned configuration of this format version, or a field is missing, mistyped
+                or names an unknown transform, pooling or encoding.
+        """
+        file = Path(path).expanduser()
+        if not file.is_file():
+            raise DataNotFoundError(f"tuned configuration {file} does not exist (write one with `whitevec tune`)")
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise CorruptFileError(f"{file} is not a JSON tuned configuration ({exc})") from None
+        return cls.from_dict(data, source=str(file))
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "configuration") -> TunedConfig:
+        """A checked configuration from :meth:`to_dict`'s form (see :meth:`load` for what is refused)."""
+        if not isinstance(data, dict) or data.get("format") != CONFIG_FORMAT:
+            raise CorruptFileError(f"{source} is not a whitevec tuned configuration (no format {CONFIG_FORMAT!r})")
+        if data.get("version") != CONFIG_VERSION:
+            raise CorruptFileError(
+                f"{source} has tuned-configuration version {data.get('version')!r}; this whitevec "
+                f"({__version__}) reads version {CONFIG_VERSION}"
+            )
+        for key, kind in _REQUIRED.items():
+            value = data.get(key)
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise CorruptFileError(
+                    f"{source}: field {key!r} is missing or not a {getattr(kind, '__name__', kind)}"
+                )
+        known = {f for f in cls.__dataclass_fields__}
+        values = {k: v for k, v in data.items() if k in known}
+        try:
+            from whitevec.encoder import get_pooling
+
+            get_pooling(values["pooling"])
+            values["transform"] = canonical_transform(values["transform"])
+        except BadInputError as exc:
+            raise CorruptFileError(f"{source}: {exc}") from None
+        if values["encoding"] not in ENCODINGS:
+            raise CorruptFileError(
+                f"{source}: encoding {values['encoding']!r} is not one this whitevec has ({', '.join(ENCODINGS)})"
+            )
+        return cls(**values)
+
+    # --- applying ---------------------------------------------------------------------------------------
+    def make_transform(self) -> Transform | None:
+        """The configured transform, unfitted (None for ``none``)."""
+        return make_transform(self.transform)
+
+    def encoder(self, **options: Any) -> Encoder:
+        """An :class:`whitevec.encoder.Encoder` for the configured model and pooling (``options``: max_length,
+        batch_size, device, cache, backend); checked against the recorded fingerprint."""
+        from whitevec.encoder import Encoder
+
+        options.setdefault("max_length", self.max_length)
+        encoder = Encoder(self.model, self.pooling, **options)
+        try:
+            self.check_encoder(encoder)
+        except BaseException:
+            encoder.close()
+            raise
+        return encoder
+
+    def check_encoder(self, encoder: Any) -> None:
+        """Raise ConfigMismatchError when ``encoder`` is another model or pooling than the configured one."""
+        info = encoder.describe()
+        self._check_same(info["model"], info.get("model_fingerprint"), info["pooling"], "the encoder")
+
+    def check_index(self, manifest: dict[str, Any], where: str = "the index") -> None:
+        """Raise ConfigMismatchError when an index (its manifest) was built with another model or pooling, or
+        another transform, than this configuration names."""
+        self._check_same(manifest["model"], manifest.get("model_fingerprint"), manifest["pooling"], where)
+        info = manifest.get("transform") or {}
+        built = "none" if not info else str(info.get("spec", ""))
+        with contextlib.suppress(BadInputError):  # a saved .safetensors transform keeps its path, so it differs
+            built = canonical_transform(built)
+        if built != self.transform:
+            raise ConfigMismatchError(
+                f"{where} was built with transform {built!r}; the tuned configuration names {self.transform!r}. "
+                "Rebuild it with `whitevec index build --config`"
+            )
+
+    def _check_same(self, model: str, fingerprint: str | None, pooling: str, where: str) -> None:
+        same_model = (
+            fingerprint == self.model_fingerprint
+            if fingerprint and self.model_fingerprint
+            else model.strip().lower() == self.model.strip().lower()
+        )
+        if not same_model or pooling != self.pooling:
+            raise ConfigMismatchError(
+                f"the tuned configuration was chosen for model {self.model!r} with pooling {self.pooling!r}, but "
+                f"{where} uses model {model!r} with pooling {pooling!r}; its transform is not valid there"
+            )
+
+
+def apply_config(
+    config: TunedConfig,
+    texts: list[str],
+    fit_texts: list[str],
+    encoder: Encoder | None = None,
+    show_progress: bool | None = None,
+) -> np.ndarray:
+    """The vectors ``config`` gives ``texts``: encoded with its model and pooling, then its transform fitted on
+    ``fit_texts`` (unlabelled) and applied. Returns float32 (len(texts), config.dim)."""
+    own = encoder is None
+    enc = config.encoder() if encoder is None else encoder
+    try:
+        if not own:
+            config.check_encoder(enc)
+        every = list(dict.fromkeys([*texts, *fit_texts]))
+        vectors = enc.encode(every, show_progress=show_progress)
+    finally:
+        if own:
+            enc.close()
+    row = {t: i for i, t in enumerate(every)}
+    transform = config.make_transform()
+    chosen = vectors[[row[t] for t in texts]]
+    if transform is None:
+        return chosen
+    transform.fit(vectors[[row[t] for t in fit_texts]])
+    return np.asarray(transform.transform(chosen), dtype=np.float32)

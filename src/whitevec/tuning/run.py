@@ -1,0 +1,794 @@
+"""``whitevec.tune``: score every candidate on the user's labelled dev data and choose one that beats doing
+nothing, or keep ``none``.
+
+Protocol:
+
+1. Every text is encoded once per model, all poolings from one forward pass (and the encoder's vector cache).
+2. Every candidate transform is fitted on the unlabelled fit text only (never on labels; by default the
+   sentences of the dev and test pairs, the "target" protocol, or the corpus for retrieval). Whitening variants
+   share one pass over the data: their moments are the same, only k, beta and gamma differ.
+3. Each candidate scores each dev item: the cosine of each pair (STS; the statistic is Spearman x 100 over the
+   pairs) or the metric of each query (retrieval: nDCG@10 by default; exact cosine search over the corpus).
+4. Choice on a set of items (see :mod:`whitevec.tuning.selection`): the candidates whose gain over the baseline
+   (the first model and pooling with no transform) is significant on a paired bootstrap, simultaneously over
+   all candidates; among them the best point gain, then, among those tied with it (the 95% interval of the
+   difference reaches 0), the cheapest (bytes per vector, then none < linear < flow). None significant: the
+   baseline. Under ``max_bytes_per_vector`` only candidates within the budget can be chosen; if the baseline
+   is over it, the best scoring candidate within it is chosen (ties again to the cheaper).
+5. The choice is made on all dev items. Without separate test data, the procedure is also checked by k-fold
+   over the dev items (seeded): chosen on k-1 folds, scored with raw on the held-out fold; with test data it
+   is scored there. Those are the figures that say what tuning gains; the dev scores of the choice do not.
+
+Deterministic for a seed (folds and resamples come from it), except that ``max_seconds`` cuts the candidate
+list where the time runs out (recorded per candidate).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import re
+import sys
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from whitevec._io import write_json
+from whitevec.datasets.retrieval import RetrievalDataset
+from whitevec.datasets.sts import Pair, StsTask
+from whitevec.errors import BadInputError, WhitevecWarning
+from whitevec.evaluation.metrics import cosine_rows, non_finite_to_none
+from whitevec.evaluation.retrieval import average_precision, mrr_at_k, ndcg_at_k, recall_at_k
+from whitevec.linalg import unit_rows
+from whitevec.models import DEFAULT_MODEL
+from whitevec.transforms import AllButTheTop, Transform, Whitening, make_transform
+from whitevec.tuning.config import TunedConfig
+from whitevec.tuning.selection import (
+    Gain,
+    bootstrap_gains,
+    mean_resampled,
+    resample_counts,
+    spearman_resampled,
+    tied_with,
+)
+from whitevec.tuning.space import (
+    ENCODINGS,
+    Candidate,
+    check_encodings,
+    check_transform_for_dim,
+    check_transforms,
+    cost_key,
+    default_transforms,
+    output_dim,
+)
+
+STS_METRICS = ("spearman",)
+RETRIEVAL_METRICS = ("ndcg@K", "recall@K", "mrr@K", "map")
+MIN_PAIRS = 50
+MIN_QUERIES = 10
+
+
+def check_metric(metric: str | None, kind: str) -> str:
+    """The metric name, lower-cased; raises BadInputError listing the valid ones for this kind of dev data."""
+    if kind == "sts":
+        name = (metric or "spearman").strip().lower()
+        if name != "spearman":
+            raise BadInputError(f"unknown metric {metric!r} for scored pairs; valid metrics: spearman")
+        return name
+    name = (metric or "ndcg@10").strip().lower()
+    if name == "map" or re.fullmatch(r"(ndcg|recall|mrr)@[1-9]\d*", name):
+        return name
+    raise BadInputError(
+        f"unknown metric {metric!r} for retrieval; valid metrics: {', '.join(RETRIEVAL_METRICS)} (K a positive "
+        "integer, e.g. ndcg@10, recall@100)"
+    )
+
+
+# --- results -------------------------------------------------------------------------------------------------
+@dataclass
+class CandidateResult:
+    """One candidate's row: dev score, gain over the baseline with its 95% interval, cost, and test score."""
+
+    model: str
+    pooling: str
+    transform: str
+    encoding: str
+    dim: int
+    bytes_per_vector: int
+    status: str = "scored"  # or "skipped: ..." / "failed: ..."
+    fit_seconds: float = 0.0
+    dev: float | None = None
+    gain: float | None = None
+    low: float | None = None
+    high: float | None = None
+    bound: float | None = None
+    significant: bool = False
+    test: float | None = None
+    folds: list[float] = field(default_factory=list)  # its score on each held-out fold (k-fold check)
+    chosen: bool = False
+
+    @property
+    def candidate(self) -> Candidate:
+        return Candidate(self.model, self.pooling, self.transform, self.encoding)
+
+
+@dataclass
+class FoldCheck:
+    """The choice made without one fold, scored on that fold beside the raw baseline."""
+
+    fold: int
+    n_items: int
+    chosen: str
+    raw: float
+    tuned: float
+
+
+@dataclass
+class TuneResult:
+    """What :func:`tune` measured and chose. ``config`` is the choice (see :class:`TunedConfig`)."""
+
+    kind: str
+    metric: str
+    n_dev: int
+    n_test: int
+    n_fit: int
+    seed: int
+    n_boot: int
+    folds: int
+    max_bytes_per_vector: int | None
+    candidates: list[CandidateResult]
+    config: TunedConfig
+    checks: list[FoldCheck] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def chosen(self) -> CandidateResult:
+        return next(c for c in self.candidates if c.chosen)
+
+    @property
+    def baseline(self) -> CandidateResult:
+        return self.candidates[0]
+
+    def held_out_score(self, row: CandidateResult) -> float | None:
+        """``row``'s score on the side not used to choose: its test score, or its held-out fold scores averaged
+        (weighted by fold size) under the k-fold check."""
+        if self.n_test:
+            return row.test
+        if not self.checks or len(row.folds) != len(self.checks):
+            return None
+        return float(np.average(row.folds, weights=[c.n_items for c in self.checks]))
+
+    def check_summary(self) -> dict[str, float] | None:
+        """raw and tuned on the side not used to choose: test data when given, else the mean over held-out
+        folds (weighted by fold size)."""
+        if self.n_test:
+            assert self.baseline.test is not None and self.chosen.test is not None
+            return {
+                "raw": self.baseline.test,
+                "tuned": self.chosen.test,
+                "gain": self.chosen.test - self.baseline.test,
+            }
+        if not self.checks:
+            return None
+        sizes = np.array([c.n_items for c in self.checks], dtype=np.float64)
+        raw = float(np.average([c.raw for c in self.checks], weights=sizes))
+        tuned = float(np.average([c.tuned for c in self.checks], weights=sizes))
+        return {"raw": raw, "tuned": tuned, "gain": tuned - raw}
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["config"] = self.config.to_dict()
+        data["check"] = self.check_summary()
+        return non_finite_to_none(data)
+
+    def save_json(self, path: str | os.PathLike[str]) -> Path:
+        """The whole result (every candidate, the folds, the choice) as JSON, written atomically."""
+        return write_json(path, self.to_dict())
+
+    def save_config(self, path: str | os.PathLike[str]) -> Path:
+        """The chosen configuration (see :class:`TunedConfig`), written atomically."""
+        return self.config.save(path)
+
+    def plot(self, path: str | os.PathLike[str]) -> Path:
+        """Dev score against bytes per vector, one point per scored candidate, the choice marked (PNG)."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        from whitevec._io import atomic_path
+
+        scored = [c for c in self.candidates if c.dev is not None]
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for encoding in dict.fromkeys(c.encoding for c in scored):
+            mine = [c for c in scored if c.encoding == encoding]
+            ax.scatter([c.bytes_per_vector for c in mine], [c.dev or 0.0 for c in mine], label=encoding, alpha=0.7)
+        chosen = self.chosen
+        ax.scatter(
+            [chosen.bytes_per_vector], [chosen.dev or 0.0], marker="*", s=250, color="black", label="chosen"
+        )
+        ax.axhline(self.baseline.dev or 0.0, color="grey", linestyle="--", linewidth=1, label="none")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("bytes per vector")
+        ax.set_ylabel(f"dev {self.metric} x 100")
+        ax.legend()
+        fig.tight_layout()
+        target = Path(path)
+        with atomic_path(target, suffix=".png") as tmp:
+            fig.savefig(tmp, format="png", dpi=120)
+        plt.close(fig)
+        return target
+
+
+# --- scoring -------------------------------------------------------------------------------------------------
+def encoded_vectors(vectors: np.ndarray, encoding: str, stored: np.ndarray | None = None) -> np.ndarray:
+    """The vectors as an index with ``encoding`` would compare them. The hook for index encodings: ``float32``
+    keeps them as they are; a compressed encoding will train its codec on ``stored`` (the transformed vectors of
+    the stored side: the documents, or every sentence of the pairs) and return the vectors as the index would
+    score them (decoded, for the stored side; queries stay float, as in asymmetric search)."""
+    if encoding == "float32":
+        return vectors
+    raise BadInputError(f"encoding {encoding!r} cannot be scored yet; valid encodings: {', '.join(ENCODINGS)}")
+
+
+def _query_metric(metric: str) -> tuple[Callable[[Sequence[str], Mapping[str, int]], float], int]:
+    """The per-query function of ``metric`` and the ranking depth it needs."""
+    if metric == "map":
+        return average_precision, 1000
+    name, k_text = metric.split("@")
+    k = int(k_text)
+    if name == "ndcg":
+        return (lambda ranked, qrels: ndcg_at_k(ranked, qrels, k)), k
+    if name == "recall":
+        return (lambda ranked, qrels: recall_at_k(ranked, qrels, k)), k
+    return (lambda ranked, qrels: mrr_at_k(ranked, qrels, k)), k
+
+
+def _per_query_scores(
+    doc_vectors: np.ndarray,
+    query_vectors: np.ndarray,
+    doc_ids: list[str],
+    qrels: list[Mapping[str, int]],
+    metric: str,
+) -> np.ndarray:
+    """Each query's metric under exact cosine search over the documents (ties broken by document order)."""
+    score_of, depth = _query_metric(metric)
+    depth = min(depth, len(doc_ids))
+    docs = unit_rows(doc_vectors, dtype=np.float32, zero_rows="keep")
+    queries = unit_rows(query_vectors, dtype=np.float32, zero_rows="keep")
+    out = np.empty(len(qrels), dtype=np.float64)
+    for start in range(0, len(qrels), 256):
+        sims = queries[start : start + 256] @ docs.T
+        top = np.argpartition(-sims, depth - 1, axis=1)[:, :depth] if depth < sims.shape[1] else None
+        for j in range(sims.shape[0]):
+            row = sims[j]
+            candidates = top[j] if top is not None else np.arange(row.size)
+            ranked = candidates[np.lexsort((candidates, -row[candidates]))]
+            out[start + j] = score_of([doc_ids[i] for i in ranked], qrels[start + j])
+    return out
+
+
+def _statistic(kind: str, item_scores: np.ndarray, gold: np.ndarray | None, items: np.ndarray) -> float:
+    """Spearman x 100 (STS) or mean metric x 100 (retrieval) over ``items``."""
+    if kind == "sts":
+        from whitevec.evaluation.metrics import spearman100
+
+        assert gold is not None
+        return spearman100(item_scores[items], gold[items])
+    return float(100.0 * item_scores[items].mean())
+
+
+@dataclass
+class _Scored:
+    result: CandidateResult
+    dev_items: np.ndarray  # per dev item: cosine (STS) or metric value (retrieval)
+    test_items: np.ndarray | None
+
+
+def _choose(
+    kind: str,
+    scored: list[_Scored],
+    gold: np.ndarray | None,
+    items: np.ndarray,
+    n_boot: int,
+    seed: int,
+    budget: int | None,
+) -> tuple[int, list[Gain]]:
+    """Index into ``scored`` of the choice made on ``items`` (see the module docstring), and every gain."""
+    matrix = np.vstack([s.dev_items[items] for s in scored])
+    counts = resample_counts(items.size, n_boot, seed)
+    if kind == "sts":
+        assert gold is not None
+        resampled = spearman_resampled(matrix, gold[items], counts)
+    else:
+        resampled = mean_resampled(matrix, counts)
+    points = [_statistic(kind, s.dev_items, gold, items) for s in scored]
+    gains = bootstrap_gains(resampled, 0, points)
+    costs = [cost_key(s.result.candidate, s.result.dim) for s in scored]
+    allowed = [budget is None or s.result.bytes_per_vector <= budget for s in scored]
+    if allowed[0]:
+        eligible = [c for c in range(len(scored)) if allowed[c] and (c == 0 or gains[c].significant)]
+    else:
+        eligible = [c for c in range(len(scored)) if allowed[c]]
+    if not eligible:
+        return 0, gains
+    best = max(eligible, key=lambda c: (gains[c].gain, [-x for x in costs[c]]))
+    tied = [c for c in eligible if c == best or tied_with(resampled, best, c)]
+    choice = min(tied, key=lambda c: (costs[c], -gains[c].gain, c))
+    return choice, gains
+
+
+# --- the run -------------------------------------------------------------------------------------------------
+def _fold_ids(n: int, folds: int, seed: int) -> np.ndarray:
+    """Fold number of each item: a seeded permutation cut into ``folds`` near-equal parts."""
+    order = np.random.default_rng(seed).permutation(n)
+    ids = np.empty(n, dtype=np.int64)
+    ids[order] = np.arange(n) % folds
+    return ids
+
+
+def _encode_poolings(
+    encoder: Any, texts: list[str], poolings: Sequence[str], show: bool | None
+) -> dict[str, np.ndarray]:
+    if hasattr(encoder, "encode_poolings"):
+        found = encoder.encode_poolings(texts, list(poolings), show_progress=show)
+        # Encoder keys results by canonical pooling name; map back to what was asked.
+        from whitevec.encoder import get_pooling
+
+        return {p: found[get_pooling(p).name] for p in poolings}
+    if len(poolings) != 1:
+        raise BadInputError("this encoder computes one pooling only; give one pooling")
+    return {poolings[0]: encoder.encode(texts, show_progress=show)}
+
+
+def _progress(show: bool | None, total: int) -> Any:
+    if show is None:
+        show = sys.stderr.isatty()
+    if not show:
+        return None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("tuning {task.fields[what]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+
+
+def tune(
+    dev: StsTask | Sequence[Pair] | RetrievalDataset,
+    *,
+    models: Sequence[str] = (DEFAULT_MODEL,),
+    poolings: Sequence[str] = ("last-avg",),
+    fit_texts: Sequence[str] | None = None,
+    test: StsTask | Sequence[Pair] | None = None,
+    test_queries: Sequence[str] | None = None,
+    transforms: Sequence[str] | None = None,
+    encodings: Sequence[str] = ("float32",),
+    metric: str | None = None,
+    folds: int = 5,
+    seed: int = 0,
+    n_boot: int = 1000,
+    max_bytes_per_vector: int | None = None,
+    max_seconds: float | None = None,
+    include_flow: bool = True,
+    encoders: Mapping[str, Any] | None = None,
+    encoder_options: Mapping[str, Any] | None = None,
+    show_progress: bool | None = None,
+) -> TuneResult:
+    """Choose model, pooling, transform and encoding on labelled dev data; see the module docstring.
+
+    Args:
+        dev: scored sentence pairs (an StsTask: all its evaluated pairs; or a list of Pair), or a retrieval
+            dataset (corpus, queries, graded qrels; its judged queries are the dev items).
+        models, poolings: what to consider; the first model with the first pooling and no transform is the
+            baseline every gain is measured against.
+        fit_texts: unlabelled text every transform is fitted on. Default: the sentences of the dev (and test)
+            pairs, or the corpus for retrieval.
+        test: separate scored pairs to report the choice on (STS). ``test_queries``: query ids of ``dev`` held
+            out as test (retrieval). Without test data the choice is checked by ``folds``-fold over the dev items.
+        transforms: transform specs (default: :func:`whitevec.tuning.space.default_transforms`; ``none`` is
+            always added). ``encodings``: index encodings (only ``float32`` today).
+        metric: ``spearman`` for pairs; ``ndcg@10`` (default), ``recall@K``, ``mrr@K`` or ``map`` for retrieval.
+        max_bytes_per_vector: only candidates whose stored vector fits are chosen.
+        max_seconds: stop fitting further candidates after this many seconds (encoding not counted).
+        encoders: model name -> an already made encoder (e.g. an :class:`whitevec.encoder.Encoder`); other
+            models are loaded with ``encoder_options`` and closed afterwards.
+        show_progress: None: a progress bar on a terminal only.
+
+    Raises:
+        BadInputError: unknown metric, transform, encoding or pooling; constant gold scores; fewer than 2
+            items; nonsensical folds, n_boot or budget. A warning (WhitevecWarning) when the dev data is small
+            (< 50 pairs or < 10 queries): then ``none`` is kept unless a gain is significant even so.
+    """
+    started = time.perf_counter()
+    kind = "retrieval" if isinstance(dev, RetrievalDataset) else "sts"
+    metric_name = check_metric(metric, kind)
+    specs = check_transforms(transforms) if transforms is not None else None
+    encoding_names = check_encodings(encodings)
+    models = [str(m) for m in models]
+    poolings = [str(p) for p in poolings]
+    if not models or not poolings:
+        raise BadInputError("give at least one model and one pooling")
+    from whitevec.encoder import get_pooling
+
+    for pooling in poolings:
+        get_pooling(pooling)
+    if folds < 2:
+        raise BadInputError(f"folds must be at least 2, got {folds}")
+    if n_boot < 100:
+        raise BadInputError(f"n_boot must be at least 100 for a 95% interval, got {n_boot}")
+    if max_bytes_per_vector is not None and max_bytes_per_vector < 1:
+        raise BadInputError(f"max_bytes_per_vector must be a positive number of bytes, got {max_bytes_per_vector}")
+    if max_seconds is not None and max_seconds <= 0:
+        raise BadInputError(f"max_seconds must be positive, got {max_seconds}")
+    notes: list[str] = []
+
+    # --- the items -------------------------------------------------------------------------------------
+    gold: np.ndarray | None = None
+    test_gold: np.ndarray | None = None
+    texts: list[str]
+    if kind == "sts":
+        dev_pairs = _pairs(dev, "dev")  # type: ignore[arg-type]
+        test_pairs = _pairs(test, "test") if test is not None else []
+        gold = np.array([p.score for p in dev_pairs], dtype=np.float64)
+        if np.ptp(gold) == 0:
+            raise BadInputError(
+                f"every dev pair has the same gold score ({gold[0]:g}); a correlation needs varying scores"
+            )
+        if test_pairs:
+            test_gold = np.array([p.score for p in test_pairs], dtype=np.float64)
+            if np.ptp(test_gold) == 0:
+                raise BadInputError("every test pair has the same gold score; a correlation needs varying scores")
+        pair_texts = [s for p in [*dev_pairs, *test_pairs] for s in (p.sentence1, p.sentence2)]
+        fit = list(dict.fromkeys(fit_texts if fit_texts is not None else pair_texts))
+        texts = list(dict.fromkeys([*pair_texts, *fit]))
+        n_dev, n_test = len(dev_pairs), len(test_pairs)
+        if n_dev < MIN_PAIRS:
+            notes.append(
+                f"only {n_dev} dev pairs (fewer than {MIN_PAIRS}): too few for a stable choice; none is kept "
+                "unless a gain is significant even so"
+            )
+    else:
+        assert isinstance(dev, RetrievalDataset)
+        judged = dev.judged_queries()
+        held = set(test_queries or ())
+        unknown = sorted(held - set(judged))
+        if unknown:
+            raise BadInputError(
+                f"test query ids not among the judged queries of {dev.name}: {', '.join(unknown[:5])}"
+            )
+        dev_q = [q for q in judged if q not in held]
+        test_q = [q for q in judged if q in held]
+        if len(dev_q) < 2:
+            raise BadInputError(
+                f"{len(dev_q)} judged dev queries; tuning needs at least 2 (and 10 for a stable choice)"
+            )
+        doc_texts = [d.text for d in dev.corpus]
+        fit = list(dict.fromkeys(fit_texts if fit_texts is not None else doc_texts))
+        texts = list(dict.fromkeys([*doc_texts, *(judged[q] for q in [*dev_q, *test_q]), *fit]))
+        n_dev, n_test = len(dev_q), len(test_q)
+        if n_dev < MIN_QUERIES:
+            notes.append(
+                f"only {n_dev} judged dev queries (fewer than {MIN_QUERIES}): too few for a stable choice; none "
+                "is kept unless a gain is significant even so"
+            )
+    if kind == "sts" and n_dev < 2:
+        raise BadInputError(f"{n_dev} dev pairs; tuning needs at least 2 (and {MIN_PAIRS} for a stable choice)")
+    if not fit:
+        raise BadInputError("no unlabelled text to fit the transforms on")
+    for note in notes:
+        warnings.warn(note, WhitevecWarning, stacklevel=2)
+
+    # --- vectors, once per model -----------------------------------------------------------------------
+    row_of = {t: i for i, t in enumerate(texts)}
+    fit_rows = np.array([row_of[t] for t in fit], dtype=np.int64)
+    vectors: dict[tuple[str, str], np.ndarray] = {}
+    info: dict[str, dict[str, Any]] = {}
+    for model in models:
+        given = (encoders or {}).get(model)
+        encoder = given if given is not None else _make_encoder(model, poolings[0], encoder_options)
+        try:
+            for pooling in poolings:  # fail on a pooling the model cannot compute before encoding
+                if hasattr(encoder, "with_pooling"):
+                    encoder.with_pooling(pooling)
+            found = _encode_poolings(encoder, texts, poolings, show_progress)
+            info[model] = encoder.describe()
+        finally:
+            if given is None:
+                encoder.close()
+        for pooling in poolings:
+            vectors[(model, pooling)] = found[pooling]
+
+    # --- candidates, cheapest first (flow last, so a time box cuts the slow ones) --------------------------
+    plan: list[Candidate] = []
+    for model in models:
+        dim = int(info[model]["dim"])
+        grid = specs if specs is not None else check_transforms(default_transforms(dim, include_flow=include_flow))
+        for spec in grid:
+            check_transform_for_dim(spec, dim)
+        for pooling in poolings:
+            for spec in grid:
+                for encoding in encoding_names:
+                    plan.append(Candidate(model, pooling, spec, encoding))
+    plan.sort(key=lambda c: c.family == "flow")  # stable: the order above otherwise
+    dev_index, test_index = _item_rows(kind, dev, test, test_queries, row_of)
+    scored: list[_Scored] = []
+    results: list[CandidateResult] = []
+    shared_fits: dict[tuple[str, str, str], tuple[Transform, float]] = {}
+    scored_rows, stored_rows = _scored_rows(dev_index, test_index)
+    progress = _progress(show_progress, len(plan))
+    task = None
+    if progress is not None:
+        progress.__enter__()
+        task = progress.add_task("tune", total=len(plan), what="candidates")
+    try:
+        for candidate in plan:
+            raw = vectors[(candidate.model, candidate.pooling)]
+            dim = output_dim(candidate.transform, raw.shape[1])
+            size = ENCODINGS[candidate.encoding].bytes_per_vector(dim)
+            result = CandidateResult(
+                candidate.model, candidate.pooling, candidate.transform, candidate.encoding, dim, size
+            )
+            results.append(result)
+            elapsed = time.perf_counter() - started
+            if max_seconds is not None and elapsed > max_seconds and candidate.transform != "none":
+                result.status = f"skipped: time box of {max_seconds:g} s spent"
+            else:
+                try:
+                    space, result.fit_seconds = _fit_apply(candidate, raw, fit_rows, scored_rows, shared_fits)
+                    stored = encoded_vectors(space, candidate.encoding, space[stored_rows])
+                    dev_items, test_items = _item_scores(kind, stored, dev_index, test_index, dev, metric_name)
+                    scored.append(_Scored(result, dev_items, test_items))
+                except BadInputError as exc:
+                    result.status = f"failed: {exc}"
+            if progress is not None and task is not None:
+                progress.advance(task)
+    finally:
+        if progress is not None:
+            progress.__exit__(None, None, None)
+    if not scored or scored[0].result is not results[0]:
+        raise BadInputError("the baseline (no transform) could not be scored")
+    skipped = [r for r in results if r.status.startswith("skipped")]
+    if skipped:
+        notes.append(f"{len(skipped)} candidates not scored: the time box of {max_seconds:g} s ran out")
+
+    # --- choose on all dev items, and check the procedure -------------------------------------------------
+    all_items = np.arange(n_dev)
+    choice, gains = _choose(kind, scored, gold, all_items, n_boot, seed, max_bytes_per_vector)
+    for s, g in zip(scored, gains, strict=True):
+        s.result.dev, s.result.gain, s.result.low, s.result.high = g.score, g.gain, g.low, g.high
+        s.result.bound, s.result.significant = g.bound, g.significant
+        if s.test_items is not None:
+            s.result.test = _statistic(kind, s.test_items, test_gold, np.arange(n_test))
+    scored[choice].result.chosen = True
+    checks: list[FoldCheck] = []
+    if not n_test:
+        fold_of = _fold_ids(n_dev, min(folds, n_dev), seed)
+        for fold in range(min(folds, n_dev)):
+            inside, held_out = np.flatnonzero(fold_of != fold), np.flatnonzero(fold_of == fold)
+            if inside.size < 2 or held_out.size < 2:
+                continue
+            if kind == "sts" and (np.ptp(gold[inside]) == 0 or np.ptp(gold[held_out]) == 0):  # type: ignore[index]
+                continue
+            pick, _ = _choose(kind, scored, gold, inside, n_boot, seed + 1 + fold, max_bytes_per_vector)
+            for s in scored:
+                s.result.folds.append(_statistic(kind, s.dev_items, gold, held_out))
+            checks.append(
+                FoldCheck(
+                    fold,
+                    int(held_out.size),
+                    scored[pick].result.candidate.label,
+                    _statistic(kind, scored[0].dev_items, gold, held_out),
+                    _statistic(kind, scored[pick].dev_items, gold, held_out),
+                )
+            )
+    chosen = scored[choice].result
+    model_info = info[chosen.model]
+    config = TunedConfig(
+        model=chosen.model,
+        pooling=chosen.pooling,
+        transform=chosen.transform,
+        encoding=chosen.encoding,
+        dim=chosen.dim,
+        bytes_per_vector=chosen.bytes_per_vector,
+        metric=metric_name,
+        max_length=int(model_info.get("max_length", 512)),
+        model_fingerprint=model_info.get("model_fingerprint"),
+        fit_on=f"{len(fit)} unlabelled texts",
+        selection={
+            "dev_score": chosen.dev,
+            "baseline_dev_score": scored[0].result.dev,
+            "gain": chosen.gain,
+            "ci95": [chosen.low, chosen.high],
+            "significant": chosen.significant,
+            "n_dev": n_dev,
+            "n_candidates": len(scored),
+            "seed": seed,
+            "n_boot": n_boot,
+        },
+    )
+    result_obj = TuneResult(
+        kind=kind,
+        metric=metric_name,
+        n_dev=n_dev,
+        n_test=n_test,
+        n_fit=len(fit),
+        seed=seed,
+        n_boot=n_boot,
+        folds=folds,
+        max_bytes_per_vector=max_bytes_per_vector,
+        candidates=results,
+        config=config,
+        checks=checks,
+        notes=notes,
+    )
+    result_obj.seconds = round(time.perf_counter() - started, 3)
+    config.selection["check"] = result_obj.check_summary()
+    return result_obj
+
+
+def _pairs(data: StsTask | Sequence[Pair] | None, what: str) -> list[Pair]:
+    if isinstance(data, StsTask):
+        pairs = data.all_pairs()
+    elif data is None:
+        pairs = []
+    else:
+        pairs = list(data)
+        for i, pair in enumerate(pairs):
+            if not isinstance(pair, Pair):
+                raise BadInputError(f"{what}[{i}] is a {type(pair).__name__}, expected whitevec.datasets.Pair")
+    if not pairs:
+        raise BadInputError(f"the {what} data holds no scored pairs")
+    for i, pair in enumerate(pairs):
+        if not math.isfinite(pair.score):
+            raise BadInputError(f"{what} pair {i} has a non-finite gold score {pair.score!r}")
+    return pairs
+
+
+def _make_encoder(model: str, pooling: str, options: Mapping[str, Any] | None) -> Any:
+    from whitevec.encoder import Encoder
+
+    return Encoder(model, pooling, **dict(options or {}))
+
+
+@dataclass
+class _Rows:
+    left: np.ndarray | None = None  # STS: rows of sentence1 / sentence2
+    right: np.ndarray | None = None
+    docs: np.ndarray | None = None  # retrieval: rows of the documents / queries
+    queries: np.ndarray | None = None
+    qrels: list[Mapping[str, int]] = field(default_factory=list)
+
+
+def _item_rows(
+    kind: str,
+    dev: Any,
+    test: Any,
+    test_queries: Sequence[str] | None,
+    row_of: dict[str, int],
+) -> tuple[_Rows, _Rows | None]:
+    if kind == "sts":
+
+        def rows(pairs: list[Pair]) -> _Rows:
+            return _Rows(
+                left=np.array([row_of[p.sentence1] for p in pairs], dtype=np.int64),
+                right=np.array([row_of[p.sentence2] for p in pairs], dtype=np.int64),
+            )
+
+        return rows(_pairs(dev, "dev")), (rows(_pairs(test, "test")) if test is not None else None)
+    judged = dev.judged_queries()
+    held = set(test_queries or ())
+    docs = np.array([row_of[d.text] for d in dev.corpus], dtype=np.int64)
+
+    def query_rows(ids: list[str]) -> _Rows:
+        return _Rows(
+            docs=docs,
+            queries=np.array([row_of[judged[q]] for q in ids], dtype=np.int64),
+            qrels=[dev.qrels[q] for q in ids],
+        )
+
+    dev_rows = query_rows([q for q in judged if q not in held])
+    test_ids = [q for q in judged if q in held]
+    return dev_rows, (query_rows(test_ids) if test_ids else None)
+
+
+def _scored_rows(dev: _Rows, test: _Rows | None) -> tuple[np.ndarray, np.ndarray]:
+    """(every row an item reads, the rows an index would store: the documents; for pairs, all of them)."""
+    parts = [
+        r for rows in (dev, test) if rows is not None for r in (rows.left, rows.right, rows.docs, rows.queries)
+    ]
+    scored = np.unique(np.concatenate([r for r in parts if r is not None]))
+    stored = dev.docs if dev.docs is not None else scored
+    return scored, np.unique(stored)
+
+
+def _item_scores(
+    kind: str, space: np.ndarray, dev: _Rows, test: _Rows | None, data: Any, metric: str
+) -> tuple[np.ndarray, np.ndarray | None]:
+    def score(rows: _Rows) -> np.ndarray:
+        if kind == "sts":
+            assert rows.left is not None and rows.right is not None
+            return cosine_rows(space[rows.left], space[rows.right])
+        assert rows.docs is not None and rows.queries is not None
+        doc_ids = [d.id for d in data.corpus]
+        return _per_query_scores(space[rows.docs], space[rows.queries], doc_ids, rows.qrels, metric)
+
+    return score(dev), (score(test) if test is not None else None)
+
+
+def _fit_apply(
+    candidate: Candidate,
+    raw: np.ndarray,
+    fit_rows: np.ndarray,
+    scored_rows: np.ndarray,
+    shared: dict[tuple[str, str, str], tuple[Transform, float]],
+) -> tuple[np.ndarray, float]:
+    """Fit the candidate's transform on the fit rows and apply it to the rows the items score (other rows stay
+    0); (vectors, seconds)."""
+    transform: Transform | None = make_transform(candidate.transform)
+    if transform is None:
+        return raw, 0.0
+    started = time.perf_counter()
+    fitted: Transform
+    seconds = 0.0
+    with warnings.catch_warnings():
+        # Floored eigenvalues (near-singular covariance): the candidate just scores what it scores.
+        warnings.simplefilter("ignore", WhitevecWarning)
+        if isinstance(transform, Whitening) or (
+            isinstance(transform, AllButTheTop)
+            and _abtt_d(transform, raw.shape[1]) <= min(_ABTT_SHARED, raw.shape[1])
+        ):
+            # One fit per model and pooling serves every variant, exactly: whitening's k, beta and gamma are read
+            # when it is applied, and All-but-the-Top's D directions are the first D of the largest D's fit.
+            kind = type(transform).__name__
+            key = (candidate.model, candidate.pooling, kind)
+            if key not in shared:
+                base: Transform = (
+                    Whitening() if kind == "Whitening" else AllButTheTop(n_remove=min(_ABTT_SHARED, raw.shape[1]))
+                )
+                base.fit(raw[fit_rows])
+                shared[key] = (base, time.perf_counter() - started)
+                started = time.perf_counter()
+            base, seconds = shared[key]
+            if isinstance(transform, Whitening):
+                fitted = copy.copy(base)
+                fitted.set_params(**transform.get_params(deep=False))
+            else:
+                fitted = _abtt_from(base, transform)  # type: ignore[arg-type]
+        else:
+            fitted = transform.fit(raw[fit_rows])
+        applied = np.asarray(fitted.transform(raw[scored_rows]), dtype=np.float32)
+    out = np.zeros((raw.shape[0], applied.shape[1]), dtype=np.float32)
+    out[scored_rows] = applied
+    return out, seconds + time.perf_counter() - started
+
+
+# All-but-the-Top variants are cut from one fit removing this many directions (the grid's largest D).
+_ABTT_SHARED = 8
+
+
+def _abtt_d(transform: AllButTheTop, dim: int) -> int:
+    """The number of directions ``transform`` removes from vectors of dimension ``dim`` (its default rule)."""
+    return int(transform.n_remove) if transform.n_remove is not None else max(1, round(dim / 100))
+
+
+def _abtt_from(base: AllButTheTop, wanted: AllButTheTop) -> AllButTheTop:
+    """``wanted`` (an unfitted AllButTheTop) fitted by taking the first D of ``base``'s directions, which is what
+    its own fit would compute (the same eigendecomposition of the same scatter)."""
+    D = _abtt_d(wanted, base.n_features_in_)
+    out = AllButTheTop(n_remove=wanted.n_remove)
+    out.n_features_in_, out.n_remove_ = base.n_features_in_, int(D)
+    out.mean_, out.directions_ = base.mean_, np.ascontiguousarray(base.directions_[:D])
+    return out
