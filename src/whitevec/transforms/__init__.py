@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +41,12 @@ SPEC_FORMS = (
     "abtt",
     "abtt-D",
     "flow",
+    "pca",
+    "pca-K",
+    "<whitening form>:gamma=G:beta=B",
 )
+# Knobs a whitening-family spec may set after a colon: "whitening-128:gamma=0.5", "pca-64:beta=0".
+_WHITENING_KNOBS = ("gamma", "beta")
 
 
 def __getattr__(name: str) -> Any:
@@ -56,9 +62,15 @@ def make_transform(spec: str) -> Transform | None:
     """Parse a CLI transform spec into an unfitted transform; ``"none"``/``"raw"`` give ``None``.
 
     Forms: ``none``, ``raw``, ``whitening``, ``whitening-K`` (keep K dimensions), ``rotation`` (whitening with
-    gamma=0), ``center``, ``normalize``, ``abtt`` (All-but-the-Top, default D), ``abtt-D``, ``flow``.
+    gamma=0), ``pca`` / ``pca-K`` (centred PCA without scaling: rotation keeping K dimensions), ``center``,
+    ``normalize``, ``abtt`` (All-but-the-Top, default D), ``abtt-D``, ``flow``. A whitening, rotation or pca
+    form may end in ``:gamma=G`` and/or ``:beta=B`` (``whitening-128:gamma=0.5`` is soft whitening,
+    ``whitening:beta=0`` skips centring).
     """
     text = spec.strip().lower() if isinstance(spec, str) else ""
+    text, _, knob_text = text.partition(":")
+    if knob_text:
+        return _with_knobs(spec, make_transform(text), knob_text)
     match = re.fullmatch(r"([a-z]+)(?:-(\d+))?", text)
     name, number = (match.group(1), match.group(2)) if match else ("", None)
     value = int(number) if number is not None else None
@@ -67,7 +79,7 @@ def make_transform(spec: str) -> Transform | None:
             return None
         if name == "whitening":
             return Whitening()
-        if name == "rotation":
+        if name in ("rotation", "pca"):
             return Whitening(gamma=0.0)
         if name == "center":
             return Center()
@@ -82,8 +94,30 @@ def make_transform(spec: str) -> Transform | None:
     elif value is not None and value > 0:
         if name == "whitening":
             return Whitening(n_components=value)
+        if name == "pca":
+            return Whitening(n_components=value, gamma=0.0)
         if name == "abtt":
             return AllButTheTop(n_remove=value)
     raise BadInputError(
         f"unknown transform spec {spec!r}; valid forms: {', '.join(SPEC_FORMS)} (K, D positive integers)"
     )
+
+
+def _with_knobs(spec: str, transform: Transform | None, knob_text: str) -> Whitening:
+    """``transform`` (a whitening form) with the ``gamma=G:beta=B`` settings of ``knob_text``."""
+    if not isinstance(transform, Whitening):
+        raise BadInputError(
+            f"transform spec {spec!r}: only whitening, whitening-K, rotation, pca and pca-K take :gamma= / :beta="
+        )
+    settings: dict[str, float] = {}
+    for part in knob_text.split(":"):
+        name, _, value = part.partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if name not in _WHITENING_KNOBS or not math.isfinite(number):
+            allowed = ", ".join(k + "=NUMBER" for k in _WHITENING_KNOBS)
+            raise BadInputError(f"transform spec {spec!r}: {part!r} is not one of {allowed}")
+        settings[name] = number
+    return transform.set_params(**settings)
