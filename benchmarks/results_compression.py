@@ -64,7 +64,9 @@ def part_quality(models: list[str]) -> None:
     from whitevec.encoder import Encoder
 
     dataset = load_retrieval_dataset("cranfield")
-    reports = []
+    earlier = _load("quality")
+    # One model at a time, saved after each: a run for one model keeps the other's results.
+    reports = [r for r in (earlier or {}).get("reports", []) if r["model"] not in models]
     for model in models:
         started = time.time()
         with Encoder(model, "last-avg") as encoder:
@@ -78,7 +80,7 @@ def part_quality(models: list[str]) -> None:
         main.notes += [n for n in opq.notes if n not in main.notes]
         reports.append(main.to_dict())
         print(f"{model}: {len(main.scores)} configurations in {time.time() - started:.0f} s", file=sys.stderr)
-    _save("quality", {"machine": machine_facts("faiss-cpu"), "reports": reports})
+        _save("quality", {"machine": machine_facts("faiss-cpu"), "reports": reports})
 
 
 def part_knobs(models: list[str]) -> None:

@@ -295,3 +295,17 @@ def test_cli_refuses_bad_encodings_before_the_model_loads(
         main(argv)
     err = capsys.readouterr().err
     assert info.value.code == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_transform_knob_specs() -> None:
+    from whitevec.transforms import Whitening, make_transform
+
+    soft = make_transform("whitening-128:gamma=0.5")
+    assert isinstance(soft, Whitening) and (soft.n_components, soft.gamma, soft.beta) == (128, 0.5, 1.0)
+    pca = make_transform("pca-64:beta=0")
+    assert isinstance(pca, Whitening) and (pca.n_components, pca.gamma, pca.beta) == (64, 0.0, 0.0)
+    for bad, needle in (("center:gamma=1", "only whitening"), ("whitening:eps=1", "not one of gamma=NUMBER")):
+        with pytest.raises(BadInputError, match=needle):
+            make_transform(bad)
+    with pytest.raises(BadInputError, match="not one of"):
+        make_transform("whitening-8:gamma=inf")

@@ -624,9 +624,7 @@ def eval_retrieval_command(
     from whitevec.datasets.retrieval import load_retrieval_dataset
 
     data = load_retrieval_dataset(dataset, data_dir=data_dir)
-    from whitevec.index.encodings import split_encoding_list
-
-    poolings, transforms, encodings = split_list(pooling), split_list(transform), split_encoding_list(encoding)
+    poolings, transforms = split_list(pooling), split_list(transform)
     if not poolings:
         raise BadInputError("give at least one pooling")
     input_file(fit_on, "--fit-on file", keywords=("corpus",))
@@ -635,8 +633,10 @@ def eval_retrieval_command(
         check_output(plot, "--plot file")
     dim = check_encoder(model, run.cache)
     from whitevec.evaluation.retrieval import evaluate_retrieval, plan_configurations
+    from whitevec.index.encodings import split_encoding_list
 
     _check_specs(poolings, transforms)
+    encodings = split_encoding_list(encoding)
     plan_configurations(transforms, encodings, dim)  # unknown or unfitting specs fail before the model loads
     with _encoder(model, poolings[0], run) as encoder:
         report = evaluate_retrieval(

@@ -41,7 +41,6 @@ SPEC_FORMS = (
     "abtt",
     "abtt-D",
     "flow",
-    "pca",
     "pca-K",
     "<whitening form>:gamma=G:beta=B",
 )
@@ -62,8 +61,8 @@ def make_transform(spec: str) -> Transform | None:
     """Parse a CLI transform spec into an unfitted transform; ``"none"``/``"raw"`` give ``None``.
 
     Forms: ``none``, ``raw``, ``whitening``, ``whitening-K`` (keep K dimensions), ``rotation`` (whitening with
-    gamma=0), ``pca`` / ``pca-K`` (centred PCA without scaling: rotation keeping K dimensions), ``center``,
-    ``normalize``, ``abtt`` (All-but-the-Top, default D), ``abtt-D``, ``flow``. A whitening, rotation or pca
+    gamma=0), ``pca-K`` (centred PCA without scaling: rotation keeping K dimensions), ``center``,
+    ``normalize``, ``abtt`` (All-but-the-Top, default D), ``abtt-D``, ``flow``. A whitening, rotation or pca-K
     form may end in ``:gamma=G`` and/or ``:beta=B`` (``whitening-128:gamma=0.5`` is soft whitening,
     ``whitening:beta=0`` skips centring).
     """
@@ -79,7 +78,7 @@ def make_transform(spec: str) -> Transform | None:
             return None
         if name == "whitening":
             return Whitening()
-        if name in ("rotation", "pca"):
+        if name == "rotation":
             return Whitening(gamma=0.0)
         if name == "center":
             return Center()
@@ -107,7 +106,7 @@ def _with_knobs(spec: str, transform: Transform | None, knob_text: str) -> White
     """``transform`` (a whitening form) with the ``gamma=G:beta=B`` settings of ``knob_text``."""
     if not isinstance(transform, Whitening):
         raise BadInputError(
-            f"transform spec {spec!r}: only whitening, whitening-K, rotation, pca and pca-K take :gamma= / :beta="
+            f"transform spec {spec!r}: only whitening, whitening-K, rotation and pca-K take :gamma= / :beta="
         )
     settings: dict[str, float] = {}
     for part in knob_text.split(":"):
