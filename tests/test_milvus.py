@@ -136,3 +136,36 @@ def test_an_older_lite_version_still_open_in_this_process_is_named(tmp_path: Pat
         Retriever.build(docs[:10], out, encoder=HashEncoder(dim=16), transform="none", backend="milvus")  # type: ignore[arg-type]
     old.close()
     assert Retriever.load(out, encoder=HashEncoder(dim=16)).count == 10  # type: ignore[arg-type]
+
+
+# Milvus Lite 3.2.2 builds these with faiss itself (milvus_lite/index/faiss_ivf_sq8.py, faiss_hnsw_sq.py); its
+# k-means and SQ ranges are trained on its own segment, so codes can differ from whitevec's by a rounding step:
+# the floor is 0.9 mean top-10 overlap (exhaustive settings: nprobe = nlist, ef >= n), not 0.99 as for float32.
+@pytest.mark.parametrize(("kind", "params"), [("ivf", {"nlist": 8, "nprobe": 8}), ("hnsw", {"efSearch": 600})])
+def test_milvus_lite_sq8_matches_faiss_sq8(tmp_path: Path, kind: str, params: dict[str, int]) -> None:
+    rng = np.random.default_rng(1)
+    vectors = rng.normal(size=(600, 24)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    queries = vectors[:40] + 0.1 * rng.normal(size=(40, 24)).astype(np.float32)
+    ids = np.arange(600, dtype=np.int64)
+    faiss_backend = FaissStore(24, "ip", kind, {"encoding": "sq8", **params})
+    faiss_backend.add(ids, vectors)
+    milvus = MilvusStore(str(tmp_path / "m.db"), "c1", 24, "ip", kind, {"encoding": "sq8", **params}, create=True)
+    assert milvus.index_type == ("IVF_SQ8" if kind == "ivf" else "HNSW_SQ")
+    milvus.add(ids, vectors)
+    _, f_ids = faiss_backend.search(queries, 10)
+    _, m_ids = milvus.search(queries, 10)
+    overlap = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(f_ids, m_ids, strict=True)])
+    assert overlap >= 0.9
+    milvus.release()
+
+
+@pytest.mark.parametrize(
+    ("kind", "encoding"),
+    [("ivf", "pq8"), ("hnsw", "pq8"), ("flat", "sq8"), ("hnsw", "fp16"), ("ivf", "sq8+refine")],
+)
+def test_milvus_lite_names_what_it_supports(tmp_path: Path, kind: str, encoding: str) -> None:
+    with pytest.raises(BadInputError, match=r"Milvus Lite has no index .* ivf\+sq8 \(IVF_SQ8\), .*hnsw\+sq8"):
+        MilvusStore.check_options(kind, {"encoding": encoding}, None)
+    with pytest.raises(BadInputError, match="Milvus Lite has no index"):
+        MilvusStore(str(tmp_path / "m.db"), "c1", 24, "ip", kind, {"encoding": encoding}, create=True)

@@ -453,6 +453,30 @@ def _index_params(
     return params or None
 
 
+EncodingOpt = Annotated[
+    str,
+    typer.Option(
+        "--encoding",
+        help="How vectors are stored: float32, fp16, sq8, sq4, pqM, pqMxB, opqM,pqM, faiss:FACTORY; +refine "
+        "re-ranks exactly.",
+    ),
+]
+
+
+def _encoding_params(
+    params: dict[str, int] | None, encoding: str, train_sample: int | None, refine_factor: int | None
+) -> dict[str, Any] | None:
+    """The index parameters with the encoding options added (those left at their defaults are not)."""
+    out: dict[str, Any] = dict(params or {})
+    if encoding.strip().lower() != "float32":
+        out["encoding"] = encoding
+    if train_sample is not None:
+        out["train_sample"] = train_sample
+    if refine_factor is not None:
+        out["refine_factor"] = refine_factor
+    return out or None
+
+
 @index_app.command("build")
 @with_run_options
 def index_build_command(
@@ -479,6 +503,13 @@ def index_build_command(
     nlist: Annotated[int | None, typer.Option("--nlist", help="IVF lists (default ~4 sqrt(n)).")] = None,
     nprobe: Annotated[int | None, typer.Option("--nprobe", help="IVF lists searched.")] = None,
     config: ConfigOpt = None,
+    encoding: EncodingOpt = "float32",
+    train_sample: Annotated[
+        int | None, typer.Option("--train-sample", help="Train SQ/PQ/IVF on N vectors drawn with a fixed seed.")
+    ] = None,
+    refine_factor: Annotated[
+        int | None, typer.Option("--refine-factor", help="+refine: candidates re-ranked = factor x k (4).")
+    ] = None,
     *,
     run: RunOptions,
 ) -> None:
@@ -497,10 +528,20 @@ def index_build_command(
     dim = check_encoder(model, run.cache)
     # Room for the document store (about twice the corpus file, with SQLite's overhead) and float32 vectors.
     check_output(out, "index folder", need_bytes=2 * corpus.expanduser().stat().st_size + len(docs) * dim * 4)
-    from whitevec.index import Retriever, check_build
+    from whitevec.index import Retriever, check_build, stored_dim
 
-    params = _index_params(m, ef_construction, ef_search, nlist, nprobe)
-    check_build(out, kind=kind, metric=metric, backend=backend, uri=uri, index_params=params)
+    params = _encoding_params(
+        _index_params(m, ef_construction, ef_search, nlist, nprobe), encoding, train_sample, refine_factor
+    )
+    check_build(
+        out,
+        kind=kind,
+        metric=metric,
+        backend=backend,
+        uri=uri,
+        index_params=params,
+        dim=stored_dim(transform, dim),
+    )
     with (
         _encoder(model, pooling, run) as encoder,
         Retriever.build(
@@ -522,13 +563,15 @@ def index_build_command(
 
 @index_app.command("info")
 def index_info_command(index_dir: Annotated[Path, typer.Argument(help="Index folder.")]) -> None:
-    """Print an index's manifest (checksums verified) as JSON."""
+    """Print an index's manifest (checksums verified) as JSON, with its size under "size": encoding, code bytes
+    per vector, index bytes and bytes per vector on disk."""
     import json
 
     existing_folder(index_dir, "index folder")
-    from whitevec.index import read_manifest
+    from whitevec.index import index_size, read_manifest
 
-    _print(json.dumps(read_manifest(index_dir), indent=2, sort_keys=True))
+    manifest = read_manifest(index_dir)
+    _print(json.dumps({**manifest, "size": index_size(manifest)}, indent=2, sort_keys=True))
 
 
 @index_app.command("export-faiss")
@@ -604,12 +647,26 @@ def eval_retrieval_command(
     uri: Annotated[
         str | None, typer.Option("--uri", help="Milvus: a folder for Lite .db files, or a server URI.")
     ] = None,
-    latency_queries: Annotated[int, typer.Option("--latency-queries", help="Single queries timed.")] = 100,
+    latency_queries: Annotated[
+        int, typer.Option("--latency-queries", help="Single queries timed (0: no timing, no QPS).")
+    ] = 100,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+    encoding: Annotated[
+        str,
+        typer.Option(
+            "--encoding",
+            help="Comma list of encodings: float32, fp16, sq8, sq4, pqM, pqMxB, opqM,pqM, ... (';' between "
+            "faiss:FACTORY strings).",
+        ),
+    ] = "float32",
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="PNG of nDCG@10 against bytes per vector, Pareto front drawn.")
+    ] = None,
     *,
     run: RunOptions,
 ) -> None:
-    """Retrieval quality (recall@10/100, MRR@10, nDCG@10, MAP), build time, p50 latency, index bytes."""
+    """Retrieval quality per configuration (transform x encoding): nDCG@10, R@100, MRR@10, code bytes per
+    vector, index bytes, build time, p50/p99 latency with and without query encoding, batched QPS."""
     from whitevec.datasets.retrieval import load_retrieval_dataset
 
     data = load_retrieval_dataset(dataset, data_dir=data_dir)
@@ -618,16 +675,22 @@ def eval_retrieval_command(
         raise BadInputError("give at least one pooling")
     input_file(fit_on, "--fit-on file", keywords=("corpus",))
     _check_json_file(json_out)
-    check_encoder(model, run.cache)
-    from whitevec.evaluation.retrieval import evaluate_retrieval
+    if plot is not None:
+        check_output(plot, "--plot file")
+    dim = check_encoder(model, run.cache)
+    from whitevec.evaluation.retrieval import evaluate_retrieval, plan_configurations
+    from whitevec.index.encodings import split_encoding_list
 
     _check_specs(poolings, transforms)
+    encodings = split_encoding_list(encoding)
+    plan_configurations(transforms, encodings, dim)  # unknown or unfitting specs fail before the model loads
     with _encoder(model, poolings[0], run) as encoder:
         report = evaluate_retrieval(
             encoder,
             data,
             transforms,
             poolings=poolings,
+            encodings=encodings,
             fit_on=fit_on,
             kind=kind,
             metric=metric,
@@ -639,29 +702,42 @@ def eval_retrieval_command(
     columns = (
         "pooling",
         "transform",
+        "encoding",
         "dim",
-        "R@10",
+        "bytes/vec",
+        "nDCG@10",
         "R@100",
         "MRR@10",
-        "nDCG@10",
-        "MAP",
-        "build s",
-        "p50 query ms",
-        "p50 search ms",
         "index bytes",
+        "build s",
+        "p50 search ms",
+        "p99 search ms",
+        "p50 query ms",
+        "p99 query ms",
+        "QPS",
     )
     title = f"{data.name} retrieval - {model} ({kind}/{metric}/{backend}, fitted on {fit_on})"
-    table = _table(title, columns, left=("pooling", "transform"))
+    table = _table(title, columns, left=("pooling", "transform", "encoding"))
     for s in report.scores:
-        table.add_row(*s.cells())
+        table.add_row(*s.frontier_cells())
     console = _console()
     console.print(table)
+    from whitevec.evaluation.frontier import pareto_front, plot_frontier
+
+    front = pareto_front(report.scores, lambda s: s.code_bytes, lambda s: s.ndcg_10)
     console.print(
         f"{report.scores[0].n_queries} queries, {report.scores[0].n_docs} documents; quality in percent. "
-        "p50 query = one query: encode (no cache) + transform + search + fetch; p50 search = search + fetch only. "
-        "build s excludes the one-off corpus encoding "
-        f"({', '.join(f'{k}: {v:.1f} s' for k, v in report.corpus_encode_s.items())})."
+        "bytes/vec = code bytes of one vector. search ms = search + fetch of one embedded query; query ms = "
+        "encode (no cache) + transform + search + fetch; QPS = all queries in one batch. build s excludes the "
+        f"one-off corpus encoding ({', '.join(f'{k}: {v:.1f} s' for k, v in report.corpus_encode_s.items())}).\n"
+        "Pareto front (nDCG@10 per byte): "
+        + ", ".join(f"{s.label} ({s.code_bytes} B, {100 * s.ndcg_10:.2f})" for s in front)
     )
+    for note in report.notes:
+        typer.echo(f"note: {note}", err=True)
+    if plot is not None:
+        plot_frontier(report.scores, plot, title=f"{data.name}: nDCG@10 per byte - {model}")
+        typer.echo(f"wrote {plot}", err=True)
     _save_json(report, json_out)
 
 

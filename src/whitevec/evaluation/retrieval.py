@@ -14,17 +14,25 @@ Metric definitions (per query, then averaged over the queries that have at least
   corpus is ranked, so MAP is exact).
 
 Timing: ``build_s`` is ``Retriever.build`` wall time with the corpus vectors already in the encoder's cache
-(fit + transform + index + write); ``corpus_encode_s`` is the one-off encoding of corpus + queries for all
-poolings in one pass (near 0 when the vectors were already in the on-disk cache).
-``p50_query_ms`` is the median over single queries of encode (no cache) + transform + search + document fetch;
-``p50_search_ms`` the median of search + document fetch for one already embedded query.
+(fit + transform + index training + write); ``corpus_encode_s`` is the one-off encoding of corpus + queries for
+all poolings in one pass (near 0 when the vectors were already in the on-disk cache).
+``p50_query_ms`` / ``p99_query_ms`` are the median / 99th percentile over single queries of encode (no cache) +
+transform + search + document fetch; ``p50_search_ms`` / ``p99_search_ms`` the same of search + document fetch
+for one already embedded query; ``qps`` is queries a second when all judged queries, already embedded, are
+searched in one batch (top 10, repeated for at least :data:`QPS_MIN_SECONDS`).
+
+Each configuration is (pooling, transform, encoding): the encoding (``whitevec.index.encodings``) says how the
+index stores a vector, and ``code_bytes`` is what that costs per vector (the x axis of the quality-per-byte
+frontier, ``whitevec.evaluation.frontier``).
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import platform
+import shutil
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -39,8 +47,11 @@ from whitevec.datasets.retrieval import RetrievalDataset
 from whitevec.errors import BadInputError
 from whitevec.evaluation.metrics import non_finite_to_none
 
+QPS_MIN_SECONDS = 0.3
+
 if TYPE_CHECKING:
     from whitevec.encoder import Encoder
+    from whitevec.transforms import Transform
 
 
 # --- metrics -----------------------------------------------------------------------------------------------
@@ -134,6 +145,17 @@ class RetrievalScore:
     p50_search_ms: float
     index_bytes: int
     folder_bytes: int
+    encoding: str = "float32"
+    code_bytes: int = 0  # bytes of one vector's code (see whitevec.index.encodings)
+    p99_query_ms: float = math.nan
+    p99_search_ms: float = math.nan
+    qps: float = math.nan  # batched: all queries in one search call
+
+    @property
+    def label(self) -> str:
+        """``transform / encoding`` (with the pooling when it is not last-avg): a configuration's name."""
+        base = f"{self.transform} / {self.encoding}"
+        return base if self.pooling == "last-avg" else f"{self.pooling}: {base}"
 
     def cells(self) -> list[str]:
         """pooling, transform, dim, R@10, R@100, MRR@10, nDCG@10, MAP (percent), build s, p50 query ms, p50
@@ -148,6 +170,29 @@ class RetrievalScore:
             f"{self.p50_query_ms:.1f}",
             f"{self.p50_search_ms:.3f}",
             f"{self.index_bytes:,}",
+        ]
+
+    def frontier_cells(self) -> list[str]:
+        """pooling, transform, encoding, dim, code bytes/vector, nDCG@10, R@100, MRR@10 (percent), index bytes,
+        build s, p50/p99 search ms, p50/p99 query ms and batched QPS, formatted for a table."""
+
+        def ms(v: float) -> str:
+            return "-" if math.isnan(v) else f"{v:.3f}"
+
+        return [
+            self.pooling,
+            self.transform,
+            self.encoding,
+            str(self.dim),
+            f"{self.code_bytes:,}",
+            *(f"{100 * v:.2f}" for v in (self.ndcg_10, self.recall_100, self.mrr_10)),
+            f"{self.index_bytes:,}",
+            f"{self.build_s:.2f}",
+            ms(self.p50_search_ms),
+            ms(self.p99_search_ms),
+            "-" if math.isnan(self.p50_query_ms) else f"{self.p50_query_ms:.1f}",
+            "-" if math.isnan(self.p99_query_ms) else f"{self.p99_query_ms:.1f}",
+            "-" if math.isnan(self.qps) else f"{self.qps:,.0f}",
         ]
 
 
@@ -197,12 +242,56 @@ def _folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
+TransformChoice = str | tuple[str, "Transform"]  # a spec, or (label, a Transform fitted or to fit)
+
+
+def plan_configurations(
+    transforms: Sequence[TransformChoice],
+    encodings: Sequence[str],
+    encoder_dim: int,
+) -> tuple[list[tuple[TransformChoice, str]], list[str]]:
+    """The (transform, encoding) pairs to evaluate, and a note for each pair left out because the encoding does
+    not fit the transform's output dimension (PQ's M must divide it). Every spec is checked here, before any
+    encoding work: an unknown transform or encoding raises BadInputError."""
+    from whitevec.index.build import stored_dim
+    from whitevec.index.encodings import parse_encoding
+    from whitevec.transforms import make_transform
+
+    parsed = [parse_encoding(e) for e in encodings]
+    if not parsed:
+        raise BadInputError("give at least one encoding (e.g. float32,sq8,pq48)")
+    plan: list[tuple[TransformChoice, str]] = []
+    notes: list[str] = []
+    for choice in transforms:
+        if isinstance(choice, tuple):
+            k = getattr(choice[1], "n_components", None)
+            dim = encoder_dim if k is None else min(int(k), encoder_dim)
+        else:
+            make_transform(choice)
+            dim = stored_dim(choice, encoder_dim) or encoder_dim
+        for encoding in parsed:
+            try:
+                encoding.check_dim(dim)
+            except BadInputError as exc:
+                notes.append(f"skipped {_label(choice)} / {encoding.spec}: {exc}")
+                continue
+            plan.append((choice, encoding.spec))
+    if not plan:
+        raise BadInputError("no (transform, encoding) pair fits: " + "; ".join(notes))
+    return plan, notes
+
+
+def _label(choice: TransformChoice) -> str:
+    return choice[0] if isinstance(choice, tuple) else choice
+
+
 def evaluate_retrieval(
     encoder: Encoder,
     dataset: RetrievalDataset,
-    transforms: Sequence[str],
+    transforms: Sequence[TransformChoice],
     *,
     poolings: Sequence[str] | None = None,
+    encodings: Sequence[str] = ("float32",),
     fit_on: str = "corpus",
     kind: str = "flat",
     metric: str = "cosine",
@@ -212,19 +301,33 @@ def evaluate_retrieval(
     workdir: str | os.PathLike[str] | None = None,
     latency_queries: int = 100,
     map_depth: int = 1000,
+    query_ids: Sequence[str] | None = None,
     show_progress: bool | None = None,
 ) -> RetrievalReport:
-    """Build one index per (pooling, transform) over ``dataset.corpus`` and score the judged queries.
+    """Build one index per (pooling, transform, encoding) over ``dataset.corpus`` and score the judged queries
+    (or those of ``query_ids``).
 
-    Indexes go to ``workdir`` (a temporary folder, removed afterwards, when not given).
+    ``transforms`` holds specs (``whitening-128``, ``pca-64``, ``whitening-128:gamma=0.5``) or ``(label,
+    Transform)`` pairs (a transform fitted elsewhere, e.g. on corpus + queries). ``latency_queries=0`` skips
+    every timing (latency and QPS: a quality-only run). Indexes go to ``workdir`` (a temporary folder, removed
+    afterwards, when not given).
     """
     from whitevec.index.retriever import Retriever
+    from whitevec.index.store import ENCODING, store_class
 
     if not transforms:
         raise BadInputError("give at least one transform (e.g. none,whitening)")
     if latency_queries < 0:
         raise BadInputError(f"latency_queries must be >= 0, got {latency_queries}")
+    plan, skipped = plan_configurations(transforms, encodings, int(encoder.dim))
+    for _, encoding in plan:
+        store_class(backend).check_options(kind, {**(index_params or {}), ENCODING: encoding}, uri)
     queries = dataset.judged_queries()
+    if query_ids is not None:
+        unknown = [q for q in query_ids if q not in queries]
+        if unknown:
+            raise BadInputError(f"query ids not among the judged queries of {dataset.name}: {unknown[:5]}")
+        queries = {q: queries[q] for q in query_ids}
     if not queries:
         raise BadInputError(f"dataset {dataset.name} has no query with a relevant document")
     qids, qtexts = list(queries), list(queries.values())
@@ -240,7 +343,7 @@ def evaluate_retrieval(
         latency_queries=min(latency_queries, len(qtexts)),
         machine=machine_description(),
         date=time.strftime("%Y-%m-%d %H:%M %Z"),
-        notes=list(dataset.notes),
+        notes=list(dataset.notes) + skipped,
     )
     corpus_texts = [d.text for d in dataset.corpus]
     # One forward pass fills the vector cache for every pooling; builds then read vectors from the cache.
@@ -253,20 +356,24 @@ def evaluate_retrieval(
             pooled = encoder.with_pooling(pooling)
             # Latency must include the forward pass; the cache would answer repeated queries from disk.
             timing_encoder = pooled.without_cache()
-            for spec in transforms:
-                out = base / f"{dataset.name}-{pooled.pooling.name.replace(':', '_')}-{spec}"
+            for number, (choice, encoding) in enumerate(plan):
+                label = _label(choice)
+                transform = choice[1] if isinstance(choice, tuple) else choice
+                safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{label}-{encoding}")
+                out = base / f"{dataset.name}-{pooled.pooling.name.replace(':', '_')}-{number}-{safe}"
+                params = {**(index_params or {}), ENCODING: encoding}
                 started = time.perf_counter()
                 retriever = Retriever.build(
                     dataset.corpus,
                     out,
                     encoder=pooled,
-                    transform=spec,
+                    transform=copy.deepcopy(transform) if not isinstance(transform, str) else transform,
                     fit_on=fit_on,
                     kind=kind,
                     metric=metric,
                     backend=backend,
                     uri=None if uri is None else _per_index_uri(uri, out.name),
-                    index_params=index_params,
+                    index_params=params,
                     show_progress=show_progress,
                 )
                 build_s = time.perf_counter() - started
@@ -275,10 +382,11 @@ def evaluate_retrieval(
                     hits = retriever.search(qtexts, k=depth)
                     rankings = {q: [h.id for h in row] for q, row in zip(qids, hits, strict=True)}
                     quality = score_rankings(rankings, dataset.qrels, ks=(10, 100))
-                    p50_query, p50_search = _latency(retriever, timing_encoder, qtexts[:latency_queries])
+                    timing = _timings(retriever, timing_encoder, qtexts, latency_queries)
+                    stored = retriever.manifest["index_params"].get(ENCODING, encoding)
                     report.scores.append(
                         RetrievalScore(
-                            transform=spec,
+                            transform=label,
                             pooling=pooled.pooling.name,
                             dim=retriever.dim,
                             n_docs=retriever.count,
@@ -289,13 +397,24 @@ def evaluate_retrieval(
                             ndcg_10=quality.ndcg_10,
                             map=quality.map,
                             build_s=round(build_s, 3),
-                            p50_query_ms=p50_query,
-                            p50_search_ms=p50_search,
                             index_bytes=retriever.index_bytes,
                             folder_bytes=_folder_bytes(out),
+                            encoding=stored,
+                            code_bytes=_code_bytes(stored, retriever),
+                            **timing,
                         )
                     )
+                if workdir is None:
+                    shutil.rmtree(out, ignore_errors=True)  # a big grid would otherwise fill the scratch disk
     return report
+
+
+def _code_bytes(encoding: str, retriever: Any) -> int:
+    """A vector's code bytes; for an expert factory string, measured: the index bytes per vector."""
+    from whitevec.index.encodings import parse_encoding
+
+    nominal = parse_encoding(encoding).code_bytes(retriever.dim)
+    return nominal or round(retriever.index_bytes / max(retriever.count, 1))
 
 
 def _per_index_uri(uri: str, name: str) -> str:
@@ -305,15 +424,17 @@ def _per_index_uri(uri: str, name: str) -> str:
     return str(Path(uri).expanduser() / f"{name}.db")
 
 
-def _latency(retriever: Any, timing_encoder: Encoder, texts: Sequence[str]) -> tuple[float, float]:
-    """Median ms of (encode uncached + transform + search + fetch) and of (search + fetch), one query at a time."""
-    if not texts:
-        return float("nan"), float("nan")
+def _timings(
+    retriever: Any, timing_encoder: Encoder, texts: Sequence[str], latency_queries: int
+) -> dict[str, float]:
+    """p50/p99 ms of single queries with and without encoding, and batched QPS; NaN when not timed."""
+    if latency_queries <= 0 or not texts:
+        return {"p50_query_ms": math.nan, "p50_search_ms": math.nan}
     from whitevec.index import stored_form
 
     full, search_only = [], []
     k = min(10, retriever.count)
-    for text in texts:
+    for text in texts[:latency_queries]:
         started = time.perf_counter()
         raw = timing_encoder.encode([text], show_progress=False)
         vector = stored_form(retriever.transform, raw, retriever.manifest["metric"])
@@ -323,4 +444,20 @@ def _latency(retriever: Any, timing_encoder: Encoder, texts: Sequence[str]) -> t
         end = time.perf_counter()
         full.append((middle - started) * 1000)
         search_only.append((end - middle) * 1000)
-    return round(float(np.median(full)), 3), round(float(np.median(search_only)), 3)
+    batch = retriever.embed(list(texts))
+    rounds, started = 0, time.perf_counter()
+    while rounds == 0 or time.perf_counter() - started < QPS_MIN_SECONDS:
+        retriever.search_vectors(batch, k)
+        rounds += 1
+    qps = rounds * len(texts) / (time.perf_counter() - started)
+
+    def pct(values: list[float], q: float) -> float:
+        return round(float(np.percentile(values, q)), 3)
+
+    return {
+        "p50_query_ms": pct(full, 50),
+        "p99_query_ms": pct(full, 99),
+        "p50_search_ms": pct(search_only, 50),
+        "p99_search_ms": pct(search_only, 99),
+        "qps": round(qps, 1),
+    }

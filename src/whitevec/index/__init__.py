@@ -8,17 +8,19 @@
 # The vector stores register themselves by name when their modules are imported (whitevec.index.store).
 from whitevec.datasets.retrieval import Document, read_corpus_file
 from whitevec.index import faiss_store, milvus_store  # noqa: F401
-from whitevec.index.build import build_index, check_build
+from whitevec.index.build import build_index, check_build, stored_dim
+from whitevec.index.encodings import Encoding, list_encodings, parse_encoding, storage_estimate
 from whitevec.index.export import export_faiss
 from whitevec.index.faiss_store import FaissStore
 from whitevec.index.retriever import Retriever, SearchHit, check_encoder
 from whitevec.index.snapshot import read_manifest
-from whitevec.index.store import KINDS, METRICS, VectorStore, store_names, stored_form
+from whitevec.index.store import KINDS, METRICS, VectorStore, index_size, store_names, stored_form
 
 __all__ = [
     "KINDS",
     "METRICS",
     "Document",
+    "Encoding",
     "FaissStore",
     "Retriever",
     "SearchHit",
@@ -27,8 +29,13 @@ __all__ = [
     "check_build",
     "check_encoder",
     "export_faiss",
+    "index_size",
+    "list_encodings",
+    "parse_encoding",
     "read_corpus_file",
     "read_manifest",
+    "storage_estimate",
     "store_names",
+    "stored_dim",
     "stored_form",
 ]

@@ -20,11 +20,12 @@ from whitevec._io import atomic_dir, check_writable_parent
 from whitevec.datasets.retrieval import Document, check_unique_ids, read_corpus_file
 from whitevec.errors import BadInputError, CorruptFileError
 from whitevec.index.docstore import write_docs
+from whitevec.index.encodings import parse_encoding
 from whitevec.index.faiss_store import faiss_version
 from whitevec.index.layout import DOCS_FILE, LINEAR_TRANSFORMS, TRANSFORM_FILE
 from whitevec.index.manifest import MANIFEST, write_manifest
 from whitevec.index.snapshot import read_manifest
-from whitevec.index.store import KINDS, METRICS, VectorStore, check_choice, store_class, stored_form
+from whitevec.index.store import ENCODING, KINDS, METRICS, VectorStore, check_choice, store_class, stored_form
 from whitevec.transforms import Transform, make_transform
 from whitevec.transforms.base import class_key
 
@@ -78,11 +79,13 @@ def check_build(
     backend: str = "faiss",
     uri: str | None = None,
     index_params: dict[str, Any] | None = None,
+    dim: int | None = None,
 ) -> dict[str, Any] | None:
     """Everything about a build that can be checked before any model loads or document is encoded.
 
-    Checks the kind, metric, backend and index parameters, the URI's form, that ``out`` is absent, empty or an
-    earlier index, and that its parent folder can be written. Returns the earlier index's manifest, if any.
+    Checks the kind, metric, backend and index parameters (the encoding among them, against the stored
+    dimension ``dim`` when it is known: see :func:`stored_dim`), the URI's form, that ``out`` is absent, empty or
+    an earlier index, and that its parent folder can be written. Returns the earlier index's manifest, if any.
 
     Raises:
         BadInputError: an unknown choice or parameter, or an ``out`` that must not be replaced.
@@ -91,6 +94,8 @@ def check_build(
     check_choice(kind, KINDS, "index kind")
     check_choice(metric, METRICS, "metric")
     store_class(backend).check_options(kind.strip().lower(), index_params, uri)
+    if dim is not None:
+        parse_encoding((index_params or {}).get(ENCODING)).check_dim(dim)
     target = Path(out).expanduser()
     previous = _check_target(target)
     check_writable_parent(target)
@@ -176,6 +181,18 @@ def build_index(
         with contextlib.suppress(BadInputError):  # a backend this whitevec no longer has: nothing to free
             store_class(replaced[0]["backend"]).discard(replaced[0])
     return target
+
+
+def stored_dim(transform: str | None, encoder_dim: int) -> int | None:
+    """The dimension an index stores for a transform spec on ``encoder_dim``-d vectors, known before fitting:
+    K for whitening-K (and its variants), ``encoder_dim`` for the others; None for a saved transform file."""
+    if transform is None:
+        return encoder_dim
+    if transform.strip().lower().endswith(".safetensors"):
+        return None
+    made = make_transform(transform)
+    k = getattr(made, "n_components", None)
+    return encoder_dim if k is None else min(int(k), encoder_dim)
 
 
 def encoder_fields(encoder: EncoderLike) -> dict[str, Any]:

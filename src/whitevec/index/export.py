@@ -4,8 +4,10 @@
 ``LinearTransform(A = W^T, b = -W^T (beta*mu))`` (so ``y = A x + b = W^T (x - beta*mu)``, the whitening) and,
 for the cosine metric, a ``NormalizationTransform`` after it. Then plain ``faiss.read_index(OUT).search(x, k)``
 on raw encoder vectors ``x`` gives the same ids (internal rows; ``docs.sqlite`` maps them to document ids) and
-scores as whitevec. Only linear transforms can be expressed this way: Whitening (any k, beta, gamma), Center,
-or none.
+scores as whitevec (with one difference: a cosine index with a lossy encoding, sq8 or pq for instance, is
+searched by squared L2, so the file returns ``d = 2 - 2 cos``; whitevec reports ``1 - d / 2``). Any encoding
+exports: the codes, IVF lists, HNSW graph and refinement are inside the stored index. Only linear transforms
+can be expressed this way: Whitening (any k, beta, gamma), Center, or none.
 """
 
 from __future__ import annotations

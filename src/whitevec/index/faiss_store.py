@@ -1,18 +1,37 @@
-"""FAISS (faiss-cpu) store: exact flat, HNSW or IVF-flat index, wrapped in an id map, saved as index.faiss."""
+"""FAISS (faiss-cpu) store: a flat, HNSW or IVF index of any encoding (float32, fp16, SQ, PQ, OPQ+PQ, exact
+re-ranking; see :mod:`whitevec.index.encodings`), wrapped in an id map, saved as index.faiss."""
 
 from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from whitevec.errors import BadInputError, CorruptFileError
+from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
+from whitevec.index.encodings import (
+    Encoding,
+    check_factory_dim,
+    factory_kind,
+    factory_string,
+    fit_to_training,
+    index_layers,
+    parse_encoding,
+)
 from whitevec.index.layout import INDEX_FILE
-from whitevec.index.store import KINDS, METRICS, check_choice, check_vectors_for, register_store, resolve_params
+from whitevec.index.store import (
+    ENCODING,
+    KINDS,
+    METRICS,
+    check_choice,
+    check_vectors_for,
+    register_store,
+    resolve_params,
+)
 
 if TYPE_CHECKING:
     from whitevec.index.snapshot import IndexSnapshot
@@ -21,11 +40,15 @@ _SMALL_BATCH = 16
 
 # Defaults: HNSW M=32/efConstruction=40 are faiss's own; efSearch 64 (faiss: 16) trades a little speed for
 # recall close to exact on corpora of this size. IVF nprobe 8; nlist chosen from the corpus size on first add.
+# Every kind takes an encoding; train_sample (None: all vectors of the first add) is how many of them, drawn with
+# a fixed seed, train SQ/PQ/IVF; refine_factor * k candidates are re-ranked exactly by a "+refine" encoding.
+_ENCODING_PARAMS: dict[str, Any] = {ENCODING: "float32", "train_sample": None, "refine_factor": 4}
 DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
-    "flat": {},
-    "hnsw": {"M": 32, "efConstruction": 40, "efSearch": 64},
-    "ivf": {"nlist": None, "nprobe": 8},
+    "flat": {**_ENCODING_PARAMS},
+    "hnsw": {"M": 32, "efConstruction": 40, "efSearch": 64, **_ENCODING_PARAMS},
+    "ivf": {"nlist": None, "nprobe": 8, **_ENCODING_PARAMS},
 }
+TRAIN_SEED = 0
 
 
 def _faiss() -> Any:
@@ -75,14 +98,16 @@ class FaissStore:
         self.metric = check_choice(metric, METRICS, "metric")
         self.kind = check_choice(kind, KINDS, "index kind")
         self._params = resolve_params(self.kind, params, DEFAULT_PARAMS)
-        self.index: Any = None  # created on the first add (IVF needs the vectors to train)
+        check_encoding(self.kind, self._params, self.dim)
+        self.index: Any = None  # created on the first add (IVF, SQ and PQ need the vectors to train)
 
     # --- life cycle -----------------------------------------------------------------------------------------
     @classmethod
     def check_options(cls, kind: str, params: dict[str, Any] | None, uri: str | None) -> None:
         if uri is not None:
             raise BadInputError("--uri applies to the milvus backend only")
-        resolve_params(check_choice(kind, KINDS, "index kind"), params, DEFAULT_PARAMS)
+        kind = check_choice(kind, KINDS, "index kind")
+        check_encoding(kind, resolve_params(kind, params, DEFAULT_PARAMS), None)
 
     @classmethod
     def create(
@@ -153,39 +178,80 @@ class FaissStore:
         return None
 
     # --- data -----------------------------------------------------------------------------------------------
+    @property
+    def _l2_for_cosine(self) -> bool:
+        """Cosine on lossy codes is searched as squared L2 (unit vectors: d = 2 - 2 cos, the same ranking for
+        exact vectors). Inner products with PQ reconstructions, whose norms wander, rank worse: recall@10 0.32
+        by inner product against 0.71 by L2 on the same pq16x6 codes (tests/test_encodings.py data)."""
+        return self.metric == "cosine" and self.encoding.codec != "float32"
+
     def _faiss_metric(self) -> int:
         faiss = _faiss()
-        return int(faiss.METRIC_L2 if self.metric == "l2" else faiss.METRIC_INNER_PRODUCT)
+        l2 = self.metric == "l2" or self._l2_for_cosine
+        return int(faiss.METRIC_L2 if l2 else faiss.METRIC_INNER_PRODUCT)
+
+    @property
+    def encoding(self) -> Encoding:
+        """How the vectors are stored (``float32`` for indexes built before encodings existed)."""
+        return parse_encoding(self._params.get(ENCODING))
+
+    def training_rows(self, vectors: np.ndarray) -> np.ndarray:
+        """The vectors that train the codes: all of ``vectors``, or ``train_sample`` of them drawn with a fixed
+        seed (kept in their order)."""
+        size = self._params.get("train_sample")
+        if size is None or size >= vectors.shape[0]:
+            return vectors
+        rows = np.sort(np.random.default_rng(TRAIN_SEED).choice(vectors.shape[0], size=size, replace=False))
+        return np.ascontiguousarray(vectors[rows])
 
     def _create_index(self, first: np.ndarray) -> Any:
         faiss = _faiss()
         metric = self._faiss_metric()
-        if self.kind == "flat":
-            inner = faiss.IndexFlat(self.dim, metric)
-        elif self.kind == "hnsw":
-            inner = faiss.IndexHNSWFlat(self.dim, self._params["M"], metric)
-            inner.hnsw.efConstruction = self._params["efConstruction"]
+        train = self.training_rows(first)
+        encoding = self.encoding
+        if self.kind == "ivf" and encoding.codec != "factory":
+            self._params["nlist"] = self._params["nlist"] or default_nlist(train.shape[0])
+        encoding, params, notes = fit_to_training(encoding, self.kind, self._params, train.shape[0])
+        if notes:
+            warnings.warn("; ".join(notes), WhitevecWarning, stacklevel=4)
+        self._params = {**params, ENCODING: encoding.spec}
+        if encoding.codec == "factory":
+            inner = check_factory_dim(encoding, self.dim, metric)
         else:
-            nlist = self._params["nlist"] or default_nlist(first.shape[0])
-            if nlist > first.shape[0]:
+            inner = faiss.index_factory(self.dim, factory_string(encoding, self.kind, self._params), metric)
+        layers = index_layers(inner)
+        for layer in layers:
+            if hasattr(layer, "hnsw"):
+                layer.hnsw.efConstruction = self._params["efConstruction"]
+                self._params["M"] = int(layer.hnsw.nb_neighbors(1))
+            if isinstance(layer, faiss.IndexIVF):
+                self._params["nlist"] = int(layer.nlist)
+            storage = faiss.downcast_index(layer.storage) if hasattr(layer, "storage") else None
+            for pq_index in (layer, storage):
+                if isinstance(pq_index, faiss.IndexPQ | faiss.IndexIVFPQ):
+                    # Polysemous training (faiss's default for IndexPQ) reorders codes for Hamming
+                    # pre-filtering, which whitevec never uses; it made training 5-10x slower (4000 x 32).
+                    pq_index.do_polysemous_training = False
+        if not inner.is_trained:
+            if train.shape[0] < encoding.min_training():
                 raise BadInputError(
-                    f"IVF with nlist={nlist} needs at least {nlist} vectors to train; got {first.shape[0]}. "
-                    "Lower nlist or use kind 'flat'."
+                    f"encoding {encoding.spec} needs at least {encoding.min_training()} training vectors; got "
+                    f"{train.shape[0]}"
                 )
-            self._params["nlist"] = nlist
-            quantizer = faiss.IndexFlat(self.dim, metric)
-            inner = faiss.IndexIVFFlat(quantizer, self.dim, nlist, metric)
-            inner.train(first)
+            inner.train(train)
         index = faiss.IndexIDMap2(inner)
         self._apply_search_params(index)
         return index
 
     def _apply_search_params(self, index: Any) -> None:
         faiss = _faiss()
-        if self.kind == "hnsw":
-            faiss.downcast_index(faiss.downcast_index(index).index).hnsw.efSearch = self._params["efSearch"]
-        elif self.kind == "ivf":
-            faiss.extract_index_ivf(index).nprobe = self._params["nprobe"]
+        for layer in index_layers(index):
+            if hasattr(layer, "hnsw") and "efSearch" in self._params:
+                layer.hnsw.efSearch = self._params["efSearch"]
+            if isinstance(layer, faiss.IndexIVF) and "nprobe" in self._params:
+                layer.nprobe = self._params["nprobe"]
+            if isinstance(layer, faiss.IndexRefine):
+                layer.k_factor = float(self._params.get("refine_factor") or 1)
 
     @property
     def count(self) -> int:
@@ -213,9 +279,35 @@ class FaissStore:
             return np.zeros((x.shape[0], k), np.float32), np.full((x.shape[0], k), -1, np.int64)
         if x.shape[0] >= _SMALL_BATCH:
             scores, ids = self.index.search(x, k)
-            return scores, ids
-        # A few queries: faiss's OpenMP pool costs more than it saves (measured 13 ms vs 0.02 ms for one query
-        # on 1400 x 32 while torch held its own threads), so search these on one thread.
-        with _one_thread():
-            scores, ids = self.index.search(x, k)
+        else:
+            # A few queries: faiss's OpenMP pool costs more than it saves (measured 13 ms vs 0.02 ms for one
+            # query on 1400 x 32 while torch held its own threads), so search these on one thread.
+            with _one_thread():
+                scores, ids = self.index.search(x, k)
+        if self._l2_for_cosine:
+            scores = 1.0 - scores / 2.0  # back to cosine (see _l2_for_cosine)
         return scores, ids
+
+
+def check_encoding(kind: str, params: dict[str, Any], dim: int | None) -> None:
+    """Refuse an encoding that cannot work with ``kind`` and ``params`` (and the dimension, when known) before
+    any data is read: PQ's M must divide d; an expert factory string sets its own structure, so it must match
+    ``kind`` and leave nlist / M to the string."""
+    encoding = parse_encoding(params.get(ENCODING))
+    if dim is not None:
+        encoding.check_dim(dim)
+    if encoding.codec != "factory":
+        return
+    structure = factory_kind(encoding)
+    if structure != kind:
+        raise BadInputError(
+            f"the faiss factory string {encoding.factory!r} builds a {structure} index; give --kind {structure} "
+            "with it (the kind chooses which search parameters apply)"
+        )
+    for name in ("nlist", "M"):
+        if (
+            params.get(name) is not None
+            and name in DEFAULT_PARAMS[kind]
+            and DEFAULT_PARAMS[kind][name] != params[name]
+        ):
+            raise BadInputError(f"the faiss factory string {encoding.factory!r} sets {name}; do not give it too")

@@ -18,7 +18,8 @@ from typing import Any
 
 from whitevec._io import atomic_path, sha256_file
 from whitevec._version import __version__
-from whitevec.errors import CorruptFileError
+from whitevec.errors import BadInputError, CorruptFileError
+from whitevec.index.encodings import parse_encoding
 
 MANIFEST = "manifest.json"
 # 2: the manifest carries its own checksum and every field is checked.
@@ -49,6 +50,19 @@ def _int_list(v: Any) -> bool:
 
 def _mapping(v: Any) -> bool:
     return isinstance(v, dict)
+
+
+def _index_params(v: Any) -> bool:
+    """An object whose ``encoding``, when present (indexes built before encodings lack it: float32), is a
+    canonical encoding spec (whitevec.index.encodings)."""
+    if not isinstance(v, dict):
+        return False
+    if "encoding" not in v:
+        return True
+    try:
+        return isinstance(v["encoding"], str) and parse_encoding(v["encoding"]).spec == v["encoding"]
+    except BadInputError:
+        return False
 
 
 def _transform_info(v: Any) -> bool:
@@ -85,7 +99,7 @@ FIELDS: dict[str, tuple[str, Callable[[Any], bool], bool]] = {
     ),
     "metric": ("a string", _text, True),
     "index_kind": ("a string", _text, True),
-    "index_params": ("an object", _mapping, True),
+    "index_params": ("an object whose encoding, if any, is a valid encoding spec", _index_params, True),
     "count": ("a non-negative integer", _integer(0), True),
     "backend": ("a string", _text, True),
     "backend_uri": ("a string or null", _optional(_text), True),

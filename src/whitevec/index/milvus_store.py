@@ -21,9 +21,18 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError, WhitevecError
+from whitevec.index.encodings import Encoding, parse_encoding
 from whitevec.index.layout import MILVUS_LOCAL
 from whitevec.index.manifest import MANIFEST
-from whitevec.index.store import KINDS, METRICS, check_choice, check_vectors_for, register_store, resolve_params
+from whitevec.index.store import (
+    ENCODING,
+    KINDS,
+    METRICS,
+    check_choice,
+    check_vectors_for,
+    register_store,
+    resolve_params,
+)
 
 if TYPE_CHECKING:
     from whitevec.index.snapshot import IndexSnapshot
@@ -33,10 +42,53 @@ logger = logging.getLogger(__name__)
 MILVUS_TOPK_LIMIT = 16384  # Milvus refuses larger limits
 _INSERT_BATCH = 2000
 DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
-    "flat": {},
-    "hnsw": {"M": 32, "efConstruction": 40, "efSearch": 64},
-    "ivf": {"nlist": 128, "nprobe": 8},
+    "flat": {ENCODING: "float32"},
+    "hnsw": {"M": 32, "efConstruction": 40, "efSearch": 64, ENCODING: "float32"},
+    "ivf": {"nlist": 128, "nprobe": 8, ENCODING: "float32"},
 }
+
+# The Milvus index type (and its extra build parameters) for each (kind, encoding codec). A Milvus server has
+# them all; Milvus Lite only the types in LITE_INDEX_TYPES (milvus_lite.index.factory: IVF_PQ is "reserved for
+# a future phase" there, and HNSW_PQ is unknown: both fail to build and Lite then searches every vector
+# silently, so whitevec refuses them up front). Milvus Lite's HNSW_SQ always uses 8-bit codes.
+_MILVUS_TYPES: dict[tuple[str, str], str] = {
+    ("flat", "float32"): "FLAT",
+    ("ivf", "float32"): "IVF_FLAT",
+    ("ivf", "sq8"): "IVF_SQ8",
+    ("ivf", "pq"): "IVF_PQ",
+    ("hnsw", "float32"): "HNSW",
+    ("hnsw", "sq8"): "HNSW_SQ",
+    ("hnsw", "fp16"): "HNSW_SQ",
+    ("hnsw", "sq4"): "HNSW_SQ",
+    ("hnsw", "pq"): "HNSW_PQ",
+}
+_HNSW_SQ_TYPES = {"sq8": "SQ8", "fp16": "FP16", "sq4": "SQ4U"}
+LITE_INDEX_TYPES: dict[tuple[str, str], str] = {
+    key: value
+    for key, value in _MILVUS_TYPES.items()
+    if value in ("FLAT", "IVF_FLAT", "IVF_SQ8", "HNSW") or key == ("hnsw", "sq8")
+}
+
+
+def milvus_index_type(kind: str, encoding: Encoding, uri: str | None) -> tuple[str, dict[str, Any]]:
+    """The Milvus index type for ``kind`` with ``encoding`` and its extra build parameters; BadInputError
+    naming what this Milvus supports when it has none (``uri``: None or a local file is Milvus Lite)."""
+    lite = uri is None or is_local_uri(uri)
+    table = LITE_INDEX_TYPES if lite else _MILVUS_TYPES
+    key = (kind, encoding.codec)
+    if encoding.refine or key not in table:
+        where = "Milvus Lite" if lite else "the Milvus backend"
+        supported = ", ".join(f"{k}+{c} ({t})" for (k, c), t in table.items())
+        raise BadInputError(
+            f"{where} has no index for kind {kind!r} with encoding {encoding.spec!r}; it supports "
+            f"(kind+encoding): {supported}. Use --backend faiss for the other encodings."
+        )
+    extra: dict[str, Any] = {}
+    if table[key] == "HNSW_SQ":
+        extra["sq_type"] = _HNSW_SQ_TYPES[encoding.codec]
+    elif encoding.codec == "pq":
+        extra.update(m=encoding.m, nbits=encoding.nbits)
+    return table[key], extra
 
 
 def _pymilvus() -> Any:
@@ -133,6 +185,9 @@ class MilvusStore:
         self.metric = check_choice(metric, METRICS, "metric")
         self.kind = check_choice(kind, KINDS, "index kind")
         self._params = resolve_params(self.kind, params, DEFAULT_PARAMS)
+        self.encoding = parse_encoding(self._params[ENCODING])
+        self.encoding.check_dim(self.dim)
+        self.index_type, self._type_params = milvus_index_type(self.kind, self.encoding, self.uri)
         # What the manifest records: None when the data lives in the index folder (Milvus Lite there).
         self.stored_uri = stored_uri
         # Rows this handle searches: ids below it (None: all). See the class docstring.
@@ -174,7 +229,9 @@ class MilvusStore:
     # --- life cycle -----------------------------------------------------------------------------------------
     @classmethod
     def check_options(cls, kind: str, params: dict[str, Any] | None, uri: str | None) -> None:
-        resolve_params(check_choice(kind, KINDS, "index kind"), params, DEFAULT_PARAMS)
+        kind = check_choice(kind, KINDS, "index kind")
+        resolved = resolve_params(kind, params, DEFAULT_PARAMS)
+        milvus_index_type(kind, parse_encoding(resolved[ENCODING]), uri)
         if uri is not None and is_local_uri(uri) and not uri.endswith(".db"):
             raise BadInputError(f"a local Milvus Lite URI must be a file name ending in .db, got {uri!r}")
 
@@ -277,22 +334,17 @@ class MilvusStore:
         schema.add_field("id", DataType.INT64, is_primary=True)
         schema.add_field("vector", DataType.FLOAT_VECTOR, dim=self.dim)
         index_params = self.client.prepare_index_params()
-        if self.kind == "flat":
-            index_params.add_index("vector", index_type="FLAT", metric_type=self._milvus_metric)
-        elif self.kind == "hnsw":
-            index_params.add_index(
-                "vector",
-                index_type="HNSW",
-                metric_type=self._milvus_metric,
-                params={"M": self._params["M"], "efConstruction": self._params["efConstruction"]},
-            )
-        else:
-            index_params.add_index(
-                "vector",
-                index_type="IVF_FLAT",
-                metric_type=self._milvus_metric,
-                params={"nlist": self._params["nlist"]},
-            )
+        build: dict[str, Any] = {}
+        if self.kind == "hnsw":
+            build = {"M": self._params["M"], "efConstruction": self._params["efConstruction"]}
+        elif self.kind == "ivf":
+            build = {"nlist": self._params["nlist"]}
+        index_params.add_index(
+            "vector",
+            index_type=self.index_type,
+            metric_type=self._milvus_metric,
+            params={**build, **self._type_params},
+        )
         self.client.create_collection(self.collection, schema=schema, index_params=index_params)
 
     @property

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 import numpy as np
 
 from whitevec.errors import BadInputError
+from whitevec.index.encodings import parse_encoding
 from whitevec.linalg import unit_rows
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 METRICS = ("cosine", "ip", "l2")
 KINDS = ("flat", "hnsw", "ivf")
+ENCODING = "encoding"  # the index parameter naming how vectors are stored (whitevec.index.encodings)
 
 
 class VectorStore(Protocol):
@@ -156,12 +158,19 @@ def check_choice(value: str, allowed: tuple[str, ...], what: str) -> str:
 
 
 def resolve_params(kind: str, given: dict[str, Any] | None, defaults: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """``defaults[kind]`` updated with ``given``; unknown names or non-positive values are refused."""
+    """``defaults[kind]`` updated with ``given``; unknown names or non-positive values are refused.
+
+    ``encoding`` (see :mod:`whitevec.index.encodings`) is a spec string, parsed here and kept in its canonical
+    form; every other parameter is a positive integer or None.
+    """
     params = dict(defaults[kind])
     for name, value in (given or {}).items():
         if name not in params:
             valid = ", ".join(params) or "none"
             raise BadInputError(f"index parameter {name!r} does not apply to kind {kind!r} (valid: {valid})")
+        if name == ENCODING:
+            params[name] = parse_encoding(value).spec
+            continue
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise BadInputError(f"index parameter {name} must be a positive integer, got {value!r}")
         params[name] = value
@@ -183,3 +192,21 @@ def stored_form(transform: Transform | None, vectors: np.ndarray, metric: str) -
     if metric == "cosine":
         return unit_rows(out)
     return np.ascontiguousarray(out, dtype=np.float32)
+
+
+def index_size(manifest: dict[str, Any]) -> dict[str, Any]:
+    """How much an index's vectors cost, from its manifest: the encoding, its code bytes a vector (the quantity
+    an encoding trades against quality), the bytes of the store's files in the folder (``index_bytes``; 0 when
+    the vectors live in Milvus) and those per vector (ids, links and trained tables included)."""
+    params = manifest["index_params"]
+    encoding = parse_encoding(params.get(ENCODING))
+    files = manifest["files"]
+    stored = store_class(manifest["backend"]).files
+    index_bytes = sum(int(files[name]["bytes"]) for name in stored if name in files)
+    count = int(manifest["count"])
+    return {
+        "encoding": encoding.spec,
+        "code_bytes_per_vector": encoding.code_bytes(int(manifest["dim"])) or None,
+        "index_bytes": index_bytes,
+        "bytes_per_vector": round(index_bytes / count, 2) if index_bytes and count else None,
+    }

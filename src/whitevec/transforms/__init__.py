@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,11 @@ SPEC_FORMS = (
     "abtt",
     "abtt-D",
     "flow",
+    "pca-K",
+    "<whitening form>:gamma=G:beta=B",
 )
+# Knobs a whitening-family spec may set after a colon: "whitening-128:gamma=0.5", "pca-64:beta=0".
+_WHITENING_KNOBS = ("gamma", "beta")
 
 # whitening[-K][-betaB][-gammaG]: B and G plain non-negative decimals (0, 0.25, 1), in that order.
 _WHITENING_SPEC = re.compile(r"whitening(?:-(\d+))?(?:-beta(\d+(?:\.\d+)?))?(?:-gamma(\d+(?:\.\d+)?))?")
@@ -76,21 +81,22 @@ def whitening_spec(n_components: int | None = None, beta: float = 1.0, gamma: fl
 def make_transform(spec: str) -> Transform | None:
     """Parse a CLI transform spec into an unfitted transform; ``"none"``/``"raw"`` give ``None``.
 
-    Forms: ``none``, ``raw``, ``whitening``, ``whitening-K`` (keep K dimensions), ``whitening[-K]-betaB-gammaG``
-    (either suffix may be left out: ``whitening-256-gamma0.5`` is ``Whitening(256, beta=1, gamma=0.5)``;
-    :func:`whitening_spec` writes them), ``rotation`` (whitening with gamma=0), ``center``, ``normalize``,
-    ``abtt`` (All-but-the-Top, default D), ``abtt-D``, ``flow``.
+    Forms: ``none``, ``raw``, ``whitening``, ``whitening-K`` (keep K dimensions), ``rotation`` (whitening with
+    gamma=0), ``pca-K`` (centred PCA without scaling: rotation keeping K dimensions), ``center``,
+    ``normalize``, ``abtt`` (All-but-the-Top, default D), ``abtt-D``, ``flow``. A whitening, rotation or pca-K
+    form may end in ``:gamma=G`` and/or ``:beta=B`` (``whitening-128:gamma=0.5`` is soft whitening,
+    ``whitening:beta=0`` skips centring). ``whitening[-K]-betaB-gammaG``, the form :func:`whitening_spec`
+    writes, is the same thing spelt without colons (``whitening-256-gamma0.5`` = ``whitening-256:gamma=0.5``).
     """
     text = spec.strip().lower() if isinstance(spec, str) else ""
-    whitening = _WHITENING_SPEC.fullmatch(text)
-    if whitening is not None and (whitening.group(2) is not None or whitening.group(3) is not None):
-        k, beta, gamma = whitening.groups()
-        if k is None or int(k) > 0:
-            return Whitening(
-                n_components=None if k is None else int(k),
-                beta=1.0 if beta is None else float(beta),
-                gamma=1.0 if gamma is None else float(gamma),
-            )
+    suffixed = _WHITENING_SPEC.fullmatch(text)
+    if suffixed is not None and (suffixed.group(2) is not None or suffixed.group(3) is not None):
+        k, beta, gamma = suffixed.groups()
+        knobs = [f"{name}={value}" for name, value in (("beta", beta), ("gamma", gamma)) if value is not None]
+        text = ":".join(["whitening" + (f"-{k}" if k is not None else ""), *knobs])
+    text, _, knob_text = text.partition(":")
+    if knob_text:
+        return _with_knobs(spec, make_transform(text), knob_text)
     match = re.fullmatch(r"([a-z]+)(?:-(\d+))?", text)
     name, number = (match.group(1), match.group(2)) if match else ("", None)
     value = int(number) if number is not None else None
@@ -114,9 +120,31 @@ def make_transform(spec: str) -> Transform | None:
     elif value is not None and value > 0:
         if name == "whitening":
             return Whitening(n_components=value)
+        if name == "pca":
+            return Whitening(n_components=value, gamma=0.0)
         if name == "abtt":
             return AllButTheTop(n_remove=value)
     raise BadInputError(
         f"unknown transform spec {spec!r}; valid forms: {', '.join(SPEC_FORMS)} (K, D positive integers; B, G "
         "non-negative decimals)"
     )
+
+
+def _with_knobs(spec: str, transform: Transform | None, knob_text: str) -> Whitening:
+    """``transform`` (a whitening form) with the ``gamma=G:beta=B`` settings of ``knob_text``."""
+    if not isinstance(transform, Whitening):
+        raise BadInputError(
+            f"transform spec {spec!r}: only whitening, whitening-K, rotation and pca-K take :gamma= / :beta="
+        )
+    settings: dict[str, float] = {}
+    for part in knob_text.split(":"):
+        name, _, value = part.partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if name not in _WHITENING_KNOBS or not math.isfinite(number):
+            allowed = ", ".join(k + "=NUMBER" for k in _WHITENING_KNOBS)
+            raise BadInputError(f"transform spec {spec!r}: {part!r} is not one of {allowed}")
+        settings[name] = number
+    return transform.set_params(**settings)
