@@ -97,7 +97,8 @@ def part_knobs(models: list[str]) -> None:
         for gamma in (0, 0.5, 1):
             specs.append(f"whitening-128:gamma={gamma}:beta={beta}")
     specs += ["whitening-64", "whitening-128", "whitening-256", "whitening", "pca-128:beta=0"]
-    reports = []
+    # As in part_quality: a run for one model keeps the other's results.
+    reports = [r for r in (_load("knobs") or {}).get("reports", []) if r["model"] not in models]
     for model in models:
         with Encoder(model, "last-avg") as encoder:
             corpus = encoder.encode([d.text for d in dataset.corpus], show_progress=False)
