@@ -176,7 +176,7 @@ def test_zero_variance_column_warns() -> None:
 
 def test_bad_inputs() -> None:
     X = anisotropic()
-    with pytest.raises(BadInputError, match="1 sample.*minimum of 2"):
+    with pytest.raises(BadInputError, match=r"1 sample.*minimum of 2"):
         Whitening().fit(X[:1])
     with pytest.raises(BadInputError, match="at least 2"):
         Whitening().partial_fit(X[:1]).transform(X)
