@@ -48,7 +48,7 @@ from whitevec.preflight import sqlite_fault, vector_cache_folder
 from whitevec.st_config import (
     SentenceTransformersConfig,
     UnsupportedModuleError,
-    has_sentence_transformers_config,
+    default_pooling,
     read_max_seq_length,
     read_sentence_transformers_config,
 )
@@ -310,7 +310,7 @@ class Encoder:
         except UnsupportedModuleError as exc:
             self._st_error = exc
         if pooling is None:
-            pooling = _MODEL if has_sentence_transformers_config(self.model_path) else FALLBACK_POOLING
+            pooling = default_pooling(self.model_path, FALLBACK_POOLING)
         self.pooling = get_pooling(pooling)
         if self.pooling.kind == _MODEL:
             self._model_config()  # an unsupported module or no configuration fails before the model loads

@@ -130,6 +130,12 @@ def has_sentence_transformers_config(folder: Path) -> bool:
     return (folder / MODULES_FILE).is_file()
 
 
+def default_pooling(folder: Path, fallback: str) -> str:
+    """The pooling to use when none is named: ``model`` (the folder's own modules) for a sentence-transformers
+    folder, else ``fallback``."""
+    return "model" if has_sentence_transformers_config(folder) else fallback
+
+
 def _json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
