@@ -26,7 +26,7 @@ TRANSFORMER_CONFIG = "sentence_bert_config.json"
 MODEL_CONFIG = "config_sentence_transformers.json"
 LAYER_POOLING_CLASS = "whitevec.st_modules.LayerMeanPooling"
 FLOW_CLASS = "whitevec.st_modules.FlowModule"
-# sentence-transformers' Pooling modes in the order its forward concatenates them, and its old boolean keys.
+# sentence-transformers' Pooling modes, and its old boolean keys (in the order it converts them to a tuple).
 POOLING_MODES = ("cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")
 _LEGACY_MODE_KEYS = {
     "pooling_mode_cls_token": "cls",
@@ -274,7 +274,7 @@ def _pooling_modes(config: dict[str, Any], refuse: Any) -> tuple[str, ...]:
     for name in found:
         if name not in POOLING_MODES:
             raise refuse(f"the pooling mode {name!r}")
-    return tuple(m for m in POOLING_MODES if m in found)
+    return tuple(found)  # concatenated in the order the config lists them, as sentence-transformers does
 
 
 def _dense(folder: Path, refuse: Any) -> DenseLayer:

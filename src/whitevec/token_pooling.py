@@ -11,9 +11,6 @@ from collections.abc import Sequence
 
 import torch
 
-# sentence-transformers' Pooling modes, in the order its forward concatenates them.
-SENTENCE_TRANSFORMERS_MODES = ("cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")
-
 
 def layer_mean(
     hidden_states: Sequence[torch.Tensor], layers: Sequence[int], attention_mask: torch.Tensor
@@ -29,8 +26,8 @@ def layer_mean(
 def sentence_transformers_pool(
     token_embeddings: torch.Tensor, attention_mask: torch.Tensor, modes: Sequence[str]
 ) -> torch.Tensor:
-    """sentence-transformers' ``Pooling`` (padded path, no prompt excluded) with ``modes`` concatenated, in the
-    order of :data:`SENTENCE_TRANSFORMERS_MODES`, as its forward does for the modes a saved config names."""
+    """sentence-transformers' ``Pooling`` (padded path, no prompt excluded): the vectors of ``modes``
+    concatenated in the order given, as its forward does."""
     outputs = []
     dtype = token_embeddings.dtype
     accumulate = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
