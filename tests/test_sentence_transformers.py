@@ -299,3 +299,70 @@ def test_real_models_load_and_export(model: str, data_dir: Path, tmp_path: Path)
     loaded, exported = fresh_process_vectors([encoder.model_path, out], REAL_TEXTS, tmp_path)
     np.testing.assert_allclose(raw, loaded, atol=1e-6, rtol=0)
     np.testing.assert_allclose(ours, exported, atol=1e-5, rtol=0)
+
+
+# ---- command line -----------------------------------------------------------------------------------------
+def test_cli_export_st_from_a_transform_and_from_an_index(
+    tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.test_cli import run_cli
+    from whitevec.index import Document, Retriever
+
+    encoder = Encoder(tiny_bert_dir, "last-avg", cache=False)
+    fitted(Whitening(n_components=8), encoder).save(tmp_path / "w.safetensors")
+    args = ["export-st", "--model", str(tiny_bert_dir), "--pooling", "last-avg"]
+    code, _, err = run_cli(
+        [*args, "--transform", str(tmp_path / "w.safetensors"), "--out", str(tmp_path / "a")], capsys
+    )
+    assert code == 0, err
+    assert "max_length 64, 8-d" in err
+    code, _, err = run_cli([*args, "--out", str(tmp_path / "a")], capsys)
+    assert code == 2 and err.count("\n") == 1 and "exists" in err and "--overwrite" in err
+    Whitening().fit(np.random.default_rng(0).standard_normal((40, 16))).save(tmp_path / "w16.safetensors")
+    code, _, err = run_cli(
+        [*args, "--transform", str(tmp_path / "w16.safetensors"), "--out", str(tmp_path / "b")], capsys
+    )
+    assert code == 2 and "16-d" in err and "32-d" in err and not (tmp_path / "b").exists()
+
+    docs = [Document(f"d{i}", text) for i, text in enumerate(SEED_TEXTS[:60])]
+    Retriever.build(docs, tmp_path / "idx", encoder=encoder, transform="whitening-8").close()
+    code, _, err = run_cli(["export-st", "--index", str(tmp_path / "idx"), "--out", str(tmp_path / "c")], capsys)
+    assert code == 0, err
+    record = json.loads((tmp_path / "c" / "whitevec_export.json").read_text())
+    assert record["normalize"] is True and record["dim"] == 8 and record["source"]["metric"] == "cosine"
+    modules = [m["type"].rsplit(".", 1)[-1] for m in json.loads((tmp_path / "c" / "modules.json").read_text())]
+    assert modules == ["Transformer", "Pooling", "Dense", "Normalize"]
+
+
+def test_cli_eval_says_which_pooling_and_max_length_ran(
+    tiny_st_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.test_cli import run_cli
+
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(
+        "".join(
+            json.dumps({"sentence1": SEED_TEXTS[i], "sentence2": SEED_TEXTS[i + 1], "score": float(i % 5)}) + "\n"
+            for i in range(30)
+        )
+    )
+    code, out, err = run_cli(
+        [
+            "eval",
+            "--model",
+            str(tiny_st_dir),
+            "--tasks",
+            "",
+            "--pairs",
+            str(pairs),
+            "--transform",
+            "none",
+            "--no-cache",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    assert (
+        "pooling model (sentence-transformers modules: mean pooling, Dense 32->16 (Tanh), Normalize); "
+        "max_length 12" in " ".join(out.split())
+    )
