@@ -251,7 +251,7 @@ def _transform_module(transform: Transform, dim: int) -> tuple[ExportedModule, i
     from whitevec.transforms.flow import Flow
 
     if isinstance(transform, Flow):
-        config = {
+        glow_args = {
             "dim": dim,
             "levels": transform.levels,
             "depth": transform.depth,
@@ -259,8 +259,8 @@ def _transform_module(transform: Transform, dim: int) -> tuple[ExportedModule, i
             "hidden_layers": transform.hidden_layers,
             "affine": transform.coupling == "affine",
             "mixing": transform.mixing,
-            "dtype": transform.dtype,
         }
+        config = {"glow_args": glow_args, "dtype": transform.dtype}
         weights = {"glow." + k.removeprefix("module."): v for k, v in transform._get_module_state().items()}
         return ExportedModule(FLOW_CLASS, "FlowModule", config, weights), dim
     raise BadInputError(

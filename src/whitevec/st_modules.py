@@ -57,45 +57,18 @@ class FlowModule(Module):  # type: ignore[misc]
     """A fitted whitevec Flow (Glow): sentence vector in, its Gaussian latent out, same size. The weights are
     the Flow's own, saved as safetensors under ``glow.*``."""
 
-    config_keys = [  # noqa: RUF012 - sentence-transformers' own declaration
-        "dim",
-        "levels",
-        "depth",
-        "width",
-        "hidden_layers",
-        "affine",
-        "mixing",
-        "dtype",
-    ]
+    config_keys = ["glow_args", "dtype"]  # noqa: RUF012 - sentence-transformers' own declaration
 
-    def __init__(
-        self,
-        dim: int,
-        levels: int,
-        depth: int,
-        width: int,
-        hidden_layers: int,
-        affine: bool,
-        mixing: str,
-        dtype: str = "float32",
-    ) -> None:
+    def __init__(self, glow_args: dict[str, Any], dtype: str = "float32") -> None:
+        """``glow_args``: the keyword arguments of :class:`whitevec.transforms.flow_layers.Glow` (dim, levels,
+        depth, width, hidden_layers, affine, mixing); ``dtype``: the flow's working precision."""
         super().__init__()
         from whitevec.transforms.flow_layers import Glow
 
-        self.dim, self.levels, self.depth, self.width = int(dim), int(levels), int(depth), int(width)
-        self.hidden_layers, self.affine, self.mixing, self.dtype = int(hidden_layers), bool(affine), mixing, dtype
+        self.glow_args, self.dtype = dict(glow_args), dtype
         self._torch_dtype = getattr(torch, dtype)
         # The initial weights do not matter: load replaces every one with the saved ones.
-        self.glow = Glow(
-            self.dim,
-            levels=self.levels,
-            depth=self.depth,
-            width=self.width,
-            hidden_layers=self.hidden_layers,
-            affine=self.affine,
-            mixing=self.mixing,
-            generator=torch.Generator().manual_seed(0),
-        ).to(self._torch_dtype)
+        self.glow = Glow(**self.glow_args, generator=torch.Generator().manual_seed(0)).to(self._torch_dtype)
         self.glow.eval()
 
     def forward(self, features: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
@@ -105,7 +78,7 @@ class FlowModule(Module):  # type: ignore[misc]
         return features
 
     def get_embedding_dimension(self) -> int:
-        return self.dim
+        return int(self.glow_args["dim"])
 
     def save(self, output_path: str, *args: Any, safe_serialization: bool = True, **kwargs: Any) -> None:
         self.save_config(output_path)
