@@ -176,7 +176,7 @@ def test_zero_variance_column_warns() -> None:
 
 def test_bad_inputs() -> None:
     X = anisotropic()
-    with pytest.raises(BadInputError, match="at least 2"):
+    with pytest.raises(BadInputError, match=r"1 sample.*minimum of 2"):
         Whitening().fit(X[:1])
     with pytest.raises(BadInputError, match="at least 2"):
         Whitening().partial_fit(X[:1]).transform(X)
@@ -205,7 +205,7 @@ def test_bad_inputs() -> None:
     huge = (anisotropic() * 1e22).astype(np.float32)
     with pytest.raises(BadInputError, match="too large"):
         Whitening(precision="float32").fit(huge)
-    with pytest.raises(DimensionMismatchError, match=r"dimension 5 .*dimension 12"):
+    with pytest.raises(DimensionMismatchError, match=r"X has 5 features, but Whitening is expecting 12"):
         w.transform(np.zeros((3, 5)))
     with pytest.raises(DimensionMismatchError):
         w.partial_fit(np.zeros((3, 5)))

@@ -56,15 +56,34 @@ def split_list(value: str) -> list[str]:
 
 # ---- shared options --------------------------------------------------------------------------------------
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model alias, local folder or hub id.")]
-PoolingOpt = Annotated[str, typer.Option("--pooling", "-p", help="Pooling name or comma list of layer indices.")]
-PoolingListOpt = Annotated[str, typer.Option("--pooling", "-p", help="One pooling or a comma list.")]
+PoolingOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--pooling",
+        "-p",
+        help="Pooling name or comma list of layer indices (default: model, the folder's own "
+        "sentence-transformers modules, when it has them; else first-last-avg).",
+    ),
+]
+PoolingListOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--pooling", "-p", help="One pooling or a comma list (default: model for a sentence-transformers folder)."
+    ),
+]
 TransformListOpt = Annotated[
     str, typer.Option("--transform", "-t", help="Comma list: none, whitening, whitening-K, flow, ...")
 ]
 DataDirOpt = Annotated[Path | None, typer.Option("--data-dir", help="Data folder (default $WHITEVEC_DATA).")]
 MetricOpt = Annotated[str, typer.Option("--metric", help="cosine, ip or l2.")]
 StoreOpt = Annotated[str, typer.Option("--backend", help="faiss or milvus.")]
-MaxLengthOpt = Annotated[int, typer.Option("--max-length", help="Tokens kept per text (longer ones truncated).")]
+MaxLengthOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-length",
+        help="Tokens kept per text, longer ones truncated (default: the model's max_seq_length, else 512).",
+    ),
+]
 BatchOpt = Annotated[int, typer.Option("--batch-size", help="Texts per forward pass.")]
 DeviceOpt = Annotated[str | None, typer.Option("--device", help="torch device (default: cuda if present).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the vector cache.")]
@@ -91,7 +110,7 @@ def _option(default: Any, option: Any) -> Any:
 class RunOptions:
     """How an encoding command runs its model: the options each of them ends with, in this order."""
 
-    max_length: int = _option(512, MaxLengthOpt)
+    max_length: int | None = _option(None, MaxLengthOpt)
     batch_size: int = _option(64, BatchOpt)
     device: str | None = _option(None, DeviceOpt)
     no_cache: bool = _option(False, NoCacheOpt)
@@ -130,7 +149,7 @@ def with_run_options(command: Callable[..., None]) -> Callable[..., None]:
     return with_options
 
 
-def _encoder(model: str, pooling: str, run: RunOptions) -> Encoder:
+def _encoder(model: str, pooling: str | None, run: RunOptions) -> Encoder:
     """The Encoder a command's --model, --pooling and run options name (a module attribute, so that tests can
     replace it to show that a command stops before any model loads)."""
     from whitevec.encoder import Encoder
@@ -146,6 +165,15 @@ def _encoder(model: str, pooling: str, run: RunOptions) -> Encoder:
     )
 
 
+def _default_pooling(model: str, fallback: str) -> str:
+    """The pooling a command uses when --pooling is not given: ``model`` for a sentence-transformers folder,
+    else ``fallback``."""
+    from whitevec.models import resolve_model
+    from whitevec.st_config import default_pooling
+
+    return default_pooling(resolve_model(model), fallback)
+
+
 def _check_specs(poolings: list[str], transforms: list[str]) -> None:
     """Reject an unknown pooling or transform spec before the model loads."""
     from whitevec.encoder import get_pooling
@@ -157,7 +185,7 @@ def _check_specs(poolings: list[str], transforms: list[str]) -> None:
         make_transform(spec)
 
 
-def _from_config(config: Path, command: Callable[..., None], **given: str) -> tuple[str, str, str]:
+def _from_config(config: Path, command: Callable[..., None], **given: str | None) -> tuple[str, str, str]:
     """(model, pooling, transform) of a tuned configuration. An option set to something other than its default
     must say what the configuration says (another --model or --pooling would make its transform invalid)."""
     from whitevec.tuning.config import ConfigMismatchError, TunedConfig
@@ -168,7 +196,7 @@ def _from_config(config: Path, command: Callable[..., None], **given: str) -> tu
     wanted = {"model": tuned.model, "pooling": tuned.pooling, "transform": tuned.transform}
     defaults = inspect.signature(command).parameters
     for name, value in given.items():
-        if value != defaults[name].default and value.strip().lower() != wanted[name].lower():
+        if value is not None and value != defaults[name].default and value.strip().lower() != wanted[name].lower():
             raise ConfigMismatchError(
                 f"--{name} {value} contradicts the tuned configuration {config}, which names {name} "
                 f"{wanted[name]!r}; leave --{name} out, or tune again"
@@ -234,7 +262,7 @@ def _console() -> Any:
 @with_run_options
 def eval_command(
     model: ModelOpt = DEFAULT_MODEL,
-    pooling: PoolingListOpt = "first-last-avg",
+    pooling: PoolingListOpt = None,
     transform: TransformListOpt = "none,whitening,whitening-256",
     fit_on: Annotated[
         str, typer.Option("--fit-on", help="target, train, or a text file (one sentence a line).")
@@ -268,9 +296,10 @@ def eval_command(
     check_encoder(model, run.cache)
     from whitevec.evaluation.sts import evaluate_sts_poolings
 
-    poolings, transforms = split_list(pooling), split_list(transform)
+    poolings = split_list(pooling) if pooling else [_default_pooling(model, "first-last-avg")]
+    transforms = split_list(transform)
     _check_specs(poolings, transforms)
-    with _encoder(model, poolings[0] if pooling else pooling, run) as encoder:
+    with _encoder(model, poolings[0], run) as encoder:
         report = evaluate_sts_poolings(encoder, poolings, loaded, transforms, fit_on, run.show_progress)
     columns = ("task", "pooling", "transform", "pairs", "all", "mean", "wmean")
     table = _table(f"STS Spearman x 100 - {model} (transform fitted on {fit_on})", columns, columns[:3])
@@ -285,7 +314,10 @@ def eval_command(
             f"{score.mean:.2f}",
             f"{score.wmean:.2f}",
         )
-    _console().print(table)
+    console = _console()
+    console.print(table)
+    for name in poolings:  # what ran: a name like "model" says little without the folder's modules
+        console.print(f"pooling {encoder.describe_pooling(name)}; max_length {encoder.max_length}")
     _save_json(report, json_out)
 
 
@@ -295,7 +327,7 @@ def encode_command(
     input_file: Annotated[Path, typer.Argument(help="Text file, one text a line (blank lines skipped).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the .npy matrix.")],
     model: ModelOpt = DEFAULT_MODEL,
-    pooling: PoolingOpt = "first-last-avg",
+    pooling: PoolingOpt = None,
     transform: Annotated[
         Path | None, typer.Option("--transform", help="A saved transform applied after encoding.")
     ] = None,
@@ -327,7 +359,7 @@ def fit_command(
     vectors: Annotated[Path | None, typer.Option("--vectors", help="A .npy matrix to fit on.")] = None,
     texts: Annotated[Path | None, typer.Option("--texts", help="A text file to encode and fit on.")] = None,
     model: ModelOpt = DEFAULT_MODEL,
-    pooling: PoolingOpt = "first-last-avg",
+    pooling: PoolingOpt = None,
     *,
     run: RunOptions,
 ) -> None:
@@ -358,7 +390,7 @@ def fit_command(
 def diagnose_command(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for report.html, the PNG plots, metrics.json.")],
     model: ModelOpt = DEFAULT_MODEL,
-    pooling: PoolingOpt = "first-last-avg",
+    pooling: PoolingOpt = None,
     task: Annotated[
         str | None,
         typer.Option("--task", help="STS task name (stsb, sts12, ...) or a scored pairs file."),
@@ -395,7 +427,7 @@ def diagnose_command(
     check_encoder(model, run.cache)
     from whitevec.diagnostics import diagnose, write_report
 
-    _check_specs([pooling], split_list(transform))
+    _check_specs([pooling] if pooling else [], split_list(transform))
     with _encoder(model, pooling, run) as encoder:
         report = diagnose(
             encoder,
@@ -441,7 +473,13 @@ index_app = typer.Typer(
 )
 app.add_typer(index_app, name="index")
 IndexPoolingOpt = Annotated[
-    str, typer.Option("--pooling", "-p", help="Pooling (last-avg = mean pooling, what sentence-transformers use).")
+    str | None,
+    typer.Option(
+        "--pooling",
+        "-p",
+        help="Pooling (default: model, the folder's sentence-transformers modules, when it has them; else "
+        "last-avg, mean pooling).",
+    ),
 ]
 
 
@@ -483,7 +521,7 @@ def index_build_command(
     corpus: Annotated[Path, typer.Option("--corpus", help="Text (one doc a line), CSV/TSV or JSONL (id, text).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Index folder to write (replaced atomically).")],
     model: ModelOpt = DEFAULT_MODEL,
-    pooling: IndexPoolingOpt = "last-avg",
+    pooling: IndexPoolingOpt = None,
     transform: Annotated[
         str,
         typer.Option("--transform", "-t", help="none, whitening, whitening-K, center, or a .safetensors file."),
@@ -543,7 +581,7 @@ def index_build_command(
         dim=stored_dim(transform, dim),
     )
     with (
-        _encoder(model, pooling, run) as encoder,
+        _encoder(model, pooling or _default_pooling(model, "last-avg"), run) as encoder,
         Retriever.build(
             docs,
             out,
@@ -634,7 +672,7 @@ def search_command(
 @with_run_options
 def eval_retrieval_command(
     model: ModelOpt = DEFAULT_MODEL,
-    pooling: PoolingListOpt = "last-avg",
+    pooling: PoolingListOpt = None,
     transform: Annotated[
         str, typer.Option("--transform", "-t", help="Comma list: none, whitening, whitening-K, center, ...")
     ] = "none,whitening,whitening-128,whitening-256",
@@ -670,7 +708,8 @@ def eval_retrieval_command(
     from whitevec.datasets.retrieval import load_retrieval_dataset
 
     data = load_retrieval_dataset(dataset, data_dir=data_dir)
-    poolings, transforms = split_list(pooling), split_list(transform)
+    poolings = split_list(pooling) if pooling is not None else [_default_pooling(model, "last-avg")]
+    transforms = split_list(transform)
     if not poolings:
         raise BadInputError("give at least one pooling")
     input_file(fit_on, "--fit-on file", keywords=("corpus",))
@@ -749,7 +788,7 @@ def tune_command(
     model: Annotated[str, typer.Option("--model", "-m", help="Model alias, folder or hub id; a comma list.")] = (
         DEFAULT_MODEL
     ),
-    pooling: PoolingListOpt = "last-avg",
+    pooling: PoolingListOpt = None,
     task: Annotated[
         str | None,
         typer.Option("--task", help="STS task: tuned on its dev/valid split, tested on test (SemEval: k-fold)."),
@@ -831,16 +870,17 @@ def tune_command(
 
     check_metric(metric, "retrieval" if dataset is not None else "sts")
     specs = None if candidates.strip().lower() == "default" else check_transforms(split_list(candidates))
-    _check_specs(split_list(pooling), [])
+    poolings = split_list(pooling) if pooling is not None else [_default_pooling(models[0], "last-avg")]
+    _check_specs(poolings, [])
     check_encodings(split_list(encodings))
     from whitevec.tuning import tune
 
-    encoders = {each: _encoder(each, split_list(pooling)[0], run) for each in models}
+    encoders = {each: _encoder(each, poolings[0], run) for each in models}
     try:
         result = tune(
             dev,
             models=models,
-            poolings=split_list(pooling),
+            poolings=poolings,
             fit_texts=fit_texts,
             test=test,
             transforms=specs,
@@ -918,6 +958,65 @@ def tune_command(
     if plot is not None:
         result.plot(plot)
         typer.echo(f"wrote {plot}", err=True)
+
+
+# ---- sentence-transformers export -------------------------------------------------------------------------
+@app.command("export-st")
+def export_st_command(
+    out: Annotated[Path, typer.Option("--out", "-o", help="sentence-transformers folder to write.")],
+    model: ModelOpt = DEFAULT_MODEL,
+    pooling: PoolingOpt = None,
+    transform: Annotated[
+        Path | None, typer.Option("--transform", "-t", help="A fitted transform (.safetensors) to apply last.")
+    ] = None,
+    index: Annotated[
+        Path | None,
+        typer.Option("--index", help="Export an index folder's model, pooling and transform instead."),
+    ] = None,
+    normalize: Annotated[
+        bool | None,
+        typer.Option(
+            "--normalize/--no-normalize", help="Unit-length vectors last (default: no; from an index: its metric)."
+        ),
+    ] = None,
+    max_length: MaxLengthOpt = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing --out folder.")] = False,
+    device: DeviceOpt = None,
+) -> None:
+    """Write a sentence-transformers folder: SentenceTransformer(OUT).encode(texts) gives whitevec's vectors."""
+    from whitevec.st_export import check_export_target
+
+    check_export_target(out, overwrite)
+    check_output(out, "--out folder")  # its parent can be written; the folder itself is made at the end
+    if index is not None:
+        if transform is not None or pooling is not None or max_length is not None or model != DEFAULT_MODEL:
+            raise BadInputError("--index takes the model, pooling, max_length and transform from the index")
+        existing_folder(index, "index folder")
+        from whitevec.st_export import export_index
+
+        written = export_index(index, out, overwrite=overwrite, normalize=normalize, device=device)
+    else:
+        if transform is not None:
+            existing_file(transform, "transform file")
+        check_encoder(model, cache=False)
+        from whitevec.encoder import Encoder
+        from whitevec.st_export import export_sentence_transformer
+        from whitevec.transforms import Transform
+
+        fitted = Transform.load(transform) if transform is not None else None
+        with Encoder(model, pooling, max_length=max_length, device=device, cache=False) as encoder:
+            written = export_sentence_transformer(
+                out, encoder, fitted, normalize=bool(normalize), overwrite=overwrite
+            )
+    import json
+
+    record = json.loads((written / "whitevec_export.json").read_text(encoding="utf-8"))
+    trust = ", trust_remote_code=True" if record["trust_remote_code"] else ""
+    typer.echo(
+        f"wrote {written}: {record['pooling_detail']}, max_length {record['max_length']}, {record['dim']}-d; "
+        f"load with SentenceTransformer({str(written)!r}{trust})",
+        err=True,
+    )
 
 
 # ---- serve -----------------------------------------------------------------------------------------------

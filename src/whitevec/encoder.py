@@ -17,6 +17,8 @@ embeddings-last-avg    mean of the token means of hidden_states[0] and hidden_st
 last2avg               mean of the token means of hidden_states[-2] and hidden_states[-1]
 embeddings-avg         token mean of hidden_states[0] (static token + position embeddings, layer-normed)
 "i,j,..."              mean of the token means of the listed hidden_states indices, e.g. "0,-1" or [2, -1]
+model                  what the folder's sentence-transformers modules compute (Pooling mode, Dense layers,
+                       Normalize), as SentenceTransformer(folder).encode(texts) does; the default for such folders
 =====================  ==========================================================================
 """
 
@@ -43,12 +45,25 @@ import torch
 from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.models import DEFAULT_MODEL, resolve_model
 from whitevec.preflight import sqlite_fault, vector_cache_folder
+from whitevec.st_config import (
+    SentenceTransformersConfig,
+    UnsupportedModuleError,
+    default_pooling,
+    read_max_seq_length,
+    read_sentence_transformers_config,
+)
+from whitevec.token_pooling import layer_mean, sentence_transformers_pool
 
 logger = logging.getLogger(__name__)
 
 _MEAN = "mean"
 _CLS = "cls"
 _POOLER = "pooler"
+_MODEL = "model"
+# The pooling an Encoder uses when none is named: the folder's own (sentence-transformers modules) when it has
+# them, else this one. And the max_length when none is given and the folder states no max_seq_length.
+FALLBACK_POOLING = "first-last-avg"
+FALLBACK_MAX_LENGTH = 512
 # The arithmetic an Encoder computes in (its ``backend=``; CLI ``--compute``): float32, bfloat16 or int8.
 COMPUTE_BACKENDS = ("torch", "bf16", "int8")
 
@@ -83,6 +98,7 @@ POOLINGS: dict[str, Pooling] = {
     "embeddings-last-avg": Pooling("embeddings-last-avg", _MEAN, (0, -1)),
     "last2avg": Pooling("last2avg", _MEAN, (-2, -1)),
     "embeddings-avg": Pooling("embeddings-avg", _MEAN, (0,)),
+    "model": Pooling("model", _MODEL, (-1,)),
 }
 
 
@@ -260,8 +276,8 @@ class Encoder:
     def __init__(
         self,
         model: str | os.PathLike[str] = DEFAULT_MODEL,
-        pooling: str | Sequence[int] | Pooling = "first-last-avg",
-        max_length: int = 512,
+        pooling: str | Sequence[int] | Pooling | None = None,
+        max_length: int | None = None,
         batch_size: int = 64,
         device: str | None = None,
         cache: bool | str | os.PathLike[str] = True,
@@ -275,7 +291,7 @@ class Encoder:
 
         hf_logging.disable_progress_bar()  # whitevec shows its own progress; the loader's bar is noise
 
-        if max_length < 2:
+        if max_length is not None and max_length < 2:
             raise BadInputError(f"max_length must be at least 2 (room for the special tokens), got {max_length}")
         if batch_size < 1:
             raise BadInputError(f"batch_size must be at least 1, got {batch_size}")
@@ -285,10 +301,26 @@ class Encoder:
             )
         self.model_name = str(model)
         self.model_path = resolve_model(model)
+        # The folder's sentence-transformers modules (pooling "model"); a module whitevec cannot reproduce is
+        # kept as the error to raise when that pooling is asked for, so the named poolings still work.
+        self.st_config: SentenceTransformersConfig | None = None
+        self._st_error: UnsupportedModuleError | None = None
+        try:
+            self.st_config = read_sentence_transformers_config(self.model_path)
+        except UnsupportedModuleError as exc:
+            self._st_error = exc
+        if pooling is None:
+            pooling = default_pooling(self.model_path, FALLBACK_POOLING)
         self.pooling = get_pooling(pooling)
+        if self.pooling.kind == _MODEL:
+            self._model_config()  # an unsupported module or no configuration fails before the model loads
+        if max_length is None:
+            max_length = read_max_seq_length(self.model_path) or FALLBACK_MAX_LENGTH
         self.batch_size = batch_size
         self.device = torch.device(device or _default_device())
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_path))
+        if self.st_config is not None and self.st_config.do_lower_case:
+            _lower_case(self.tokenizer)
         self.model = AutoModel.from_pretrained(str(self.model_path)).to(self.device).eval()
         self.backend = backend
         if backend == "int8":
@@ -310,23 +342,62 @@ class Encoder:
         self.max_length = min(limits)
         if self.max_length < max_length:
             logger.info("max_length %d capped to the model's limit %d", max_length, self.max_length)
+        self.hidden_size = int(config.hidden_size)
+        self._dense_modules: dict[int, tuple[torch.nn.Module, torch.nn.Module]] = {}
         self._usable(self.pooling)  # fails early on out-of-range indices or a missing pooler
-        self.dim = int(config.hidden_size)
+        self.dim = self.dim_of(self.pooling)
+
+    def _model_config(self) -> SentenceTransformersConfig:
+        """The folder's sentence-transformers configuration, or the error saying why pooling 'model' cannot
+        run here."""
+        if self._st_error is not None:
+            raise self._st_error
+        if self.st_config is None:
+            raise BadInputError(
+                f"pooling 'model' needs a sentence-transformers folder (with modules.json); {self.model_path} has "
+                f"none. Use a named pooling: {', '.join(n for n in POOLINGS if n != _MODEL)}"
+            )
+        return self.st_config
 
     def _usable(self, spec: str | Sequence[int] | Pooling) -> Pooling:
         """``spec`` as a pooling this model can compute: its hidden_states indices exist and, for ``pooler``,
-        the model has a pooler layer."""
+        the model has a pooler layer; for ``model``, the folder's modules can be reproduced."""
         pooling = get_pooling(spec)
         pooling.resolved_layers(self.n_hidden_states)
-        if pooling.kind == _POOLER and getattr(self.model, "pooler", None) is None:
-            raise BadInputError(f"pooling 'pooler' needs a model with a pooler layer; {self.model_name} has none")
+        needs_pooler = pooling.kind == _POOLER
+        if pooling.kind == _MODEL:
+            st = self._model_config()
+            if st.layers is not None:
+                Pooling("model", _MEAN, st.layers).resolved_layers(self.n_hidden_states)
+            needs_pooler = st.pooling_modes == ("pooler",)
+            st.output_dim(self.hidden_size)  # a Dense layer of the wrong width fails here
+        if needs_pooler and getattr(self.model, "pooler", None) is None:
+            raise BadInputError(
+                f"pooling {pooling.name!r} needs a model with a pooler layer; {self.model_name} has none"
+            )
         return pooling
+
+    def dim_of(self, pooling: str | Sequence[int] | Pooling) -> int:
+        """The size of the vectors ``pooling`` gives: the hidden size, or for ``model`` what its Pooling and
+        Dense layers make of it."""
+        if get_pooling(pooling).kind == _MODEL:
+            return self._model_config().output_dim(self.hidden_size)
+        return self.hidden_size
+
+    def describe_pooling(self, pooling: str | Sequence[int] | Pooling | None = None) -> str:
+        """One line on what ``pooling`` (default: this encoder's) computes, e.g. for ``model`` on
+        all-MiniLM-L6-v2: ``model (sentence-transformers modules: mean pooling, Normalize)``."""
+        chosen = self.pooling if pooling is None else get_pooling(pooling)
+        if chosen.kind == _MODEL:
+            return f"model (sentence-transformers modules: {self._model_config().describe()})"
+        return chosen.name
 
     def with_pooling(self, pooling: str | Sequence[int] | Pooling) -> Encoder:
         """The same loaded model with another pooling (no reload; the vector caches are shared)."""
         usable = self._usable(pooling)
         other = copy.copy(self)
         other.pooling = usable
+        other.dim = self.dim_of(usable)
         return other
 
     def without_cache(self) -> Encoder:
@@ -375,6 +446,7 @@ class Encoder:
             "model_fingerprint": self.model_fingerprint,
             "pooling": self.pooling.name,
             "layers": list(self.pooling.resolved_layers(self.n_hidden_states)),
+            "pooling_detail": self.describe_pooling(),
             "max_length": self.max_length,
             "dim": self.dim,
             "backend": self.backend,
@@ -395,13 +467,16 @@ class Encoder:
                     self.max_length,
                     # Only non-default backends join the key, so existing float caches keep their names.
                     *([self.backend] if self.backend != "torch" else []),
+                    # Likewise the model's own pooling (its modes, Dense weights, Normalize) and lower-casing.
+                    *([self._model_config().fingerprint()] if pooling.kind == _MODEL else []),
+                    *(["lower"] if self.st_config is not None and self.st_config.do_lower_case else []),
                 ],
             )
             namespace = (
                 f"{self.model_path.name}-{pooling.name.replace(':', '_').replace(',', '_')}-"
                 + hashlib.sha256(ident.encode()).hexdigest()[:16]
             )
-            self._caches[pooling.name] = VectorCache(self._cache_folder, namespace, self.dim)
+            self._caches[pooling.name] = VectorCache(self._cache_folder, namespace, self.dim_of(pooling))
         return self._caches[pooling.name]
 
     # --- encoding ---------------------------------------------------------------------------------------
@@ -426,7 +501,7 @@ class Encoder:
             if not isinstance(text, str):
                 raise TypeError(f"texts[{i}] is a {type(text).__name__}, not a str")
         wanted = [self._usable(p) for p in poolings]
-        out = {p.name: np.zeros((len(texts), self.dim), dtype=np.float32) for p in wanted}
+        out = {p.name: np.zeros((len(texts), self.dim_of(p)), dtype=np.float32) for p in wanted}
         if not texts:
             return out
         keys = [VectorCache.key(t) for t in texts]
@@ -466,7 +541,7 @@ class Encoder:
                 stacklevel=3,
             )
         order = sorted(range(len(texts)), key=lambda i: -len(ids[i]))
-        result = {p.name: np.empty((len(texts), self.dim), dtype=np.float32) for p in poolings}
+        result = {p.name: np.empty((len(texts), self.dim_of(p)), dtype=np.float32) for p in poolings}
         need_hidden = any(p.kind != _POOLER for p in poolings)
         progress = _progress(len(texts), show_progress, f"encoding with {self.model_path.name}")
         with torch.inference_mode(), progress as bar:
@@ -481,26 +556,89 @@ class Encoder:
                     return_tensors="pt",
                 ).to(self.device)
                 outputs = self.model(**batch, output_hidden_states=need_hidden, return_dict=True)
-                mask = batch["attention_mask"].unsqueeze(-1).to(torch.float32)
-                counts = mask.sum(dim=1).clamp(min=1.0)
                 hidden = outputs.hidden_states if need_hidden else None
                 for pooling in poolings:
-                    vectors = self._pool(pooling, outputs, hidden, mask, counts)
+                    vectors = self._pool(pooling, outputs, hidden, batch["attention_mask"])
                     result[pooling.name][batch_idx] = vectors.float().cpu().numpy()
                 if bar is not None and task is not None:
                     bar.advance(task, len(batch_idx))
         return result
 
-    def _pool(
-        self, pooling: Pooling, outputs: Any, hidden: Any, mask: torch.Tensor, counts: torch.Tensor
-    ) -> torch.Tensor:
+    def _pool(self, pooling: Pooling, outputs: Any, hidden: Any, attention_mask: torch.Tensor) -> torch.Tensor:
+        if pooling.kind == _MODEL:
+            return self._model_pool(outputs, hidden, attention_mask)
         if pooling.kind == _POOLER:
             return outputs.pooler_output
         layers = pooling.resolved_layers(len(hidden))
         if pooling.kind == _CLS:
             return hidden[layers[0]][:, 0]
-        total = sum((hidden[i].float() * mask).sum(dim=1) / counts for i in layers)
-        return total / len(layers)
+        return layer_mean(hidden, layers, attention_mask)
+
+    def _model_pool(self, outputs: Any, hidden: Any, attention_mask: torch.Tensor) -> torch.Tensor:
+        """What sentence-transformers' modules after the Transformer compute, step by step, in float32."""
+        st = self._model_config()
+        if st.layers is not None:
+            vectors = layer_mean(
+                hidden, Pooling("model", _MEAN, st.layers).resolved_layers(len(hidden)), attention_mask
+            )
+        elif st.pooling_modes == ("pooler",):
+            vectors = outputs.pooler_output.float()
+        else:
+            vectors = sentence_transformers_pool(hidden[-1].float(), attention_mask, st.pooling_modes)
+        for index, (kind, _) in enumerate(st.steps):
+            if kind == "normalize":
+                vectors = torch.nn.functional.normalize(vectors, p=2, dim=-1)
+            else:
+                linear, activation = self._dense(index)
+                vectors = activation(linear(vectors))
+        return vectors
+
+    def _dense(self, index: int) -> tuple[torch.nn.Module, torch.nn.Module]:
+        """The torch layers of the folder's Dense step ``index``, built once."""
+        if index not in self._dense_modules:
+            layer = self._model_config().steps[index][1]
+            assert layer is not None
+            linear = torch.nn.Linear(layer.in_features, layer.out_features, bias=layer.bias is not None)
+            with torch.no_grad():
+                linear.weight.copy_(torch.from_numpy(layer.weight))
+                if layer.bias is not None:
+                    linear.bias.copy_(torch.from_numpy(layer.bias))
+            self._dense_modules[index] = (linear.to(self.device).eval(), _activation(layer.activation))
+        return self._dense_modules[index]
+
+
+def _activation(class_path: str) -> torch.nn.Module:
+    """A ``torch.nn`` activation from its class path (a Dense layer's ``activation_function``)."""
+    import importlib
+
+    module_name, _, class_name = class_path.rpartition(".")
+    try:
+        klass = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise UnsupportedModuleError(f"unknown Dense activation {class_path!r}") from exc
+    if not (isinstance(klass, type) and issubclass(klass, torch.nn.Module)):
+        raise UnsupportedModuleError(f"Dense activation {class_path!r} is not a torch.nn module")
+    return klass()
+
+
+def _lower_case(tokenizer: Any) -> None:
+    """Lower-case text before tokenizing, as sentence-transformers' ``do_lower_case`` does: a Lowercase
+    normalizer put in front of a fast tokenizer's own (unless it lower-cases already)."""
+    from tokenizers.normalizers import Lowercase
+    from tokenizers.normalizers import Sequence as NormalizerSequence
+
+    backend = tokenizer.backend_tokenizer
+    current: Any = backend.normalizer
+    if isinstance(current, Lowercase) or (
+        isinstance(current, NormalizerSequence) and any(isinstance(n, Lowercase) for n in current)  # type: ignore[attr-defined]
+    ):
+        return
+    parts: list[Any] = [Lowercase()]
+    if isinstance(current, NormalizerSequence):
+        parts += list(current)  # type: ignore[call-overload]
+    elif current is not None:
+        parts.append(current)
+    backend.normalizer = NormalizerSequence(parts)
 
 
 def _to_bfloat16(model: Any, device: torch.device) -> Any:

@@ -15,6 +15,11 @@ class BadInputError(WhitevecError, ValueError):
     """An argument or input value is not acceptable (wrong type, empty, NaN, out of range)."""
 
 
+class BadInputTypeError(BadInputError, TypeError):
+    """An input of a type whitevec cannot take at all (sparse matrices, non-numbers among vectors): a
+    :class:`BadInputError`, and a ``TypeError`` as scikit-learn's estimator checks expect."""
+
+
 class ModelNotFoundError(WhitevecError, LookupError):
     """A model name could not be resolved to a local folder."""
 

@@ -28,6 +28,7 @@ from sklearn.utils.validation import check_is_fitted
 from whitevec._io import atomic_path
 from whitevec._version import __version__
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError
+from whitevec.transforms.validation import check_vectors
 
 # Format 1 named the class bare ("Whitening"), so any subclass of that name could stand in for a built-in one.
 # No release wrote format 1, so it is refused with a clear message rather than kept readable by a second lookup.
@@ -121,6 +122,8 @@ class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
     _cached_arrays: ClassVar[dict[str, Shape]] = {}
     _state_values: ClassVar[dict[str, type | tuple[type, ...]]] = {}
     _fitted_attribute: ClassVar[str] = "n_features_in_"
+    # The fewest input dimensions a fit accepts (scikit-learn's ensure_min_features).
+    _min_features: ClassVar[int] = 1
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -139,6 +142,58 @@ class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
     def _check_dimension_params(self, n_features: int) -> None:
         """Check the parameters bounded by the input dimension ``n_features`` (already validated by
         ``_validate_params``); raise :class:`BadParameterError`. No such parameter by default."""
+
+    def _fit_input(
+        self, X: Any, *, min_rows: int, dtype: type = np.float64, finite: bool = True, reset: bool = True
+    ) -> np.ndarray:
+        """The one place a fit checks its parameters and its input, in this order, before anything is learned:
+
+        1. every parameter against ``_parameter_constraints`` (no data touched);
+        2. the parameters bounded by the input dimension against the width of ``X``, read from its ``shape``
+           where it has one (an array, a memory map), so a bad ``n_components`` fails before a value is read;
+        3. ``X`` itself: converted to ``dtype``, checked (``min_rows``, ``_min_features``, NaN/inf unless
+           ``finite=False``) and, when ``reset`` is False, its width against the fitted one.
+        """
+        self._validate_params()
+        shape, dtype_in = getattr(X, "shape", None), getattr(X, "dtype", None)
+        if (
+            isinstance(shape, tuple)
+            and len(shape) == 2
+            and isinstance(shape[1], int | np.integer)
+            and shape[1] >= self._min_features  # too few: step 3 says so in scikit-learn's words
+            and not (isinstance(dtype_in, np.dtype) and dtype_in.kind == "c")  # complex: refused in step 3
+        ):
+            self._check_dimension_params(int(shape[1]))
+        data = check_vectors(
+            X,
+            min_rows=min_rows,
+            min_features=self._min_features,
+            dtype=dtype,
+            finite=finite,
+            expected_dim=None if reset else getattr(self, "n_features_in_", None),
+            owner=type(self).__name__,
+        )
+        self._check_dimension_params(data.shape[1])
+        return data
+
+    def _apply_input(
+        self, X: Any, *, name: str = "X", dtype: type = np.float64, finite: bool = True
+    ) -> np.ndarray:
+        """What ``transform`` and the like check first: fitted (parameters still valid), then ``X`` converted
+        to ``dtype`` and of the fitted width."""
+        self._check_fitted()
+        return check_vectors(
+            X, expected_dim=self.n_features_in_, name=name, dtype=dtype, finite=finite, owner=type(self).__name__
+        )
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        # Deliberate departure from scikit-learn's default (float64 preserved): every transform computes in
+        # float64 where precision needs it and returns float32, the dtype the encoder produces and FAISS, torch
+        # and the vector cache work in; a float64 result would double the memory of a corpus for no gain in the
+        # digits the vectors carry. check_transformer_preserve_dtypes reads this list.
+        tags.transformer_tags.preserves_dtype = ["float32"]
+        return tags
 
     # --- state -----------------------------------------------------------------------------------------
     def _check_fitted(self) -> None:

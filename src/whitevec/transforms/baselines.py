@@ -25,22 +25,19 @@ class Center(Transform):
 
     def fit(self, X: Any, y: Any = None) -> Center:
         """Store the mean of ``X`` (at least 1 row); returns self."""
-        self._validate_params()
-        X = check_vectors(X, min_rows=1)
+        X = self._fit_input(X, min_rows=1)
         self.n_features_in_ = X.shape[1]
         self.mean_ = X.mean(axis=0)
         return self
 
     def transform(self, X: Any) -> np.ndarray:
         """``X - mu`` as float32."""
-        self._check_fitted()
-        X = check_vectors(X, expected_dim=self.n_features_in_)
+        X = self._apply_input(X)
         return (X - self.mean_).astype(np.float32)
 
     def inverse_transform(self, X: Any) -> np.ndarray:
         """``X + mu`` as float32."""
-        self._check_fitted()
-        X = check_vectors(X, expected_dim=self.n_features_in_)
+        X = self._apply_input(X)
         return (X + self.mean_).astype(np.float32)
 
 
@@ -52,13 +49,19 @@ class Normalize(Transform):
 
     def fit(self, X: Any, y: Any = None) -> Normalize:
         """Record the input dimension; nothing is learned. Returns self."""
-        self._validate_params()
-        self.n_features_in_ = check_vectors(X).shape[1]
+        self.n_features_in_ = self._fit_input(X, min_rows=1).shape[1]
         return self
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        # Stateless, like scikit-learn's Normalizer: transform works unfitted (any dimension), so the checks
+        # that an unfitted transform raises do not apply.
+        tags.requires_fit = False
+        return tags
 
     def transform(self, X: Any) -> np.ndarray:
         """Rows of ``X`` scaled to unit L2 norm, as float32; works unfitted (then any dimension is accepted)."""
-        X = check_vectors(X, expected_dim=getattr(self, "n_features_in_", None))
+        X = check_vectors(X, expected_dim=getattr(self, "n_features_in_", None), owner=type(self).__name__)
         return unit_rows(X, dtype=np.float64, zero_rows="keep").astype(np.float32)
 
 
@@ -90,11 +93,9 @@ class AllButTheTop(Transform):
 
     def fit(self, X: Any, y: Any = None) -> AllButTheTop:
         """Find the mean and top-D principal directions of ``X`` (at least 2 rows); returns self."""
-        self._validate_params()
         # Whitening's moment pass, in float64: it finds NaN/inf (and names the rows) itself.
-        X = check_vectors(X, min_rows=2, dtype=working_dtype(X), finite=False)
+        X = self._fit_input(X, min_rows=2, dtype=working_dtype(X), finite=False)
         d = X.shape[1]
-        self._check_dimension_params(d)
         D = max(1, round(d / 100)) if self.n_remove is None else self.n_remove
         mean, scatter, _ = moments(X)
         _, U = principal_axes(scatter)
@@ -104,7 +105,6 @@ class AllButTheTop(Transform):
 
     def transform(self, X: Any) -> np.ndarray:
         """``(X - mu) (I - V^T V)`` as float32, with ``V = directions_``."""
-        self._check_fitted()
-        X = check_vectors(X, expected_dim=self.n_features_in_)
+        X = self._apply_input(X)
         centered = X - self.mean_
         return (centered - (centered @ self.directions_.T) @ self.directions_).astype(np.float32)

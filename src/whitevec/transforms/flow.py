@@ -24,7 +24,6 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from whitevec.errors import BadInputError, CorruptFileError
 from whitevec.transforms.base import BadParameterError, Count, Shape, Transform
 from whitevec.transforms.flow_layers import Glow, InvertibleLinear, level_dims
-from whitevec.transforms.validation import check_vectors
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 # Validation checks per epoch: with the default of one epoch, early stopping needs several looks to act at all.
@@ -141,7 +140,7 @@ class Flow(Transform):
             need = 2 ** (self.levels - 1) + 1
             raise BadParameterError(
                 f"Flow with levels={self.levels} halves the vector {self.levels - 1} times and needs at least "
-                f"{need} dimensions; got {n_features}. Use fewer levels."
+                f"{need} dimensions; got n_features = {n_features}. Use fewer levels."
             )
 
     def _torch_dtype(self) -> torch.dtype:
@@ -163,10 +162,9 @@ class Flow(Transform):
     # --- fitting ---------------------------------------------------------------------------------------
     def fit(self, X: Any, y: Any = None) -> Flow:
         """Fit the flow by maximum likelihood on the rows of ``X`` (n, d); returns ``self``."""
-        self._validate_params()
-        data = check_vectors(X, name="X")
+        # At least 2 rows: one held out when validating, and a batch needs 2.
+        data = self._fit_input(X, min_rows=2)
         n, dim = data.shape
-        self._check_dimension_params(dim)
         generator = torch.Generator().manual_seed(int(self.seed))
         order = torch.randperm(n, generator=generator)
         n_val = round(n * self.validation_fraction) if self.validation_fraction > 0 else 0
@@ -279,9 +277,8 @@ class Flow(Transform):
 
     # --- applying --------------------------------------------------------------------------------------
     def _apply(self, X: Any, name: str, fn: Any) -> np.ndarray:
-        self._check_fitted()
         # Validated straight into the working precision: no float64 copy of float32 vectors.
-        data = check_vectors(X, expected_dim=self.n_features_in_, name=name, dtype=np.dtype(self.dtype).type)
+        data = self._apply_input(X, name=name, dtype=np.dtype(self.dtype).type)
         tensor = torch.from_numpy(data).to(device=self.device, dtype=self._torch_dtype())
         with torch.no_grad():
             parts = [fn(chunk) for chunk in tensor.split(_APPLY_BATCH)] if len(tensor) else [fn(tensor)]

@@ -117,13 +117,24 @@ class InvertibleLinear(nn.Module):
         lower, upper = self.factors()
         return (lower.double() @ upper.double())[self.perm]
 
+    def _applied_weight(self, dtype: torch.dtype) -> torch.Tensor:
+        """``W`` in ``dtype``, recomputed only when ``lu`` or ``log_s`` changed (an optimizer step, a load, a
+        move to another device all change a tensor's version or storage)."""
+        key = (self.lu._version, self.log_s._version, self.lu.data_ptr(), self.log_s.data_ptr(), dtype)
+        cached = self.__dict__.get("_weight_cache")
+        if cached is None or cached[0] != key:
+            cached = (key, self.weight().to(dtype))
+            self.__dict__["_weight_cache"] = cached
+        return cached[1]
+
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         # x W^T = ((x U^T) L^T) P^T, applied factor by factor: O(n d^2) per batch, where forming W would
         # cost O(d^3), which at d = 768 dominates a batch of 64.
-        if not torch.is_grad_enabled() and x.shape[0] >= self.dim:
-            # Applying a fitted flow to a large batch: one product with W (its d^3 cost is at most what the
-            # second factor product would have cost) instead of two.
-            return x @ self.weight().to(x.dtype).T, self.log_s.sum().expand(x.shape[0])
+        if not torch.is_grad_enabled():
+            # Applying a fitted flow: one product with W, formed once (in float64) and kept until a parameter
+            # changes, so a row's output is the same whatever batch it comes in (the factored path below rounds
+            # differently) and small batches do not pay the d^3 product each time.
+            return x @ self._applied_weight(x.dtype).T, self.log_s.sum().expand(x.shape[0])
         # The unit and scale diagonals are applied as elementwise terms, so no dense factor is built.
         h = x @ self.lu.triu(1).T + x * self.scale()
         y = h @ self.lu.tril(-1).T + h

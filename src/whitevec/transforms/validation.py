@@ -1,12 +1,18 @@
-"""Input checks shared by every transform: shape, dtype, finiteness and dimension."""
+"""Input checks shared by every transform: shape, dtype, finiteness and dimension.
+
+Conversion and the shape checks are scikit-learn's own (``check_array``), so a transform refuses sparse, complex,
+empty or 1-D input with the messages scikit-learn's estimator checks expect; each is raised as a
+:class:`BadInputError` (a ``ValueError``).
+"""
 
 from __future__ import annotations
 
 from typing import Any, NoReturn
 
 import numpy as np
+from sklearn.utils.validation import check_array
 
-from whitevec.errors import BadInputError, DimensionMismatchError
+from whitevec.errors import BadInputError, BadInputTypeError, DimensionMismatchError
 
 
 def check_vectors(
@@ -14,28 +20,40 @@ def check_vectors(
     *,
     expected_dim: int | None = None,
     min_rows: int = 0,
+    min_features: int = 0,
     name: str = "X",
     dtype: type = np.float64,
     finite: bool = True,
+    owner: str | None = None,
 ) -> np.ndarray:
     """Return ``X`` as a C-contiguous 2-D array of ``dtype``, or raise an error that names the fault.
 
     NaN or inf raise :class:`BadInputError` naming the first offending rows; a wrong width raises
     :class:`DimensionMismatchError` naming both dimensions. ``finite=False`` skips the NaN/inf scan, for a
     caller whose own result shows any non-finite input (it then calls again with the scan to name the rows).
+    ``owner`` names the estimator in the messages.
     """
-    array = np.asarray(X)
-    if array.dtype == object or not np.issubdtype(array.dtype, np.number):
-        raise BadInputError(f"{name} must be numeric vectors, got dtype {array.dtype}")
-    if array.ndim != 2:
-        raise BadInputError(f"{name} must be a 2-D array (n_vectors, dim), got shape {array.shape}")
-    if array.shape[0] < min_rows:
-        raise BadInputError(f"{name} has {array.shape[0]} rows; at least {min_rows} are needed")
+    try:
+        array = check_array(
+            X,
+            accept_sparse=False,
+            dtype=dtype,
+            order="C",
+            ensure_all_finite=False,  # scanned below, naming the rows
+            ensure_min_samples=min_rows,
+            ensure_min_features=min_features,
+            estimator=owner,
+            input_name=name,
+        )
+    except TypeError as exc:  # sparse input, a non-number among the values
+        raise BadInputTypeError(str(exc)) from None
+    except ValueError as exc:
+        raise BadInputError(str(exc)) from None
     if expected_dim is not None and array.shape[1] != expected_dim:
         raise DimensionMismatchError(
-            f"{name} has dimension {array.shape[1]} but the transform was fitted on dimension {expected_dim}"
+            f"{name} has {array.shape[1]} features, but {owner or 'the transform'} is expecting {expected_dim} "
+            "features as input (the dimension it was fitted on)"
         )
-    array = np.ascontiguousarray(array, dtype=dtype)
     if not finite:
         return array
     finite_rows = np.isfinite(array).all(axis=1)

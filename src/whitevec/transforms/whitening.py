@@ -20,7 +20,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.transforms.base import BadParameterError, Count, Shape, Transform
-from whitevec.transforms.validation import check_vectors, raise_non_finite
+from whitevec.transforms.validation import raise_non_finite
 
 # Rows per moment/transform chunk: the float64 working copy stays ~50 MB at d=768, so peak memory does not grow
 # with N, while each GEMM is still long enough to run at full BLAS speed.
@@ -30,7 +30,11 @@ CHUNK_ROWS = 8192
 def working_dtype(X: Any) -> type:
     """The dtype to validate ``X`` into: float32 input stays float32 (no full float64 copy; the moment and
     transform chunks are promoted as their precision says), anything else becomes float64."""
-    return np.float32 if np.asarray(X).dtype == np.float32 else np.float64
+    # An array's dtype without reading its values (the parameter checks run before any value is read).
+    dtype = getattr(X, "dtype", None)
+    if not isinstance(dtype, np.dtype):
+        dtype = np.asarray(X).dtype
+    return np.float32 if dtype == np.float32 else np.float64
 
 
 def moments(
@@ -175,31 +179,32 @@ class Whitening(Transform):
 
     def partial_fit(self, X: Any, y: Any = None) -> Whitening:
         """Add the rows of ``X`` to the moments (in chunks of ``CHUNK_ROWS`` rows); returns self."""
-        self._validate_params()
         expected = getattr(self, "n_features_in_", None)
         # moments() finds NaN/inf (and names the rows) before anything is stored: no separate scan here.
-        data = check_vectors(X, expected_dim=expected, dtype=working_dtype(X), finite=False)
-        self._check_dimension_params(data.shape[1])
+        data = self._fit_input(X, min_rows=0, dtype=working_dtype(X), finite=False, reset=expected is None)
+        self._add(data)
+        return self
+
+    def _add(self, data: np.ndarray) -> None:
+        """Add the rows of checked ``data`` to the moments."""
+        expected = getattr(self, "n_features_in_", None)
         if data.shape[0] == 0:
             if expected is None:
                 self._reset(data.shape[1])
-            return self
+            return
         dtype = np.float32 if self.precision == "float32" else np.float64
         mean, scatter, shift = moments(data, dtype=dtype, shift=self._shift if expected is not None else None)
         if expected is None:
             self._reset(data.shape[1])
         self._shift = shift
         self._combine(data.shape[0], mean, scatter)  # Chan's update adds this call's moments to the earlier ones
-        return self
 
     def fit(self, X: Any, y: Any = None) -> Whitening:
         """Forget earlier data and fit on ``X`` (at least 2 rows); returns self."""
-        self._validate_params()
-        # partial_fit finds NaN/inf (and names the rows) from the scatter: no separate scan here.
-        X = check_vectors(X, min_rows=2, dtype=working_dtype(X), finite=False)
-        self._check_dimension_params(X.shape[1])
+        # The moment pass finds NaN/inf (and names the rows) from the scatter: no separate scan here.
+        X = self._fit_input(X, min_rows=2, dtype=working_dtype(X), finite=False)
         self._reset()
-        self.partial_fit(X)
+        self._add(X)
         self._decompose()  # warn about floored directions at fit time, not at first transform
         return self
 
@@ -290,12 +295,11 @@ class Whitening(Transform):
     # --- transform ---------------------------------------------------------------------------------------
     def transform(self, X: Any) -> np.ndarray:
         """``(X - beta*mu) @ W`` as float32, shape (n, k)."""
-        self._check_fitted()
-        W = self._components()
         # The NaN/inf scan is done on each output chunk while it is hot in cache: a NaN or inf entry of a row
         # makes every entry of that row's output non-finite (inf * 0 and inf - inf are NaN), so the input
         # needs a full scan only when an output chunk fails, to name the rows.
-        X = check_vectors(X, expected_dim=self.n_features_in_, dtype=working_dtype(X), finite=False)
+        X = self._apply_input(X, dtype=working_dtype(X), finite=False)
+        W = self._components()
         shift = self.beta * self.mean_
         if self.precision == "float32" and X.dtype == np.float32:
             # Opt-in float32 arithmetic: about twice the vectors/s, rounding ~1e-6 relative to the output scale.
@@ -327,7 +331,7 @@ class Whitening(Transform):
                 f"inverse_transform needs all {d} components; this Whitening keeps {self._k()}, so the dropped "
                 "directions cannot be recovered. Fit with n_components=None to invert."
             )
-        X = check_vectors(X, expected_dim=d, dtype=working_dtype(X))
+        X = self._apply_input(X, dtype=working_dtype(X))
         back = (self.eigenvectors_ / self._scale()).T
         out = np.empty(X.shape, dtype=np.float32)
         for start in range(0, X.shape[0], CHUNK_ROWS):
