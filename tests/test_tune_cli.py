@@ -54,12 +54,13 @@ def test_tune_writes_a_config_that_eval_index_build_and_search_apply(
     # A configuration naming a transform: hand-made from the saved one.
     saved["transform"] = "whitening-8"
     saved["dim"], saved["bytes_per_vector"] = 8, 32
+    saved["max_length"] = 24  # the token limit it was tuned with is applied too, not the model's default
     config.write_text(json.dumps(saved))
     code, out, err = _run(
         ["eval", "--config", str(config), "--tasks", "", "--pairs", str(files["pairs"]), "-q"], capsys
     )
     assert code == 0, err
-    assert "whitening" in out and "last-avg" in out
+    assert "whitening" in out and "last-avg" in out and "max_length 24" in out
     index, other = tmp_path / "idx", tmp_path / "other"
 
     def build(out: Path, *options: str) -> tuple[int, str, str]:
@@ -72,6 +73,9 @@ def test_tune_writes_a_config_that_eval_index_build_and_search_apply(
     code, stdout, _ = _run(["index", "info", str(index)], capsys)
     info = json.loads(stdout)
     assert info["transform"]["spec"] == "whitening-8" and info["dim"] == 8 and info["pooling"] == "last-avg"
+    assert info["max_length"] == 24
+    code, _, err = build(tmp_path / "idx-128", "--config", str(config), "--max-length", "128")
+    assert code == 2 and "--max-length 128 contradicts the tuned configuration" in err
     code, stdout, err = _run(["search", str(index), "a dog", "--config", str(config), "--json"], capsys)
     assert code == 0, err
     # An option that contradicts the configuration, and an index built another way: one line, exit 2.

@@ -14,7 +14,7 @@ import os
 import sqlite3
 import sys
 from collections.abc import Callable, Collection, Iterator, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -185,7 +185,9 @@ def _check_specs(poolings: list[str], transforms: list[str]) -> None:
         make_transform(spec)
 
 
-def _from_config(config: Path, command: Callable[..., None], **given: str | None) -> tuple[str, str, str]:
+def _from_config(
+    config: Path, command: Callable[..., None], run: RunOptions, **given: str | None
+) -> tuple[str, str, str, RunOptions]:
     """(model, pooling, transform) of a tuned configuration. An option set to something other than its default
     must say what the configuration says (another --model or --pooling would make its transform invalid)."""
     from whitevec.tuning.config import ConfigMismatchError, TunedConfig
@@ -201,7 +203,13 @@ def _from_config(config: Path, command: Callable[..., None], **given: str | None
                 f"--{name} {value} contradicts the tuned configuration {config}, which names {name} "
                 f"{wanted[name]!r}; leave --{name} out, or tune again"
             )
-    return tuned.model, tuned.pooling, tuned.transform
+    # The token limit is part of the vectors the configuration was tuned on: apply it too.
+    if run.max_length is not None and run.max_length != tuned.max_length:
+        raise ConfigMismatchError(
+            f"--max-length {run.max_length} contradicts the tuned configuration {config}, which was tuned with "
+            f"max_length {tuned.max_length}; leave --max-length out, or tune again"
+        )
+    return tuned.model, tuned.pooling, tuned.transform, replace(run, max_length=tuned.max_length)
 
 
 def _check_json_file(path: Path | None) -> None:
@@ -284,8 +292,8 @@ def eval_command(
     from whitevec.datasets import load_sts_task, read_pairs_file
 
     if config is not None:
-        model, pooling, transform = _from_config(
-            config, eval_command, model=model, pooling=pooling, transform=transform
+        model, pooling, transform, run = _from_config(
+            config, eval_command, run, model=model, pooling=pooling, transform=transform
         )
 
     loaded = [load_sts_task(name, data_dir=data_dir, variant=variant) for name in split_list(tasks)]
@@ -555,8 +563,8 @@ def index_build_command(
     from whitevec.datasets.retrieval import read_corpus_file
 
     if config is not None:
-        model, pooling, transform = _from_config(
-            config, index_build_command, model=model, pooling=pooling, transform=transform
+        model, pooling, transform, run = _from_config(
+            config, index_build_command, run, model=model, pooling=pooling, transform=transform
         )
 
     docs = read_corpus_file(corpus)
