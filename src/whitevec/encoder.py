@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from whitevec.encoding import COMPUTE_BACKENDS
 from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.models import DEFAULT_MODEL, resolve_model
 from whitevec.preflight import sqlite_fault, vector_cache_folder
@@ -49,8 +50,6 @@ logger = logging.getLogger(__name__)
 _MEAN = "mean"
 _CLS = "cls"
 _POOLER = "pooler"
-# The arithmetic an Encoder computes in (its ``backend=``; CLI ``--compute``): float32, bfloat16 or int8.
-COMPUTE_BACKENDS = ("torch", "bf16", "int8")
 
 
 @dataclass(frozen=True)
