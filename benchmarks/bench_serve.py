@@ -72,7 +72,8 @@ def ceiling_worker(index_dir: Path, queries_file: Path, batch: int, compute: str
     """Encode+search the queries in one process: in batches of ``batch`` and one by one; also /embed's work."""
     from whitevec.service.run import load_retriever
 
-    retriever: Any = load_retriever(index_dir, compute) if compute else load_retriever(index_dir)
+    # The servers' own loader; "index" (the index's arithmetic) is also what code without the setting does.
+    retriever: Any = load_retriever(index_dir) if compute == "index" else load_retriever(index_dir, compute)
     queries: list[str] = json.loads(queries_file.read_text())
     for q in queries[:10]:
         retriever.search([q], k=k)
@@ -165,28 +166,12 @@ def whitevec_server(index_dir: Path, env_extra: dict[str, str], threads: int, la
     return Server([*command, "--port", "{port}"], env, f"whitevec serve ({label})", "/health", 300)
 
 
-def infinity_server(peer_python: Path, model_dir: Path, threads: int, batch: int) -> Server:
+def infinity_server(peer_python: Path, model_dir: Path, threads: int, batch: int, dtype: str) -> Server:
     env = {**thread_env(threads), "INFINITY_ANONYMOUS_USAGE_STATS": "0", "DO_NOT_TRACK": "1"}
     env["HF_HUB_OFFLINE"] = "1"
-    command = [
-        str(peer_python),
-        "-m",
-        "infinity_emb.cli",
-        "v2",
-        "--model-id",
-        str(model_dir),
-        "--port",
-        "{port}",
-        "--engine",
-        "torch",
-        "--device",
-        "cpu",
-        "--batch-size",
-        str(batch),
-        "--no-model-warmup",
-        "--log-level",
-        "warning",
-    ]
+    options = "--host 127.0.0.1 --port {port} --engine torch --device cpu --no-model-warmup --log-level warning"
+    command = [str(peer_python), "-m", "infinity_emb.cli", "v2", "--model-id", str(model_dir), *options.split()]
+    command += ["--batch-size", str(batch), "--dtype", dtype]
     return Server(command, env, "infinity-emb", "/health", 600)
 
 
@@ -248,8 +233,14 @@ def git_commit() -> str:
     return proc.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
 
 
+def _ceiling_of(run: dict[str, Any], row: dict[str, Any]) -> tuple[float, float]:
+    """(batched queries/s, single p50 ms) in-process, for the row's endpoint and compute."""
+    c = run["ceilings"][row.get("compute", "index")]
+    what = "search" if row["endpoint"] == "/search" else "embed"
+    return float(c[f"{what}_batched_qps"]), float(c[f"{what}_single_p50_ms"])
+
+
 def markdown(run: dict[str, Any], history: list[dict[str, Any]], notes: str) -> str:
-    ceiling = run["ceiling"]
     facts = run["facts"]
     lines = [
         "# Serving benchmark: `whitevec serve` under load",
@@ -266,21 +257,24 @@ def markdown(run: dict[str, Any], history: list[dict[str, Any]], notes: str) -> 
         "arrives. Clients: benchmarks/loadgen.py, one separate process with one asyncio event loop (aiohttp) on "
         "the same 2 cores as the server; `gen CPU` is its CPU time per request, `server cores` the server "
         "process's CPU seconds per wall second",
-        f"- In-process ceiling (a fresh process, same threads, `Retriever.search` on the same queries): "
-        f"**{ceiling['search_batched_qps']:.1f} queries/s** in batches of {run['batch']}, "
-        f"**{ceiling['search_single_p50_ms']:.1f} ms** p50 one by one; `Retriever.embed`: "
-        f"{ceiling['embed_batched_qps']:.1f} texts/s batched, {ceiling['embed_single_p50_ms']:.1f} ms p50 alone",
+        *(
+            f"- In-process ceiling, compute `{compute}` (a fresh process, 2 threads, `Retriever.search` on the "
+            f"same queries): **{c['search_batched_qps']:.1f} queries/s** in batches of {run['batch']}, "
+            f"**{c['search_single_p50_ms']:.1f} ms** p50 one by one; `Retriever.embed`: "
+            f"{c['embed_batched_qps']:.1f} texts/s batched, {c['embed_single_p50_ms']:.1f} ms p50 alone"
+            for compute, c in run["ceilings"].items()
+        ),
         f"- Command: `flock -x /work/cpu.lock python benchmarks/bench_serve.py {' '.join(run['argv'])}`",
         "",
-        "| server | endpoint | clients | QPS | x ceiling | p50 ms | p50 - single ms | p99 ms | server cores | "
-        "gen CPU ms/req | load before | errors |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| server | compute | endpoint | clients | QPS | x ceiling | p50 ms | p50 - single ms | p99 ms | "
+        "server cores | gen CPU ms/req | load before | errors |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in run["rows"]:
-        batched = ceiling["search_batched_qps" if r["endpoint"] == "/search" else "embed_batched_qps"]
-        single = ceiling["search_single_p50_ms" if r["endpoint"] == "/search" else "embed_single_p50_ms"]
+        batched, single = _ceiling_of(run, r)
         lines.append(
-            f"| {r['server']} | {r['endpoint']} | {r['clients']} | {r['qps']:.1f} | {r['qps'] / batched:.2f} | "
+            f"| {r['server']} | {r['compute']} | {r['endpoint']} | {r['clients']} | {r['qps']:.1f} | "
+            f"{r['qps'] / batched:.2f} | "
             f"{r['p50_ms']:.1f} | {r['p50_ms'] - single:+.1f} | {r['p99_ms']:.1f} | "
             f"{r['server_cpu_s'] / r['seconds']:.2f} | {1000 * r['generator_cpu_s'] / r['requests']:.2f} | "
             f"{r['load_before']:.2f} | {r['errors']} |"
@@ -297,9 +291,8 @@ def markdown(run: dict[str, Any], history: list[dict[str, Any]], notes: str) -> 
             "|---|---|---:|---|---|---:|---:|---:|---:|---:|",
         ]
         for h in history:
-            c = h["ceiling"]
             for r in h["rows"]:
-                batched = c["search_batched_qps" if r["endpoint"] == "/search" else "embed_batched_qps"]
+                batched, _ = _ceiling_of(h, r)
                 lines.append(
                     f"| {h['facts']['date']} | {h['commit']} | {h['load_before']:.2f} | {r['server']} | "
                     f"{r['endpoint']} | {r['clients']} | {r['qps']:.1f} | {r['qps'] / batched:.2f} | "
@@ -314,7 +307,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--worker", choices=["ceiling"], default=None, help=argparse.SUPPRESS)
     parser.add_argument("--queries-file", type=Path, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--compute", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--compute", default="index", help=argparse.SUPPRESS)
     parser.add_argument("--index", type=Path, default=Path("/tmp/whitevec-bench/cranfield-minilm-w256"))
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--model", default="all-MiniLM-L6-v2")
@@ -328,6 +321,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64, help="batch of the in-process ceiling (batch_max_texts)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads of the server and the ceiling")
     parser.add_argument("--peer", choices=["infinity"], default=None)
+    parser.add_argument("--peer-dtype", default="float32", help="infinity-emb --dtype")
     parser.add_argument("--peer-python", type=Path, default=Path("/tmp/infinity-venv/bin/python"))
     parser.add_argument("--out", type=Path, default=None, help="Markdown file to write")
     parser.add_argument(
@@ -354,31 +348,21 @@ def main() -> None:
     clients = [int(c) for c in args.clients.split(",")]
     endpoints = [e.strip() for e in args.endpoints.split(",") if e.strip()]
 
-    ceiling = run_worker(
-        Path(__file__),
-        [
-            "ceiling",
-            "--index",
-            str(args.index),
-            "--queries-file",
-            str(queries_file),
-            "--batch",
-            str(args.batch),
-            "--k",
-            str(args.k),
-            "--threads",
-            str(args.threads),
-        ],
-        timeout=900,
-    )
-    if "error" in ceiling:
-        raise SystemExit(f"ceiling measurement failed: {ceiling['error']}")
-    print(f"ceiling: {ceiling}", file=sys.stderr)
+    configs = [parse_config(spec) for spec in args.configs]
+    ceilings: dict[str, dict[str, Any]] = {}
+    for compute in dict.fromkeys(env.get("WHITEVEC_SERVE_COMPUTE", "index") for _, env in configs):
+        worker_args = ["ceiling", "--index", str(args.index), "--queries-file", str(queries_file)]
+        worker_args += ["--batch", str(args.batch), "--k", str(args.k), "--compute", compute]
+        ceiling = run_worker(Path(__file__), worker_args, timeout=900)  # the machine's 2 threads
+        if "error" in ceiling:
+            raise SystemExit(f"ceiling measurement failed: {ceiling['error']}")
+        print(f"ceiling ({compute}): {ceiling}", file=sys.stderr)
+        ceilings[compute] = ceiling
 
     rows: list[dict[str, Any]] = []
 
-    def record(server_label: str, endpoint: str, result: dict[str, Any]) -> None:
-        rows.append({"server": server_label, "endpoint": endpoint, **result})
+    def record(server_label: str, endpoint: str, compute: str, result: dict[str, Any]) -> None:
+        rows.append({"server": server_label, "endpoint": endpoint, "compute": compute, **result})
         print(
             f"{server_label:16s} {endpoint:12s} clients={result['clients']:2d} qps={result['qps']:.1f} "
             f"p50={result['p50_ms']:.1f}ms p99={result['p99_ms']:.1f}ms "
@@ -387,22 +371,21 @@ def main() -> None:
             file=sys.stderr,
         )
 
-    for spec in args.configs:
-        label, env = parse_config(spec)
+    for label, env in configs:
         server = whitevec_server(args.index, env, args.threads, label)
         try:
             for endpoint in endpoints:
                 kind = endpoint.strip("/")
                 for c in clients:
                     result = load_row(server, endpoint, kind, queries_file, c, args.requests, args.k)
-                    record(label, endpoint, result)
+                    record(label, endpoint, env.get("WHITEVEC_SERVE_COMPUTE", "index"), result)
         finally:
             server.stop()
     if args.peer == "infinity":
         from whitevec.models import resolve_model
 
         model_dir = Path(resolve_model(args.model))
-        peer = infinity_server(args.peer_python, model_dir, args.threads, args.batch)
+        peer = infinity_server(args.peer_python, model_dir, args.threads, args.batch, args.peer_dtype)
         try:
             for c in clients:
                 result = load_row(
@@ -415,7 +398,7 @@ def main() -> None:
                     args.k,
                     model=str(model_dir),
                 )
-                record("infinity-emb", "/embeddings", result)
+                record(f"infinity-emb ({args.peer_dtype})", "/embeddings", "index", result)
         finally:
             peer.stop()
 
@@ -435,7 +418,7 @@ def main() -> None:
         "model": args.model,
         "pooling": manifest["pooling"],
         "transform": args.transform,
-        "ceiling": ceiling,
+        "ceilings": ceilings,
         "rows": rows,
     }
     history: list[dict[str, Any]] = []

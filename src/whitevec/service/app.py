@@ -40,12 +40,18 @@ from whitevec.service.schemas import (
 from whitevec.service.settings import API_KEY_ENV, API_KEY_HEADER, ServeSettings
 from whitevec.service.worker import HitLike, RetrieverLike, RetrieverWorker, WorkerStoppedError
 
-try:  # Swagger UI's files, served from this machine (the serve extra installs them)
-    from swagger_ui_bundle import swagger_ui_path as _swagger_ui_path
 
-    SWAGGER_UI_DIR: Path | None = Path(str(_swagger_ui_path))
-except ImportError:  # pragma: no cover - the serve extra always has it
-    SWAGGER_UI_DIR = None
+def _swagger_ui_dir() -> Path | None:
+    """Swagger UI's files (5.x, which reads OpenAPI 3.1), served from this machine: the serve extra installs
+    them with fastapi-offline; only its static folder is used."""
+    try:
+        folder = Path(str(resources.files("fastapi_offline") / "static"))
+    except ModuleNotFoundError:  # pragma: no cover - the serve extra always has it
+        return None
+    return folder if (folder / "swagger-ui-bundle.js").is_file() else None
+
+
+SWAGGER_UI_DIR = _swagger_ui_dir()
 
 logger = logging.getLogger(__name__)
 
@@ -62,11 +68,11 @@ PAGE_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
-# The Swagger UI files /docs needs (the package holds more, such as a demo page pointing at a remote API).
+# The Swagger UI files /docs needs (the package holds more, such as ReDoc, which /docs does not use).
 SWAGGER_FILES = {
     "swagger-ui-bundle.js": "text/javascript",
     "swagger-ui.css": "text/css",
-    "favicon-32x32.png": "image/png",
+    "favicon.png": "image/png",
 }
 
 # Requests still running after the shutdown grace are cancelled; the worker thread may be inside a long encoder
@@ -344,7 +350,7 @@ def create_app(retriever: RetrieverLike, settings: ServeSettings | None = None) 
     async def docs() -> Response:
         if SWAGGER_UI_DIR is None:
             return JSONResponse(
-                {"detail": "Swagger UI is not installed (pip install swagger-ui-bundle); see /openapi.json"}, 404
+                {"detail": "Swagger UI is not installed (pip install fastapi-offline); see /openapi.json"}, 404
             )
         return FileResponse(STATIC_DIR / "docs.html", media_type="text/html", headers=PAGE_HEADERS)
 
