@@ -159,3 +159,18 @@ def test_docs_use_no_external_url_and_the_page_csp() -> None:
         init = client.get("/static/docs.js").text
         assert "validatorUrl: null" in init and not re.search(r"https?://", init)
         assert client.get("/docs/assets/redoc.standalone.js").status_code == 404  # only the files /docs uses
+
+
+def test_a_request_stops_counting_as_arriving_once_its_job_is_queued() -> None:
+    seen: list[int] = []
+
+    class Recording(ContractRetriever):
+        def search(self, queries: list[str], k: int = 10) -> list[list[Hit]]:
+            seen.append(app.state.worker.incoming)  # while its own job runs: no longer "on its way"
+            return super().search(queries, k)
+
+    app = create_app(Recording(), ServeSettings(**LIMITS))  # type: ignore[arg-type]
+    with TestClient(app) as client:
+        assert client.post("/search", json={"queries": ["a"], "k": 2}).status_code == 200
+        assert client.post("/search", json={"queries": [" "], "k": 2}).status_code == 422  # ends without a job
+        assert seen == [0] and app.state.worker.incoming == 0
