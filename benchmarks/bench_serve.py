@@ -1,50 +1,52 @@
-"""Load benchmark of `whitevec serve`: a fixed number of /search requests from 1, 8 and 32 concurrent clients on
-127.0.0.1 against a served Cranfield index (all-MiniLM-L6-v2, first-last-avg, whitening-256, flat cosine).
+"""Load benchmark of `whitevec serve`, with the in-process ceiling beside every row.
 
-Each concurrency mode of the server (``batch``: waiting requests merged into one encoder call; ``lock``: one
-request at a time) is measured in its own server process started with the real command. Reports QPS, p50 and
-p99 latency and the error count, and writes a Markdown table.
+A served Cranfield index (all-MiniLM-L6-v2, first-last-avg, whitening-256, FAISS flat, cosine) answers POST
+/search (one Cranfield query per request, k=10) from 1, 8 and 32 concurrent clients on 127.0.0.1. The clients
+are benchmarks/loadgen.py: one separate process, one asyncio event loop (aiohttp), so the generator costs little
+CPU and none of it runs inside the server's process; its CPU seconds are reported per row, since on a 2-core
+machine it still shares the cores with the server.
 
-    flock /tmp/whitevec-heavy.lock python benchmarks/bench_serve.py --out docs/results/serve.md
+Beside each row:
+- the in-process ceiling, measured in a fresh process with the same threads: the same queries encoded and
+  searched by ``Retriever.search`` in batches of ``batch_max_texts`` (queries/s), and one by one (p50 ms);
+- the 1-minute load average just before that row (and before the whole run, the figure that says whether the
+  machine was quiet).
 
-Needs the serve extra and the shared data ($WHITEVEC_DATA or ../shared/data).
+Each server configuration (``--configs``: ``label`` or ``label:setting=value,...`` with ServeSettings fields) runs
+in its own `whitevec serve` process, its log in a file. ``--peer infinity`` also runs infinity-emb (from its own
+venv, ``--peer-python``) on the same model folder and compares its POST /embeddings with whitevec's /embed.
+
+    flock -x /work/cpu.lock python benchmarks/bench_serve.py --out docs/results/serve.md
+
+Needs the serve extra, aiohttp (dev extra) and the shared data ($WHITEVEC_DATA or ../shared/data).
 """
 
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
-import datetime as dt
+import json
 import os
-import platform
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
-
-import httpx
-import numpy as np
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.bench_common import emit, run_worker, thread_env  # noqa: E402
+from benchmarks.machine import machine_facts  # noqa: E402
 from tests.service_helpers import wait_until_healthy  # noqa: E402  (the repository root is on the path now)
 
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+NOTES_MARK = "<!-- notes: kept when the file is regenerated -->"
 
 
+# ---- the index and queries ---------------------------------------------------------------------------------
 def build_index(index_dir: Path, data_dir: Path | None, model: str, pooling: str, transform: str) -> None:
     from whitevec.datasets import resolve_data_dir
     from whitevec.datasets.retrieval import read_cranfield
@@ -65,194 +67,378 @@ def cranfield_queries(data_dir: Path | None) -> list[str]:
     return list(read_cranfield(resolve_data_dir(data_dir) / "retrieval" / "cranfield").queries.values())
 
 
+# ---- the in-process ceiling (a fresh process: --worker) ----------------------------------------------------
+def ceiling_worker(index_dir: Path, queries_file: Path, batch: int, compute: str, k: int) -> None:
+    """Encode+search the queries in one process: in batches of ``batch`` and one by one; also /embed's work."""
+    from whitevec.service.run import load_retriever
+
+    # The servers' own loader; "index" (the index's arithmetic) is also what code without the setting does.
+    retriever: Any = load_retriever(index_dir) if compute == "index" else load_retriever(index_dir, compute)
+    queries: list[str] = json.loads(queries_file.read_text())
+    for q in queries[:10]:
+        retriever.search([q], k=k)
+
+    def batched(call: Any) -> float:
+        rates = []
+        for _ in range(3):
+            started = time.perf_counter()
+            for i in range(0, len(queries), batch):
+                call(queries[i : i + batch])
+            rates.append(len(queries) / (time.perf_counter() - started))
+        return float(statistics.median(rates))
+
+    def single(call: Any) -> float:
+        times = []
+        for q in queries[:100]:
+            started = time.perf_counter()
+            call([q])
+            times.append(time.perf_counter() - started)
+        return float(statistics.median(times) * 1000)
+
+    emit(
+        {
+            "search_batched_qps": batched(lambda b: retriever.search(b, k=k)),
+            "search_single_p50_ms": single(lambda b: retriever.search(b, k=k)),
+            "embed_batched_qps": batched(retriever.embed),
+            "embed_single_p50_ms": single(retriever.embed),
+        }
+    )
+
+
+# ---- servers ------------------------------------------------------------------------------------------------
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
-def start_server(index_dir: Path, mode: str, threads: int) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    # "batch:5" = batch mode waiting up to 5 ms for more requests; plain "batch" uses the default wait.
-    name, _, wait = mode.partition(":")
-    env = {
-        **os.environ,
-        "WHITEVEC_SERVE_CONCURRENCY": name,
-        **({"WHITEVEC_SERVE_BATCH_WAIT_MS": wait} if wait else {}),
-        "OMP_NUM_THREADS": str(threads),
-        "MKL_NUM_THREADS": str(threads),
-    }
+def parse_config(spec: str) -> tuple[str, dict[str, str]]:
+    """``label`` or ``label:name=value,name=value`` (ServeSettings field names) -> label and environment."""
+    label, _, rest = spec.partition(":")
+    env: dict[str, str] = {}
+    for item in filter(None, rest.split(",")):
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--configs: {item!r} is not name=value")
+        env["WHITEVEC_SERVE_" + name.strip().upper()] = value.strip()
+    return label, env
+
+
+class Server:
+    """A server process on a free port, logging to a file (never an unread pipe), killed on exit."""
+
+    def __init__(self, command: list[str], env: dict[str, str], what: str, health: str, timeout_s: float) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log = Path(tempfile.gettempdir()) / f"whitevec-bench-serve-{self.port}.log"
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [part.replace("{port}", str(self.port)) for part in command],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        try:
+            wait_until_healthy(self.base, what, timeout_s, self.proc, self.log, poll_s=0.5, path=health)
+        except BaseException:
+            self.stop()
+            raise
+
+    def cpu_seconds(self) -> float:
+        """User+system CPU seconds of the server process so far (all its threads)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def whitevec_server(index_dir: Path, env_extra: dict[str, str], threads: int, label: str) -> Server:
+    env = {**thread_env(threads), **env_extra}
     env.pop("WHITEVEC_API_KEY", None)
     command = [sys.executable, "-c", "from whitevec.cli import main; main()", "serve", str(index_dir)]
-    # The server logs every request: to a file, since a pipe nobody reads would fill and stall it mid-run.
-    log = Path(tempfile.gettempdir()) / f"whitevec-bench-serve-{port}.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([*command, "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=out)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_healthy(base, f"whitevec serve ({mode})", 300, proc, log, poll_s=0.5)
-    except BaseException:
-        proc.kill()
-        raise
-    return proc, base
+    return Server([*command, "--port", "{port}"], env, f"whitevec serve ({label})", "/health", 300)
 
 
-def run_load(base: str, queries: list[str], clients: int, n_requests: int, k: int) -> dict[str, float]:
-    http = httpx.Client(base_url=base, timeout=120, limits=httpx.Limits(max_connections=clients))
-    for q in queries[:10]:  # warm up: first calls pay for lazy initialisation
-        http.post("/search", json={"queries": [q], "k": k})
-    latencies: list[float] = []
-    errors = 0
-    lock = threading.Lock()
-    counter = iter(range(n_requests))
-
-    def client() -> None:
-        nonlocal errors
-        while True:
-            with lock:
-                i = next(counter, None)
-            if i is None:
-                return
-            started = time.perf_counter()
-            try:
-                response = http.post("/search", json={"queries": [queries[i % len(queries)]], "k": k})
-                ok = response.status_code == 200 and len(response.json()["results"][0]["ids"]) == k
-            except httpx.HTTPError:
-                ok = False
-            elapsed = time.perf_counter() - started
-            with lock:
-                latencies.append(elapsed)
-                errors += 0 if ok else 1
-
-    started = time.perf_counter()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=clients) as pool:
-        for future in [pool.submit(client) for _ in range(clients)]:
-            future.result()
-    wall = time.perf_counter() - started
-    http.close()
-    ms = np.array(latencies) * 1000
-    return {
-        "clients": clients,
-        "requests": n_requests,
-        "seconds": wall,
-        "qps": n_requests / wall,
-        "p50_ms": float(np.percentile(ms, 50)),
-        "p99_ms": float(np.percentile(ms, 99)),
-        "mean_ms": float(statistics.fmean(ms)),
-        "errors": errors,
-    }
+def infinity_server(peer_python: Path, model_dir: Path, threads: int, batch: int, dtype: str) -> Server:
+    env = {**thread_env(threads), "INFINITY_ANONYMOUS_USAGE_STATS": "0", "DO_NOT_TRACK": "1"}
+    env["HF_HUB_OFFLINE"] = "1"
+    options = "--host 127.0.0.1 --port {port} --engine torch --device cpu --no-model-warmup --log-level warning"
+    command = [str(peer_python), "-m", "infinity_emb.cli", "v2", "--model-id", str(model_dir), *options.split()]
+    command += ["--batch-size", str(batch), "--dtype", dtype]
+    return Server(command, env, "infinity-emb", "/health", 600)
 
 
-def take_screenshot(base: str, path: Path, query: str) -> None:
-    import tempfile
+def load_row(
+    server: Server, path: str, kind: str, queries_file: Path, clients: int, requests: int, k: int, model: str = ""
+) -> dict[str, Any]:
+    load_before = os.getloadavg()[0]
+    cpu_before = server.cpu_seconds()
+    command = [
+        sys.executable,
+        str(HERE / "loadgen.py"),
+        "--url",
+        server.base + path,
+        "--kind",
+        kind,
+        "--queries",
+        str(queries_file),
+        "--clients",
+        str(clients),
+        "--requests",
+        str(requests),
+        "--k",
+        str(k),
+        "--model",
+        model,
+    ]
+    proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=900)
+    result: dict[str, Any] | None = None
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            result = json.loads(line[len("RESULT ") :])
+    if result is None:
+        raise RuntimeError(f"load generator failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    # Server CPU over the whole generator run (its warm-up included): cores the server kept busy.
+    result["server_cpu_s"] = server.cpu_seconds() - cpu_before
+    result["load_before"] = load_before
+    return result
 
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.common.keys import Keys
-    from selenium.webdriver.support.ui import WebDriverWait
 
-    os.environ.setdefault("SE_OFFLINE", "true")
-    with tempfile.TemporaryDirectory() as profile:
-        options = webdriver.ChromeOptions()
-        options.binary_location = "/usr/bin/chromium"
-        for flag in (
-            "--headless=new",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            "--window-size=1100,1000",
-            f"--user-data-dir={profile}",
-        ):
-            options.add_argument(flag)
-        driver = webdriver.Chrome(options=options, service=Service(executable_path="/usr/bin/chromedriver"))
-        try:
-            driver.get(base + "/")
-            box = driver.find_element(By.ID, "query")
-            box.send_keys(query)
-            k_box = driver.find_element(By.ID, "k")
-            k_box.clear()
-            k_box.send_keys("5")
-            box.send_keys(Keys.ENTER)
-            WebDriverWait(driver, 60).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results li")) == 5)
-            driver.save_screenshot(str(path))
-        finally:
-            driver.quit()
+def wait_for_quiet(below: float, wait_s: float) -> float:
+    """The 1-minute load average once it is below ``below`` (run under the exclusive CPU lock, nothing else
+    starts meanwhile and the average decays); exits when it stays above for ``wait_s`` seconds."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        load = os.getloadavg()[0]
+        if load < below:
+            return load
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the load average stayed at {load:.2f} (above {below}) for {wait_s:.0f} s; stopped")
+        print(f"load average {load:.2f} >= {below}: waiting for a quiet machine", file=sys.stderr)
+        time.sleep(10)
+
+
+# ---- the report ---------------------------------------------------------------------------------------------
+def git_commit() -> str:
+    git = ["git", "-C", str(REPO)]
+    proc = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
+    dirty = subprocess.run([*git, "status", "--porcelain", "src"], capture_output=True, text=True, check=False)
+    return proc.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
+
+
+def _ceiling_of(run: dict[str, Any], row: dict[str, Any]) -> tuple[float, float]:
+    """(batched queries/s, single p50 ms) in-process, for the row's endpoint and compute."""
+    c = run["ceilings"][row.get("compute", "index")]
+    what = "search" if row["endpoint"] == "/search" else "embed"
+    return float(c[f"{what}_batched_qps"]), float(c[f"{what}_single_p50_ms"])
+
+
+def markdown(run: dict[str, Any], history: list[dict[str, Any]], notes: str) -> str:
+    facts = run["facts"]
+    lines = [
+        "# Serving benchmark: `whitevec serve` under load",
+        "",
+        f"- {facts['date']}, {facts['cpu']}, {facts['cores']} cores; code {run['commit']}; "
+        f"torch {facts['versions']['torch']}; server threads {run['threads']}",
+        f"- Load average (1 min) before the run: **{run['load_before']:.2f}** (taken under `flock -x "
+        "/work/cpu.lock`: no other benchmark or test ran meanwhile); per row below, the load just before that row "
+        "(raised by the rows before it: the server and generator themselves)",
+        f"- Index: Cranfield {run['documents']} documents, {run['model']}, {run['pooling']}, {run['transform']}, "
+        "FAISS flat, cosine",
+        f"- Load: {run['requests']} POST requests per row (one Cranfield query each, k={run['k']}, the "
+        f"{run['n_queries']} queries in turn), closed loop: each client sends its next request when its answer "
+        "arrives. Clients: benchmarks/loadgen.py, one separate process with one asyncio event loop (aiohttp) on "
+        "the same 2 cores as the server; `gen CPU` is its CPU time per request, `server cores` the server "
+        "process's CPU seconds per wall second",
+        *(
+            f"- In-process ceiling, compute `{compute}` (a fresh process, 2 threads, `Retriever.search` on the "
+            f"same queries): **{c['search_batched_qps']:.1f} queries/s** in batches of {run['batch']}, "
+            f"**{c['search_single_p50_ms']:.1f} ms** p50 one by one; `Retriever.embed`: "
+            f"{c['embed_batched_qps']:.1f} texts/s batched, {c['embed_single_p50_ms']:.1f} ms p50 alone"
+            for compute, c in run["ceilings"].items()
+        ),
+        f"- Command: `flock -x /work/cpu.lock python benchmarks/bench_serve.py {' '.join(run['argv'])}`",
+        "",
+        "| server | compute | endpoint | clients | QPS | x ceiling | p50 ms | p50 - single ms | p99 ms | "
+        "server cores | gen CPU ms/req | load before | errors |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in run["rows"]:
+        batched, single = _ceiling_of(run, r)
+        lines.append(
+            f"| {r['server']} | {r['compute']} | {r['endpoint']} | {r['clients']} | {r['qps']:.1f} | "
+            f"{r['qps'] / batched:.2f} | "
+            f"{r['p50_ms']:.1f} | {r['p50_ms'] - single:+.1f} | {r['p99_ms']:.1f} | "
+            f"{r['server_cpu_s'] / r['seconds']:.2f} | {1000 * r['generator_cpu_s'] / r['requests']:.2f} | "
+            f"{r['load_before']:.2f} | {r['errors']} |"
+        )
+    lines += ["", f"Errors in all rows: {sum(r['errors'] for r in run['rows'])}.", ""]
+    if history:
+        lines += [
+            "## Every run of this benchmark (benchmarks/results/serve_history.jsonl)",
+            "",
+            "Each change to the server was measured before and after with this script; the runs, oldest first. "
+            "`x ceiling` is against that run's own in-process ceiling.",
+            "",
+            "| date | code | load before | server | endpoint | clients | QPS | x ceiling | p50 ms | p99 ms |",
+            "|---|---|---:|---|---|---:|---:|---:|---:|---:|",
+        ]
+        for h in history:
+            for r in h["rows"]:
+                batched, _ = _ceiling_of(h, r)
+                lines.append(
+                    f"| {h['facts']['date']} | {h['commit']} | {h['load_before']:.2f} | {r['server']} | "
+                    f"{r['endpoint']} | {r['clients']} | {r['qps']:.1f} | {r['qps'] / batched:.2f} | "
+                    f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} |"
+                )
+        lines.append("")
+    lines += [NOTES_MARK, notes.strip(), ""]
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--worker", choices=["ceiling"], default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--queries-file", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--compute", default="index", help=argparse.SUPPRESS)
     parser.add_argument("--index", type=Path, default=Path("/tmp/whitevec-bench/cranfield-minilm-w256"))
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--model", default="all-MiniLM-L6-v2")
     parser.add_argument("--pooling", default="first-last-avg")
     parser.add_argument("--transform", default="whitening-256")
-    parser.add_argument("--requests", type=int, default=300, help="requests per concurrency level")
+    parser.add_argument("--requests", type=int, default=600, help="requests per row")
     parser.add_argument("--clients", default="1,8,32")
-    parser.add_argument("--modes", default="batch:0,batch:2,lock", help="batch:WAIT_MS or lock")
+    parser.add_argument("--configs", nargs="+", default=["default"], help="label or label:setting=value,...")
+    parser.add_argument("--endpoints", default="/search", help="/search and/or /embed, comma-separated")
     parser.add_argument("--k", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=2, help="OMP threads of the server")
+    parser.add_argument("--batch", type=int, default=64, help="batch of the in-process ceiling (batch_max_texts)")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads of the server and the ceiling")
+    parser.add_argument("--peer", choices=["infinity"], default=None)
+    parser.add_argument("--peer-dtype", default="float32", help="infinity-emb --dtype")
+    parser.add_argument("--peer-python", type=Path, default=Path("/tmp/infinity-venv/bin/python"))
     parser.add_argument("--out", type=Path, default=None, help="Markdown file to write")
-    parser.add_argument("--screenshot", type=Path, default=None, help="also save a screenshot of the page")
+    parser.add_argument(
+        "--history",
+        default=str(HERE / "results" / "serve_history.jsonl"),
+        help="JSON lines file each run is appended to ('' for none)",
+    )
+    parser.add_argument("--quiet-below", type=float, default=0.6, help="wait for a 1-minute load average below")
+    parser.add_argument("--quiet-wait", type=float, default=240, help="seconds to wait for it, then refuse")
+    parser.add_argument("--code", default="", help="which code the servers ran (default: this tree's commit)")
+    parser.add_argument("--label", default="", help="a word for this run in the history")
     args = parser.parse_args()
 
+    if args.worker == "ceiling":
+        ceiling_worker(args.index, args.queries_file, args.batch, args.compute, args.k)
+        return
+
+    load_before = wait_for_quiet(args.quiet_below, args.quiet_wait)
     if not (args.index / "manifest.json").is_file():
         build_index(args.index, args.data_dir, args.model, args.pooling, args.transform)
     queries = cranfield_queries(args.data_dir)
+    queries_file = Path(tempfile.gettempdir()) / "whitevec-bench-serve-queries.json"
+    queries_file.write_text(json.dumps(queries))
     clients = [int(c) for c in args.clients.split(",")]
-    rows: list[dict[str, object]] = []
-    load_before = os.getloadavg()
-    for mode in args.modes.split(","):
-        proc, base = start_server(args.index, mode, args.threads)
+    endpoints = [e.strip() for e in args.endpoints.split(",") if e.strip()]
+
+    configs = [parse_config(spec) for spec in args.configs]
+    ceilings: dict[str, dict[str, Any]] = {}
+    for compute in dict.fromkeys(env.get("WHITEVEC_SERVE_COMPUTE", "index") for _, env in configs):
+        worker_args = ["ceiling", "--index", str(args.index), "--queries-file", str(queries_file)]
+        worker_args += ["--batch", str(args.batch), "--k", str(args.k), "--compute", compute]
+        ceiling = run_worker(Path(__file__), worker_args, timeout=900)  # the machine's 2 threads
+        if "error" in ceiling:
+            raise SystemExit(f"ceiling measurement failed: {ceiling['error']}")
+        print(f"ceiling ({compute}): {ceiling}", file=sys.stderr)
+        ceilings[compute] = ceiling
+
+    rows: list[dict[str, Any]] = []
+
+    def record(server_label: str, endpoint: str, compute: str, result: dict[str, Any]) -> None:
+        rows.append({"server": server_label, "endpoint": endpoint, "compute": compute, **result})
+        print(
+            f"{server_label:16s} {endpoint:12s} clients={result['clients']:2d} qps={result['qps']:.1f} "
+            f"p50={result['p50_ms']:.1f}ms p99={result['p99_ms']:.1f}ms "
+            f"server_cores={result['server_cpu_s'] / result['seconds']:.2f} errors={result['errors']} "
+            f"{result['first_error'] or ''}",
+            file=sys.stderr,
+        )
+
+    for label, env in configs:
+        server = whitevec_server(args.index, env, args.threads, label)
+        try:
+            for endpoint in endpoints:
+                kind = endpoint.strip("/")
+                for c in clients:
+                    result = load_row(server, endpoint, kind, queries_file, c, args.requests, args.k)
+                    record(label, endpoint, env.get("WHITEVEC_SERVE_COMPUTE", "index"), result)
+        finally:
+            server.stop()
+    if args.peer == "infinity":
+        from whitevec.models import resolve_model
+
+        model_dir = Path(resolve_model(args.model))
+        peer = infinity_server(args.peer_python, model_dir, args.threads, args.batch, args.peer_dtype)
         try:
             for c in clients:
-                result = run_load(base, queries, c, args.requests, args.k)
-                row = {"mode": mode, **result}
-                rows.append(row)
-                print(
-                    f"{mode:5s} clients={c:2d} qps={result['qps']:.1f} p50={result['p50_ms']:.1f}ms "
-                    f"p99={result['p99_ms']:.1f}ms errors={result['errors']}",
-                    file=sys.stderr,
+                result = load_row(
+                    peer,
+                    "/embeddings",
+                    "openai-embeddings",
+                    queries_file,
+                    c,
+                    args.requests,
+                    args.k,
+                    model=str(model_dir),
                 )
-            if args.screenshot is not None and mode == args.modes.split(",")[0]:
-                take_screenshot(base, args.screenshot, "what is the effect of slipstream on wing lift")
+                record(f"infinity-emb ({args.peer_dtype})", "/embeddings", "index", result)
         finally:
-            proc.terminate()
-            proc.wait(30)
-    load_after = os.getloadavg()
-    total_errors = sum(int(r["errors"]) for r in rows)  # type: ignore[call-overload]
-    lines = [
-        "# Serving benchmark: `whitevec serve` under load",
-        "",
-        f"- Date: {dt.date.today().isoformat()}",
-        f"- CPU: {cpu_name()}, {os.cpu_count()} logical cores visible; server OMP threads {args.threads}; "
-        f"load average before/after {load_before[0]:.1f}/{load_after[0]:.1f} (the machine is shared, "
-        "so absolute numbers are pessimistic; compare rows with each other)",
-        f"- Index: Cranfield 1400 documents, {args.model}, pooling {args.pooling}, {args.transform}, "
-        "FAISS flat, cosine",
-        f"- Load: {args.requests} POST /search requests per row (one Cranfield query each, k={args.k}), "
-        "clients on the same machine over 127.0.0.1, one server process (`whitevec serve`, 1 worker) per mode",
-        f"- Command: `flock /tmp/whitevec-heavy.lock python benchmarks/bench_serve.py {' '.join(sys.argv[1:])}`",
-        "",
-        "| mode | clients | requests | QPS | p50 ms | p99 ms | mean ms | errors |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['mode']} | {r['clients']} | {r['requests']} | {r['qps']:.1f} | {r['p50_ms']:.1f} | "
-            f"{r['p99_ms']:.1f} | {r['mean_ms']:.1f} | {r['errors']} |"
-        )
-    lines += ["", f"Errors in all rows: {total_errors}.", ""]
-    text = "\n".join(lines)
+            peer.stop()
+
+    manifest = json.loads((args.index / "manifest.json").read_text())
+    run = {
+        "label": args.label,
+        "commit": args.code or git_commit(),
+        "facts": machine_facts("fastapi", "uvicorn", "aiohttp"),
+        "argv": sys.argv[1:],
+        "load_before": load_before,
+        "threads": args.threads,
+        "batch": args.batch,
+        "k": args.k,
+        "requests": args.requests,
+        "n_queries": len(queries),
+        "documents": manifest["count"],
+        "model": args.model,
+        "pooling": manifest["pooling"],
+        "transform": args.transform,
+        "ceilings": ceilings,
+        "rows": rows,
+    }
+    history: list[dict[str, Any]] = []
+    if args.history:
+        history_file = Path(args.history)
+        history_file.parent.mkdir(parents=True, exist_ok=True)
+        with history_file.open("a") as handle:
+            handle.write(json.dumps(run) + "\n")
+        history = [json.loads(line) for line in history_file.read_text().splitlines() if line.strip()]
+    notes = ""
+    if args.out is not None and args.out.is_file() and NOTES_MARK in args.out.read_text():
+        notes = args.out.read_text().split(NOTES_MARK, 1)[1]
+    text = markdown(run, history, notes)
     print(text)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
-    if total_errors:
+        tmp = args.out.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(args.out)
+    if sum(r["errors"] for r in rows):
         raise SystemExit(1)
 
 

@@ -13,6 +13,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -118,6 +119,14 @@ def main() -> None:
         print(f"{model}: done after {time.time() - started:.0f} s", file=sys.stderr)
     facts = machine_facts("faiss-cpu")
     out = Path(args.out)
+    write_results(out, reports, facts, dataset)
+    print(f"wrote {out}", file=sys.stderr)
+
+
+def write_results(
+    out: Path, reports: list[RetrievalReport], facts: dict[str, Any], dataset: Any, latency_note: str = ""
+) -> None:
+    """retrieval.md and retrieval.json from the reports (``latency_note``: how the latency was re-measured)."""
     judged = len(dataset.judged_queries())
     text = [
         "# Retrieval on Cranfield: raw vs whitened vs whitened-k indexes",
@@ -143,8 +152,8 @@ def main() -> None:
         + " (near 0 when the cache already held the vectors).",
         f"- `p50 query ms`: median over {reports[0].latency_queries} single queries of encode (no cache, "
         "model forward pass on CPU) + transform + search + document fetch. `p50 search ms`: the same without "
-        "encoding (one embedded query: FAISS search + SQLite fetch of the 10 hits). Shared 2-core machine: "
-        "other jobs were running, so latencies are indicative.",
+        "encoding (one embedded query: FAISS search + SQLite fetch of the 10 hits). "
+        + (latency_note or "Shared 2-core machine: other jobs were running, so latencies are indicative."),
         "- `index.faiss bytes`: the FAISS file (1400 x dim float32 plus ids); the folder also holds "
         "docs.sqlite (same for all rows) and the transform (0 / d x d / d x k floats).",
         "",
@@ -157,7 +166,6 @@ def main() -> None:
         tmp.write_text("\n".join(text), encoding="utf-8")
     with atomic_path(out.with_suffix(".json")) as tmp:
         tmp.write_text(json.dumps({"machine": facts, "reports": [r.to_dict() for r in reports]}, indent=2) + "\n")
-    print(f"wrote {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -16,19 +16,21 @@ def wait_until_healthy(
     process: subprocess.Popen[bytes] | None = None,
     log: Path | None = None,
     poll_s: float = 0.1,
+    path: str = "/health",
 ) -> None:
-    """Poll ``base``/health until it answers 200. RuntimeError naming ``what`` when ``timeout_s`` passes or
-    ``process`` exits first (with the tail of ``log``, where the server writes: a file, never an unread pipe)."""
+    """Poll ``base`` + ``path`` (/health) until it answers 200. RuntimeError naming ``what`` when ``timeout_s``
+    passes or ``process`` exits first (with the tail of ``log``, where the server writes: a file, never an
+    unread pipe)."""
     deadline = time.monotonic() + timeout_s
     while True:
         if process is not None and process.poll() is not None:
             tail = log.read_text(errors="replace")[-2000:] if log is not None else ""
             raise RuntimeError(f"{what}: the server exited with {process.returncode}\n{tail}")
         try:
-            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+            if httpx.get(f"{base}{path}", timeout=2).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{what}: no answer from {base}/health within {timeout_s:.0f} s")
+            raise RuntimeError(f"{what}: no answer from {base}{path} within {timeout_s:.0f} s")
         time.sleep(poll_s)

@@ -123,6 +123,7 @@ def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
         f"--user-data-dir={tmp_path / 'chromium-profile'}",
     ):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # console lines, CSP violations among them
     os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium Manager fetch a browser or driver
     driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
     driver.set_page_load_timeout(30)
@@ -209,3 +210,27 @@ def test_search_page_asks_for_the_api_key(
     wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results li.hit")) == len(DOCS))
     first = browser.find_element(By.CSS_SELECTOR, "#results li.hit .doc-id").text
     assert first == "id " + retriever.ranking("supersonic cone", 1)[0][0]
+
+
+@pytest.mark.parametrize("live_server", [ServeSettings(api_key="docs-key-1")], indirect=True)
+def test_api_docs_render_from_this_server_alone(
+    live_server: tuple[str, PageRetriever], browser: webdriver.Chrome, tmp_path: Path
+) -> None:
+    base, _ = live_server
+    browser.get(base + "/docs")
+    wait = WebDriverWait(browser, 30)
+    # Swagger UI has read /openapi.json and drawn one block per operation.
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".opblock")) >= 4)
+    paths = {el.text for el in browser.find_elements(By.CSS_SELECTOR, ".opblock-summary-path")}
+    assert {"/health", "/info", "/search", "/embed"} <= paths, paths
+    assert browser.find_elements(By.CSS_SELECTOR, ".btn.authorize")  # the X-API-Key scheme is offered
+    # Everything the page fetched came from this server, and the page's CSP refused nothing it needed.
+    fetched = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    assert fetched and all(url.startswith(base + "/") for url in fetched), fetched
+    refused = [e["message"] for e in browser.get_log("browser") if "Content Security Policy" in e["message"]]
+    assert refused == [], refused
+    shot = tmp_path / "docs-page.png"
+    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 1000
+    keep = os.environ.get("WHITEVEC_DOCS_SCREENSHOT")
+    if keep:
+        shutil.copyfile(shot, keep)

@@ -337,6 +337,51 @@ def test_batch_worker_merges_waiting_jobs_and_isolates_a_bad_one() -> None:
     assert fake.max_inside == 1 and len(fake.threads) == 1
 
 
+def test_batch_worker_does_not_wait_when_no_request_is_on_its_way() -> None:
+    import asyncio
+
+    fake = FakeRetriever()
+    # A wait of 30 s that must never be paid: nothing else has arrived, so the lone job runs at once.
+    worker = RetrieverWorker(fake, mode="batch", max_texts=64, wait_ms=30_000)
+
+    async def one() -> Any:
+        return await asyncio.wait_for(worker.submit("search", ["a dog"], 2), timeout=10)
+
+    try:
+        started = time.monotonic()
+        result = asyncio.run(one())
+    finally:
+        worker.close()
+    assert [h.id for h in result[0]] == fake.expected("a dog", 2)
+    assert time.monotonic() - started < 10
+
+
+def test_batch_worker_waits_for_requests_already_arriving() -> None:
+    import asyncio
+
+    fake = FakeRetriever()
+    worker = RetrieverWorker(fake, mode="batch", max_texts=64, wait_ms=30_000)
+    scopes: list[dict[str, Any]] = [{} for _ in range(3)]
+    for scope in scopes:  # three requests in the server, their bodies still being read
+        worker.arrived(scope)
+
+    async def run_all() -> list[Any]:
+        first = worker.submit("search", ["dog 0"], 2, scopes[0])
+        await asyncio.sleep(0.05)  # the worker holds the first job and waits for the two on their way
+        rest = [worker.submit("search", [f"dog {i}"], 2, scopes[i]) for i in (1, 2)]
+        return list(await asyncio.wait_for(asyncio.gather(first, *rest), timeout=10))
+
+    try:
+        out = asyncio.run(run_all())
+    finally:
+        worker.close()
+    assert [[h.id for h in r[0]] for r in out] == [fake.expected(f"dog {i}", 2) for i in range(3)]
+    assert fake.calls == [("search", 3)]  # one forward pass for the three
+    assert worker.incoming == 0
+    worker.departed(scopes[0])  # counted once, however often called
+    assert worker.incoming == 0
+
+
 def _free_server(app: Any) -> tuple[uvicorn.Server, threading.Thread, str]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from whitevec.encoding import COMPUTE_BACKENDS
 from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.models import DEFAULT_MODEL, resolve_model
 from whitevec.preflight import sqlite_fault, vector_cache_folder
@@ -64,8 +65,6 @@ _MODEL = "model"
 # them, else this one. And the max_length when none is given and the folder states no max_seq_length.
 FALLBACK_POOLING = "first-last-avg"
 FALLBACK_MAX_LENGTH = 512
-# The arithmetic an Encoder computes in (its ``backend=``; CLI ``--compute``): float32, bfloat16 or int8.
-COMPUTE_BACKENDS = ("torch", "bf16", "int8")
 
 
 @dataclass(frozen=True)
@@ -546,8 +545,8 @@ class Encoder:
         progress = _progress(len(texts), show_progress, f"encoding with {self.model_path.name}")
         with torch.inference_mode(), progress as bar:
             task = bar.add_task("encode", total=len(texts)) if bar is not None else None
-            for start in range(0, len(order), batch_size):
-                batch_idx = order[start : start + batch_size]
+            for start, stop in length_batches([min(len(ids[i]), self.max_length) for i in order], batch_size):
+                batch_idx = order[start:stop]
                 batch = self.tokenizer(
                     [texts[i] for i in batch_idx],
                     padding=True,
@@ -639,6 +638,37 @@ def _lower_case(tokenizer: Any) -> None:
     elif current is not None:
         parts.append(current)
     backend.normalizer = NormalizerSequence(parts)
+
+
+# What one more forward pass costs beyond its tokens, counted in tokens: splitting a batch pays this once more and
+# saves the padding of the shorter texts. Measured on all-MiniLM-L6-v2 (2 CPU threads): a forward of n texts of
+# L tokens takes about (FORWARD_OVERHEAD_TOKENS + n * L) times the cost of one token.
+FORWARD_OVERHEAD_TOKENS = 64
+
+
+def length_batches(lengths: Sequence[int], batch_size: int) -> list[tuple[int, int]]:
+    """``(start, stop)`` slices of ``lengths`` (token counts, longest first) into batches of at most
+    ``batch_size``, each padded only to its own longest text: within every run of ``batch_size``, the cuts
+    that make the fewest padded tokens plus FORWARD_OVERHEAD_TOKENS per batch (exact, by dynamic programming)."""
+    slices: list[tuple[int, int]] = []
+    for first in range(0, len(lengths), batch_size):
+        run = lengths[first : first + batch_size]
+        n = len(run)
+        # best[j]: the least cost of the first j texts; cut[j]: where the last batch of that best plan starts.
+        best = [0.0] + [float("inf")] * n
+        cut = [0] * (n + 1)
+        for stop in range(1, n + 1):
+            for start in range(stop):
+                cost = best[start] + FORWARD_OVERHEAD_TOKENS + (stop - start) * run[start]
+                if cost < best[stop]:
+                    best[stop], cut[stop] = cost, start
+        bounds = []
+        stop = n
+        while stop > 0:
+            bounds.append((first + cut[stop], first + stop))
+            stop = cut[stop]
+        slices.extend(reversed(bounds))
+    return slices
 
 
 def _to_bfloat16(model: Any, device: torch.device) -> Any:

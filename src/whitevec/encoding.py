@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import numpy as np
 
+# The arithmetic an Encoder computes in (its ``backend=``; CLI ``--compute``): float32, bfloat16 or int8.
+COMPUTE_BACKENDS = ("torch", "bf16", "int8")
+
 
 @runtime_checkable
 class EncoderLike(Protocol):

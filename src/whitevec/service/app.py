@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, MutableMapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 from fastapi import FastAPI, HTTPException, Request, Security
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.security import APIKeyHeader
 from fastapi.staticfiles import StaticFiles
 
@@ -27,45 +29,69 @@ from whitevec.errors import BadInputError, DimensionMismatchError, WhitevecError
 from whitevec.service.manifest import public_manifest
 from whitevec.service.middleware import ApiKeyMiddleware, BodyLimitMiddleware, HostCheckMiddleware
 from whitevec.service.schemas import (
-    EmbedRequest,
     EmbedResponse,
     ErrorResponse,
     HealthResponse,
-    QueryResult,
-    SearchRequest,
+    InfoResponse,
     SearchResponse,
     ValidationErrorResponse,
+    request_models,
 )
 from whitevec.service.settings import API_KEY_ENV, API_KEY_HEADER, ServeSettings
-from whitevec.service.worker import RetrieverLike, RetrieverWorker
+from whitevec.service.worker import HitLike, RetrieverLike, RetrieverWorker, WorkerStoppedError
+
+
+def _swagger_ui_dir() -> Path | None:
+    """Swagger UI's files (5.x, which reads OpenAPI 3.1), served from this machine: the serve extra installs
+    them with fastapi-offline; only its static folder is used."""
+    try:
+        folder = Path(str(resources.files("fastapi_offline") / "static"))
+    except ModuleNotFoundError:  # pragma: no cover - the serve extra always has it
+        return None
+    return folder if (folder / "swagger-ui-bundle.js").is_file() else None
+
+
+SWAGGER_UI_DIR = _swagger_ui_dir()
 
 logger = logging.getLogger(__name__)
 
 STATIC_DIR = Path(str(resources.files("whitevec.service") / "static"))
 
-# The page runs only its own script and stylesheet: document text can never become code (defence in depth
-# beside app.js writing text with textContent only).
+# The search page and the API docs run only their own scripts and stylesheets: document text can never become
+# code (defence in depth beside app.js writing text with textContent only). Images may be data: URIs (Swagger
+# UI's stylesheet draws its icons so); an image cannot run code.
 PAGE_HEADERS = {
     "Content-Security-Policy": (
-        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
         "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
-
+# The Swagger UI files /docs needs (the package holds more, such as ReDoc, which /docs does not use).
+SWAGGER_FILES = {
+    "swagger-ui-bundle.js": "text/javascript",
+    "swagger-ui.css": "text/css",
+    "favicon.png": "image/png",
+}
 
 # Requests still running after the shutdown grace are cancelled; the worker thread may be inside a long encoder
 # call then, and a daemon thread need not be waited for long.
 WORKER_CLOSE_S = 2.0
+
+# Responses with more hits than this are turned into JSON in a thread, one query at a time, so the event loop
+# keeps serving other clients between the pieces (k=1000 for 64 queries is tens of MB).
+LARGE_RESPONSE_HITS = 500
 
 _ERRORS = {
     400: "The Host header names another server (a defence against DNS rebinding), or the body is not UTF-8.",
     401: f"Missing or wrong {API_KEY_HEADER} header (servers started with {API_KEY_ENV} only).",
     408: "The body did not arrive within body_timeout_s.",
     413: "The body is larger than max_body_bytes.",
-    422: "The body breaks the schema or a limit (max_queries, max_texts, max_text_chars, max_k).",
-    503: "The worker thread that owns the retriever has stopped.",
+    422: "The body is not JSON or breaks the schema (whose limits are this server's max_queries, max_texts, "
+    "max_text_chars and max_k).",
+    500: "A fault on the server (logged there; the answer does not describe it).",
+    503: "The worker thread that owns the retriever has stopped, or the server has max_connections open.",
 }
 
 
@@ -77,29 +103,44 @@ def _responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     }
 
 
-# ---- helpers --------------------------------------------------------------------------------------------
-def _check_texts(texts: list[str], field_name: str, max_count: int, count_setting: str, max_chars: int) -> None:
-    if len(texts) > max_count:
-        raise HTTPException(
-            422, f"too many {field_name}: {len(texts)} given, the limit {count_setting} is {max_count}"
-        )
-    for i, text in enumerate(texts):
-        if not text.strip():
-            raise HTTPException(422, f"{field_name}[{i}] is empty or only whitespace")
-        if len(text) > max_chars:
-            raise HTTPException(
-                422,
-                f"{field_name}[{i}] has {len(text)} characters, the limit max_text_chars is {max_chars}",
-            )
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise HTTPException(
-                422, f"{field_name}[{i}] holds an unpaired surrogate escape (\\ud800-\\udfff); send valid text"
-            ) from None
+# ---- errors ---------------------------------------------------------------------------------------------
+def _unprocessable(message: str, errors: list[dict[str, Any]]) -> JSONResponse:
+    return JSONResponse({"detail": message, "errors": errors}, status_code=422)
 
 
-def _error_message(errors: Sequence[Any]) -> tuple[str, list[dict[str, Any]]]:
+# The limit (a ServeSettings field) behind each constrained field of the request schemas.
+_COUNT_LIMITS = {"queries": "max_queries", "texts": "max_texts"}
+
+
+def _limit_message(error: dict[str, Any], loc: list[str], settings: ServeSettings) -> str | None:
+    """Our wording, naming the setting, for a broken schema constraint; None for the others."""
+    kind = str(error.get("type", ""))
+    fields = [p for p in loc if p != "body"]
+    value = error.get("input")
+    if len(fields) == 1 and fields[0] in _COUNT_LIMITS:
+        name = fields[0]
+        if kind == "too_long":
+            limit = _COUNT_LIMITS[name]
+            given = len(value) if isinstance(value, list) else "more"
+            return f"too many {name}: {given} given, the limit {limit} is {getattr(settings, limit)}"
+        if kind == "too_short":
+            return f"{name} is empty; give at least one text"
+    if len(fields) == 2 and fields[0] in _COUNT_LIMITS:
+        where = f"{fields[0]}[{fields[1]}]"
+        if kind == "string_too_long" and isinstance(value, str):
+            return f"{where} has {len(value)} characters, the limit max_text_chars is {settings.max_text_chars}"
+        if kind in ("string_too_short", "string_pattern_mismatch"):
+            return f"{where} is empty or only whitespace"
+        if kind == "string_unicode":  # the text pattern is matched on valid Unicode only
+            return f"{where} holds an unpaired surrogate escape (\\ud800-\\udfff); send valid text"
+    if fields == ["k"] and kind in ("greater_than_equal", "less_than_equal"):
+        return f"k must be between 1 and the limit max_k ({settings.max_k}), got {value}"
+    return None
+
+
+def _error_message(
+    errors: Sequence[Any], settings: ServeSettings | None = None
+) -> tuple[str, list[dict[str, Any]]]:
     """A one-line message and a JSON-safe list from pydantic/FastAPI validation errors (whose ``input`` may be
     raw bytes that JSON cannot hold)."""
     clean: list[dict[str, Any]] = []
@@ -109,14 +150,94 @@ def _error_message(errors: Sequence[Any]) -> tuple[str, list[dict[str, Any]]]:
         msg = str(error.get("msg", "invalid"))
         kind = str(error.get("type", ""))
         where = ".".join(p for p in loc if p != "body") or "body"
+        limit = _limit_message(error, loc, settings) if settings is not None else None
         if kind == "json_invalid":
             msg = f"body is not valid JSON ({error.get('ctx', {}).get('error', msg)})"
             where = "body"
         elif kind == "extra_forbidden":
             msg = "unknown field; a request may only hold the documented fields"
+        elif limit is not None:
+            msg, where = limit, ""
         clean.append({"loc": loc, "msg": msg, "type": kind})
-        parts.append(f"{where}: {msg}")
+        parts.append(f"{where}: {msg}" if where else msg)
     return "invalid request: " + "; ".join(parts), clean
+
+
+# ---- answers as JSON bytes ---------------------------------------------------------------------------------
+def _dumps(value: Any) -> bytes:
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
+    except TypeError:  # integers beyond 64 bits in metadata, unpaired surrogates in stored text
+        return json.dumps(value, ensure_ascii=True).encode("ascii")
+
+
+def search_json(k: int, queries: Sequence[str], hits: Sequence[Sequence[HitLike]]) -> bytes:
+    """A SearchResponse as JSON, built straight from the hits (no model objects), one query at a time."""
+    pieces = [b'{"k":', str(int(k)).encode("ascii"), b',"results":[']
+    for i, (query, row) in enumerate(zip(queries, hits, strict=True)):
+        if i:
+            pieces.append(b",")
+        pieces.append(
+            _dumps(
+                {
+                    "query": query,
+                    "ids": [str(h.id) for h in row],
+                    "scores": [float(h.score) for h in row],
+                    "texts": [str(h.text) for h in row],
+                    "metadata": [h.metadata for h in row],
+                }
+            )
+        )
+    pieces.append(b"]}")
+    return b"".join(pieces)
+
+
+def embed_json(vectors: np.ndarray) -> bytes:
+    """An EmbedResponse as JSON (float32 values written in their shortest exact form)."""
+    return _dumps({"dim": int(vectors.shape[1]), "vectors": np.ascontiguousarray(vectors, dtype=np.float32)})
+
+
+def _json_response(body: bytes) -> Response:
+    return Response(body, media_type="application/json")
+
+
+# ---- ASGI wrappers -----------------------------------------------------------------------------------------
+Scope = MutableMapping[str, Any]
+
+
+def with_headers(app: Any, headers: dict[str, str]) -> Callable[[Scope, Any, Any], Any]:
+    """``app`` (an ASGI app) with ``headers`` added to every response it starts."""
+    raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+
+    async def wrapped(scope: Scope, receive: Any, send: Any) -> None:
+        async def send_with_headers(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *raw]
+            await send(message)
+
+        await app(scope, receive, send_with_headers)
+
+    return wrapped
+
+
+class ArrivalMiddleware:
+    """Counts POST /search and /embed requests from their arrival to their job's submission, so the worker's
+    batching knows which requests are on their way (:meth:`RetrieverWorker.arrived`)."""
+
+    def __init__(self, app: Any, worker: RetrieverWorker, paths: frozenset[str]) -> None:
+        self.app = app
+        self.worker = worker
+        self.paths = paths
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST" or scope.get("path") not in self.paths:
+            await self.app(scope, receive, send)
+            return
+        self.worker.arrived(scope)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.worker.departed(scope)
 
 
 # ---- the app --------------------------------------------------------------------------------------------
@@ -125,6 +246,7 @@ def create_app(retriever: RetrieverLike, settings: ServeSettings | None = None) 
     settings = settings if settings is not None else ServeSettings.from_env()
     worker = RetrieverWorker(retriever, settings.concurrency, settings.batch_max_texts, settings.batch_wait_ms)
     manifest = public_manifest(dict(retriever.manifest))
+    SearchRequest, EmbedRequest = request_models(settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -136,6 +258,9 @@ def create_app(retriever: RetrieverLike, settings: ServeSettings | None = None) 
         version=__version__,
         summary="Search an index of whitened sentence vectors.",
         lifespan=lifespan,
+        docs_url=None,  # served below from local files, under the page's CSP
+        redoc_url=None,
+        swagger_ui_oauth2_redirect_url=None,
     )
     app.state.settings = settings
     app.state.worker = worker
@@ -148,16 +273,20 @@ def create_app(retriever: RetrieverLike, settings: ServeSettings | None = None) 
     )
     # Only documents the header in OpenAPI; ApiKeyMiddleware checks it before any body is read.
     secured = [Security(key_header)] if settings.api_key is not None else []
+    key_refusal = (401,) if settings.api_key is not None else ()
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        message, errors = _error_message(exc.errors())
-        return JSONResponse({"detail": message, "errors": errors}, status_code=422)
+        return _unprocessable(*_error_message(exc.errors(), settings))
+
+    @app.exception_handler(WorkerStoppedError)
+    async def _stopped(_: Request, exc: WorkerStoppedError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=503)
 
     @app.exception_handler(WhitevecError)
     async def _whitevec_error(_: Request, exc: WhitevecError) -> JSONResponse:
         if isinstance(exc, BadInputError | DimensionMismatchError):
-            return JSONResponse({"detail": str(exc)}, status_code=422)
+            return _unprocessable(str(exc), [{"loc": ["body"], "msg": str(exc), "type": "value_error"}])
         logger.error("request failed: %s", exc)  # the message may name server files: keep it in the log
         return JSONResponse({"detail": "server error (logged on the server)"}, status_code=500)
 
@@ -166,93 +295,87 @@ def create_app(retriever: RetrieverLike, settings: ServeSettings | None = None) 
         logger.exception("unexpected error while serving a request")
         return JSONResponse({"detail": "internal server error (logged on the server)"}, status_code=500)
 
-    @app.get("/health", response_model=HealthResponse, responses=_responses(400, 503), tags=["service"])
+    @app.get("/health", response_model=HealthResponse, responses=_responses(400, 500, 503), tags=["service"])
     async def health() -> HealthResponse:
         """Liveness: ok while the encoder thread runs (no key needed)."""
         if not worker.alive:
             raise HTTPException(503, "the encoder worker has stopped")
         return HealthResponse(status="ok", count=int(retriever.count))
 
-    @app.get("/info", dependencies=secured, responses=_responses(400, 401), tags=["service"])
-    async def info() -> dict[str, Any]:
+    @app.get(
+        "/info",
+        response_model=InfoResponse,
+        dependencies=secured,
+        responses=_responses(400, *key_refusal, 500, 503),
+        tags=["service"],
+    )
+    async def info() -> InfoResponse:
         """The index manifest (model, pooling, transform, dims, metric, kind, count, versions, checksums),
         without file paths, and the request limits."""
-        return {"manifest": manifest, "count": int(retriever.count), "limits": settings.public()}
+        return InfoResponse(manifest=manifest, count=int(retriever.count), limits=settings.public())
 
-    @app.post(
-        "/search",
-        response_model=SearchResponse,
-        dependencies=secured,
-        responses=_responses(400, 401, 408, 413, 422),
-        tags=["recall"],
-    )
-    async def search(request: SearchRequest) -> SearchResponse:
+    async def search(body: Any, request: Request) -> Response:
         """The k documents nearest each query: ids, scores and texts, best first."""
-        _check_texts(request.queries, "queries", settings.max_queries, "max_queries", settings.max_text_chars)
-        if request.k < 1 or request.k > settings.max_k:
-            raise HTTPException(
-                422, f"k must be between 1 and the limit max_k ({settings.max_k}), got {request.k}"
-            )
-        k = max(1, min(request.k, int(retriever.count)))
-        hits = await worker.submit("search", list(request.queries), k)
-        results = [
-            QueryResult(
-                query=query,
-                ids=[str(h.id) for h in row],
-                scores=[float(h.score) for h in row],
-                texts=[str(h.text) for h in row],
-                metadata=[h.metadata for h in row],
-            )
-            for query, row in zip(request.queries, hits, strict=True)
-        ]
-        return SearchResponse(k=k, results=results)
+        queries: list[str] = list(body.queries)
+        k = max(1, min(int(body.k), int(retriever.count)))
+        hits = await worker.submit("search", queries, k, request.scope)
+        if len(queries) * k > LARGE_RESPONSE_HITS:
+            return _json_response(await asyncio.to_thread(search_json, k, queries, hits))
+        return _json_response(search_json(k, queries, hits))
 
-    @app.post(
-        "/embed",
-        response_model=EmbedResponse,
-        dependencies=secured,
-        responses=_responses(400, 401, 408, 413, 422),
-        tags=["recall"],
-    )
-    async def embed(request: EmbedRequest) -> EmbedResponse:
+    async def embed(body: Any, request: Request) -> Response:
         """Vectors for texts, encoded and transformed exactly as the index's documents were."""
-        _check_texts(request.texts, "texts", settings.max_texts, "max_texts", settings.max_text_chars)
-        vectors = np.asarray(await worker.submit("embed", list(request.texts)), dtype=np.float32)
-        return EmbedResponse(dim=int(vectors.shape[1]), vectors=vectors.tolist())
+        texts: list[str] = list(body.texts)
+        vectors = np.asarray(await worker.submit("embed", texts, 0, request.scope), dtype=np.float32)
+        return _json_response(embed_json(vectors))
+
+    # The request models are made for these settings' limits: name them as the body's type for FastAPI (the
+    # string annotations of this module cannot reach a local class).
+    search.__annotations__["body"] = SearchRequest
+    embed.__annotations__["body"] = EmbedRequest
+    for path, endpoint, answer in (("/search", search, SearchResponse), ("/embed", embed, EmbedResponse)):
+        app.post(
+            path,
+            response_model=answer,
+            dependencies=secured,
+            responses=_responses(400, *key_refusal, 408, 413, 422, 500, 503),
+            tags=["recall"],
+        )(endpoint)
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
         return FileResponse(STATIC_DIR / "index.html", media_type="text/html", headers=PAGE_HEADERS)
 
-    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> Response:
+        if SWAGGER_UI_DIR is None:
+            return JSONResponse(
+                {"detail": "Swagger UI is not installed (pip install fastapi-offline); see /openapi.json"}, 404
+            )
+        return FileResponse(STATIC_DIR / "docs.html", media_type="text/html", headers=PAGE_HEADERS)
 
-    @app.middleware("http")
-    async def _page_headers(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:
-        response = await call_next(request)
-        if request.url.path.startswith("/static/"):
-            response.headers.update(PAGE_HEADERS)
-        return response
+    @app.get("/docs/assets/{name}", include_in_schema=False)
+    async def docs_asset(name: str) -> FileResponse:
+        if SWAGGER_UI_DIR is None or name not in SWAGGER_FILES:
+            raise HTTPException(404, "not found")
+        return FileResponse(SWAGGER_UI_DIR / name, media_type=SWAGGER_FILES[name], headers=PAGE_HEADERS)
 
-    # Added last runs first: the Host, then the key, then the body.
+    app.mount("/static", with_headers(StaticFiles(directory=STATIC_DIR), PAGE_HEADERS), name="static")
+
+    # Added last runs first: the arrival count, the Host, then the key, then the body.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s)
     if settings.api_key is not None:
-        open_paths = {
-            "/health",
-            "/",
-            app.docs_url,
-            app.redoc_url,
-            app.openapi_url,
-            app.swagger_ui_oauth2_redirect_url,
-        }
+        open_paths = {"/health", "/", "/docs", app.openapi_url}
         app.add_middleware(
             ApiKeyMiddleware,
             api_key=settings.api_key,
             open_paths={p for p in open_paths if p},
-            open_prefixes=("/static/",),
+            open_prefixes=("/static/", "/docs/assets/"),
         )
     hosts = settings.host_list()
     # Without a key the Host check is the defence against DNS rebinding; with one, the key is, and the Host is
     # checked only when allowed_hosts is given.
     if "*" not in hosts and (settings.api_key is None or hosts):
         app.add_middleware(HostCheckMiddleware, allowed=hosts)
+    app.add_middleware(ArrivalMiddleware, worker=worker, paths=frozenset({"/search", "/embed"}))
     return app

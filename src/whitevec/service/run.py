@@ -21,16 +21,30 @@ from whitevec.service.worker import RetrieverLike
 logger = logging.getLogger(__name__)
 
 
-def load_retriever(index_dir: str | os.PathLike[str]) -> RetrieverLike:
-    """``Retriever.load`` with a clear error for a folder that is not there."""
+def load_retriever(index_dir: str | os.PathLike[str], compute: str = "index") -> RetrieverLike:
+    """``Retriever.load`` with a clear error for a folder that is not there; queries are encoded with the
+    index's own arithmetic, or with ``compute`` (torch, bf16, int8) when it names another."""
     folder = Path(index_dir)
     if not folder.is_dir():
         raise DataNotFoundError(f"index folder {folder} does not exist; build one with `whitevec index build`")
     from whitevec.index import Retriever
 
     # No vector cache: a server would otherwise write every query anyone sends into a cache on disk.
-    retriever: RetrieverLike = Retriever.load(folder, cache=False)
-    return retriever
+    if compute == "index":
+        retriever: RetrieverLike = Retriever.load(folder, cache=False)
+        return retriever
+    from whitevec.encoder import Encoder
+    from whitevec.index import read_manifest
+
+    manifest = read_manifest(folder.expanduser(), verify=False)
+    encoder = Encoder(
+        manifest["model"],
+        manifest["pooling"],
+        max_length=int(manifest["max_length"]),
+        backend=compute,
+        cache=False,
+    )
+    return Retriever.load(folder, encoder=encoder)
 
 
 def app_from_env() -> FastAPI:
@@ -38,7 +52,8 @@ def app_from_env() -> FastAPI:
     index_dir = os.environ.get(INDEX_ENV)
     if not index_dir:
         raise BadInputError(f"set {INDEX_ENV} to the index folder to serve")
-    return create_app(load_retriever(index_dir), ServeSettings.from_env())
+    settings = ServeSettings.from_env()
+    return create_app(load_retriever(index_dir, settings.compute), settings)
 
 
 def check_workers(manifest: dict[str, Any], workers: int) -> None:
@@ -86,7 +101,7 @@ def serve(
         raise BadInputError(f"--port must be in 0..65535, got {port}")
     settings = settings if settings is not None else ServeSettings.from_env()
     if workers == 1:
-        retriever: RetrieverLike | None = load_retriever(index_dir)
+        retriever: RetrieverLike | None = load_retriever(index_dir, settings.compute)
     else:
         # Every worker loads the index itself; here only check what fails fast and cheaply (the folder, its
         # checksums, the backend, the model's presence), so a bad index stops the command before any process

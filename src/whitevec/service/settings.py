@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from whitevec.encoding import COMPUTE_BACKENDS
 from whitevec.errors import BadInputError
 
 ENV_PREFIX = "WHITEVEC_SERVE_"
@@ -28,7 +29,9 @@ class ServeSettings:
     ``api_key`` comes from ``WHITEVEC_API_KEY``: when set, /info, /search and /embed need it in the
     ``X-API-Key`` header. ``concurrency`` picks how requests share the one encoder: ``batch`` (default, chosen by
     the load benchmark in docs/results/serve.md) gathers the requests waiting at that moment into one encoder
-    call; ``lock`` runs them one at a time.
+    call; ``lock`` runs them one at a time. ``compute`` is the encoder's arithmetic for queries: ``index`` (the
+    one the index was built with), or ``torch`` (float32), ``bf16`` or ``int8`` (see ``whitevec encode
+    --compute``).
 
     Connections: a client gets ``header_timeout_s`` to send a request's headers (counted from the connection, or
     from the previous response) and ``body_timeout_s`` for its whole body; an idle kept-alive connection closes
@@ -44,10 +47,11 @@ class ServeSettings:
     max_texts: int = 64
     max_text_chars: int = 2000
     max_k: int = 1000
-    max_body_bytes: int = 1 << 20
+    max_body_bytes: int = 2 << 20  # room for the largest body the default limits allow, even \u-escaped
     concurrency: Concurrency = "batch"
     batch_max_texts: int = 64
     batch_wait_ms: float = 2.0
+    compute: str = "index"
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
     keepalive_s: int = 5  # whole seconds: uvicorn's timeout_keep_alive
@@ -81,6 +85,11 @@ class ServeSettings:
             raise BadInputError(f"serve setting concurrency must be 'lock' or 'batch', got {self.concurrency!r}")
         if not 0 <= self.batch_wait_ms <= 1000:
             raise BadInputError(f"serve setting batch_wait_ms must be in [0, 1000], got {self.batch_wait_ms!r}")
+        if self.compute not in ("index", *COMPUTE_BACKENDS):
+            raise BadInputError(
+                f"serve setting compute must be 'index' or one of {', '.join(COMPUTE_BACKENDS)}, "
+                f"got {self.compute!r}"
+            )
         if self.api_key is not None and not self.api_key.strip():
             raise BadInputError(f"{API_KEY_ENV} is set but empty; unset it or give a real key")
 

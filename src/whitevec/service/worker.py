@@ -8,13 +8,17 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import numpy as np
 
 logger = logging.getLogger(__name__)
+
+# How often a waiting worker looks again at the count of requests on their way (they may end without a job).
+_POLL_S = 0.0005
+_ARRIVED = "whitevec.arrived"  # the scope key of a request counted in RetrieverWorker.incoming
 
 
 # ---- what the service needs from a retriever -------------------------------------------------------------
@@ -48,14 +52,20 @@ class _Job:
     future: concurrent.futures.Future[Any] = field(default_factory=concurrent.futures.Future)
 
 
+class WorkerStoppedError(RuntimeError):
+    """The thread that owns the retriever is no longer running (the service answers 503)."""
+
+
 class RetrieverWorker:
     """One thread owns the retriever; requests queue for it, so the model, tokenizer and any SQLite handles
     are only ever touched from that thread.
 
     ``lock`` mode runs the queued jobs one by one. ``batch`` mode takes every job waiting when the thread gets
-    free (after an optional ``wait_ms`` for more, up to ``max_texts`` texts) and runs one search per distinct k
-    and one embed: one forward pass for many small requests. When a batched call fails, its jobs run again one
-    by one so a bad request cannot fail its neighbours.
+    free, up to ``max_texts`` texts, and runs one search per distinct k and one embed: one forward pass for many
+    small requests. The batch adapts to the queue: it never waits when the batch is full or when no other
+    request is on its way; it waits (at most ``wait_ms``) only for requests the server has already received
+    (:meth:`arrived`) but not yet queued, so they join this forward pass instead of paying for the next one.
+    When a batched call fails, its jobs run again one by one so a bad request cannot fail its neighbours.
     """
 
     def __init__(self, retriever: RetrieverLike, mode: str = "batch", max_texts: int = 64, wait_ms: float = 0.0):
@@ -65,15 +75,37 @@ class RetrieverWorker:
         self.wait_s = wait_ms / 1000.0
         self.calls = 0  # encoder calls made, for the benchmark and tests (how much batching happened)
         self.jobs = 0
+        # Requests received that have not yet submitted their job: the event loop counts them up and down; the
+        # worker thread only reads the number (an int read is atomic).
+        self.incoming = 0
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="whitevec-encoder", daemon=True)
         self._thread.start()
 
-    def submit(self, kind: Literal["search", "embed"], texts: list[str], k: int = 0) -> Awaitable[Any]:
+    def arrived(self, scope: MutableMapping[str, Any]) -> None:
+        """A request that will submit a job has come in (its ASGI ``scope``); see :meth:`submit`."""
+        scope[_ARRIVED] = True
+        self.incoming += 1
+
+    def departed(self, scope: MutableMapping[str, Any]) -> None:
+        """The request has submitted its job, or ended without one; counted once however often called."""
+        if scope.pop(_ARRIVED, False):
+            self.incoming -= 1
+
+    def submit(
+        self,
+        kind: Literal["search", "embed"],
+        texts: list[str],
+        k: int = 0,
+        scope: MutableMapping[str, Any] | None = None,
+    ) -> Awaitable[Any]:
+        """Queue a job; its result, awaitable. ``scope``: the request's, when :meth:`arrived` counted it."""
         if not self.alive:
-            raise RuntimeError("the encoder worker has stopped")
+            raise WorkerStoppedError("the encoder worker has stopped")
         job = _Job(kind, texts, k)
         self._queue.put(job)
+        if scope is not None:
+            self.departed(scope)  # after the put: the worker never sees the job neither queued nor on its way
         return asyncio.wrap_future(job.future)
 
     @property
@@ -111,7 +143,8 @@ class RetrieverWorker:
             try:
                 job = self._queue.get_nowait()
             except queue.Empty:
-                if self.wait_s <= 0:
+                # Nothing queued: wait only for requests already inside the server, and not past wait_ms.
+                if self.wait_s <= 0 or self.incoming <= 0:
                     break
                 if deadline is None:
                     deadline = time.monotonic() + self.wait_s
@@ -119,9 +152,9 @@ class RetrieverWorker:
                 if remaining <= 0:
                     break
                 try:
-                    job = self._queue.get(timeout=remaining)
+                    job = self._queue.get(timeout=min(remaining, _POLL_S))
                 except queue.Empty:
-                    break
+                    continue
             if job is None:
                 return True
             batch.append(job)

@@ -1,0 +1,93 @@
+"""Re-measure only the latency columns of docs/results/retrieval.md (p50 query ms, p50 search ms) on a quiet
+machine, keeping every quality figure of docs/results/retrieval.json as it is.
+
+The whole of benchmarks/results_retrieval.py is too long to hold the exclusive CPU lock for (it also encodes,
+fits and scores); only the latency depends on the load. So, in two steps:
+
+    flock -s /work/cpu.lock python benchmarks/retrieval_latency.py --prepare  # build the 16 indexes
+    flock -x /work/cpu.lock python benchmarks/retrieval_latency.py --measure  # time them, rewrite the files
+
+The timing is the one of results_retrieval.py (whitevec.evaluation.retrieval's median over 100 single queries
+of uncached encode + transform + search + fetch, and of search + fetch alone).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from machine import machine_facts
+from results_retrieval import OUT, write_results
+from whitevec.datasets.retrieval import load_retrieval_dataset
+from whitevec.encoder import Encoder
+from whitevec.evaluation.retrieval import RetrievalReport, RetrievalScore, _latency
+from whitevec.index import Retriever
+
+WORK = Path("/tmp/whitevec-bench/retrieval-latency")
+
+
+def load_reports(path: Path) -> tuple[dict[str, Any], list[RetrievalReport]]:
+    data = json.loads(path.read_text())
+    reports = []
+    for raw in data["reports"]:
+        fields = dict(raw)
+        scores = [RetrievalScore(**s) for s in fields.pop("scores")]
+        reports.append(RetrievalReport(**fields, scores=scores))
+    return data["machine"], reports
+
+
+def folder(model: str, score: RetrievalScore) -> Path:
+    return WORK / f"{model}-{score.pooling}-{score.transform}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    step = parser.add_mutually_exclusive_group(required=True)
+    step.add_argument("--prepare", action="store_true", help="build the indexes (no timing; shared lock)")
+    step.add_argument("--measure", action="store_true", help="time them and rewrite the results (exclusive lock)")
+    parser.add_argument("--results", type=Path, default=OUT / "retrieval.json")
+    parser.add_argument("--max-load", type=float, default=0.6)
+    args = parser.parse_args()
+    full_run, reports = load_reports(args.results)
+    dataset = load_retrieval_dataset(reports[0].dataset)
+    if args.prepare:
+        for report in reports:
+            for score in report.scores:
+                out = folder(report.model, score)
+                if not (out / "manifest.json").is_file():
+                    encoder = Encoder(report.model, score.pooling)  # the corpus vectors come from its cache
+                    Retriever.build(
+                        dataset.corpus, out, encoder=encoder, transform=score.transform, fit_on="corpus"
+                    )
+                    print(f"built {out}", file=sys.stderr)
+        return
+    load = os.getloadavg()[0]
+    if load > args.max_load:
+        raise SystemExit(f"load average {load:.2f} is above {args.max_load}: not measuring (wait and rerun)")
+    texts = list(dataset.queries.values())
+    for report in reports:
+        for score in report.scores:
+            with Retriever.load(folder(report.model, score), cache=False) as retriever:
+                latency = report.latency_queries
+                score.p50_query_ms, score.p50_search_ms = _latency(retriever, retriever.encoder, texts[:latency])
+            print(f"{report.model} {score.pooling} {score.transform}: {score.p50_query_ms} ms", file=sys.stderr)
+    now = machine_facts("faiss-cpu")
+    note = (
+        f"Latency columns re-measured {now['date']} on a quiet machine (1-minute load average {load:.2f} "
+        "before, under the exclusive CPU lock) by `benchmarks/retrieval_latency.py --measure`; the quality, "
+        "build and size columns are from the full run dated above."
+    )
+    for report in reports:
+        report.notes = [n for n in report.notes if not n.startswith("latency re-measured")]
+        report.notes.append(f"latency re-measured {now['date']}, load average {load:.2f}")
+    write_results(args.results.with_suffix(".md"), reports, full_run, dataset, latency_note=note)
+
+
+if __name__ == "__main__":
+    main()
