@@ -314,7 +314,10 @@ def part_report() -> None:
             "exact (flat) FAISS search over the encoded vectors, cosine. `bytes/vec` is the code of one vector "
             "(float32: 4 d); `index bytes` the whole index.faiss (ids, trained tables). PQ trains on the 1400 "
             "corpus vectors, so the 8 bits asked are lowered to 5 (39 training vectors per centroid; the encoding "
-            "column shows what was built). Quality in percent; MAP is not used (depth 100).",
+            "column shows what was built). Quality in percent; MAP is not used (depth 100). Sentences are "
+            "encoded at max_length 512. `build s` was taken under the shared lock, beside other work on the same "
+            "two cores (load average 4-15): read it as the order of magnitude only (OPQ's training is the slow "
+            "one); the timed figures are in the 1M-vector part.",
             "",
         ]
         for report in quality["reports"]:
