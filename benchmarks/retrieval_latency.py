@@ -23,10 +23,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import machine_facts
-from results_retrieval import OUT, write_results
+from results_retrieval import MAX_LENGTH, OUT, write_results
 from whitevec.datasets.retrieval import load_retrieval_dataset
 from whitevec.encoder import Encoder
-from whitevec.evaluation.retrieval import RetrievalReport, RetrievalScore, _latency
+from whitevec.evaluation.retrieval import RetrievalReport, RetrievalScore, _timings
 from whitevec.index import Retriever
 
 WORK = Path("/tmp/whitevec-bench/retrieval-latency")
@@ -58,10 +58,14 @@ def main() -> None:
     dataset = load_retrieval_dataset(reports[0].dataset)
     if args.prepare:
         for report in reports:
+            poolings = list(dict.fromkeys(score.pooling for score in report.scores))
+            with Encoder(report.model, poolings[0], max_length=MAX_LENGTH) as encoder:
+                # One forward pass for every pooling; each build below then reads its vectors from the cache.
+                encoder.encode_poolings([doc.text for doc in dataset.corpus], poolings)
             for score in report.scores:
                 out = folder(report.model, score)
                 if not (out / "manifest.json").is_file():
-                    encoder = Encoder(report.model, score.pooling)  # the corpus vectors come from its cache
+                    encoder = Encoder(report.model, score.pooling, max_length=MAX_LENGTH)
                     Retriever.build(
                         dataset.corpus, out, encoder=encoder, transform=score.transform, fit_on="corpus"
                     )
@@ -74,8 +78,9 @@ def main() -> None:
     for report in reports:
         for score in report.scores:
             with Retriever.load(folder(report.model, score), cache=False) as retriever:
-                latency = report.latency_queries
-                score.p50_query_ms, score.p50_search_ms = _latency(retriever, retriever.encoder, texts[:latency])
+                timing = _timings(retriever, retriever.encoder, texts, report.latency_queries)
+            for name, value in timing.items():
+                setattr(score, name, value)
             print(f"{report.model} {score.pooling} {score.transform}: {score.p50_query_ms} ms", file=sys.stderr)
     now = machine_facts("faiss-cpu")
     note = (
