@@ -18,6 +18,12 @@ oracle would have picked). Targets: tuned >= raw - 0.1 everywhere; tuned >= raw 
 Run (quality figures, shared lock): ``flock -s /work/cpu.lock python -W ignore benchmarks/results_tune.py`` with
 WHITEVEC_DATA set; ``--models``/``--sets`` run a part and merge it into the existing tune.json. ``--no-flow``
 leaves flow out of the grid (the committed figures do: see tune.md for why).
+
+``--encodings-run`` runs only the encoding axis instead (issue 12): all-MiniLM-L6-v2, last-avg, on Cranfield
+(5-fold over the queries, nDCG@10), transforms :data:`ENCODING_TRANSFORMS` x encodings :data:`ENCODINGS`, each
+compressed encoding scored on its decoded codes as the index stores them (``whitevec.tuning.run``). Every
+candidate's row goes under ``"encodings"`` in tune.json and into its own section of tune.md; the other sets are
+not rerun.
 """
 
 from __future__ import annotations
@@ -50,6 +56,10 @@ ENGLISH_SETS = ["stsb", "sts12", "sts13", "sts14", "sts15", "cranfield"]
 POOLINGS = ["last-avg", "first-last-avg"]
 OUT = Path(__file__).resolve().parents[1] / "docs" / "results"
 COMMAND = "flock -s /work/cpu.lock .venv/bin/python -W ignore benchmarks/results_tune.py"
+ENCODING_MODEL = "all-MiniLM-L6-v2"
+ENCODING_TRANSFORMS = ["whitening-128", "whitening-256", "pca-128"]  # none is always scored
+ENCODINGS = ["float32", "sq8", "pq96", "pq48"]
+ENCODING_BUDGET = 128  # code bytes: a twelfth of the raw 384-d float32 vector, the compression study's budget
 
 
 def run_one(model: str, name: str, encoder: Encoder, args: argparse.Namespace) -> dict[str, Any]:
@@ -94,6 +104,142 @@ def run_one(model: str, name: str, encoder: Encoder, args: argparse.Namespace) -
             result = tune(task.splits[dev_split], test=task.splits["test"], fit_texts=fit, **common)
             protocol = f"{dev_split} -> test" + (", fit on dev+test sentences" if args.fit_dev_test else "")
     return summarise(model, name, protocol, result, time.perf_counter() - started)
+
+
+def run_encodings(args: argparse.Namespace) -> dict[str, Any]:
+    """The encoding axis on Cranfield: every candidate's row, the choice and its held-out check."""
+    started = time.perf_counter()
+    data = load_retrieval_dataset("cranfield")
+    common: dict[str, Any] = {
+        "models": [ENCODING_MODEL],
+        "poolings": ["last-avg"],
+        "transforms": ENCODING_TRANSFORMS,
+        "encodings": ENCODINGS,
+        "folds": args.folds,
+        "n_boot": args.n_boot,
+        "seed": 0,
+        "include_flow": False,
+        "show_progress": False,
+    }
+    with Encoder(ENCODING_MODEL, pooling="last-avg", max_length=MAX_LENGTH) as encoder:
+        result = tune(data, encoders={ENCODING_MODEL: encoder}, **common)
+        budgeted = tune(data, encoders={ENCODING_MODEL: encoder}, max_bytes_per_vector=ENCODING_BUDGET, **common)
+    result.plot(args.out / "tune-encodings-cranfield.png")
+    budget_check = budgeted.check_summary()
+    return {
+        "budget": ENCODING_BUDGET,
+        "budget_chosen": budgeted.chosen.candidate.label,
+        "budget_chosen_gain": [budgeted.chosen.gain, budgeted.chosen.low, budgeted.chosen.high],
+        "budget_check": budget_check,
+        "budget_fold_choices": [c.chosen for c in budgeted.checks],
+        "model": ENCODING_MODEL,
+        "set": "cranfield",
+        "protocol": f"query {args.folds}-fold, nDCG@10",
+        "n_dev": result.n_dev,
+        "candidates": [
+            {
+                "transform": r.transform,
+                "encoding": r.encoding,
+                "dim": r.dim,
+                "bytes": r.bytes_per_vector,
+                "status": r.status,
+                "dev": r.dev,
+                "gain": r.gain,
+                "ci95": [r.low, r.high],
+                "significant": r.significant,
+                "chosen": r.chosen,
+            }
+            for r in result.candidates
+        ],
+        "chosen": result.chosen.candidate.label,
+        "check": result.check_summary(),
+        "fold_choices": [c.chosen for c in result.checks],
+        "notes": result.notes,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def built_scores(folder: Path, model: str) -> dict[tuple[str, str], float]:
+    """nDCG@10 x 100 of the indexes benchmarks/results_compression.py built for real (compression-quality.json),
+    by (canonical transform, encoding); empty when that file is absent."""
+    from whitevec.tuning.space import canonical_transform
+
+    path = folder / "compression-quality.json"
+    if not path.is_file():
+        return {}
+    out = {}
+    for report in json.loads(path.read_text())["reports"]:
+        if report["model"] == model and report["dataset"] == "cranfield":
+            for score in report["scores"]:
+                out[(canonical_transform(score["transform"]), score["encoding"])] = 100 * score["ndcg_10"]
+    return out
+
+
+def render_encodings(run: dict[str, Any], built: dict[tuple[str, str], float]) -> list[str]:
+    """tune.md's section on the encoding axis; ``built``: the same configurations' scores from real indexes."""
+    check = run["check"]
+
+    def short(label: str) -> str:  # "model / pooling / transform / encoding" -> "transform / encoding"
+        return " / ".join(label.split(" / ")[2:])
+
+    lines = [
+        "",
+        "## The encoding axis: transform x index encoding on Cranfield",
+        "",
+        f"Command: `{run['command']}` (1-minute load average before: {run['load']}; quality figures do not depend "
+        "on load). Run time "
+        f"{run['seconds']} s. {run['model']}, last-avg, max_length {MAX_LENGTH}; {run['protocol']} over "
+        f"{run['n_dev']} judged queries. A compressed encoding is scored on the corpus stored with it and decoded "
+        "(a flat FAISS store trained on the 1,400 documents; queries stay float). bytes = code bytes per vector "
+        "(the index's 8-byte id per vector left out). dev = nDCG@10 x 100 over all judged queries; gain over "
+        "none / float32 with its 95% bootstrap interval; sig = significant over all candidates at once (max-t). "
+        "built index = the same configuration's nDCG@10 from compression-quality.json, where "
+        "benchmarks/results_compression.py built each index for real (`eval-retrieval`) and searched it.",
+        "",
+        "| transform | encoding | dim | bytes | dev | built index | gain [95% CI] | sig | status |",
+        "|---|---|---:|---:|---:|---:|---|---|---|",
+    ]
+    for r in run["candidates"]:
+        lo, hi = r["ci95"]
+        interval = "-" if lo is None else f"{r['gain']:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+        lines.append(
+            f"| {'**' if r['chosen'] else ''}{r['transform']}{'**' if r['chosen'] else ''} | {r['encoding']} | "
+            f"{r['dim']} | {r['bytes']:,} | {fmt(r['dev'])} | {fmt(built.get((r['transform'], r['encoding'])))} | "
+            f"{interval} | {'yes' if r['significant'] else ''} | "
+            f"{r['status'] if r['status'] != 'scored' else ''} |"
+        )
+    pairs = [
+        (r["dev"], built[(r["transform"], r["encoding"])])
+        for r in run["candidates"]
+        if r["dev"] is not None and (r["transform"], r["encoding"]) in built
+    ]
+    if pairs:
+        worst = max(abs(a - b) for a, b in pairs)
+        lines += [
+            "",
+            f"Decoded scoring against the built indexes: {len(pairs)} configurations in both, largest difference "
+            f"{worst:.4f} nDCG@10 points.",
+        ]
+    lines += [
+        "",
+        f"Chosen on all dev queries: **{short(run['chosen'])}**. On the held-out folds: raw {check['raw']:.2f}, "
+        f"tuned {check['tuned']:.2f} ({check['gain']:+.2f}). Per fold: "
+        + "; ".join(map(short, run["fold_choices"]))
+        + ".",
+        "",
+        f"With `--max-bytes-per-vector {run['budget']}` (the same candidates, those over {run['budget']} code "
+        f"bytes left out but the float32 baseline): chosen **{short(run['budget_chosen'])}**, dev gain "
+        f"{run['budget_chosen_gain'][0]:+.2f} [{run['budget_chosen_gain'][1]:+.2f}, "
+        f"{run['budget_chosen_gain'][2]:+.2f}]; on the held-out folds raw {run['budget_check']['raw']:.2f}, tuned "
+        f"{run['budget_check']['tuned']:.2f} ({run['budget_check']['gain']:+.2f}). Per fold: "
+        + "; ".join(map(short, run["budget_fold_choices"]))
+        + ".",
+        "",
+        *[f"- note: {n}" for n in run["notes"]],
+        "",
+        "![quality against bytes](tune-encodings-cranfield.png)",
+    ]
+    return lines
 
 
 def _sample(pairs: list[Any], limit: int) -> list[Any]:
@@ -218,6 +364,8 @@ def render_tune(data: dict[str, Any]) -> str:
     ]
     lines += ["", "Run time per set (encoding from the vector cache; fits, scoring, bootstrap):", ""]
     lines += [f"- {r['model']} {r['set']}: {r['seconds']} s, {r['n_candidates']} candidates" for r in rows]
+    if "encodings" in data:
+        lines += render_encodings(data["encodings"], built_scores(OUT, data["encodings"]["model"]))
     return "\n".join(lines) + "\n"
 
 
@@ -297,10 +445,18 @@ def main() -> None:
     parser.add_argument("--zh-pairs", type=int, default=2000, help="valid/test pairs per Chinese task (sample)")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--render-only", action="store_true", help="rewrite the .md files from tune.json")
+    parser.add_argument("--encodings-run", action="store_true", help="only the encoding axis on Cranfield")
     args = parser.parse_args()
     json_path = args.out / "tune.json"
     data: dict[str, Any] = json.loads(json_path.read_text()) if json_path.is_file() else {"rows": []}
-    if not args.render_only:
+    if args.encodings_run:
+        load = round(os.getloadavg()[0], 2)
+        encodings = run_encodings(args)
+        encodings.update(command=" ".join([COMMAND, *sys.argv[1:]]), load=load)
+        data = json.loads(json_path.read_text()) if json_path.is_file() else {"rows": []}
+        data["encodings"] = encodings
+        write_json(json_path, data)
+    elif not args.render_only:
         mine: list[dict[str, Any]] = []
         command = " ".join([COMMAND, *sys.argv[1:]])
         load = round(os.getloadavg()[0], 2)

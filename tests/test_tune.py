@@ -20,7 +20,7 @@ from whitevec.transforms import AllButTheTop, Whitening, make_transform, whiteni
 from whitevec.tuning import ConfigMismatchError, TunedConfig, apply_config, tune
 from whitevec.tuning.run import CandidateResult, _choose, _Scored
 from whitevec.tuning.selection import bootstrap_gains, mean_resampled, resample_counts, spearman_resampled
-from whitevec.tuning.space import ENCODINGS, default_transforms
+from whitevec.tuning.space import default_transforms, encoding_bytes
 
 MODEL = "table"
 
@@ -115,7 +115,7 @@ def test_ties_go_to_fewer_bytes_then_linear_before_flow() -> None:
     slightly_worse = better + 0.03 * (raw - gold)  # a little of raw's noise: below ``better``, tied, not beaten
 
     def scored(transform: str, dim: int, items: np.ndarray) -> _Scored:
-        size = ENCODINGS["float32"].bytes_per_vector(dim)
+        size = encoding_bytes("float32", dim)
         return _Scored(CandidateResult(MODEL, "last-avg", transform, "float32", dim, size), items, None)
 
     items = np.arange(200)
@@ -298,7 +298,9 @@ def test_constant_gold_is_an_error() -> None:
         ({"metric": "ndcg@10"}, "valid metrics: spearman"),
         ({"transforms": ["whitening", "zca"]}, "valid forms: none, raw, whitening"),
         ({"transforms": ["whitening-gamma"]}, "unknown transform spec"),
-        ({"encodings": ["pq8"]}, "valid encodings: float32"),
+        ({"encodings": ["pq"]}, "unknown encoding 'pq'; valid: float32, fp16, sq8"),
+        ({"encodings": ["sq8+refine"]}, "add \\+refine when you build"),
+        ({"encodings": ["faiss:IVF4,PQ4"]}, "known only after a build"),
         ({"transforms": ["whitening-64"]}, "needs at least 64 dimensions"),
         ({"folds": 1}, "folds"),
         ({"max_bytes_per_vector": 0}, "max_bytes_per_vector"),

@@ -94,7 +94,7 @@ def test_tune_writes_a_config_that_eval_index_build_and_search_apply(
     [
         (["--metric", "ndcg@10"], "valid metrics: spearman"),
         (["--candidates", "whitening,zca"], "valid forms"),
-        (["--encodings", "sq8"], "valid encodings: float32"),
+        (["--encodings", "sq8,zip"], "unknown encoding 'zip'; valid: float32"),
         (["--pooling", "middle"], "unknown pooling"),
     ],
 )
@@ -136,3 +136,46 @@ def test_an_interrupted_tune_writes_nothing(
     )
     assert code == 130 and "interrupted" in err
     assert list(tmp_path.glob("tuned*")) == []
+
+
+def test_tune_searches_encodings_and_index_build_applies_the_chosen_one(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "tuned.json"
+    argv = ["tune", "--pairs", str(files["pairs"]), "--model", str(files["bert"]), "--out", str(config)]
+    code, out, err = _run([*argv, "--candidates", "whitening-8", "--encodings", "sq8,fp16", "-q"], capsys)
+    assert code == 0, err
+    assert "sq8" in out and "fp16" in out
+    assert (tmp_path / "tuned.png").stat().st_size > 0  # several encodings: the quality-per-byte plot by default
+    code, _, err = _run([*argv, "--encodings", "sq8", "--max-bytes-per-vector", "1", "-q"], capsys)
+    assert code == 2 and "no candidate fits in 1 bytes per vector" in err
+    # A configuration naming an encoding: index build stores with it, eval decodes it, --encoding may not differ.
+    saved = json.loads(config.read_text())
+    saved.update(transform="whitening-8", encoding="sq8", dim=8, bytes_per_vector=8)
+    config.write_text(json.dumps(saved))
+    index = tmp_path / "idx"
+    build = [
+        "index",
+        "build",
+        "--corpus",
+        str(files["corpus"]),
+        "--out",
+        str(index),
+        "--config",
+        str(config),
+        "-q",
+    ]
+    code, _, err = _run(build, capsys)
+    assert code == 0, err
+    code, stdout, _ = _run(["index", "info", str(index)], capsys)
+    info = json.loads(stdout)
+    assert info["index_params"]["encoding"] == "sq8" and info["size"]["code_bytes_per_vector"] == 8
+    code, _, err = _run([*build, "--encoding", "sq8"], capsys)
+    assert code == 0, err  # the same encoding: fine
+    code, _, err = _run([*build, "--encoding", "pq4"], capsys)
+    assert code == 2 and "--encoding pq4 contradicts the tuned configuration" in err
+    code, out, err = _run(
+        ["eval", "--config", str(config), "--tasks", "", "--pairs", str(files["pairs"]), "-q"], capsys
+    )
+    assert code == 0, err
+    assert "whitening-8 / sq8" in out

@@ -97,7 +97,9 @@ ComputeOpt = Annotated[
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 ConfigOpt = Annotated[
     Path | None,
-    typer.Option("--config", help="A tuned configuration (whitevec tune): its model, pooling and transform."),
+    typer.Option(
+        "--config", help="A tuned configuration (whitevec tune): its model, pooling, transform and encoding."
+    ),
 ]
 
 
@@ -187,18 +189,30 @@ def _check_specs(poolings: list[str], transforms: list[str]) -> None:
 
 def _from_config(
     config: Path, command: Callable[..., None], run: RunOptions, **given: str | None
-) -> tuple[str, str, str, RunOptions]:
-    """(model, pooling, transform) of a tuned configuration. An option set to something other than its default
-    must say what the configuration says (another --model or --pooling would make its transform invalid)."""
+) -> tuple[str, str, str, str, RunOptions]:
+    """(model, pooling, transform, encoding) of a tuned configuration. An option set to something other than its
+    default must say what the configuration says (another --model or --pooling would make its transform invalid;
+    another --encoding is not the configuration that was scored)."""
+    from whitevec.index.encodings import parse_encoding
     from whitevec.tuning.config import ConfigMismatchError, TunedConfig
 
     tuned = TunedConfig.load(config)
-    if tuned.encoding != "float32":
-        raise BadInputError(f"{config} names index encoding {tuned.encoding!r}; this command stores float32 only")
-    wanted = {"model": tuned.model, "pooling": tuned.pooling, "transform": tuned.transform}
+    wanted = {
+        "model": tuned.model,
+        "pooling": tuned.pooling,
+        "transform": tuned.transform,
+        "encoding": tuned.encoding,
+    }
     defaults = inspect.signature(command).parameters
     for name, value in given.items():
-        if value is not None and value != defaults[name].default and value.strip().lower() != wanted[name].lower():
+        if value is None or value == defaults[name].default:
+            continue
+        same = (
+            parse_encoding(value).spec == tuned.encoding
+            if name == "encoding"
+            else value.strip().lower() == wanted[name].lower()
+        )
+        if not same:
             raise ConfigMismatchError(
                 f"--{name} {value} contradicts the tuned configuration {config}, which names {name} "
                 f"{wanted[name]!r}; leave --{name} out, or tune again"
@@ -209,7 +223,7 @@ def _from_config(
             f"--max-length {run.max_length} contradicts the tuned configuration {config}, which was tuned with "
             f"max_length {tuned.max_length}; leave --max-length out, or tune again"
         )
-    return tuned.model, tuned.pooling, tuned.transform, replace(run, max_length=tuned.max_length)
+    return tuned.model, tuned.pooling, tuned.transform, tuned.encoding, replace(run, max_length=tuned.max_length)
 
 
 def _check_json_file(path: Path | None) -> None:
@@ -288,11 +302,13 @@ def eval_command(
     *,
     run: RunOptions,
 ) -> None:
-    """Spearman x 100 on STS tasks, raw and transformed: all / mean / wmean side by side."""
+    """Spearman x 100 on STS tasks, raw and transformed: all / mean / wmean side by side. With --config, its
+    encoding too: vectors stored with a compressed encoding are decoded before the cosines, as tune scored them."""
     from whitevec.datasets import load_sts_task, read_pairs_file
 
+    encoding = "float32"
     if config is not None:
-        model, pooling, transform, run = _from_config(
+        model, pooling, transform, encoding, run = _from_config(
             config, eval_command, run, model=model, pooling=pooling, transform=transform
         )
 
@@ -308,7 +324,9 @@ def eval_command(
     transforms = split_list(transform)
     _check_specs(poolings, transforms)
     with _encoder(model, poolings[0], run) as encoder:
-        report = evaluate_sts_poolings(encoder, poolings, loaded, transforms, fit_on, run.show_progress)
+        report = evaluate_sts_poolings(
+            encoder, poolings, loaded, transforms, fit_on, run.show_progress, encoding=encoding
+        )
     columns = ("task", "pooling", "transform", "pairs", "all", "mean", "wmean")
     table = _table(f"STS Spearman x 100 - {model} (transform fitted on {fit_on})", columns, columns[:3])
     for score in report.scores:
@@ -316,7 +334,7 @@ def eval_command(
         table.add_row(
             score.task,
             score.pooling,
-            score.transform,
+            score.transform + ("" if score.encoding == "float32" else f" / {score.encoding}"),
             str(n_pairs),
             f"{score.all:.2f}",
             f"{score.mean:.2f}",
@@ -563,8 +581,8 @@ def index_build_command(
     from whitevec.datasets.retrieval import read_corpus_file
 
     if config is not None:
-        model, pooling, transform, run = _from_config(
-            config, index_build_command, run, model=model, pooling=pooling, transform=transform
+        model, pooling, transform, encoding, run = _from_config(
+            config, index_build_command, run, model=model, pooling=pooling, transform=transform, encoding=encoding
         )
 
     docs = read_corpus_file(corpus)
@@ -816,14 +834,22 @@ def tune_command(
         str, typer.Option("--candidates", help="'default' (the grid) or a comma list of transform specs.")
     ] = "default",
     no_flow: Annotated[bool, typer.Option("--no-flow", help="Leave flow out of the default grid.")] = False,
-    encodings: Annotated[str, typer.Option("--encodings", help="Index encodings to search (comma list).")] = (
-        "float32"
-    ),
+    encodings: Annotated[
+        str,
+        typer.Option(
+            "--encodings",
+            help="Index encodings to search, comma list (float32, fp16, sq8, sq4, pqM, pqMxB, opqM,pqM), or all. "
+            "float32 is always scored.",
+        ),
+    ] = "float32",
     metric: Annotated[
         str | None, typer.Option("--metric", help="spearman (pairs); ndcg@10 (default), recall@K, mrr@K, map.")
     ] = None,
     max_bytes_per_vector: Annotated[
-        int | None, typer.Option("--max-bytes-per-vector", help="Choose only configurations within this size.")
+        int | None,
+        typer.Option(
+            "--max-bytes-per-vector", help="Score and choose only configurations whose code bytes a vector fit."
+        ),
     ] = None,
     max_seconds: Annotated[
         float | None, typer.Option("--max-seconds", help="Stop fitting new candidates after this long.")
@@ -833,7 +859,13 @@ def tune_command(
     n_boot: Annotated[int, typer.Option("--bootstrap", help="Bootstrap resamples.")] = 1000,
     data_dir: DataDirOpt = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write every candidate's figures here.")] = None,
-    plot: Annotated[Path | None, typer.Option("--plot", help="PNG: dev score against bytes per vector.")] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            help="PNG: dev score against bytes per vector (default with several encodings: next to --out, .png).",
+        ),
+    ] = None,
     *,
     run: RunOptions,
 ) -> None:
@@ -868,19 +900,23 @@ def tune_command(
         fit_texts = read_texts_file(fit_file)
     check_output(out, "--out file")
     _check_json_file(json_out)
+    from whitevec.index.encodings import split_encoding_list
+    from whitevec.tuning.space import check_encodings, check_transforms
+
+    encoding_list = check_encodings(split_encoding_list(encodings))
+    if plot is None and len(encoding_list) > 1:
+        plot = out.with_suffix(".png")  # several encodings: the quality-per-byte picture is part of the answer
     if plot is not None:
         check_output(plot, "--plot file")
     models = split_list(model)
     for each in models:
         check_encoder(each, run.cache)
     from whitevec.tuning import check_metric
-    from whitevec.tuning.space import check_encodings, check_transforms
 
     check_metric(metric, "retrieval" if dataset is not None else "sts")
     specs = None if candidates.strip().lower() == "default" else check_transforms(split_list(candidates))
     poolings = split_list(pooling) if pooling is not None else [_default_pooling(models[0], "last-avg")]
     _check_specs(poolings, [])
-    check_encodings(split_list(encodings))
     from whitevec.tuning import tune
 
     encoders = {each: _encoder(each, poolings[0], run) for each in models}
@@ -892,7 +928,7 @@ def tune_command(
             fit_texts=fit_texts,
             test=test,
             transforms=specs,
-            encodings=split_list(encodings),
+            encodings=encoding_list,
             metric=metric,
             folds=folds,
             seed=seed,

@@ -57,6 +57,7 @@ class StsScore:
     mean: float
     wmean: float
     fit_seconds: float = 0.0
+    encoding: str = "float32"  # how the vectors were stored before the cosines (see evaluate_sts)
 
 
 @dataclass
@@ -113,12 +114,19 @@ def evaluate_sts(
     fit_on: str | os.PathLike[str] = FIT_TARGET,
     show_progress: bool | None = None,
     make: Callable[[str], Transform | None] = make_transform,
+    encoding: str = "float32",
 ) -> StsReport:
     """Evaluate ``encoder`` on ``tasks`` under each transform spec (see ``make_transform``).
 
     All sentences a task needs (evaluated pairs and fitting sentences) are encoded once; each transform is then
-    fitted and applied to the cached vectors.
+    fitted and applied to the cached vectors. ``encoding`` other than float32 (an index encoding spec, as a tuned
+    configuration names one): a task's evaluated sentences are stored with it and decoded before the cosines, as
+    ``whitevec tune`` scores an encoding (:func:`whitevec.tuning.run.encoded_vectors`; codes trained on the
+    task's evaluated sentences).
     """
+    from whitevec.index.encodings import parse_encoding
+
+    encoding = parse_encoding(encoding).spec
     if not tasks:
         raise BadInputError("no STS task to evaluate")
     if not transforms:
@@ -142,6 +150,11 @@ def evaluate_sts(
                 space = np.asarray(transform.transform(vectors))
             else:
                 space = vectors
+            if encoding != "float32":
+                from whitevec.tuning.run import encoded_vectors
+
+                stored = np.unique([row_of[t] for t in task.evaluated_sentences()])
+                space = encoded_vectors(np.asarray(space, dtype=np.float32), encoding, stored)
             elapsed = time.perf_counter() - started
 
             def vectors_of(
@@ -164,6 +177,7 @@ def evaluate_sts(
                     mean=mean,
                     wmean=wmean,
                     fit_seconds=elapsed,
+                    encoding=encoding,
                 )
             )
     return report
@@ -176,6 +190,7 @@ def evaluate_sts_poolings(
     transforms: Sequence[str] = ("none", "whitening"),
     fit_on: str | os.PathLike[str] = FIT_TARGET,
     show_progress: bool | None = None,
+    encoding: str = "float32",
 ) -> StsReport:
     """:func:`evaluate_sts` for several poolings of one model, with one forward pass over the sentences.
 
@@ -198,7 +213,7 @@ def evaluate_sts_poolings(
         )
     report: StsReport | None = None
     for each in encoders:
-        part = evaluate_sts(each, tasks, transforms, fit_on, show_progress)
+        part = evaluate_sts(each, tasks, transforms, fit_on, show_progress, encoding=encoding)
         if report is None:
             report = part
         else:

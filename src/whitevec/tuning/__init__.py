@@ -7,14 +7,12 @@ significant; :class:`TunedConfig` is the choice, saved as JSON and applied by ``
 
 from whitevec.tuning.config import ConfigMismatchError, TunedConfig, apply_config
 from whitevec.tuning.run import CandidateResult, FoldCheck, TuneResult, check_metric, tune
-from whitevec.tuning.space import ENCODINGS, Candidate, Encoding, default_transforms
+from whitevec.tuning.space import Candidate, default_transforms
 
 __all__ = [
-    "ENCODINGS",
     "Candidate",
     "CandidateResult",
     "ConfigMismatchError",
-    "Encoding",
     "FoldCheck",
     "TuneResult",
     "TunedConfig",

@@ -25,8 +25,9 @@ import numpy as np
 from whitevec._io import write_json
 from whitevec._version import __version__
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError
+from whitevec.index.encodings import parse_encoding
 from whitevec.transforms import make_transform
-from whitevec.tuning.space import ENCODINGS, canonical_transform
+from whitevec.tuning.space import canonical_transform
 
 if TYPE_CHECKING:
     from whitevec.encoder import Encoder
@@ -122,12 +123,9 @@ class TunedConfig:
 
             get_pooling(values["pooling"])
             values["transform"] = canonical_transform(values["transform"])
+            values["encoding"] = parse_encoding(values["encoding"]).spec
         except BadInputError as exc:
             raise CorruptFileError(f"{source}: {exc}") from None
-        if values["encoding"] not in ENCODINGS:
-            raise CorruptFileError(
-                f"{source}: encoding {values['encoding']!r} is not one this whitevec has ({', '.join(ENCODINGS)})"
-            )
         return cls(**values)
 
     # --- applying ---------------------------------------------------------------------------------------
@@ -189,7 +187,8 @@ def apply_config(
     show_progress: bool | None = None,
 ) -> np.ndarray:
     """The vectors ``config`` gives ``texts``: encoded with its model and pooling, then its transform fitted on
-    ``fit_texts`` (unlabelled) and applied. Returns float32 (len(texts), config.dim)."""
+    ``fit_texts`` (unlabelled) and applied. Returns float32 (len(texts), config.dim): the float vectors, before
+    any index encoding (``config.encoding`` is applied by the index, ``whitevec index build --config``)."""
     own = encoder is None
     enc = config.encoder() if encoder is None else encoder
     try:

@@ -9,6 +9,12 @@ Protocol:
    share one pass over the data: their moments are the same, only k, beta and gamma differ.
 3. Each candidate scores each dev item: the cosine of each pair (STS; the statistic is Spearman x 100 over the
    pairs) or the metric of each query (retrieval: nDCG@10 by default; exact cosine search over the corpus).
+   A compressed encoding is scored as the index would store it (:func:`encoded_vectors`): a flat FAISS store
+   with that encoding trains its codes on the stored side (the documents; for pairs every sentence) and the
+   stored vectors are replaced by their decoded codes; queries stay float (asymmetric search) and are scored as
+   the store scores them. For pairs both sentences are decoded and compared by cosine. A PQ encoding whose M
+   does not divide a transform's output dimension is skipped for that transform; too few stored vectors for
+   2^8 centroids lower its bits as the index would (noted), and the candidate carries the lowered spec.
 4. Choice on a set of items (see :mod:`whitevec.tuning.selection`): the candidates whose gain over the baseline
    (the first model and pooling with no transform) is significant on a paired bootstrap, simultaneously over
    all candidates; among them the best point gain, then, among those tied with it (the 95% interval of the
@@ -58,13 +64,14 @@ from whitevec.tuning.selection import (
     tied_with,
 )
 from whitevec.tuning.space import (
-    ENCODINGS,
+    ALL_ENCODINGS,
     Candidate,
     check_encodings,
     check_transform_for_dim,
     check_transforms,
     cost_key,
     default_transforms,
+    encoding_bytes,
     output_dim,
 )
 
@@ -228,14 +235,31 @@ class TuneResult:
 
 
 # --- scoring -------------------------------------------------------------------------------------------------
-def encoded_vectors(vectors: np.ndarray, encoding: str, stored: np.ndarray | None = None) -> np.ndarray:
-    """The vectors as an index with ``encoding`` would compare them. The hook for index encodings: ``float32``
-    keeps them as they are; a compressed encoding will train its codec on ``stored`` (the transformed vectors of
-    the stored side: the documents, or every sentence of the pairs) and return the vectors as the index would
-    score them (decoded, for the stored side; queries stay float, as in asymmetric search)."""
+TRAIN_SAMPLE = 100_000
+"""At most this many stored vectors (drawn with the index's own seed) train a candidate's codes; fewer: all."""
+
+
+def encoded_vectors(vectors: np.ndarray, encoding: str, stored: np.ndarray) -> np.ndarray:
+    """``vectors`` as an index with ``encoding`` compares them: ``float32`` keeps them as they are; otherwise the
+    rows ``stored`` (the stored side: the documents, or every sentence of the pairs) are unit-normalised as a
+    cosine index stores them, a flat FAISS store with that encoding trains its codes on them (all of them, or a
+    seeded sample of :data:`TRAIN_SAMPLE`) and stores them, and they come back decoded
+    (:func:`whitevec.index.faiss_store.decoded_codes`: the index's own factory string, training and codes). The
+    other rows (queries) stay float, as in faiss's asymmetric search."""
     if encoding == "float32":
         return vectors
-    raise BadInputError(f"encoding {encoding!r} cannot be scored yet; valid encodings: {', '.join(ENCODINGS)}")
+    from whitevec.index.faiss_store import decoded_codes
+
+    rows = vectors[stored]
+    sample = TRAIN_SAMPLE if rows.shape[0] > TRAIN_SAMPLE else None
+    decoded, used, _ = decoded_codes(
+        unit_rows(rows, dtype=np.float32, zero_rows="keep"), encoding, "cosine", sample
+    )
+    if used.spec != encoding:
+        raise BadInputError(f"encoding {encoding} became {used.spec} when trained; give {used.spec}")
+    out = np.array(vectors, dtype=np.float32, copy=True)
+    out[stored] = decoded
+    return out
 
 
 def _query_metric(metric: str) -> tuple[Callable[[Sequence[str], Mapping[str, int]], float], int]:
@@ -257,15 +281,23 @@ def _per_query_scores(
     doc_ids: list[str],
     qrels: list[Mapping[str, int]],
     metric: str,
+    encoding: str = "float32",
 ) -> np.ndarray:
-    """Each query's metric under exact cosine search over the documents (ties broken by document order)."""
+    """Each query's metric under exact search over the documents as a flat cosine index with ``encoding`` scores
+    them (ties broken by document order): cosine for float32; against decoded codes (``doc_vectors`` from
+    :func:`encoded_vectors`), the index's own score (:func:`whitevec.index.faiss_store.cosine_scores`)."""
+    from whitevec.index.faiss_store import cosine_scores
+
     score_of, depth = _query_metric(metric)
     depth = min(depth, len(doc_ids))
-    docs = unit_rows(doc_vectors, dtype=np.float32, zero_rows="keep")
+    if encoding == "float32":
+        docs = unit_rows(doc_vectors, dtype=np.float32, zero_rows="keep")
+    else:
+        docs = np.ascontiguousarray(doc_vectors, dtype=np.float32)
     queries = unit_rows(query_vectors, dtype=np.float32, zero_rows="keep")
     out = np.empty(len(qrels), dtype=np.float64)
     for start in range(0, len(qrels), 256):
-        sims = queries[start : start + 256] @ docs.T
+        sims = cosine_scores(queries[start : start + 256], docs, encoding)
         top = np.argpartition(-sims, depth - 1, axis=1)[:, :depth] if depth < sims.shape[1] else None
         for j in range(sims.shape[0]):
             row = sims[j]
@@ -399,9 +431,12 @@ def tune(
         test: separate scored pairs to report the choice on (STS). ``test_queries``: query ids of ``dev`` held
             out as test (retrieval). Without test data the choice is checked by ``folds``-fold over the dev items.
         transforms: transform specs (default: :func:`whitevec.tuning.space.default_transforms`; ``none`` is
-            always added). ``encodings``: index encodings (only ``float32`` today).
+            always added). ``encodings``: index encoding specs (:func:`whitevec.index.encodings.parse_encoding`;
+            ``float32`` is always added), or ``all``: every spec
+            :func:`whitevec.index.encodings.list_encodings` gives each transform's output dimension.
         metric: ``spearman`` for pairs; ``ndcg@10`` (default), ``recall@K``, ``mrr@K`` or ``map`` for retrieval.
-        max_bytes_per_vector: only candidates whose stored vector fits are chosen.
+        max_bytes_per_vector: only candidates whose code bytes per vector fit are fitted and scored (and the
+            baseline); BadInputError when none does.
         max_seconds: stop fitting further candidates after this many seconds (encoding not counted).
         encoders: model name -> an already made encoder (e.g. an :class:`whitevec.encoder.Encoder`); other
             models are loaded with ``encoder_options`` and closed afterwards.
@@ -476,7 +511,10 @@ def tune(
                 f"{len(dev_q)} judged dev queries; tuning needs at least 2 (and 10 for a stable choice)"
             )
         doc_texts = [d.text for d in dev.corpus]
-        fit = list(dict.fromkeys(fit_texts if fit_texts is not None else doc_texts))
+        # The corpus as an index fits on it (Retriever.build): every document, a repeated text as often as it
+        # occurs, so that ``index build --config`` gives the vectors scored here (on Cranfield one repeated
+        # document moved pca-128 + sq8 by 0.18 nDCG@10 when fitted on the distinct texts only).
+        fit = list(dict.fromkeys(fit_texts)) if fit_texts is not None else doc_texts
         texts = list(dict.fromkeys([*doc_texts, *(judged[q] for q in [*dev_q, *test_q]), *fit]))
         n_dev, n_test = len(dev_q), len(test_q)
         if n_dev < MIN_QUERIES:
@@ -512,7 +550,12 @@ def tune(
             vectors[(model, pooling)] = found[pooling]
 
     # --- candidates, cheapest first (flow last, so a time box cuts the slow ones) --------------------------
+    dev_index, test_index = _item_rows(kind, dev, test, test_queries, row_of)
+    scored_rows, stored_rows = _scored_rows(dev_index, test_index)
+    n_train = min(stored_rows.size, TRAIN_SAMPLE)
     plan: list[Candidate] = []
+    skipped_plan: dict[Candidate, str] = {}  # left out before fitting: an encoding that cannot take the candidate
+    over_budget = 0
     for model in models:
         dim = int(info[model]["dim"])
         grid = specs if specs is not None else check_transforms(default_transforms(dim, include_flow=include_flow))
@@ -520,14 +563,52 @@ def tune(
             check_transform_for_dim(spec, dim)
         for pooling in poolings:
             for spec in grid:
-                for encoding in encoding_names:
-                    plan.append(Candidate(model, pooling, spec, encoding))
+                out_dim = output_dim(spec, dim)
+                for asked in _expand_encodings(encoding_names, out_dim):
+                    try:
+                        encoding, lowered = _effective_encoding(asked, out_dim, n_train)
+                    except BadInputError as exc:
+                        reason = str(exc).split("; ")[0]
+                        skipped_plan[Candidate(model, pooling, spec, asked)] = f"skipped: {_short(reason)}"
+                        if str(exc) not in notes:
+                            notes.append(str(exc))
+                        plan.append(Candidate(model, pooling, spec, asked))
+                        continue
+                    if lowered and lowered not in notes:
+                        notes.append(lowered)
+                    candidate = Candidate(model, pooling, spec, encoding)
+                    baseline = not plan
+                    if (
+                        not baseline
+                        and max_bytes_per_vector is not None
+                        and encoding_bytes(encoding, out_dim) > max_bytes_per_vector
+                    ):
+                        over_budget += 1
+                        continue
+                    plan.append(candidate)
+    plan = list(dict.fromkeys(plan))  # two asked encodings may come to the same one (pq96, pq96x5)
+    if max_bytes_per_vector is not None:
+        within = [c for c in plan[1:] if c not in skipped_plan]
+        if not within:
+            raise BadInputError(
+                f"no candidate fits in {max_bytes_per_vector} bytes per vector (the encodings' code bytes at each "
+                "transform's output dimension); raise --max-bytes-per-vector, or add smaller encodings (sq4, pqM "
+                "with a small M) or lower-dimensional transforms (whitening-K)"
+            )
+        if over_budget:
+            notes.append(
+                f"{over_budget} candidates over the budget of {max_bytes_per_vector} bytes per vector left out "
+                "(none / float32 is scored as the baseline all the same)"
+            )
+    if skipped_plan:
+        notes.append(
+            f"{len(skipped_plan)} candidates skipped: their encoding does not fit the transform's output (above)"
+        )
     plan.sort(key=lambda c: c.family == "flow")  # stable: the order above otherwise
-    dev_index, test_index = _item_rows(kind, dev, test, test_queries, row_of)
     scored: list[_Scored] = []
     results: list[CandidateResult] = []
     shared_fits: dict[tuple[str, str, str], tuple[Transform, float]] = {}
-    scored_rows, stored_rows = _scored_rows(dev_index, test_index)
+    last_space: dict[tuple[str, str, str], tuple[np.ndarray, float]] = {}  # encodings of one transform share it
     progress = _progress(show_progress, len(plan))
     task = None
     if progress is not None:
@@ -537,19 +618,29 @@ def tune(
         for candidate in plan:
             raw = vectors[(candidate.model, candidate.pooling)]
             dim = output_dim(candidate.transform, raw.shape[1])
-            size = ENCODINGS[candidate.encoding].bytes_per_vector(dim)
+            size = encoding_bytes(candidate.encoding, dim)
             result = CandidateResult(
                 candidate.model, candidate.pooling, candidate.transform, candidate.encoding, dim, size
             )
             results.append(result)
             elapsed = time.perf_counter() - started
-            if max_seconds is not None and elapsed > max_seconds and candidate.transform != "none":
+            if candidate in skipped_plan:
+                result.status = skipped_plan[candidate]
+            elif max_seconds is not None and elapsed > max_seconds and candidate.transform != "none":
                 result.status = f"skipped: time box of {max_seconds:g} s spent"
             else:
                 try:
-                    space, result.fit_seconds = _fit_apply(candidate, raw, fit_rows, scored_rows, shared_fits)
-                    stored = encoded_vectors(space, candidate.encoding, space[stored_rows])
-                    dev_items, test_items = _item_scores(kind, stored, dev_index, test_index, dev, metric_name)
+                    key = (candidate.model, candidate.pooling, candidate.transform)
+                    if key not in last_space:
+                        last_space.clear()
+                        last_space[key] = _fit_apply(candidate, raw, fit_rows, scored_rows, shared_fits)
+                    space, result.fit_seconds = last_space[key]
+                    coded = time.perf_counter()
+                    stored = encoded_vectors(space, candidate.encoding, stored_rows)
+                    result.fit_seconds += time.perf_counter() - coded
+                    dev_items, test_items = _item_scores(
+                        kind, stored, dev_index, test_index, dev, metric_name, candidate.encoding
+                    )
                     scored.append(_Scored(result, dev_items, test_items))
                 except BadInputError as exc:
                     result.status = f"failed: {exc}"
@@ -560,7 +651,7 @@ def tune(
             progress.__exit__(None, None, None)
     if not scored or scored[0].result is not results[0]:
         raise BadInputError("the baseline (no transform) could not be scored")
-    skipped = [r for r in results if r.status.startswith("skipped")]
+    skipped = [r for r in results if r.status.startswith("skipped: time box")]
     if skipped:
         notes.append(f"{len(skipped)} candidates not scored: the time box of {max_seconds:g} s ran out")
 
@@ -639,6 +730,40 @@ def tune(
     return result_obj
 
 
+def _expand_encodings(names: Sequence[str], dim: int) -> list[str]:
+    """The encoding specs to try at output dimension ``dim``: ``all`` becomes every spec
+    :func:`whitevec.index.encodings.list_encodings` gives (the budget is applied afterwards, to the bytes of the
+    encoding the index would really use); float32 stays first."""
+    from whitevec.index.encodings import list_encodings
+
+    out: list[str] = []
+    for name in names:
+        out += list_encodings(dim) if name == ALL_ENCODINGS else [name]
+    return list(dict.fromkeys(["float32", *out]))
+
+
+def _short(reason: str) -> str:
+    """A table-sized reason: ``pq48: PQ with M=48 sub-quantizers needs M to divide the dimension d=128`` ->
+    ``M=48 does not divide d=128``."""
+    match = re.search(r"M=(\d+) sub-quantizers needs M to divide the dimension d=(\d+)", reason)
+    if match:
+        return f"M={match.group(1)} does not divide d={match.group(2)}"
+    match = re.search(r"needs at least (\d+) training vectors", reason)
+    return f"needs {match.group(1)} training vectors" if match else reason
+
+
+def _effective_encoding(spec: str, dim: int, n_train: int) -> tuple[str, str | None]:
+    """The encoding a flat index of ``n_train`` training vectors would store at dimension ``dim`` (PQ bits lowered
+    when too few train it, :func:`whitevec.index.encodings.fit_to_training`), and the note saying so; BadInputError
+    when the encoding cannot take ``dim`` (PQ's M must divide it) or has too few training vectors at all."""
+    from whitevec.index.encodings import fit_to_training, parse_encoding
+
+    encoding = parse_encoding(spec)
+    encoding.check_dim(dim)
+    used, _, notes = fit_to_training(encoding, "flat", {}, n_train)
+    return used.spec, ("; ".join(notes) if notes else None)
+
+
 def _pairs(data: StsTask | Sequence[Pair] | None, what: str) -> list[Pair]:
     if isinstance(data, StsTask):
         pairs = data.all_pairs()
@@ -710,12 +835,13 @@ def _scored_rows(dev: _Rows, test: _Rows | None) -> tuple[np.ndarray, np.ndarray
         r for rows in (dev, test) if rows is not None for r in (rows.left, rows.right, rows.docs, rows.queries)
     ]
     scored = np.unique(np.concatenate([r for r in parts if r is not None]))
+    # The documents in corpus order, a repeated text as often as the index would hold it (training sees it so).
     stored = dev.docs if dev.docs is not None else scored
-    return scored, np.unique(stored)
+    return scored, stored
 
 
 def _item_scores(
-    kind: str, space: np.ndarray, dev: _Rows, test: _Rows | None, data: Any, metric: str
+    kind: str, space: np.ndarray, dev: _Rows, test: _Rows | None, data: Any, metric: str, encoding: str
 ) -> tuple[np.ndarray, np.ndarray | None]:
     def score(rows: _Rows) -> np.ndarray:
         if kind == "sts":
@@ -723,7 +849,7 @@ def _item_scores(
             return cosine_rows(space[rows.left], space[rows.right])
         assert rows.docs is not None and rows.queries is not None
         doc_ids = [d.id for d in data.corpus]
-        return _per_query_scores(space[rows.docs], space[rows.queries], doc_ids, rows.qrels, metric)
+        return _per_query_scores(space[rows.docs], space[rows.queries], doc_ids, rows.qrels, metric, encoding)
 
     return score(dev), (score(test) if test is not None else None)
 

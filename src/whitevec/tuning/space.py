@@ -5,39 +5,25 @@ Transforms are the spec strings of :func:`whitevec.transforms.make_transform`. T
 and ``flow``. Two grid points equal ones already in it and are left out: whitening with gamma 0 and all d
 dimensions is a rotation (beta 0: cosines exactly those of ``none``) or a centring (beta 1: ``center``).
 
-Encodings (how the index stores each vector) are the last axis. Only ``float32`` exists today; an encoding
-declares its bits per dimension, so a candidate's bytes per vector follow from its output dimension and
-``max_bytes_per_vector`` can filter on it. The index compression work adds entries to :data:`ENCODINGS` (and
-:func:`whitevec.tuning.run.encoded_vectors` applies them before scoring); nothing else here changes.
+Encodings (how the index stores each vector) are the last axis: the index's own encoding specs
+(:func:`whitevec.index.encodings.parse_encoding`: ``float32``, ``fp16``, ``sq8``, ``sq4``, ``pqM``, ``pqMxB``,
+``opqM,pqM``), or ``all``: every spec :func:`whitevec.index.encodings.list_encodings` gives a candidate's output
+dimension. A candidate's bytes per vector are the encoding's code bytes at its output dimension
+(:meth:`whitevec.index.encodings.Encoding.code_bytes`, the figure ``whitevec index info`` reports as
+``code_bytes_per_vector`` and the compression frontier's x axis; the 8-byte id every index keeps per vector is
+the same for all candidates and left out). ``float32`` is always scored: ``none`` stored as float32 is the
+baseline.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from whitevec.errors import BadInputError
+from whitevec.index.encodings import FORMS, parse_encoding
 from whitevec.transforms import SPEC_FORMS, AllButTheTop, Whitening, make_transform, whitening_spec
-
-
-@dataclass(frozen=True)
-class Encoding:
-    """How an index stores one vector: ``bits_per_dim`` bits per dimension (plus ``overhead_bytes``). A code
-    whose size does not follow the dimension (PQ: M bytes) is a subclass overriding :meth:`bytes_per_vector`."""
-
-    name: str
-    bits_per_dim: float
-    overhead_bytes: int = 0
-
-    def bytes_per_vector(self, dim: int) -> int:
-        """Bytes one stored vector of dimension ``dim`` takes."""
-        return math.ceil(dim * self.bits_per_dim / 8) + self.overhead_bytes
-
-
-ENCODINGS: dict[str, Encoding] = {"float32": Encoding("float32", 32.0)}
-"""The encodings tune can search. The index compression work adds fp16, SQ8, SQ4, PQ, OPQ, IVF-PQ here."""
 
 # Tie-breaking cost of a transform family: no transform, then linear maps, then the non-linear flow.
 _FAMILY_RANK = {"none": 0, "linear": 1, "flow": 2}
@@ -117,17 +103,41 @@ def default_transforms(dim: int, *, include_flow: bool = True) -> list[str]:
     return specs
 
 
+ALL_ENCODINGS = "all"
+"""The ``encodings`` entry standing for every spec :func:`whitevec.index.encodings.list_encodings` gives a
+candidate's output dimension (within ``max_bytes_per_vector``)."""
+
+
 def check_encodings(names: Sequence[str]) -> list[str]:
-    """Known encoding names, lower-cased; raises BadInputError listing the valid ones."""
-    out = []
+    """Canonical, de-duplicated encoding specs with ``float32`` first (the baseline stores float32), or ``all``;
+    raises BadInputError listing the valid forms for an unknown spec, and for the two tune cannot score by
+    decoding codes: an expert ``faiss:`` string (its size is known only after a build) and ``+refine``."""
+    out = ["float32"]
     for name in names:
-        key = name.strip().lower()
-        if key not in ENCODINGS:
-            raise BadInputError(f"unknown encoding {name!r}; valid encodings: {', '.join(ENCODINGS)}")
-        out.append(key)
-    if not out:
-        raise BadInputError(f"give at least one encoding; valid encodings: {', '.join(ENCODINGS)}")
+        if not isinstance(name, str) or not name.strip():
+            raise BadInputError(f"empty encoding; valid forms: {', '.join(FORMS)}, or {ALL_ENCODINGS}")
+        if name.strip().lower() == ALL_ENCODINGS:
+            out.append(ALL_ENCODINGS)
+            continue
+        encoding = parse_encoding(name)
+        if encoding.codec == "factory":
+            raise BadInputError(
+                f"encoding {name!r}: tune searches whitevec's encodings (float32, fp16, sq8, sq4, pqM, pqMxB, "
+                "opqM,pqM); an expert faiss string's size is known only after a build"
+            )
+        if encoding.refine:
+            raise BadInputError(
+                f"encoding {name!r}: tune scores the decoded codes; +refine re-ranks a shortlist with the float "
+                f"vectors, which that cannot reproduce. Tune {encoding.spec.removesuffix('+refine')} and add "
+                "+refine when you build the index"
+            )
+        out.append(encoding.spec)
     return list(dict.fromkeys(out))
+
+
+def encoding_bytes(encoding: str, dim: int) -> int:
+    """Code bytes one vector of dimension ``dim`` takes under ``encoding`` (see the module docstring)."""
+    return parse_encoding(encoding).code_bytes(dim)
 
 
 def check_transforms(specs: Sequence[str]) -> list[str]:
@@ -142,4 +152,4 @@ def check_transforms(specs: Sequence[str]) -> list[str]:
 
 def cost_key(candidate: Candidate, dim: int) -> tuple[int, int]:
     """What a tie is broken on, cheapest first: bytes per stored vector, then none < linear < flow."""
-    return ENCODINGS[candidate.encoding].bytes_per_vector(dim), _FAMILY_RANK[candidate.family]
+    return encoding_bytes(candidate.encoding, dim), _FAMILY_RANK[candidate.family]
