@@ -14,7 +14,12 @@ Beside each row:
 
 Each server configuration (``--configs``: ``label`` or ``label:setting=value,...`` with ServeSettings fields) runs
 in its own `whitevec serve` process, its log in a file. ``--peer infinity`` also runs infinity-emb (from its own
-venv, ``--peer-python``) on the same model folder and compares its POST /embeddings with whitevec's /embed.
+venv, ``--peer-python``) on the same model folder and compares its POST /embeddings with whitevec's /embed. That
+venv, offline from the package index (infinity-emb 0.0.78 brings sentence-transformers 3.4.1):
+
+    python3 -m venv /tmp/infinity-venv
+    /tmp/infinity-venv/bin/pip install torch==2.13.0 && \
+      /tmp/infinity-venv/bin/pip install 'infinity-emb[server,torch]==0.0.78' torch==2.13.0
 
     flock -x /work/cpu.lock python benchmarks/bench_serve.py --out docs/results/serve.md
 
