@@ -66,6 +66,12 @@ def default_nlist(n: int) -> int:
     return max(1, min(round(4 * math.sqrt(n)), n // 39))
 
 
+# Up to this many training vectors, codes train on one OpenMP thread: PQ's k-means runs thousands of small
+# parallel regions, which an oversubscribed machine turns into waits. 1400 x 384 unit vectors, pq96x5, load ~4.5
+# on two cores: 62 s with faiss's default threads, 0.69 s on one (pq48x5: 31 s vs 0.42 s).
+SMALL_TRAIN = 20_000
+
+
 @contextlib.contextmanager
 def _one_thread() -> Iterator[None]:
     """Run faiss on one OpenMP thread inside the block, on the calling thread only.
@@ -238,7 +244,9 @@ class FaissStore:
                     f"encoding {encoding.spec} needs at least {encoding.min_training()} training vectors; got "
                     f"{train.shape[0]}"
                 )
-            inner.train(train)
+            # A small training set trains on one thread (see SMALL_TRAIN): faster when the cores are shared.
+            with _one_thread() if train.shape[0] <= SMALL_TRAIN else contextlib.nullcontext():
+                inner.train(train)
         index = faiss.IndexIDMap2(inner)
         self._apply_search_params(index)
         return index
@@ -313,12 +321,6 @@ def check_encoding(kind: str, params: dict[str, Any], dim: int | None) -> None:
             raise BadInputError(f"the faiss factory string {encoding.factory!r} sets {name}; do not give it too")
 
 
-# Up to this many vectors, decoded_codes trains on one OpenMP thread: PQ's k-means runs thousands of small parallel
-# regions, which an oversubscribed machine turns into waits. 1400 x 384 unit vectors, pq96x5, load ~4.5 on two
-# cores: 62 s with faiss's default threads, 0.69 s on one (pq48x5: 31 s vs 0.42 s).
-SMALL_TRAIN = 20_000
-
-
 def decoded_codes(
     vectors: np.ndarray, encoding: str | Encoding, metric: str = "cosine", train_sample: int | None = None
 ) -> tuple[np.ndarray, Encoding, list[str]]:
@@ -338,8 +340,7 @@ def decoded_codes(
     if wanted.codec == "factory" or wanted.refine:
         raise BadInputError(f"encoding {wanted.spec}: only plain codes (no faiss: string, no +refine) are decoded")
     store = FaissStore(x.shape[1], metric, "flat", {ENCODING: wanted.spec, "train_sample": train_sample})
-    threads = _one_thread() if x.shape[0] <= SMALL_TRAIN else contextlib.nullcontext()
-    with warnings.catch_warnings(record=True) as caught, threads:
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", WhitevecWarning)
         store.add(np.arange(x.shape[0], dtype=np.int64), x)
     notes = [str(w.message) for w in caught if issubclass(w.category, WhitevecWarning)]
