@@ -25,7 +25,7 @@ ESTIMATORS = [
     AllButTheTop(),
     Whitening(),
     Whitening(gamma=0.0, precision="float32"),
-    Flow(levels=1, depth=1, width=8, batch_size=2, validation_fraction=0.0, epochs=1.0, show_progress=False),
+    Flow(levels=1, depth=1, width=8, batch_size=2, validation_fraction=0.0, max_steps=20, show_progress=False),
 ]
 
 
