@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,16 @@ from whitevec.transforms.base import Transform
 from whitevec.transforms.flow import Flow
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread() -> Iterator[None]:
+    # These flows are tiny: a second intra-op thread cannot help, and on a loaded 2-core machine its spinning
+    # made a 16-dim step ~50x slower (measured: 770 ms against 15 ms per step).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def _correlated(n: int, d: int, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     mixing = rng.normal(size=(d, d)) * rng.uniform(0.5, 4.0, size=d)
@@ -24,7 +35,7 @@ def _correlated(n: int, d: int, seed: int = 0) -> np.ndarray:
 
 
 def _quick(**params: object) -> Flow:
-    base: dict[str, object] = {"epochs": 1.0, "batch_size": 32, "show_progress": False}
+    base: dict[str, object] = {"max_steps": 10, "batch_size": 32, "show_progress": False}
     base.update(params)
     return Flow(**base)  # type: ignore[arg-type]
 
@@ -99,16 +110,67 @@ def test_latent_of_correlated_gaussian_is_standard_normal() -> None:
     raw_cov = np.cov(X.T)
     assert np.max(np.abs(raw_cov - np.eye(d))) > 5  # so that an identity map would fail below
     # One level keeps the test fast; the factor-out path is covered by the round-trip and Jacobian tests.
-    flow = Flow(epochs=40, lr=5e-3, batch_size=256, levels=1, show_progress=False, patience=None).fit(X)
+    flow = Flow(max_steps=600, lr=5e-3, batch_size=256, levels=1, show_progress=False, patience_steps=None).fit(X)
     # Judge on fresh draws from the same distribution, not on the rows the flow saw.
     Z = flow.transform(_correlated(20000, d, seed=0)[4000:])
     # Tolerances: sampling error of the 16000-row check is ~1/sqrt(16000) = 0.008 for means and ~0.011 for
-    # covariance entries; the flow saw 3600 rows (~0.017 / 0.024), and ~560 constant-rate Adam steps leave it
-    # short of the exact optimum: measured 0.10 (mean) and 0.08 (covariance) with this seed. 0.2 and 0.15 leave
-    # room for that optimisation error while an untrained flow (actnorm only) misses the covariance by 0.8
-    # and the raw data's means are ~3.
+    # covariance entries; the flow saw 3600 rows (~0.017 / 0.024). 0.2 and 0.15 leave room for optimisation
+    # error while an untrained flow (actnorm only) misses the covariance by 0.8 and the raw data's means are ~3.
     assert np.max(np.abs(Z.mean(axis=0))) < 0.2
     assert np.max(np.abs(np.cov(Z.T) - np.eye(d))) < 0.15
+
+
+def test_defaults_gaussianise_a_correlated_gaussian() -> None:
+    # The case an invertible linear map solves exactly; the defaults (only the seed given) must get there.
+    rng = np.random.default_rng(0)
+    mixing = rng.standard_normal((16, 16))
+    X = rng.standard_normal((6000, 16)) @ mixing + 2
+    assert np.max(np.abs(np.cov(X.T) - np.eye(16))) > 5 and np.max(np.abs(X.mean(axis=0))) > 1.5
+    flow = Flow(seed=0).fit(X)
+    Z = flow.transform(X).astype(np.float64)
+    # Every entry of the covariance, diagonal and off-diagonal, within 0.1 of I, and every mean within 0.1 of 0
+    # (sampling error alone on 6000 rows: ~0.013 for a mean, ~0.018 for a covariance entry).
+    assert np.max(np.abs(np.cov(Z.T) - np.eye(16))) < 0.1
+    assert np.max(np.abs(Z.mean(axis=0))) < 0.1
+    # The loss curve is kept: one row per check, and the held-out loss fell.
+    steps, train, val = flow.history_.T
+    assert steps[0] == flow.validation_interval and steps[-1] == flow.n_steps_
+    assert val.min() < val[0] - 0.1 and np.isfinite(train).all()
+
+
+def test_schedule_warms_up_then_decays() -> None:
+    flow = Flow(max_steps=1000, warmup_steps=50)
+    factor = flow._lr_factor(1000)
+    rates = np.array([factor(step) for step in range(1000)])
+    np.testing.assert_allclose(rates[:50], np.arange(1, 51) / 50)
+    assert np.all(np.diff(rates[50:]) <= 0) and rates[50] == 1.0 and rates[-1] == pytest.approx(0.01, abs=1e-4)
+    constant = Flow(lr_schedule="constant", warmup_steps=10)._lr_factor(100)
+    assert [constant(s) for s in (0, 9, 10, 99)] == [0.1, 1.0, 1.0, 1.0]
+
+
+def test_patience_is_counted_in_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Held-out loss improving at the first three checks (steps 5, 10, 15), then flat.
+    losses = iter([3.0, 2.0, 1.0] + [1.5] * 100)
+    monkeypatch.setattr(Flow, "_evaluate", lambda *args: next(losses))
+    flow = _quick(max_steps=200, validation_interval=5, patience_steps=12).fit(_correlated(300, 7))
+    # Stopped at the first check at least 12 steps after the best one (step 15): step 30.
+    assert flow.stopped_early_ and flow.best_step_ == 15 and flow.n_steps_ == 30
+    assert flow.val_bits_per_dim_ == 1.0
+    np.testing.assert_array_equal(flow.history_[:, 0], [5, 10, 15, 20, 25, 30])
+
+
+def test_deprecated_epochs_and_patience_still_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    X = _correlated(300, 7)  # 30 held out, 270 training rows
+    with pytest.warns(FutureWarning, match="epochs") as caught:
+        flow = Flow(epochs=2.0, patience=None, batch_size=32, show_progress=False).fit(X)
+    assert any("patience" in str(w.message) for w in caught)
+    assert flow.n_steps_ == 17  # ceil(2 * 270 / 32)
+    losses = iter([3.0, 2.0] + [2.5] * 100)
+    monkeypatch.setattr(Flow, "_evaluate", lambda *args: next(losses))
+    with pytest.warns(FutureWarning, match="patience"):
+        stopped = _quick(max_steps=200, validation_interval=4, patience=3).fit(X)
+    # patience=3 checks of 4 steps: the best check is at step 8, so it stops at step 8 + 12 = 20.
+    assert stopped.stopped_early_ and stopped.n_steps_ == 20
 
 
 def test_save_load_identical(tmp_path: Path) -> None:
@@ -191,7 +253,7 @@ def test_parameter_constraints() -> None:
 def test_divergence_raises_with_step() -> None:
     X = _correlated(300, 7)
     with pytest.raises(BadInputError, match=r"step \d+ .*smaller"):
-        _quick(lr=1e4, coupling="affine", epochs=5.0).fit(X)
+        _quick(lr=1e4, coupling="affine", max_steps=50).fit(X)
 
 
 def test_nan_loss_names_the_step(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -249,3 +249,93 @@ def test_sklearn_clone_and_pipeline() -> None:
     assert not hasattr(fresh, "mean_")
     pipe = Pipeline([("white", Whitening(n_components=6))])
     np.testing.assert_array_equal(pipe.fit_transform(X), Whitening(n_components=6).fit(X).transform(X))
+
+
+def _weighted_reference(X: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted mean and frequency-weighted covariance computed directly: sum w x / W, sum w (x-mu)(x-mu)^T /
+    (W - 1)."""
+    total = w.sum()
+    mu = (w[:, None] * X).sum(axis=0) / total
+    centred = X - mu
+    return mu, (centred.T * w) @ centred / (total - 1)
+
+
+def test_weighted_moments_are_exact_and_merge() -> None:
+    X = anisotropic(n=900)
+    rng = np.random.default_rng(5)
+    w = rng.uniform(0.0, 3.0, size=len(X))
+    w[rng.choice(len(X), 50, replace=False)] = 0.0  # rows that must not count at all
+    mean, cov = _weighted_reference(X, w)
+    one = Whitening().fit(X, sample_weight=w)
+    stream = Whitening()
+    for a, b in itertools.pairwise([0, 1, 7, 300, 301, 900]):
+        stream.partial_fit(X[a:b], sample_weight=w[a:b])
+    shard_a = (
+        Whitening().partial_fit(X[:200], sample_weight=w[:200]).partial_fit(X[200:450], sample_weight=w[200:450])
+    )
+    shard_b = Whitening().partial_fit(X[450:], sample_weight=w[450:])
+    merged = shard_a.merge(shard_b)
+    for fitted in (one, stream, merged):
+        assert fitted.n_samples_seen_ == pytest.approx(w.sum(), rel=1e-12)
+        np.testing.assert_allclose(fitted.mean_, mean, rtol=0, atol=1e-8)
+        np.testing.assert_allclose(fitted.covariance_, cov, rtol=0, atol=1e-8)
+        np.testing.assert_allclose(fitted.components_, one.components_, rtol=0, atol=1e-8)
+    # The weights change the moments (so the checks above could fail), and integer weights repeat rows.
+    assert np.max(np.abs(cov - np.cov(X.T))) > 0.1
+    counts = rng.integers(0, 4, size=len(X))
+    repeated = np.repeat(X, counts, axis=0)
+    by_count = Whitening().fit(X, sample_weight=counts)
+    np.testing.assert_allclose(by_count.mean_, repeated.mean(axis=0), rtol=0, atol=1e-8)
+    np.testing.assert_allclose(by_count.covariance_, np.cov(repeated.T), rtol=0, atol=1e-8)
+    # Unit weights are the unweighted fit.
+    np.testing.assert_allclose(
+        Whitening().fit(X, sample_weight=np.ones(len(X))).scatter_, Whitening().fit(X).scatter_, rtol=0, atol=1e-8
+    )
+
+
+@pytest.mark.parametrize(
+    ("weights", "message"),
+    [
+        (lambda n: np.r_[np.ones(n - 1), -1.0], "negative weights at positions 399"),
+        (lambda n: np.r_[np.nan, np.ones(n - 1)], "NaN or inf weights at positions 0"),
+        (lambda n: np.r_[np.ones(n - 1), np.inf], "NaN or inf weights at positions 399"),
+        (lambda n: np.ones(n + 1), "401 weights but X has 400 rows"),
+        (lambda n: np.ones((n, 2)), "must be 1-D"),
+        (lambda n: np.zeros(n), "sums to zero"),
+        (lambda n: ["a"] * n, "must be numbers"),
+    ],
+)
+def test_bad_sample_weight_is_refused_before_the_moments(
+    weights: object, message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import whitevec.transforms.whitening as module
+
+    X = anisotropic()
+    w = weights(len(X))  # type: ignore[operator]
+    fitted = Whitening().fit(X[:100])
+    before = (fitted.n_samples_seen_, fitted.mean_.copy(), fitted.scatter_.copy())
+
+    def unreachable(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the moments were computed before the weights were checked")
+
+    monkeypatch.setattr(module, "moments", unreachable)
+    fresh = Whitening()
+    with pytest.raises(BadInputError, match=message):
+        fresh.fit(X, sample_weight=w)
+    assert not hasattr(fresh, "mean_") and not hasattr(fresh, "n_features_in_")
+    for method in ("fit", "partial_fit"):
+        with pytest.raises(BadInputError, match=message):
+            getattr(fitted, method)(X, sample_weight=w)
+        assert fitted.n_samples_seen_ == before[0]
+        np.testing.assert_array_equal(fitted.mean_, before[1])
+        np.testing.assert_array_equal(fitted.scatter_, before[2])
+
+
+def test_fit_needs_weights_summing_above_one() -> None:
+    X = anisotropic()
+    with pytest.raises(BadInputError, match=r"sums to 0\.5.*more than 1"):
+        Whitening().fit(X, sample_weight=np.full(len(X), 0.5 / len(X)))
+    # partial_fit accepts a small total (more may follow); only the covariance needs it above 1.
+    w = Whitening().partial_fit(X, sample_weight=np.full(len(X), 0.5 / len(X)))
+    with pytest.raises(BadInputError, match="total sample_weight above 1"):
+        w.transform(X)

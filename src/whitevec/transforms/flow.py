@@ -19,18 +19,28 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 
 from whitevec.errors import BadInputError, CorruptFileError
 from whitevec.transforms.base import BadParameterError, Count, Shape, Transform
 from whitevec.transforms.flow_layers import Glow, InvertibleLinear, level_dims
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
-# Validation checks per epoch: with the default of one epoch, early stopping needs several looks to act at all.
-_CHECKS_PER_EPOCH = 10
+# The value of a deprecated parameter nobody set (scikit-learn's convention).
+_DEPRECATED = "deprecated"
+# The cosine schedule ends at this share of ``lr``, not at 0: the last steps still move the weights.
+_FINAL_LR_SHARE = 0.01
 # Rows used for actnorm's data-dependent init: enough for stable per-dimension moments at 1024 dims.
 _INIT_ROWS = 4096
 _APPLY_BATCH = 8192
+# Defaults of the optimisation (see the class docstring and the README's BERT-flow section for how they were
+# chosen).
+LR = 1e-3
+MAX_STEPS = 1000
+WARMUP_STEPS = 50
+BATCH_SIZE = 64
+VALIDATION_INTERVAL = 50
+PATIENCE_STEPS: int | None = 300
 
 
 def _bits_per_dim(log_prob: torch.Tensor, dim: int) -> torch.Tensor:
@@ -44,8 +54,8 @@ class Flow(Transform):
     ``transform(X)`` returns the latent ``z`` (float32, same shape as ``X``; the factored-out blocks sit back at
     the positions they left). ``inverse_transform`` maps back, ``score_samples`` gives per-row log-densities.
     Learned: ``module_`` (the Glow), ``n_features_in_``, ``n_steps_``, ``best_step_``, ``stopped_early_``,
-    ``val_bits_per_dim_`` and ``history_`` (one row per validation check: step, mean training bits/dim since the
-    previous check, validation bits/dim or NaN).
+    ``val_bits_per_dim_`` and ``history_``, the loss curve (one row per validation check: step, mean training
+    bits/dim since the previous check, validation bits/dim or NaN), which ``save`` writes with the weights.
 
     Parameters
     ----------
@@ -57,13 +67,22 @@ class Flow(Transform):
     mixing:
         ``"lu"``: learned invertible linear map (Glow's 1x1 convolution, LU-parameterised); ``"reverse"``: fixed
         reversal of the dimensions, which is what BERT-flow's published configs (``"permutation": true``) use.
-    lr, epochs, batch_size:
-        Adam learning rate (BERT-flow: 1e-3), passes over the training rows (may be fractional; BERT-flow: 1),
-        rows per step.
-    validation_fraction, patience:
-        Share of rows held out; the validation loss is checked 10 times per epoch and the best state is kept.
-        Training stops after ``patience`` checks without improvement (``None``: never stops early). With
-        ``validation_fraction=0`` the final state is kept.
+    lr, max_steps, batch_size:
+        Peak Adam learning rate, the budget in optimisation steps (whatever the number of rows: small data is
+        passed over several times, large data less than once), and rows per step.
+    lr_schedule, warmup_steps:
+        ``"cosine"``: the rate rises linearly from ``lr / warmup_steps`` to ``lr`` over ``warmup_steps`` steps,
+        then falls along a half cosine to ``lr / 100`` at ``max_steps``; ``"constant"``: the same warm-up, then
+        ``lr`` throughout.
+    validation_fraction, validation_interval, patience_steps:
+        Share of rows held out; their bits/dim is measured every ``validation_interval`` steps (and at the last
+        step) and the best state is kept. Training stops once ``patience_steps`` steps have passed since the
+        best check (``None``: never stops early). With ``validation_fraction=0`` the final state is kept.
+    epochs, patience:
+        Deprecated (they will be removed): ``epochs`` sets the budget in passes over the training rows instead
+        of ``max_steps`` (``max_steps = ceil(epochs * n_train / batch_size)``); ``patience`` counts validation
+        checks instead of steps (``patience_steps = patience * validation_interval``). Either, when set, takes
+        precedence and warns with a FutureWarning.
     seed:
         Fixes the split, the initial weights and the shuffling; on the CPU the same seed gives identical output.
     device, dtype:
@@ -81,10 +100,15 @@ class Flow(Transform):
         "hidden_layers": [Count(Integral, 0, None, closed="left")],
         "mixing": [StrOptions({"lu", "reverse"})],
         "lr": [Interval(Real, 0, None, closed="neither")],
-        "epochs": [Interval(Real, 0, None, closed="neither")],
+        "max_steps": [Count(Integral, 1, None, closed="left")],
+        "lr_schedule": [StrOptions({"cosine", "constant"})],
+        "warmup_steps": [Count(Integral, 0, None, closed="left")],
         "batch_size": [Count(Integral, 2, None, closed="left")],
         "validation_fraction": [Interval(Real, 0, 1, closed="left")],
-        "patience": [Count(Integral, 1, None, closed="left"), None],
+        "validation_interval": [Count(Integral, 1, None, closed="left")],
+        "patience_steps": [Count(Integral, 1, None, closed="left"), None],
+        "epochs": [Interval(Real, 0, None, closed="neither"), Hidden(StrOptions({_DEPRECATED}))],
+        "patience": [Count(Integral, 1, None, closed="left"), None, Hidden(StrOptions({_DEPRECATED}))],
         "seed": [Count(Integral, None, None, closed="neither")],
         "device": [str],
         "show_progress": ["boolean", None],
@@ -109,15 +133,20 @@ class Flow(Transform):
         coupling: str = "additive",
         hidden_layers: int = 1,
         mixing: str = "lu",
-        lr: float = 1e-3,
-        epochs: float = 1.0,
-        batch_size: int = 64,
+        lr: float = LR,
+        max_steps: int = MAX_STEPS,
+        lr_schedule: str = "cosine",
+        warmup_steps: int = WARMUP_STEPS,
+        batch_size: int = BATCH_SIZE,
         validation_fraction: float = 0.1,
-        patience: int | None = 5,
+        validation_interval: int = VALIDATION_INTERVAL,
+        patience_steps: int | None = PATIENCE_STEPS,
         seed: int = 0,
         device: str = "cpu",
         show_progress: bool | None = None,
         dtype: str = "float32",
+        epochs: float | str = _DEPRECATED,
+        patience: int | str | None = _DEPRECATED,
     ) -> None:
         self.levels = levels
         self.depth = depth
@@ -126,9 +155,14 @@ class Flow(Transform):
         self.hidden_layers = hidden_layers
         self.mixing = mixing
         self.lr = lr
-        self.epochs = epochs
+        self.max_steps = max_steps
+        self.lr_schedule = lr_schedule
+        self.warmup_steps = warmup_steps
         self.batch_size = batch_size
         self.validation_fraction = validation_fraction
+        self.validation_interval = validation_interval
+        self.patience_steps = patience_steps
+        self.epochs = epochs
         self.patience = patience
         self.seed = seed
         self.device = device
@@ -189,15 +223,14 @@ class Flow(Transform):
         val = tensor[order[:n_val].to(self.device)]
         module.data_init(train[:_INIT_ROWS])
 
-        steps_per_epoch = math.ceil(n_train / self.batch_size)
-        total_steps = max(1, math.ceil(self.epochs * n_train / self.batch_size))
-        check_every = max(1, steps_per_epoch // _CHECKS_PER_EPOCH)
+        total_steps, patience_steps = self._budget(n_train)
+        check_every = self.validation_interval
         optimizer = torch.optim.Adam(_param_groups(module, self.lr), lr=self.lr, foreach=True)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, self._lr_factor(total_steps))
 
         best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
         best_val = math.inf
         best_step = 0
-        checks_without_gain = 0
         history: list[list[float]] = []
         running, running_count = 0.0, 0
         stopped_early = False
@@ -205,7 +238,8 @@ class Flow(Transform):
         with _Progress(self._show(), total_steps) as bar:
             while step < total_steps and not stopped_early:
                 perm = torch.randperm(n_train, generator=generator).to(self.device)
-                for start in range(0, n_train, self.batch_size):
+                # Full batches only: a short last batch would be a noisier step at the same learning rate.
+                for start in range(0, n_train - self.batch_size + 1, self.batch_size):
                     if step >= total_steps:
                         break
                     step += 1
@@ -215,6 +249,7 @@ class Flow(Transform):
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     optimizer.step()
+                    scheduler.step()
                     running += float(loss.detach())
                     running_count += 1
                     if step % check_every and step != total_steps:
@@ -228,13 +263,11 @@ class Flow(Transform):
                     if not n_val:
                         continue
                     if val_bpd < best_val:
-                        best_val, best_step, checks_without_gain = val_bpd, step, 0
+                        best_val, best_step = val_bpd, step
                         best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
-                    else:
-                        checks_without_gain += 1
-                        if self.patience is not None and checks_without_gain >= self.patience:
-                            stopped_early = True
-                            break
+                    elif patience_steps is not None and step - best_step >= patience_steps:
+                        stopped_early = True
+                        break
         if n_val:
             module.load_state_dict(best_state)
         else:
@@ -259,6 +292,45 @@ class Flow(Transform):
         if self.show_progress is None:
             return sys.stderr.isatty()
         return bool(self.show_progress)
+
+    def _budget(self, n_train: int) -> tuple[int, int | None]:
+        """``(max_steps, patience_steps)`` for ``n_train`` training rows: the one place the deprecated
+        ``epochs`` and ``patience`` are read (the parameters were checked by ``_fit_input`` before)."""
+        total_steps, patience_steps = int(self.max_steps), self.patience_steps
+        if not isinstance(self.epochs, str):
+            warnings.warn(
+                "Flow(epochs=...) is deprecated and will be removed: the budget is max_steps, in optimisation "
+                f"steps. epochs={self.epochs:g} is used as max_steps = ceil(epochs * {n_train} training rows / "
+                f"batch_size={self.batch_size}).",
+                FutureWarning,
+                stacklevel=3,
+            )
+            total_steps = max(1, math.ceil(self.epochs * n_train / self.batch_size))
+        if not isinstance(self.patience, str):
+            warnings.warn(
+                "Flow(patience=...) is deprecated and will be removed: use patience_steps, counted in steps. "
+                f"patience={self.patience} checks is used as patience_steps = patience * "
+                f"validation_interval={self.validation_interval}.",
+                FutureWarning,
+                stacklevel=3,
+            )
+            patience_steps = None if self.patience is None else int(self.patience) * self.validation_interval
+        return total_steps, patience_steps
+
+    def _lr_factor(self, total_steps: int) -> Any:
+        """The schedule as the factor of ``lr`` after each step (what ``LambdaLR`` wants)."""
+        warmup = min(int(self.warmup_steps), total_steps)
+        cosine = self.lr_schedule == "cosine"
+
+        def factor(done: int) -> float:
+            if done < warmup:
+                return (done + 1) / warmup
+            if not cosine or total_steps <= warmup:
+                return 1.0
+            progress = min(1.0, (done - warmup) / (total_steps - warmup))
+            return _FINAL_LR_SHARE + (1.0 - _FINAL_LR_SHARE) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+        return factor
 
     def _check_finite(self, loss: torch.Tensor, step: int, total: int, phase: str) -> None:
         if not torch.isfinite(loss):

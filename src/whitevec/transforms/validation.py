@@ -70,3 +70,36 @@ def raise_non_finite(X: np.ndarray, *, name: str, overflow: str) -> NoReturn:
     every entry is finite, say that the values overflowed (``overflow`` says where)."""
     check_vectors(X, name=name)
     raise BadInputError(f"{name} has values too large: {overflow}; rescale the vectors")
+
+
+def check_sample_weight(sample_weight: Any, n_rows: int, *, owner: str | None = None) -> np.ndarray | None:
+    """``sample_weight`` as a float64 vector of ``n_rows`` finite, non-negative weights with a positive sum
+    (None stays None), or a :class:`BadInputError` naming the problem. It reads only the weights, never ``X``,
+    so a caller checks them before any pass over the data."""
+    if sample_weight is None:
+        return None
+    who = f" for {owner}" if owner else ""
+    try:
+        weights = np.asarray(sample_weight, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise BadInputTypeError(f"sample_weight{who} must be numbers: {exc}") from None
+    if weights.ndim != 1:
+        raise BadInputError(
+            f"sample_weight{who} must be 1-D, one weight per row of X; got an array of shape {weights.shape}"
+        )
+    if weights.shape[0] != n_rows:
+        raise BadInputError(f"sample_weight{who} has {weights.shape[0]} weights but X has {n_rows} rows")
+    bad = np.flatnonzero(~np.isfinite(weights))
+    if bad.size:
+        raise BadInputError(f"sample_weight{who} has NaN or inf weights at positions {_positions(bad)}")
+    bad = np.flatnonzero(weights < 0)
+    if bad.size:
+        raise BadInputError(f"sample_weight{who} has negative weights at positions {_positions(bad)}")
+    if n_rows and not weights.sum() > 0:
+        raise BadInputError(f"sample_weight{who} sums to zero: every weight is 0, so no row would count")
+    return weights
+
+
+def _positions(indices: np.ndarray) -> str:
+    shown = ", ".join(str(i) for i in indices[:5])
+    return shown + (f" and {len(indices) - 5} more" if len(indices) > 5 else "")

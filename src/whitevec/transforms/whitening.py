@@ -20,7 +20,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.transforms.base import BadParameterError, Count, Shape, Transform
-from whitevec.transforms.validation import raise_non_finite
+from whitevec.transforms.validation import check_sample_weight, raise_non_finite
 
 # Rows per moment/transform chunk: the float64 working copy stays ~50 MB at d=768, so peak memory does not grow
 # with N, while each GEMM is still long enough to run at full BLAS speed.
@@ -38,10 +38,18 @@ def working_dtype(X: Any) -> type:
 
 
 def moments(
-    data: np.ndarray, *, dtype: type = np.float64, shift: np.ndarray | None = None
+    data: np.ndarray,
+    *,
+    dtype: type = np.float64,
+    shift: np.ndarray | None = None,
+    weights: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean and centred scatter ``sum (x - mu)(x - mu)^T`` of the rows of ``data`` (at least one), in float64,
     and the shift used: ``shift``, or when that is None the first chunk's mean.
+
+    With ``weights`` (checked: finite, non-negative, positive sum) the moments are weighted: mean
+    ``sum w x / sum w`` and scatter ``sum w (x - mu)(x - mu)^T``. Each shifted row is scaled by ``sqrt(w)`` and
+    the last column holds ``sqrt(w)``, so the same one product gives ``sum w s s^T``, ``sum w s`` and ``sum w``.
 
     One pass in chunks of ``CHUNK_ROWS`` rows. Each chunk is shifted by the fixed reference (near the mean, so
     no large mean term is squared) into the first d columns of a buffer whose last column is 1, so one syrk
@@ -51,23 +59,34 @@ def moments(
     """
     n, d = data.shape
     if shift is None or shift.shape != (d,):
-        shift = data[:CHUNK_ROWS].mean(axis=0, dtype=np.float64)
+        first = None if weights is None else weights[:CHUNK_ROWS]
+        # The weighted mean when the first chunk has weight: a far-off row of weight 0 must not move the shift.
+        if first is None or not first.sum() > 0:
+            shift = data[:CHUNK_ROWS].mean(axis=0, dtype=np.float64)
+        else:
+            shift = np.average(data[:CHUNK_ROWS], axis=0, weights=first).astype(np.float64)
     buffer = np.empty((min(CHUNK_ROWS, n), d + 1), dtype=dtype)
     buffer[:, d] = 1.0
+    roots = None if weights is None else np.sqrt(weights).astype(dtype)
     shift_w: np.ndarray = shift.astype(dtype)
     products = np.zeros((d + 1, d + 1), dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):  # non-finite results are checked just below
         for start in range(0, n, CHUNK_ROWS):
             rows = data[start : start + CHUNK_ROWS]
-            np.subtract(rows, shift_w, out=buffer[: rows.shape[0], :d], dtype=dtype)
-            augmented = buffer[: rows.shape[0]]
+            size = rows.shape[0]
+            np.subtract(rows, shift_w, out=buffer[:size, :d], dtype=dtype)
+            if roots is not None:
+                buffer[:size, d] = roots[start : start + size]
+                buffer[:size, :d] *= buffer[:size, d : d + 1]
+            augmented = buffer[:size]
             products += augmented.T @ augmented  # numpy runs A^T A as one syrk; float32 adds to float64
     if not np.isfinite(np.diagonal(products)).all():
         raise_non_finite(data, name="X", overflow=f"their squares overflow {np.dtype(dtype).name}")
     # Shifted moments to centred ones: with the shift near the mean, m is small and the subtraction n m m^T
-    # loses nothing.
-    m = products[:d, d] / n
-    return shift + m, products[:d, :d] - np.outer(m, m) * n, shift
+    # loses nothing. The total weight is summed in float64 from the weights themselves (sqrt(w)^2 rounds).
+    total = float(n) if weights is None else float(np.sum(weights, dtype=np.float64))
+    m = products[:d, d] / total
+    return shift + m, products[:d, :d] - np.outer(m, m) * total, shift
 
 
 def sign_flip(U: np.ndarray) -> np.ndarray:
@@ -94,6 +113,13 @@ class Whitening(Transform):
     ``M2 = sum (x - mu)(x - mu)^T``; batches and shards combine with Chan et al.'s parallel update
     ``M2 = M2_a + M2_b + delta delta^T n_a n_b / n`` (``delta = mu_b - mu_a``), so ``partial_fit`` over any
     batching and ``merge`` of shards equal a one-shot ``fit`` up to rounding.
+
+    ``fit``, ``partial_fit`` (and so ``merge``) take ``sample_weight``: frequency weights, as scikit-learn's
+    estimator checks define them (weight 2 counts a row twice, weight 0 drops it). ``n`` is then the total
+    weight (a float; ``n_samples_seen_`` holds it), ``mu = sum w x / n``, ``M2 = sum w (x - mu)(x - mu)^T``
+    and the covariance is ``M2 / (n - 1)``, so a fit needs weights summing to more than 1 (scale probability
+    weights by a count). Weights are checked (one per row, finite, non-negative, positive sum) before any
+    pass over the data; a bad one raises :class:`BadInputError` and leaves the moments as they were.
 
     ``precision`` is the arithmetic of each chunk's scatter before it is added to the float64 totals. Chunks
     are shifted by a fixed reference (the first chunk's mean, so no large mean term is squared) and
@@ -128,7 +154,11 @@ class Whitening(Transform):
         "_eigenvalues": ("n_features_in_",),
         "_eigenvectors": ("n_features_in_", "n_features_in_"),
     }
-    _state_values: ClassVar[dict[str, type | tuple[type, ...]]] = {"n_features_in_": int, "n_samples_seen_": int}
+    # n_samples_seen_: the row count, or the total weight (a float) once a sample_weight was given.
+    _state_values: ClassVar[dict[str, type | tuple[type, ...]]] = {
+        "n_features_in_": int,
+        "n_samples_seen_": (int, float),
+    }
     _fitted_attribute: ClassVar[str] = "mean_"
     # The decomposition of the current moments (None until computed), and the first chunk's mean, which
     # later chunks are shifted by before their products.
@@ -165,7 +195,7 @@ class Whitening(Transform):
         if n_features is not None:
             self.n_features_in_ = n_features
 
-    def _combine(self, n_b: int, mean_b: np.ndarray, m2_b: np.ndarray) -> None:
+    def _combine(self, n_b: float, mean_b: np.ndarray, m2_b: np.ndarray) -> None:
         self._eigenvalues = self._eigenvectors = None
         n_a = getattr(self, "n_samples_seen_", 0)
         if n_a == 0:
@@ -177,34 +207,47 @@ class Whitening(Transform):
         self.scatter_ = self.scatter_ + m2_b + np.outer(delta, delta) * (n_a * n_b / n)
         self.n_samples_seen_ = n
 
-    def partial_fit(self, X: Any, y: Any = None) -> Whitening:
-        """Add the rows of ``X`` to the moments (in chunks of ``CHUNK_ROWS`` rows); returns self."""
+    def partial_fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> Whitening:
+        """Add the rows of ``X`` to the moments (in chunks of ``CHUNK_ROWS`` rows), weighted by
+        ``sample_weight`` if given (one non-negative weight per row); returns self."""
         expected = getattr(self, "n_features_in_", None)
         # moments() finds NaN/inf (and names the rows) before anything is stored: no separate scan here.
         data = self._fit_input(X, min_rows=0, dtype=working_dtype(X), finite=False, reset=expected is None)
-        self._add(data)
+        weights = check_sample_weight(sample_weight, data.shape[0], owner="Whitening")
+        self._add(data, weights)
         return self
 
-    def _add(self, data: np.ndarray) -> None:
-        """Add the rows of checked ``data`` to the moments."""
+    def _add(self, data: np.ndarray, weights: np.ndarray | None = None) -> None:
+        """Add the rows of checked ``data`` (with checked ``weights``) to the moments."""
         expected = getattr(self, "n_features_in_", None)
         if data.shape[0] == 0:
             if expected is None:
                 self._reset(data.shape[1])
             return
         dtype = np.float32 if self.precision == "float32" else np.float64
-        mean, scatter, shift = moments(data, dtype=dtype, shift=self._shift if expected is not None else None)
+        shift = self._shift if expected is not None else None
+        mean, scatter, shift = moments(data, dtype=dtype, shift=shift, weights=weights)
         if expected is None:
             self._reset(data.shape[1])
         self._shift = shift
-        self._combine(data.shape[0], mean, scatter)  # Chan's update adds this call's moments to the earlier ones
+        # Chan's update adds this call's moments to the earlier ones; with weights the count is their sum.
+        count = data.shape[0] if weights is None else float(np.sum(weights, dtype=np.float64))
+        self._combine(count, mean, scatter)
 
-    def fit(self, X: Any, y: Any = None) -> Whitening:
-        """Forget earlier data and fit on ``X`` (at least 2 rows); returns self."""
+    def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> Whitening:
+        """Forget earlier data and fit on ``X`` (at least 2 rows; with ``sample_weight``, weights summing to
+        more than 1, see the class docstring); returns self."""
         # The moment pass finds NaN/inf (and names the rows) from the scatter: no separate scan here.
         X = self._fit_input(X, min_rows=2, dtype=working_dtype(X), finite=False)
+        weights = check_sample_weight(sample_weight, X.shape[0], owner="Whitening")
+        if weights is not None and not weights.sum() > 1:
+            raise BadInputError(
+                f"sample_weight sums to {weights.sum():.6g}; Whitening's covariance divides the weighted scatter "
+                "by (total weight - 1) (frequency weights: weight 2 counts a row twice), so the weights must sum "
+                "to more than 1. Scale them, e.g. probabilities by the number of rows."
+            )
         self._reset()
-        self._add(X)
+        self._add(X, weights)
         self._decompose()  # warn about floored directions at fit time, not at first transform
         return self
 
@@ -231,8 +274,11 @@ class Whitening(Transform):
         if self._eigenvalues is None or self._eigenvectors is None:
             self._check_fitted()
             n = self.n_samples_seen_
-            if n < 2:
-                raise BadInputError(f"Whitening needs at least 2 vectors to estimate a covariance, got {n}")
+            if not n > 1:
+                raise BadInputError(
+                    f"Whitening needs at least 2 vectors (a total sample_weight above 1) to estimate a "
+                    f"covariance, got {n}"
+                )
             k = self._k()
             s, U = principal_axes(self.scatter_ / (n - 1))  # eigenvalues clipped at 0 are floored below anyway
             self._eigenvalues, self._eigenvectors = s, U
@@ -273,7 +319,8 @@ class Whitening(Transform):
     def covariance_(self) -> np.ndarray:
         """Unbiased covariance ``M2 / (n - 1)``."""
         self._check_fitted()
-        return self.scatter_ / max(self.n_samples_seen_ - 1, 1)
+        n = self.n_samples_seen_
+        return self.scatter_ / (n - 1 if n > 1 else 1)
 
     @property
     def explained_variance_ratio_(self) -> np.ndarray:
