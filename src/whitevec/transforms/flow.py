@@ -36,7 +36,7 @@ _APPLY_BATCH = 8192
 # Defaults of the optimisation (see the class docstring and the README's BERT-flow section for how they were
 # chosen).
 LR = 1e-3
-MAX_STEPS = 1000
+MAX_STEPS = 500
 WARMUP_STEPS = 50
 BATCH_SIZE = 64
 VALIDATION_INTERVAL = 50
