@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +156,14 @@ class Server:
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+    def encoder_counts(self) -> tuple[int, int] | None:
+        """(encoder calls, texts) from whitevec's /health; None from a server that does not report them."""
+        with urllib.request.urlopen(self.base + "/health", timeout=10) as answer:
+            health = json.loads(answer.read())
+        if not isinstance(health, dict) or "encoder_calls" not in health:
+            return None
+        return int(health["encoder_calls"]), int(health["encoder_texts"])
+
     def stop(self) -> None:
         self.proc.terminate()
         try:
@@ -185,6 +194,7 @@ def load_row(
 ) -> dict[str, Any]:
     load_before = os.getloadavg()[0]
     cpu_before = server.cpu_seconds()
+    counts_before = server.encoder_counts()
     command = [
         sys.executable,
         str(HERE / "loadgen.py"),
@@ -212,6 +222,10 @@ def load_row(
         raise RuntimeError(f"load generator failed ({proc.returncode}): {proc.stderr[-2000:]}")
     # Server CPU over the whole generator run (its warm-up included): cores the server kept busy.
     result["server_cpu_s"] = server.cpu_seconds() - cpu_before
+    counts_after = server.encoder_counts()
+    if counts_before is not None and counts_after is not None:  # texts per encoder call, the warm-up included
+        calls, texts = (after - before for after, before in zip(counts_after, counts_before, strict=True))
+        result["mean_batch"] = texts / max(calls, 1)
     result["load_before"] = load_before
     return result
 
@@ -245,6 +259,10 @@ def _ceiling_of(run: dict[str, Any], row: dict[str, Any]) -> tuple[float, float]
     return float(c[f"{what}_batched_qps"]), float(c[f"{what}_single_p50_ms"])
 
 
+def _mean_batch(row: dict[str, Any]) -> str:
+    return f"{row['mean_batch']:.1f}" if "mean_batch" in row else "-"
+
+
 def markdown(run: dict[str, Any], history: list[dict[str, Any]], notes: str) -> str:
     facts = run["facts"]
     lines = [
@@ -272,8 +290,8 @@ def markdown(run: dict[str, Any], history: list[dict[str, Any]], notes: str) -> 
         f"- Command: `flock -x /work/cpu.lock python benchmarks/bench_serve.py {' '.join(run['argv'])}`",
         "",
         "| server | compute | endpoint | clients | QPS | x ceiling | p50 ms | p50 - single ms | p99 ms | "
-        "server cores | gen CPU ms/req | load before | errors |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "server cores | mean batch | gen CPU ms/req | load before | errors |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in run["rows"]:
         batched, single = _ceiling_of(run, r)
@@ -281,7 +299,8 @@ def markdown(run: dict[str, Any], history: list[dict[str, Any]], notes: str) -> 
             f"| {r['server']} | {r['compute']} | {r['endpoint']} | {r['clients']} | {r['qps']:.1f} | "
             f"{r['qps'] / batched:.2f} | "
             f"{r['p50_ms']:.1f} | {r['p50_ms'] - single:+.1f} | {r['p99_ms']:.1f} | "
-            f"{r['server_cpu_s'] / r['seconds']:.2f} | {1000 * r['generator_cpu_s'] / r['requests']:.2f} | "
+            f"{r['server_cpu_s'] / r['seconds']:.2f} | {_mean_batch(r)} | "
+            f"{1000 * r['generator_cpu_s'] / r['requests']:.2f} | "
             f"{r['load_before']:.2f} | {r['errors']} |"
         )
     lines += ["", f"Errors in all rows: {sum(r['errors'] for r in run['rows'])}.", ""]
@@ -371,7 +390,8 @@ def main() -> None:
         print(
             f"{server_label:16s} {endpoint:12s} clients={result['clients']:2d} qps={result['qps']:.1f} "
             f"p50={result['p50_ms']:.1f}ms p99={result['p99_ms']:.1f}ms "
-            f"server_cores={result['server_cpu_s'] / result['seconds']:.2f} errors={result['errors']} "
+            f"server_cores={result['server_cpu_s'] / result['seconds']:.2f} "
+            f"batch={result.get('mean_batch', 0):.1f} errors={result['errors']} "
             f"{result['first_error'] or ''}",
             file=sys.stderr,
         )

@@ -143,7 +143,10 @@ def client(fake: FakeRetriever) -> Iterator[TestClient]:
 
 # ---- the API ----------------------------------------------------------------------------------------------
 def test_health_and_info_without_paths(client: TestClient) -> None:
-    assert client.get("/health").json() == {"status": "ok", "count": len(DOCS)}
+    health = client.get("/health").json()
+    assert health == {"status": "ok", "count": len(DOCS), "encoder_calls": 0, "encoder_texts": 0}
+    client.post("/search", json={"queries": ["a dog", "a cat"], "k": 2})
+    assert client.get("/health").json()["encoder_texts"] == 2
     info = client.get("/info").json()
     manifest = info["manifest"]
     assert manifest["model"] == "tiny-bert"  # absolute model folder cut to its name
@@ -313,6 +316,10 @@ def test_settings_from_env() -> None:
         ServeSettings(max_queries=0)
     with pytest.raises(BadInputError, match="concurrency"):
         ServeSettings(concurrency="pool")  # type: ignore[arg-type]
+    assert ServeSettings.from_env({"WHITEVEC_SERVE_BATCH_REGROUP_FRACTION": "0.25"}).batch_regroup_fraction == 0.25
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(BadInputError, match="batch_regroup_fraction"):
+            ServeSettings(batch_regroup_fraction=bad)
 
 
 # ---- sharing the encoder ------------------------------------------------------------------------------------
@@ -380,6 +387,52 @@ def test_batch_worker_waits_for_requests_already_arriving() -> None:
     assert worker.incoming == 0
     worker.departed(scopes[0])  # counted once, however often called
     assert worker.incoming == 0
+
+
+def _crowd_then(worker: RetrieverWorker, returning: list[float]) -> list[Any]:
+    """Three requests in one call (all counted as arriving first), then one request submitted at each delay in
+    ``returning`` (seconds after the first call's answers): the previous call's crowd coming back."""
+    import asyncio
+
+    scopes: list[dict[str, Any]] = [{} for _ in range(3)]
+    for scope in scopes:
+        worker.arrived(scope)
+
+    async def run_all() -> list[Any]:
+        crowd = [worker.submit("search", [f"dog {i}"], 2, scopes[i]) for i in range(3)]
+        out = list(await asyncio.wait_for(asyncio.gather(*crowd), timeout=10))
+        again: list[Any] = []
+        for i, delay in enumerate(returning):
+            await asyncio.sleep(delay - (returning[i - 1] if i else 0.0))
+            again.append(worker.submit("search", [f"cat {i}"], 2))
+        return out + list(await asyncio.wait_for(asyncio.gather(*again), timeout=10))
+
+    try:
+        return asyncio.run(run_all())
+    finally:
+        worker.close()
+
+
+def test_batch_worker_regroups_the_previous_calls_crowd() -> None:
+    # Each call takes 0.3 s; the crowd of three comes back 0, 50 and 60 ms after its answers: with a regroup
+    # wait of up to 0.3 s they share one call instead of splitting into a call of one and a call of two.
+    fake = FakeRetriever(delay=0.3)
+    worker = RetrieverWorker(fake, mode="batch", max_texts=64, wait_ms=30_000, regroup_fraction=1.0)
+    out = _crowd_then(worker, [0.0, 0.05, 0.06])
+    assert [[h.id for h in r[0]] for r in out] == [fake.expected(q, 2) for q in ("dog 0", "dog 1", "dog 2")] + [
+        fake.expected(f"cat {i}", 2) for i in range(3)
+    ]
+    assert fake.calls == [("search", 3), ("search", 3)]
+
+
+def test_batch_worker_regroup_wait_is_bounded() -> None:
+    # Only one of the crowd comes back: it waits at most a fraction of the previous call, then runs alone.
+    fake = FakeRetriever(delay=0.2)
+    worker = RetrieverWorker(fake, mode="batch", max_texts=64, wait_ms=30_000, regroup_fraction=0.5)
+    out = _crowd_then(worker, [0.0])
+    assert [h.id for h in out[3][0]] == fake.expected("cat 0", 2)
+    assert fake.calls == [("search", 3), ("search", 1)]
+    assert worker.calls == 2 and worker.texts == 4
 
 
 def _free_server(app: Any) -> tuple[uvicorn.Server, threading.Thread, str]:

@@ -244,7 +244,13 @@ class ArrivalMiddleware:
 def create_app(retriever: RetrieverLike, settings: ServeSettings | None = None) -> FastAPI:
     """A FastAPI app serving ``retriever`` under ``settings`` (default: :meth:`ServeSettings.from_env`)."""
     settings = settings if settings is not None else ServeSettings.from_env()
-    worker = RetrieverWorker(retriever, settings.concurrency, settings.batch_max_texts, settings.batch_wait_ms)
+    worker = RetrieverWorker(
+        retriever,
+        settings.concurrency,
+        settings.batch_max_texts,
+        settings.batch_wait_ms,
+        settings.batch_regroup_fraction,
+    )
     manifest = public_manifest(dict(retriever.manifest))
     SearchRequest, EmbedRequest = request_models(settings)
 
@@ -300,7 +306,9 @@ def create_app(retriever: RetrieverLike, settings: ServeSettings | None = None) 
         """Liveness: ok while the encoder thread runs (no key needed)."""
         if not worker.alive:
             raise HTTPException(503, "the encoder worker has stopped")
-        return HealthResponse(status="ok", count=int(retriever.count))
+        return HealthResponse(
+            status="ok", count=int(retriever.count), encoder_calls=worker.calls, encoder_texts=worker.texts
+        )
 
     @app.get(
         "/info",

@@ -92,6 +92,8 @@ class EmbedResponse(BaseModel):
 class HealthResponse(BaseModel):
     status: str
     count: int
+    encoder_calls: int = Field(description="Encoder calls (forward passes) the worker has made since the start.")
+    encoder_texts: int = Field(description="Texts those calls encoded: divided by the calls, the mean batch.")
 
 
 class InfoResponse(BaseModel):

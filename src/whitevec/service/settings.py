@@ -29,7 +29,9 @@ class ServeSettings:
     ``api_key`` comes from ``WHITEVEC_API_KEY``: when set, /info, /search and /embed need it in the
     ``X-API-Key`` header. ``concurrency`` picks how requests share the one encoder: ``batch`` (default, chosen by
     the load benchmark in docs/results/serve.md) gathers the requests waiting at that moment into one encoder
-    call; ``lock`` runs them one at a time. ``compute`` is the encoder's arithmetic for queries: ``index`` (the
+    call, waiting up to ``batch_wait_ms`` for requests already received and up to ``batch_regroup_fraction`` of
+    the previous call's duration for as many texts as it carried (see :class:`RetrieverWorker`); ``lock`` runs
+    them one at a time. ``compute`` is the encoder's arithmetic for queries: ``index`` (the
     one the index was built with), or ``torch`` (float32), ``bf16`` or ``int8`` (see ``whitevec encode
     --compute``).
 
@@ -51,6 +53,7 @@ class ServeSettings:
     concurrency: Concurrency = "batch"
     batch_max_texts: int = 64
     batch_wait_ms: float = 2.0
+    batch_regroup_fraction: float = 0.1
     compute: str = "index"
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
@@ -85,6 +88,10 @@ class ServeSettings:
             raise BadInputError(f"serve setting concurrency must be 'lock' or 'batch', got {self.concurrency!r}")
         if not 0 <= self.batch_wait_ms <= 1000:
             raise BadInputError(f"serve setting batch_wait_ms must be in [0, 1000], got {self.batch_wait_ms!r}")
+        if not 0 <= self.batch_regroup_fraction <= 1:
+            raise BadInputError(
+                f"serve setting batch_regroup_fraction must be in [0, 1], got {self.batch_regroup_fraction!r}"
+            )
         if self.compute not in ("index", *COMPUTE_BACKENDS):
             raise BadInputError(
                 f"serve setting compute must be 'index' or one of {', '.join(COMPUTE_BACKENDS)}, "

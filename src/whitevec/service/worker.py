@@ -63,18 +63,40 @@ class RetrieverWorker:
     ``lock`` mode runs the queued jobs one by one. ``batch`` mode takes every job waiting when the thread gets
     free, up to ``max_texts`` texts, and runs one search per distinct k and one embed: one forward pass for many
     small requests. The batch adapts to the queue: it never waits when the batch is full or when no other
-    request is on its way; it waits (at most ``wait_ms``) only for requests the server has already received
-    (:meth:`arrived`) but not yet queued, so they join this forward pass instead of paying for the next one.
+    request is on its way. It waits for two kinds of request only, and never past the batch being full:
+
+    * requests the server has already received (:meth:`arrived`) but not yet queued, at most ``wait_ms``;
+    * the crowd of the previous call: while fewer texts are queued than that call carried, at most
+      ``regroup_fraction`` of its duration, counted from its end. Clients that send their next request when
+      their answer arrives all come back within a few milliseconds of each other; without this wait the first
+      of them starts a call of its own and the rest queue behind it, so the crowd splits into two half-size
+      calls. A lone client is never kept waiting (its batch already holds as many texts as the previous one),
+      and the wait costs at most that fraction of the encoder's time when the crowd does not come back.
+
     When a batched call fails, its jobs run again one by one so a bad request cannot fail its neighbours.
     """
 
-    def __init__(self, retriever: RetrieverLike, mode: str = "batch", max_texts: int = 64, wait_ms: float = 0.0):
+    def __init__(
+        self,
+        retriever: RetrieverLike,
+        mode: str = "batch",
+        max_texts: int = 64,
+        wait_ms: float = 0.0,
+        regroup_fraction: float = 0.0,
+    ):
         self.retriever = retriever
         self.mode = mode
         self.max_texts = max_texts
         self.wait_s = wait_ms / 1000.0
-        self.calls = 0  # encoder calls made, for the benchmark and tests (how much batching happened)
+        self.regroup_fraction = regroup_fraction
+        # The previous encoder call: texts it carried, and when it ended (monotonic) and how long it took.
+        self._last_texts = 0
+        self._last_end = 0.0
+        self._last_seconds = 0.0
+        # Encoder calls made, and the jobs and texts they carried: how much batching happened (/health shows them).
+        self.calls = 0
         self.jobs = 0
+        self.texts = 0
         # Requests received that have not yet submitted their job: the event loop counts them up and down; the
         # worker thread only reads the number (an int read is atomic).
         self.incoming = 0
@@ -125,6 +147,7 @@ class RetrieverWorker:
             stop = False
             if self.mode == "batch":
                 stop = self._gather(batch)
+            started = time.monotonic()
             try:
                 self._execute(batch)
             except BaseException as exc:  # keep the thread alive: one broken batch must not stop the service
@@ -132,27 +155,34 @@ class RetrieverWorker:
                 for job in batch:
                     if not job.future.done():
                         job.future.set_exception(exc)
+            self._last_end = time.monotonic()
+            self._last_seconds = self._last_end - started
+            self._last_texts = sum(len(job.texts) for job in batch)
             if stop:
                 return
 
     def _gather(self, batch: list[_Job]) -> bool:
         """Add waiting jobs to ``batch`` up to max_texts; True when the stop signal was met."""
         n_texts = len(batch[0].texts)
-        deadline = None
+        arrival_deadline = None
+        # The previous call's crowd: expected back by this time (monotonic), if it ended recently enough.
+        crowd_deadline = self._last_end + self.regroup_fraction * self._last_seconds
         while n_texts < self.max_texts:
             try:
                 job = self._queue.get_nowait()
             except queue.Empty:
-                # Nothing queued: wait only for requests already inside the server, and not past wait_ms.
-                if self.wait_s <= 0 or self.incoming <= 0:
-                    break
-                if deadline is None:
-                    deadline = time.monotonic() + self.wait_s
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                now = time.monotonic()
+                deadline = 0.0
+                if n_texts < self._last_texts:
+                    deadline = crowd_deadline
+                if self.wait_s > 0 and self.incoming > 0:
+                    if arrival_deadline is None:
+                        arrival_deadline = now + self.wait_s
+                    deadline = max(deadline, arrival_deadline)
+                if deadline <= now:
                     break
                 try:
-                    job = self._queue.get(timeout=min(remaining, _POLL_S))
+                    job = self._queue.get(timeout=min(deadline - now, _POLL_S))
                 except queue.Empty:
                     continue
             if job is None:
@@ -182,6 +212,7 @@ class RetrieverWorker:
             return
         self.calls += 1
         self.jobs += len(jobs)
+        self.texts += len(texts)
         out: Any = self.retriever.search(texts, k=k) if kind == "search" else self.retriever.embed(texts)
         start = 0
         for job in jobs:
@@ -191,6 +222,7 @@ class RetrieverWorker:
     def _call_one(self, job: _Job) -> None:
         self.calls += 1
         self.jobs += 1
+        self.texts += len(job.texts)
         try:
             if job.kind == "search":
                 result: Any = self.retriever.search(job.texts, k=job.k)
