@@ -46,7 +46,13 @@ import numpy as np
 
 from whitevec._io import atomic_dir, atomic_path, write_json
 from whitevec.datasets.retrieval import Document
-from whitevec.datasets.shards import DEFAULT_UNIT_BYTES, CorpusUnit, corpus_files, plan_units, read_unit
+from whitevec.datasets.shards import (
+    DEFAULT_UNIT_BYTES,
+    CorpusUnit,
+    corpus_files,
+    plan_units,
+    read_unit,
+)
 from whitevec.errors import BadInputError, WhitevecError
 from whitevec.index.build import _check_target, check_build, encoder_fields, transform_info
 from whitevec.index.faiss_store import faiss_version
@@ -214,6 +220,8 @@ class EncodeUnits:
             "unit": np.array(units, dtype=np.int64),
             "count": np.array(counts, dtype=np.int64),
             "error": np.array(errors, dtype=object),
+            # What the manifest records of the encoder: the driver need not load the model itself.
+            "encoder": np.array([json.dumps(encoder_fields(self.encoder))] * len(units), dtype=object),
         }
 
     def encode_unit(self, unit: CorpusUnit) -> int:
@@ -427,8 +435,10 @@ def encode_units(
     moments: bool,
     transform_file: str | None = None,
     max_text_bytes: int | None = None,
+    described: dict[str, Any] | None = None,
 ) -> dict[int, int]:
-    """Encode the units not yet in ``log`` on an actor pool; returns ``{unit: rows}`` of all units."""
+    """Encode the units not yet in ``log`` on an actor pool; returns ``{unit: rows}`` of all units. The
+    actors' description of their encoder (:func:`encoder_fields`) is put into ``described`` when given."""
     done = {u: c for u, c in _read_log(log).items() if (folder / shard_name(u)).exists()}
     pending = [u for u in units if u.index not in done]
     if pending:
@@ -455,6 +465,8 @@ def encode_units(
                 unit, count = int(row["unit"]), int(row["count"])
                 if row["error"]:
                     raise BadInputError(str(row["error"]))
+                if described is not None and not described:
+                    described.update(json.loads(str(row["encoder"])))
                 _append_log(log, unit, count)
                 done[unit] = count
         except WhitevecError:
@@ -468,6 +480,17 @@ def encode_units(
     if missing:
         raise WhitevecError(f"the Ray pipeline ended without encoding units {missing[:5]}; run the build again")
     return done
+
+
+MIN_UNIT_BYTES = 16 << 10
+UNITS_PER_CORPUS = 64
+
+
+def auto_unit_bytes(files: list[Path]) -> int:
+    """Unit size from the corpus size alone (so a rerun plans the same units): about UNITS_PER_CORPUS units,
+    each between MIN_UNIT_BYTES and DEFAULT_UNIT_BYTES, so a small corpus still spreads over the workers."""
+    total = sum(f.stat().st_size for f in files)
+    return max(MIN_UNIT_BYTES, min(DEFAULT_UNIT_BYTES, total // UNITS_PER_CORPUS))
 
 
 def default_workers(ray: Any, cpus_per_worker: float) -> int:
@@ -491,7 +514,7 @@ def ray_build(
     workers: int | None = None,
     cpus_per_worker: float = 1.0,
     gpus_per_worker: float = 0.0,
-    unit_bytes: int = DEFAULT_UNIT_BYTES,
+    unit_bytes: int | None = None,
     quiet: bool = True,
 ) -> Path:
     """Build the index ``out`` from ``corpus`` on Ray (see the module docstring); returns ``out``.
@@ -517,6 +540,7 @@ def ray_build(
     kind, metric = kind.strip().lower(), check_choice(metric, ("cosine", "ip", "l2"), "metric")
     fitted, spec, needs_fit = _transform_plan(transform)
     files = corpus_files(corpus)
+    unit_bytes = unit_bytes or auto_unit_bytes(files)
     units = plan_units(files, unit_bytes)
     if uri is not None and is_local_uri(uri):
         uri = str(Path(uri).expanduser().resolve())
@@ -532,10 +556,7 @@ def ray_build(
     }
     folder = work_folder(target)
     state = _open_work(folder, config)
-    from whitevec.encoder import Encoder
-
-    with Encoder(**encoder, cache=False) as described:
-        fields = encoder_fields(described)
+    fields: dict[str, Any] = {}
     try:
         with ray_session(ray_address, quiet=quiet) as ray:
             counts = encode_units(
@@ -549,6 +570,7 @@ def ray_build(
                 gpus_per_worker=gpus_per_worker,
                 moments=needs_fit,
                 max_text_bytes=DOC_TEXT_BYTES,
+                described=fields,
             )
         _check_ids(folder, units, counts)
         rows = 0
@@ -558,6 +580,11 @@ def ray_build(
     except BadInputError:
         _discard_work(folder, state)
         raise
+    if not fields:  # every unit was encoded by an earlier run: describe the encoder here
+        from whitevec.encoder import Encoder
+
+        with Encoder(**encoder, cache=False) as loaded:
+            fields = encoder_fields(loaded)
     total = sum(counts.values())
     info = None if fitted is None or spec is None else transform_info(fitted, spec, "corpus", rows)
     dim = int(fitted.transform(np.zeros((1, fields["encoder_dim"]), np.float32)).shape[1]) if fitted else None
@@ -674,7 +701,7 @@ def ray_encode(
     workers: int | None = None,
     cpus_per_worker: float = 1.0,
     gpus_per_worker: float = 0.0,
-    unit_bytes: int = DEFAULT_UNIT_BYTES,
+    unit_bytes: int | None = None,
     quiet: bool = True,
 ) -> dict[str, Any]:
     """Encode a corpus to Parquet shards in the folder ``out`` (``shard-NNNNNN.parquet``: id, text, metadata,
@@ -685,6 +712,7 @@ def ray_encode(
     if folder.exists() and not folder.is_dir():
         raise BadInputError(f"{folder} exists and is not a folder; --engine ray writes a folder of Parquet shards")
     files = corpus_files(corpus)
+    unit_bytes = unit_bytes or auto_unit_bytes(files)
     units = plan_units(files, unit_bytes)
     transform_path = None if transform_file is None else str(Path(transform_file).expanduser().resolve())
     config = {
