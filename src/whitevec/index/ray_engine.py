@@ -74,6 +74,10 @@ _CONNECT_TIMEOUT_S = 5.0
 _WRITE_ROWS = 1000
 
 
+class RayConnectionError(BadInputError):
+    """The Ray cluster named by --ray-address cannot be reached (a resumable build keeps its work)."""
+
+
 # --- Ray itself ---------------------------------------------------------------------------------------------
 def require_ray() -> Any:
     """The ``ray`` module with Ray Data, or BadInputError saying how to install it."""
@@ -102,7 +106,7 @@ def check_address(address: str) -> None:
             pass
     except OSError as exc:
         reason = exc.strerror or str(exc) or type(exc).__name__
-        raise BadInputError(
+        raise RayConnectionError(
             f"cannot reach the Ray cluster at --ray-address {address} ({reason}); start it with "
             "`ray start --head` or give the head node's address"
         ) from None
@@ -121,13 +125,34 @@ def ray_session(address: str | None = None, *, quiet: bool = True) -> Iterator[A
         yield ray
         return
     if address:
-        ray.init(address=address, log_to_driver=not quiet)
+        _connect(ray, address, quiet)
     else:
         ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=not quiet)
     try:
         yield ray
     finally:
         ray.shutdown()
+
+
+# Seconds ray.init may spend asking a GCS for its cluster id (one attempt a second; Ray's default is ~20).
+_GCS_ATTEMPTS = "5"
+
+
+def _connect(ray: Any, address: str, quiet: bool) -> None:
+    """``ray.init(address=...)`` with a short GCS wait; a failure is a BadInputError naming the address."""
+    key = "RAY_gcs_server_port_wait_time_s"
+    before = os.environ.get(key)
+    os.environ.setdefault(key, _GCS_ATTEMPTS)
+    try:
+        ray.init(address=address, log_to_driver=not quiet)
+    except (ConnectionError, RuntimeError, TimeoutError) as exc:
+        raise RayConnectionError(
+            f"cannot connect to the Ray cluster at --ray-address {address} ({exc}); is a Ray head node running "
+            "there (`ray start --head`), and is it the same Ray version?"
+        ) from None
+    finally:
+        if before is None:
+            os.environ.pop(key, None)
 
 
 def _quiet_ray_data(quiet: bool) -> None:
@@ -536,6 +561,8 @@ def ray_build(
             "(a server with --uri http://host:19530, or Milvus Lite), or --engine local for FAISS."
         )
     require_ray()
+    if ray_address:
+        check_address(ray_address)
     check_build(target, kind=kind, metric=metric, backend="milvus", uri=uri, index_params=index_params)
     kind, metric = kind.strip().lower(), check_choice(metric, ("cosine", "ip", "l2"), "metric")
     fitted, spec, needs_fit = _transform_plan(transform)
@@ -577,6 +604,8 @@ def ray_build(
         if needs_fit:
             assert isinstance(fitted, Whitening)
             rows = _merge_moments(folder, units, counts, fitted)
+    except RayConnectionError:
+        raise  # nothing wrong with the build: keep its work for the next run
     except BadInputError:
         _discard_work(folder, state)
         raise
