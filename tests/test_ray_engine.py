@@ -117,6 +117,7 @@ def _rows(index: Path) -> dict[int, tuple[str, np.ndarray]]:
     return out
 
 
+@pytest.mark.slow
 def test_ray_build_equals_the_single_process_build(local_index: Path, ray_index: Path, queries: list[str]) -> None:
     from whitevec.index import Retriever, read_manifest
     from whitevec.transforms import Transform
@@ -173,6 +174,7 @@ def _logged(folder: Path) -> int:
     return len(log.read_text().splitlines()) if log.exists() else 0
 
 
+@pytest.mark.slow
 def test_an_actor_killed_mid_run_is_replaced(
     tmp_path: Path, corpus: Path, tiny_bert_dir: Path, ray_cluster: str, ray_index: Path
 ) -> None:
@@ -216,34 +218,52 @@ ray_build(sys.argv[1], sys.argv[2], encoder={"model": sys.argv[3], "pooling": "l
 """
 
 
-def test_resume_after_the_driver_is_killed(
-    tmp_path: Path, corpus: Path, tiny_bert_dir: Path, ray_cluster: str, ray_index: Path
+def _kill_driver_when(
+    out: Path, ray_cluster: str, tiny_bert_dir: Path, corpus: Path, ready: Any, what: str
 ) -> None:
-    from whitevec.index.ray_engine import ray_build, work_folder
-
-    out = tmp_path / "index"
-    work = work_folder(out)
-    unit_bytes = UNIT_BYTES
+    """Run a build in another process (a driver of the same cluster) and SIGKILL it once ``ready()``."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    args = [str(corpus), str(out), str(tiny_bert_dir), str(UNIT_BYTES), ray_cluster]
     driver = subprocess.Popen(
-        [sys.executable, "-c", _DRIVER, str(corpus), str(out), str(tiny_bert_dir), str(unit_bytes), ray_cluster],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        [sys.executable, "-c", _DRIVER, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     try:
-        _wait_for(lambda: _logged(work) >= 3 or driver.poll() is not None, 120, "three encoded units")
-        assert driver.poll() is None, driver.stderr.read().decode() if driver.stderr else ""
+        _wait_for(lambda: ready() or driver.poll() is not None, 120, what)
+        assert driver.poll() is None, f"the build ended before {what}: " + (
+            driver.stderr.read().decode()[-2000:] if driver.stderr else ""
+        )
         driver.send_signal(signal.SIGKILL)
         driver.wait(30)
     finally:
         if driver.poll() is None:
             driver.kill()
             driver.wait()
-    done_before = _logged(work)
-    assert done_before >= 3 and not out.exists()
+        if driver.stderr:
+            driver.stderr.close()
+
+
+@pytest.mark.slow
+def test_resume_after_the_driver_is_killed(
+    tmp_path: Path, corpus: Path, tiny_bert_dir: Path, ray_cluster: str, ray_index: Path
+) -> None:
+    """Killed while encoding, then killed again while writing to Milvus, then run to the end: the same
+    collection as an uninterrupted build, every row once."""
+    from whitevec.index.ray_engine import INSERTED_LOG, ray_build, work_folder
+
+    out = tmp_path / "index"
+    work = work_folder(out)
+    _kill_driver_when(out, ray_cluster, tiny_bert_dir, corpus, lambda: _logged(work) >= 3, "three encoded units")
+    encoded_before = _logged(work)
+    assert encoded_before >= 3 and not out.exists()
+
+    def writing() -> bool:
+        log = work / INSERTED_LOG
+        return log.exists() and len(log.read_text().splitlines()) >= 2
+
+    _kill_driver_when(out, ray_cluster, tiny_bert_dir, corpus, writing, "two shards written to Milvus")
+    assert not out.exists()
     ray_build(
-        corpus, out, encoder=_encoder_args(tiny_bert_dir), transform="whitening", workers=2, unit_bytes=unit_bytes
+        corpus, out, encoder=_encoder_args(tiny_bert_dir), transform="whitening", workers=2, unit_bytes=UNIT_BYTES
     )
     assert not work.exists()
     rows, reference = _rows(out), _rows(ray_index)
@@ -254,6 +274,7 @@ def test_resume_after_the_driver_is_killed(
 
 
 # --- bad input ------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_row_that_does_not_parse_is_named_and_leaves_nothing(
     tmp_path: Path, corpus: Path, tiny_bert_dir: Path, ray_cluster: str
 ) -> None:

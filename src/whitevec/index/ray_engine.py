@@ -621,6 +621,11 @@ def ray_build(
     store = _open_collection(folder, state, dim, metric, kind, index_params, uri)
     try:
         _write_vectors(store, folder, units, counts, fitted, metric)
+        if store.count != total:
+            raise WhitevecError(
+                f"Milvus collection {store.collection} holds {store.count} rows after the build, expected "
+                f"{total}; run the build again (it resumes from {folder})"
+            )
         params, location = store.params(), store.location()
         store.release()
         replaced: list[dict[str, Any] | None] = [None]
@@ -682,8 +687,8 @@ def _open_collection(
     except WhitevecError as exc:
         if "has no collection" not in str(exc) and "does not exist" not in str(exc):
             raise
-    if uri is None:
-        Path(real_uri).parent.mkdir(parents=True, exist_ok=True)
+    # A new collection holds none of the shards an earlier run may have logged as written.
+    (folder / INSERTED_LOG).unlink(missing_ok=True)
     return MilvusStore(real_uri, name, dim, metric, kind, params, create=True, stored_uri=uri, docs=True)
 
 
