@@ -139,6 +139,15 @@ def test_ray_build_equals_the_single_process_build(local_index: Path, ray_index:
             assert [h.id for h in a] == [h.id for h in b]
             assert [h.text for h in a] == [h.text for h in b]
             assert [h.metadata for h in a] == [h.metadata for h in b]
+    # The service reads the documents from Milvus as search does.
+    from fastapi.testclient import TestClient
+
+    from whitevec.service.app import create_app
+
+    with Retriever.load(ray_index, cache=False) as remote, TestClient(create_app(remote)) as client:
+        answer = client.post("/search", json={"queries": queries[:2], "k": 10})
+        assert answer.status_code == 200, answer.text
+        assert [r["ids"] for r in answer.json()["results"]] == [[h.id for h in hits] for hits in ray_hits[:2]]
     ray_rows, local_rows = _rows(ray_index), _rows(local_index)
     assert sorted(ray_rows) == list(range(N_DOCS))
     assert {r: d for r, (d, _) in ray_rows.items()} == {r: d for r, (d, _) in local_rows.items()}
