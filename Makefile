@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DATA ?= $(abspath ../shared/data)
 TORCH_PIN ?= torch==2.13.0
-EXTRAS ?= dev,serve,milvus
+EXTRAS ?= dev,serve,milvus,ray
 export WHITEVEC_DATA ?= $(DATA)
 
 .PHONY: install demo test lint results-sts bench clean

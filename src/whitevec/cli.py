@@ -95,6 +95,26 @@ ComputeOpt = Annotated[
     ),
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="local (this process) or ray (an actor pool on a Ray cluster; pip install 'whitevec[ray]').",
+    ),
+]
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address", help="With --engine ray: the cluster (host:port, ray://host:port); default local."
+    ),
+]
+WorkersOpt = Annotated[
+    int | None,
+    typer.Option("--workers", help="With --engine ray: encoder actors (default: the cluster's CPUs, one each)."),
+]
+GpusOpt = Annotated[
+    float, typer.Option("--gpus-per-worker", help="With --engine ray: GPUs per encoder actor (default 0).")
+]
 ConfigOpt = Annotated[
     Path | None,
     typer.Option(
@@ -165,6 +185,26 @@ def _encoder(model: str, pooling: str | None, run: RunOptions) -> Encoder:
         cache=run.cache,
         backend=run.compute,
     )
+
+
+def _check_engine(engine: str) -> bool:
+    """True for --engine ray, False for local; BadInputError for anything else."""
+    value = engine.strip().lower()
+    if value not in ("local", "ray"):
+        raise BadInputError(f"unknown --engine {engine!r}; valid: local, ray")
+    return value == "ray"
+
+
+def _encoder_args(model: str, pooling: str | None, run: RunOptions) -> dict[str, Any]:
+    """The Encoder a command names, as the keyword arguments each Ray actor builds it from."""
+    return {
+        "model": model,
+        "pooling": pooling,
+        "max_length": run.max_length,
+        "batch_size": run.batch_size,
+        "device": run.device,
+        "backend": run.compute,
+    }
 
 
 def _default_pooling(model: str, fallback: str) -> str:
@@ -357,11 +397,40 @@ def encode_command(
     transform: Annotated[
         Path | None, typer.Option("--transform", help="A saved transform applied after encoding.")
     ] = None,
+    engine: EngineOpt = "local",
+    ray_address: RayAddressOpt = None,
+    workers: WorkersOpt = None,
+    gpus_per_worker: GpusOpt = 0.0,
     *,
     run: RunOptions,
 ) -> None:
-    """Encode texts to a float32 .npy matrix (one row a line), optionally through a saved transform."""
+    """Encode texts to a float32 .npy matrix (one row a line), optionally through a saved transform.
+
+    With --engine ray, INPUT_FILE is a corpus (one file or a quoted glob of JSONL, CSV/TSV, text or Parquet
+    shards) and --out a folder of Parquet shards (id, text, metadata, vector) listed in encode.json; a killed
+    run continues where it stopped when run again."""
     from whitevec.datasets import read_texts_file
+
+    if _check_engine(engine):
+        from whitevec.index.ray_engine import ray_encode, require_ray
+
+        require_ray()
+        if transform is not None:
+            existing_file(transform, "transform file")
+        check_encoder(model, False)
+        check_output_folder(out, "--out folder")
+        listing = ray_encode(
+            str(input_file),
+            out,
+            encoder=_encoder_args(model, pooling, run),
+            transform_file=transform,
+            ray_address=ray_address,
+            workers=workers,
+            gpus_per_worker=gpus_per_worker,
+            quiet=run.quiet,
+        )
+        typer.echo(f"wrote {out}: {listing['count']} vectors in {len(listing['shards'])} shards", err=True)
+        return
 
     texts = read_texts_file(input_file)
     if transform is not None:
@@ -574,16 +643,58 @@ def index_build_command(
     refine_factor: Annotated[
         int | None, typer.Option("--refine-factor", help="+refine: candidates re-ranked = factor x k (4).")
     ] = None,
+    engine: EngineOpt = "local",
+    ray_address: RayAddressOpt = None,
+    workers: WorkersOpt = None,
+    gpus_per_worker: GpusOpt = 0.0,
     *,
     run: RunOptions,
 ) -> None:
-    """Encode a corpus, fit the transform, and write an index folder (manifest, transform, index, documents)."""
+    """Encode a corpus, fit the transform, and write an index folder (manifest, transform, index, documents).
+
+    With --engine ray (--backend milvus), --corpus may be a quoted glob of shards (JSONL, CSV/TSV, text,
+    Parquet); the documents are kept in the Milvus collection, and a killed build resumes when run again."""
     from whitevec.datasets.retrieval import read_corpus_file
 
     if config is not None:
         model, pooling, transform, encoding, run = _from_config(
             config, index_build_command, run, model=model, pooling=pooling, transform=transform, encoding=encoding
         )
+    if _check_engine(engine):
+        from whitevec.index.ray_engine import ray_build, require_ray
+
+        require_ray()
+        if backend.strip().lower() != "milvus":
+            raise BadInputError(
+                f"--engine ray writes to Milvus, not --backend {backend}: use --backend milvus (--uri "
+                "http://host:19530 for a server), or --engine local for FAISS"
+            )
+        if input_file(fit_on, "--fit-on file", keywords=("corpus",)) is not None:
+            raise BadInputError("--engine ray fits the transform on the corpus; leave --fit-on out")
+        if transform.strip().lower().endswith(".safetensors"):
+            existing_file(transform, "transform file")
+        check_encoder(model, False)
+        check_output(out, "index folder")
+        params = _encoding_params(
+            _index_params(m, ef_construction, ef_search, nlist, nprobe), encoding, train_sample, refine_factor
+        )
+        built = ray_build(
+            str(corpus),
+            out,
+            encoder=_encoder_args(model, pooling or _default_pooling(model, "last-avg"), run),
+            transform=transform,
+            kind=kind,
+            metric=metric,
+            backend=backend,
+            uri=uri,
+            index_params=params,
+            ray_address=ray_address,
+            workers=workers,
+            gpus_per_worker=gpus_per_worker,
+            quiet=run.quiet,
+        )
+        typer.echo(f"wrote {built} (Ray engine; documents in Milvus)", err=True)
+        return
 
     docs = read_corpus_file(corpus)
     input_file(fit_on, "--fit-on file", keywords=("corpus",))

@@ -87,13 +87,9 @@ def read_corpus_file(path: str | os.PathLike[str]) -> list[Document]:
     if suffix in (".jsonl", ".ndjson", ".json"):
         docs = _read_jsonl_corpus(file)
     elif suffix in (".csv", ".tsv"):
-        docs = _read_delimited_corpus(file, "," if suffix == ".csv" else "\t")
+        docs = read_delimited_corpus(file, "," if suffix == ".csv" else "\t")
     else:
-        docs = [
-            Document(str(i), line.strip())
-            for i, line in enumerate(read_lines(file, BadInputError), start=1)
-            if line.strip()
-        ]
+        docs = text_lines_corpus(read_lines(file, BadInputError))
     if not docs:
         raise BadInputError(f"corpus file {file} holds no documents")
     check_unique_ids(docs, where=str(file))
@@ -118,9 +114,21 @@ def _id_value(value: Any, file: Path, line_no: int) -> str:
     return text
 
 
+def text_lines_corpus(lines: list[str], first_line: int = 1) -> list[Document]:
+    """Documents of a plain text corpus, one a non-blank line; ``first_line``: the file line of ``lines[0]``
+    (ids are file line numbers)."""
+    return [Document(str(i), line.strip()) for i, line in enumerate(lines, start=first_line) if line.strip()]
+
+
 def _read_jsonl_corpus(file: Path) -> list[Document]:
+    return jsonl_corpus(file, read_lines(file, BadInputError))
+
+
+def jsonl_corpus(file: Path, lines: list[str], first_line: int = 1, first_doc: int = 0) -> list[Document]:
+    """Documents of JSON lines read from ``file``: ``lines[0]`` is line ``first_line`` of the file and
+    ``first_doc`` documents come before it (default ids number the documents of the whole file)."""
     docs: list[Document] = []
-    for line_no, line in enumerate(read_lines(file, BadInputError), start=1):
+    for line_no, line in enumerate(lines, start=first_line):
         if not line.strip():
             continue
         row = json_object(line, file, line_no, "a 'text' field")
@@ -134,12 +142,12 @@ def _read_jsonl_corpus(file: Path) -> list[Document]:
             text = f"{title.strip()} {text}"
         # "id" names the document; "_id" (BEIR's name) only when "id" is absent, else it is plain metadata.
         id_key = "id" if "id" in row else "_id" if "_id" in row else None
-        doc_id = str(len(docs) + 1) if id_key is None else _id_value(row.pop(id_key), file, line_no)
+        doc_id = str(first_doc + len(docs) + 1) if id_key is None else _id_value(row.pop(id_key), file, line_no)
         docs.append(Document(doc_id, text.strip(), row or None))
     return docs
 
 
-def _read_delimited_corpus(file: Path, delimiter: str) -> list[Document]:
+def read_delimited_corpus(file: Path, delimiter: str) -> list[Document]:
     rows = delimited_rows(file, read_lines(file, BadInputError), delimiter)
     if not rows:
         return []

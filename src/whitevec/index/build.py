@@ -255,7 +255,12 @@ def fit_transform(
             source = str(Path(fit_on).expanduser().resolve())
         obj.fit(fit_vectors)
         rows = int(fit_vectors.shape[0])
-    info = {
+    return obj, transform_info(obj, spec, source, rows)
+
+
+def transform_info(obj: Transform, spec: str, source: str, rows: int) -> dict[str, Any]:
+    """The manifest's entry for a stored transform: its spec, class, parameters and what it was fitted on."""
+    return {
         "spec": spec,
         "class": class_key(type(obj)),
         "params": {k: v for k, v in obj.get_params(deep=False).items() if _jsonable(v)},
@@ -264,7 +269,6 @@ def fit_transform(
         "linear": isinstance(obj, LINEAR_TRANSFORMS),
         "file": TRANSFORM_FILE,
     }
-    return obj, info
 
 
 def _jsonable(value: Any) -> bool:

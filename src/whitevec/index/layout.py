@@ -31,7 +31,10 @@ def check_index_manifest(manifest: dict[str, Any], folder: Path) -> None:
     for field, allowed in (("metric", METRICS), ("index_kind", KINDS), ("backend", store_names())):
         if manifest[field] not in allowed:
             raise CorruptFileError(f"{where}: unknown {field} {manifest[field]!r}; valid: {', '.join(allowed)}")
-    expected = {DOCS_FILE, *store_class(manifest["backend"]).files}
+    in_milvus = manifest.get("docs") == "milvus"
+    if in_milvus and manifest["backend"] != "milvus":
+        raise CorruptFileError(f"{where}: documents kept in Milvus need the milvus backend")
+    expected = {*store_class(manifest["backend"]).files} | (set() if in_milvus else {DOCS_FILE})
     if manifest["transform"] is not None:
         expected.add(TRANSFORM_FILE)
         if manifest["transform"]["file"] != TRANSFORM_FILE:

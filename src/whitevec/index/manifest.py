@@ -108,6 +108,9 @@ FIELDS: dict[str, tuple[str, Callable[[Any], bool], bool]] = {
     "created": ("a time stamp", _text, True),
     "build_seconds": ("a number", _number, True),
     "updated": ("a time stamp", _text, False),
+    # Where the documents are: absent or "sqlite" (docs.sqlite in the folder), "milvus" (scalar fields of the
+    # collection, written by --engine ray).
+    "docs": ('"sqlite" or "milvus"', lambda v: v in ("sqlite", "milvus"), False),
 }
 
 

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import logging
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError, WhitevecError
 from whitevec.index.encodings import Encoding, parse_encoding
 from whitevec.index.layout import MILVUS_LOCAL
@@ -41,6 +43,10 @@ logger = logging.getLogger(__name__)
 
 MILVUS_TOPK_LIMIT = 16384  # Milvus refuses larger limits
 _INSERT_BATCH = 2000
+# A collection that keeps the documents too (``docs=True``, built by --engine ray) has the scalar fields
+# doc_id, text and metadata (JSON text or null), VARCHARs of at most this many bytes each.
+DOC_TEXT_BYTES = 65535
+_QUERY_ROWS = 1000
 DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
     "flat": {ENCODING: "float32"},
     "hnsw": {"M": 32, "efConstruction": 40, "efSearch": 64, ENCODING: "float32"},
@@ -178,6 +184,7 @@ class MilvusStore:
         create: bool = False,
         token: str | None = None,
         stored_uri: str | None = None,
+        docs: bool = False,
     ) -> None:
         self.uri = str(uri)
         self.collection = collection
@@ -190,6 +197,7 @@ class MilvusStore:
         self.index_type, self._type_params = milvus_index_type(self.kind, self.encoding, self.uri)
         # What the manifest records: None when the data lives in the index folder (Milvus Lite there).
         self.stored_uri = stored_uri
+        self.docs = docs  # the collection holds the documents' scalar fields (see DOC_TEXT_BYTES)
         # Rows this handle searches: ids below it (None: all). See the class docstring.
         self.visible_rows: int | None = None
         self._closed = True
@@ -261,6 +269,7 @@ class MilvusStore:
                 manifest["index_kind"],
                 manifest["index_params"],
                 stored_uri=manifest["backend_uri"],
+                docs=manifest.get("docs") == "milvus",
             )
 
         uri = manifest["backend_uri"]
@@ -296,7 +305,14 @@ class MilvusStore:
         target = folder / MILVUS_LOCAL
         shutil.copytree(self.uri, target, ignore=shutil.ignore_patterns("LOCK"))
         staged = MilvusStore(
-            str(target), self.collection, self.dim, self.metric, self.kind, self._params, stored_uri=None
+            str(target),
+            self.collection,
+            self.dim,
+            self.metric,
+            self.kind,
+            self._params,
+            stored_uri=None,
+            docs=self.docs,
         )
         return staged
 
@@ -311,7 +327,9 @@ class MilvusStore:
         if self.stored_uri is None:
             here = str(folder / MILVUS_LOCAL)
             if self._closed or os.path.abspath(self.uri) != os.path.abspath(here):
-                store = MilvusStore(here, self.collection, self.dim, self.metric, self.kind, self._params)
+                store = MilvusStore(
+                    here, self.collection, self.dim, self.metric, self.kind, self._params, docs=self.docs
+                )
         store.visible_rows = manifest["count"]
         return store
 
@@ -333,6 +351,10 @@ class MilvusStore:
         schema = self.client.create_schema(auto_id=False, enable_dynamic_field=False)
         schema.add_field("id", DataType.INT64, is_primary=True)
         schema.add_field("vector", DataType.FLOAT_VECTOR, dim=self.dim)
+        if self.docs:
+            schema.add_field("doc_id", DataType.VARCHAR, max_length=DOC_TEXT_BYTES)
+            schema.add_field("text", DataType.VARCHAR, max_length=DOC_TEXT_BYTES)
+            schema.add_field("metadata", DataType.VARCHAR, max_length=DOC_TEXT_BYTES, nullable=True)
         index_params = self.client.prepare_index_params()
         build: dict[str, Any] = {}
         if self.kind == "hnsw":
@@ -367,6 +389,43 @@ class MilvusStore:
             ]
             self.client.insert(self.collection, rows)
         self.client.flush(self.collection)
+
+    def upsert_documents(
+        self,
+        ids: np.ndarray,
+        vectors: np.ndarray,
+        doc_ids: list[str],
+        texts: list[str],
+        metadata: list[str | None],
+    ) -> None:
+        """Write rows with their documents (a collection made with ``docs=True``); a row written again replaces
+        the earlier one, so a retried write never duplicates a row. Flushed by :meth:`flush`."""
+        if not self.docs:
+            raise WhitevecError(f"Milvus collection {self.collection!r} keeps no documents")
+        ids64, x = check_vectors_for(self, ids, vectors)
+        rows = [
+            {"id": int(i), "vector": v.tolist(), "doc_id": d, "text": t, "metadata": m}
+            for i, v, d, t, m in zip(ids64, x, doc_ids, texts, metadata, strict=True)
+        ]
+        self.client.upsert(self.collection, rows)
+
+    def flush(self) -> None:
+        self.client.flush(self.collection)
+
+    def documents(self, rows: list[int]) -> dict[int, tuple[str, str, str | None]]:
+        """``{row: (doc id, text, metadata JSON or None)}`` of a collection that keeps documents."""
+        out: dict[int, tuple[str, str, str | None]] = {}
+        wanted = sorted({int(r) for r in rows if r >= 0})
+        for start in range(0, len(wanted), _QUERY_ROWS):
+            chunk = wanted[start : start + _QUERY_ROWS]
+            found = self.client.query(
+                self.collection,
+                filter=f"id in [{','.join(map(str, chunk))}]",
+                output_fields=["id", "doc_id", "text", "metadata"],
+            )
+            for hit in found:
+                out[int(hit["id"])] = (hit["doc_id"], hit["text"], hit.get("metadata"))
+        return out
 
     def delete(self, ids: np.ndarray) -> None:
         self.client.delete(self.collection, ids=[int(i) for i in ids])
@@ -455,3 +514,45 @@ def _stop_lite_server(path: str) -> None:
         from milvus_lite.server_manager import server_manager_instance
 
         server_manager_instance.release_server(path)
+
+
+class MilvusDocs:
+    """The documents of an index built with ``--engine ray``, read from the scalar fields of its Milvus
+    collection (through the vector store's handle), with the read interface of ``docstore.DocStore``. Adding
+    documents to such an index is not supported (rebuild it)."""
+
+    def __init__(self, store: MilvusStore, where: str) -> None:
+        self.store = store
+        self.where = where
+
+    @property
+    def count(self) -> int:
+        visible = self.store.visible_rows
+        total = self.store.count
+        return total if visible is None else min(total, visible)
+
+    def get(self, rows: Sequence[int]) -> dict[int, Document]:
+        limit = self.store.visible_rows
+        wanted = [int(r) for r in rows if limit is None or int(r) < limit]
+        return {
+            row: Document(doc_id, text, None if meta is None else json.loads(meta))
+            for row, (doc_id, text, meta) in self.store.documents(wanted).items()
+        }
+
+    def _refuse(self) -> BadInputError:
+        return BadInputError(
+            f"the index at {self.where} keeps its documents in Milvus (built with --engine ray); adding to it is "
+            "not supported: rebuild it with the new documents"
+        )
+
+    def existing_ids(self, ids: Sequence[str]) -> list[str]:
+        raise self._refuse()
+
+    def next_row(self) -> int:
+        raise self._refuse()
+
+    def copy_to(self, path: Path) -> None:
+        raise self._refuse()
+
+    def close(self) -> None:
+        """The collection handle belongs to the vector store, which closes it."""

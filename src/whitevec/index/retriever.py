@@ -30,6 +30,7 @@ from whitevec.index.build import as_documents, build_index, encoder_fields
 from whitevec.index.docstore import DocStore, write_docs
 from whitevec.index.layout import DOCS_FILE, TRANSFORM_FILE, check_index_manifest
 from whitevec.index.manifest import SELF_CHECKSUM, write_manifest
+from whitevec.index.milvus_store import MilvusDocs, MilvusStore
 from whitevec.index.snapshot import IndexSnapshot, read_consistent
 from whitevec.index.store import VectorStore, store_class, stored_form
 from whitevec.transforms import Transform
@@ -79,7 +80,7 @@ class Retriever:
         encoder: EncoderLike,
         transform: Transform | None,
         store: VectorStore,
-        docs: DocStore,
+        docs: DocStore | MilvusDocs,
         *,
         owns_encoder: bool = False,
     ) -> None:
@@ -381,29 +382,35 @@ def check_encoder(encoder: EncoderLike, manifest: dict[str, Any]) -> None:
 
 def _open_version(
     snapshot: IndexSnapshot, device: str
-) -> tuple[dict[str, Any], Transform | None, VectorStore, DocStore]:
+) -> tuple[dict[str, Any], Transform | None, VectorStore, DocStore | MilvusDocs]:
     """Manifest, transform (on ``device``, for one that runs on torch), vectors and documents of one pinned
     version (see :mod:`whitevec.index.snapshot`)."""
     manifest, folder = snapshot.manifest, snapshot.folder
     check_index_manifest(manifest, folder)
     # The path-only opens first, while the pinned version is most likely still the current one.
-    docs = snapshot.by_path(DOCS_FILE, DocStore)
+    in_milvus = manifest.get("docs") == "milvus"
+    docs: DocStore | MilvusDocs | None = None if in_milvus else snapshot.by_path(DOCS_FILE, DocStore)
     store: VectorStore | None = None
     try:
-        snapshot.verify(DOCS_FILE)
+        if docs is not None:
+            snapshot.verify(DOCS_FILE)
         transform = (
             Transform.from_bytes(snapshot.read_bytes(TRANSFORM_FILE), str(folder / TRANSFORM_FILE), device=device)
             if manifest["transform"] is not None
             else None
         )
         store = store_class(manifest["backend"]).open(snapshot)
+        if docs is None:
+            assert isinstance(store, MilvusStore)
+            docs = MilvusDocs(store, str(folder))
         if docs.count != manifest["count"] or store.count < manifest["count"]:
             raise CorruptFileError(
                 f"index at {folder} is inconsistent: manifest count {manifest['count']}, documents {docs.count}, "
                 f"vectors {store.count}; rebuild the index"
             )
     except BaseException:
-        docs.close()
+        if docs is not None:
+            docs.close()
         if store is not None:
             store.close()
         raise

@@ -1,0 +1,794 @@
+"""Encode, fit and index on a Ray cluster (``--engine ray``): the same index as :func:`whitevec.index.build_index`,
+with the encoding spread over an actor pool and the documents kept in Milvus beside the vectors.
+
+Needs the optional extra ``whitevec[ray]``. The steps, each resumable:
+
+1. **Plan.** The corpus (one file or a glob of JSONL, CSV/TSV, text or Parquet shards) is cut into units
+   (:mod:`whitevec.datasets.shards`): pieces of about ``unit_bytes``, each parsed by a worker with whitevec's
+   strict readers, so a bad row is named by file and line and the documents equal the single-process build's.
+2. **Encode.** A Ray Data pipeline maps the units through an actor pool (``workers`` actors, each one
+   :class:`~whitevec.encoder.Encoder`, ``cpus_per_worker`` CPUs and ``gpus_per_worker`` GPUs). Each actor writes
+   one Parquet shard per unit (ids, texts, metadata, raw vectors), the unit's whitening moments
+   (``Whitening.partial_fit``, exact float64) and the ids' 64-bit hashes, each file written under a temporary
+   name and renamed. Ray replaces a dead actor and retries its unit; a retried unit rewrites the same files.
+   The driver appends each finished unit to ``encoded.log``.
+3. **Fit.** The moments are merged in unit order with ``Whitening.merge``: the fit equals one ``fit`` over all
+   vectors up to rounding. Duplicate ids are found from the hashes (and confirmed on the ids themselves).
+4. **Write.** Shard by shard, in unit order, the vectors are transformed and upserted into one Milvus collection
+   with their row number (the same as a single-process build's), document id, text and metadata; the driver
+   appends each shard to ``inserted.log`` after Milvus has flushed it. Upserts make a shard written twice (a
+   driver killed between the write and the log) count once.
+5. **Publish.** The index folder (manifest last, ``docs: "milvus"``) is swapped in whole as by a local build.
+
+The work lives in ``.<out>.ray-build/`` beside the index folder: ``state.json`` (what the build is: a rerun with
+other files or settings starts over), the logs, the shards and, for Milvus Lite, the collection. A build killed
+at any point (driver SIGKILL included) continues from there when run again; the older index stays in place
+until the new one is whole. A bad input (a row that does not parse, a duplicate id, an empty corpus) removes the
+work folder and any collection it made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import socket
+import time
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from whitevec._io import atomic_dir, atomic_path, write_json
+from whitevec.datasets.retrieval import Document
+from whitevec.datasets.shards import (
+    DEFAULT_UNIT_BYTES,
+    CorpusUnit,
+    corpus_files,
+    plan_units,
+    read_unit,
+)
+from whitevec.errors import BadInputError, WhitevecError
+from whitevec.index.build import _check_target, check_build, encoder_fields, transform_info
+from whitevec.index.faiss_store import faiss_version
+from whitevec.index.layout import MILVUS_LOCAL, TRANSFORM_FILE
+from whitevec.index.manifest import write_manifest
+from whitevec.index.milvus_store import DOC_TEXT_BYTES, MilvusStore, is_local_uri
+from whitevec.index.store import check_choice, stored_form
+from whitevec.transforms import Transform, make_transform
+from whitevec.transforms.whitening import Whitening
+
+logger = logging.getLogger(__name__)
+
+RAY_HINT = "pip install 'whitevec[ray]'"
+STATE = "state.json"
+ENCODED_LOG = "encoded.log"
+INSERTED_LOG = "inserted.log"
+MILVUS_DOCS = "milvus"
+_CONNECT_TIMEOUT_S = 5.0
+_WRITE_ROWS = 1000
+
+
+class RayConnectionError(BadInputError):
+    """The Ray cluster named by --ray-address cannot be reached (a resumable build keeps its work)."""
+
+
+# --- Ray itself ---------------------------------------------------------------------------------------------
+def require_ray() -> Any:
+    """The ``ray`` module with Ray Data, or BadInputError saying how to install it."""
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        raise BadInputError(f"--engine ray needs Ray, which is not installed: {RAY_HINT}") from None
+    return ray
+
+
+def check_address(address: str) -> None:
+    """Fail within seconds when nothing answers at a Ray address (``host:port`` or ``ray://host:port``);
+    ``auto`` and ``local`` are left to Ray."""
+    if address in ("auto", "local"):
+        return
+    parsed = urllib.parse.urlsplit(address if "://" in address else f"tcp://{address}")
+    try:
+        host, port = parsed.hostname, parsed.port
+    except ValueError:
+        host, port = None, None
+    if not host or port is None:
+        raise BadInputError(f"--ray-address {address!r} is not host:port or ray://host:port")
+    try:
+        with socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise RayConnectionError(
+            f"cannot reach the Ray cluster at --ray-address {address} ({reason}); start it with "
+            "`ray start --head` or give the head node's address"
+        ) from None
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None = None, *, quiet: bool = True) -> Iterator[Any]:
+    """Ray, connected: a Ray already initialised in this process is used as it is (and left running); else
+    ``ray.init(address=...)`` or, without an address, a local instance with this machine's CPUs, shut down
+    on leaving."""
+    ray = require_ray()
+    if address:
+        check_address(address)
+    _quiet_ray_data(quiet)
+    if ray.is_initialized():
+        yield ray
+        return
+    if address:
+        _connect(ray, address, quiet)
+    else:
+        ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=not quiet)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+# Seconds ray.init may spend asking a GCS for its cluster id (one attempt a second; Ray's default is ~20).
+_GCS_ATTEMPTS = "5"
+
+
+def _connect(ray: Any, address: str, quiet: bool) -> None:
+    """``ray.init(address=...)`` with a short GCS wait; a failure is a BadInputError naming the address."""
+    key = "RAY_gcs_server_port_wait_time_s"
+    before = os.environ.get(key)
+    os.environ.setdefault(key, _GCS_ATTEMPTS)
+    try:
+        ray.init(address=address, log_to_driver=not quiet)
+    except (ConnectionError, RuntimeError, TimeoutError) as exc:
+        raise RayConnectionError(
+            f"cannot connect to the Ray cluster at --ray-address {address} ({exc}); is a Ray head node running "
+            "there (`ray start --head`), and is it the same Ray version?"
+        ) from None
+    finally:
+        if before is None:
+            os.environ.pop(key, None)
+
+
+def _quiet_ray_data(quiet: bool) -> None:
+    import ray.data
+
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = not quiet
+    if quiet:
+        for name in ("ray.data", "ray"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _whitevec_error(exc: BaseException) -> WhitevecError | None:
+    """The WhitevecError a worker raised, found inside Ray's wrappers (``cause``, ``__cause__``)."""
+    seen: set[int] = set()
+    stack: list[BaseException | None] = [exc]
+    while stack:
+        current = stack.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, WhitevecError):
+            # Ray's RayTaskError(X) subclasses X too; its message carries a traceback: keep the original's.
+            inner = getattr(current, "cause", None)
+            return inner if isinstance(inner, WhitevecError) else current
+        stack += [getattr(current, "cause", None), current.__cause__, current.__context__]
+    return None
+
+
+# --- the actors ---------------------------------------------------------------------------------------------
+def shard_name(index: int) -> str:
+    return f"shard-{index:06d}.parquet"
+
+
+def _moments_name(index: int) -> str:
+    return f"moments-{index:06d}.safetensors"
+
+
+def _hashes_name(index: int) -> str:
+    return f"ids-{index:06d}.npy"
+
+
+def id_hashes(ids: list[str]) -> np.ndarray:
+    """64-bit hashes of document ids (blake2b), to find duplicates across shards without gathering the ids."""
+    return np.array(
+        [int.from_bytes(hashlib.blake2b(i.encode("utf-8"), digest_size=8).digest(), "little") for i in ids],
+        dtype=np.uint64,
+    )
+
+
+class EncodeUnits:
+    """A Ray Data actor: one Encoder; each call parses, encodes and writes the units of its batch (see the
+    module docstring) and returns their row counts."""
+
+    def __init__(
+        self,
+        encoder: dict[str, Any],
+        folder: str,
+        *,
+        moments: bool,
+        transform_file: str | None = None,
+        max_text_bytes: int | None = None,
+        threads: int = 1,
+    ) -> None:
+        import torch
+
+        from whitevec.encoder import Encoder
+
+        torch.set_num_threads(max(1, threads))
+        self.encoder = Encoder(**encoder, cache=False)
+        self.folder = Path(folder)
+        self.moments = moments
+        self.transform = Transform.load(transform_file) if transform_file else None
+        self.max_text_bytes = max_text_bytes
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """Returns ``unit``, ``count`` and ``error`` per unit: a bad input is handed back as its message (an
+        empty string when none), not raised, so that Ray neither retries it nor buries it in its own errors."""
+        units, counts, errors = [], [], []
+        for text in batch["unit"]:
+            unit = CorpusUnit.from_json(str(text))
+            try:
+                counts.append(self.encode_unit(unit))
+                errors.append("")
+            except BadInputError as exc:
+                counts.append(-1)
+                errors.append(str(exc) or type(exc).__name__)
+            units.append(unit.index)
+        return {
+            "unit": np.array(units, dtype=np.int64),
+            "count": np.array(counts, dtype=np.int64),
+            "error": np.array(errors, dtype=object),
+            # What the manifest records of the encoder: the driver need not load the model itself.
+            "encoder": np.array([json.dumps(encoder_fields(self.encoder))] * len(units), dtype=object),
+        }
+
+    def encode_unit(self, unit: CorpusUnit) -> int:
+        docs = read_unit(unit)
+        if self.max_text_bytes is not None:
+            _check_text_sizes(docs, unit, self.max_text_bytes)
+        vectors = self.encoder.encode([d.text for d in docs], show_progress=False)
+        if self.transform is not None:
+            vectors = self.transform.transform(vectors)
+        if self.moments and docs:
+            part = Whitening().partial_fit(vectors)
+            with atomic_path(self.folder / _moments_name(unit.index), suffix=".safetensors") as tmp:
+                part.save(tmp)
+        with atomic_path(self.folder / _hashes_name(unit.index), suffix=".npy") as tmp, open(tmp, "wb") as handle:
+            np.save(handle, id_hashes([d.id for d in docs]), allow_pickle=False)
+        write_shard(self.folder / shard_name(unit.index), docs, vectors)
+        return len(docs)
+
+
+def _check_text_sizes(docs: list[Document], unit: CorpusUnit, limit: int) -> None:
+    for doc in docs:
+        size = len(doc.text.encode("utf-8"))
+        if size > limit:
+            raise BadInputError(
+                f"document {doc.id!r} of {unit.file} is {size} bytes of text; Milvus keeps at most {limit} "
+                "bytes per text field. Split it, or build with --engine local (documents in SQLite)."
+            )
+
+
+def write_shard(path: Path, docs: list[Document], vectors: np.ndarray) -> None:
+    """A Parquet shard: ``id``, ``text``, ``metadata`` (JSON text or null) and ``vector`` (float32 list)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    x = np.ascontiguousarray(vectors, dtype=np.float32)
+    dim = int(x.shape[1]) if x.ndim == 2 else 0
+    table = pa.table(
+        {
+            "id": pa.array([d.id for d in docs], pa.string()),
+            "text": pa.array([d.text for d in docs], pa.string()),
+            "metadata": pa.array(
+                [None if d.metadata is None else json.dumps(d.metadata, ensure_ascii=False) for d in docs],
+                pa.string(),
+            ),
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(x.reshape(-1), pa.float32()), dim),
+        }
+    )
+    with atomic_path(path, suffix=".parquet") as tmp:
+        pq.write_table(table, tmp)
+
+
+def read_shard(path: Path) -> tuple[list[str], list[str], list[str | None], np.ndarray]:
+    """ids, texts, metadata JSON texts and vectors (float32, n x d) of a shard written by :func:`write_shard`."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    column = table.column("vector").combine_chunks()
+    dim = column.type.list_size
+    vectors = np.asarray(column.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)
+    return (
+        table.column("id").to_pylist(),
+        table.column("text").to_pylist(),
+        table.column("metadata").to_pylist(),
+        vectors,
+    )
+
+
+# --- the work folder ----------------------------------------------------------------------------------------
+def work_folder(out: Path) -> Path:
+    return out.parent / f".{out.name}.ray-build"
+
+
+def _read_log(path: Path) -> dict[int, int]:
+    """``{unit: rows}`` of a log of finished units (one JSON object a line); a torn last line is ignored."""
+    done: dict[int, int] = {}
+    if not path.exists():
+        return done
+    for line in path.read_text(encoding="utf-8").split("\n"):
+        try:
+            entry = json.loads(line)
+            done[int(entry["unit"])] = int(entry["count"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return done
+
+
+def _append_log(path: Path, unit: int, count: int) -> None:
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"unit": unit, "count": count}) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _file_fingerprint(files: list[Path]) -> list[dict[str, Any]]:
+    return [{"file": str(f.resolve()), "bytes": f.stat().st_size, "mtime_ns": f.stat().st_mtime_ns} for f in files]
+
+
+def _open_work(folder: Path, config: dict[str, Any]) -> dict[str, Any]:
+    """The state of an earlier run of the same build in ``folder`` (resumed), or a fresh one (anything left by
+    another build there is removed first)."""
+    state_file = folder / STATE
+    if state_file.exists():
+        try:
+            state = json.loads(state_file.read_text(encoding="utf-8"))
+        except ValueError:
+            state = {}
+        if state.get("config") == config:
+            return dict(state)
+        logger.warning("%s holds another build (other files or settings); starting over", folder)
+        _discard_work(folder, state)
+    folder.mkdir(parents=True, exist_ok=True)
+    state = {"config": config, "collection": None}
+    write_json(state_file, state)
+    return state
+
+
+def _discard_work(folder: Path, state: dict[str, Any] | None) -> None:
+    """Remove a work folder and the collection its build started on a server or a Lite file elsewhere."""
+    config = (state or {}).get("config") or {}
+    uri, collection = config.get("uri"), (state or {}).get("collection")
+    if uri and collection:
+        MilvusStore.discard({"backend_uri": uri, "milvus_collection": collection})
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+# --- the transform ------------------------------------------------------------------------------------------
+def _transform_plan(transform: str | Transform | None) -> tuple[Transform | None, str | None, bool]:
+    """``(object, spec, needs a fit)``; only a whitening form is fitted on the cluster (from merged moments)."""
+    if transform is None:
+        return None, None, False
+    if isinstance(transform, str) and transform.strip().lower().endswith(".safetensors"):
+        return Transform.load(transform), str(transform), False
+    if isinstance(transform, str):
+        obj, spec = make_transform(transform), transform.strip().lower()
+    elif isinstance(transform, Transform):
+        obj, spec = transform, type(transform).__name__
+    else:
+        raise BadInputError(
+            f"transform must be a spec string, a Transform or None, got {type(transform).__name__}"
+        )
+    if obj is None:
+        return None, None, False
+    from whitevec.index.build import _is_fitted
+
+    if _is_fitted(obj):
+        return obj, spec, False
+    if not isinstance(obj, Whitening):
+        raise BadInputError(
+            f"--engine ray fits whitening forms only (whitening, whitening-K, rotation, pca-K), from moments "
+            f"merged across workers; {spec!r} is not one. Fit it once with `whitevec fit` and pass the "
+            ".safetensors file, or use --engine local."
+        )
+    return obj, spec, True
+
+
+def _merge_moments(folder: Path, units: list[CorpusUnit], counts: dict[int, int], target: Whitening) -> int:
+    """Merge every unit's moments into ``target`` in unit order; returns the rows merged."""
+    rows = 0
+    for unit in units:
+        if counts[unit.index] == 0:
+            continue
+        part = Transform.load(folder / _moments_name(unit.index))
+        if not isinstance(part, Whitening):
+            raise WhitevecError(f"{folder / _moments_name(unit.index)} holds no whitening moments; rebuild")
+        target.merge(part)
+        rows += counts[unit.index]
+    if rows < 2:
+        raise BadInputError(f"whitening needs at least 2 documents to fit, the corpus has {rows}")
+    target._decompose()  # the floored-eigenvalue warning now, as fit() gives it
+    return rows
+
+
+def _check_ids(folder: Path, units: list[CorpusUnit], counts: dict[int, int]) -> None:
+    """BadInputError naming an id that occurs twice in the corpus (hash duplicates confirmed on the ids)."""
+    parts = [np.load(folder / _hashes_name(u.index), allow_pickle=False) for u in units if counts[u.index]]
+    if not parts:
+        raise BadInputError("the corpus holds no documents")
+    hashes = np.concatenate(parts)
+    ordered = np.sort(hashes)
+    repeated = set(ordered[1:][ordered[1:] == ordered[:-1]].tolist())
+    if not repeated:
+        return
+    seen: dict[str, str] = {}
+    for unit in units:
+        if not counts[unit.index]:
+            continue
+        ids, _, _, _ = read_shard(folder / shard_name(unit.index))
+        marks = np.load(folder / _hashes_name(unit.index), allow_pickle=False)
+        for doc_id, mark in zip(ids, marks.tolist(), strict=True):
+            if mark not in repeated:
+                continue
+            if doc_id in seen:
+                raise BadInputError(
+                    f"document id {doc_id!r} occurs more than once in the corpus ({seen[doc_id]} and "
+                    f"{unit.file}); ids must be unique"
+                )
+            seen[doc_id] = unit.file
+
+
+# --- the pipeline -------------------------------------------------------------------------------------------
+def encode_units(
+    ray: Any,
+    units: list[CorpusUnit],
+    folder: Path,
+    log: Path,
+    encoder: dict[str, Any],
+    *,
+    workers: int,
+    cpus_per_worker: float,
+    gpus_per_worker: float,
+    moments: bool,
+    transform_file: str | None = None,
+    max_text_bytes: int | None = None,
+    described: dict[str, Any] | None = None,
+) -> dict[int, int]:
+    """Encode the units not yet in ``log`` on an actor pool; returns ``{unit: rows}`` of all units. The
+    actors' description of their encoder (:func:`encoder_fields`) is put into ``described`` when given."""
+    done = {u: c for u, c in _read_log(log).items() if (folder / shard_name(u)).exists()}
+    pending = [u for u in units if u.index not in done]
+    if pending:
+        import ray.data
+
+        items = [{"unit": u.to_json()} for u in pending]
+        dataset = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
+            EncodeUnits,
+            batch_size=1,
+            compute=ray.data.ActorPoolStrategy(size=max(1, min(workers, len(pending)))),
+            num_cpus=cpus_per_worker,
+            num_gpus=gpus_per_worker or None,
+            fn_constructor_kwargs={
+                "encoder": encoder,
+                "folder": str(folder),
+                "moments": moments,
+                "transform_file": transform_file,
+                "max_text_bytes": max_text_bytes,
+                "threads": max(1, int(cpus_per_worker)),
+            },
+        )
+        try:
+            for row in dataset.iter_rows():
+                unit, count = int(row["unit"]), int(row["count"])
+                if row["error"]:
+                    raise BadInputError(str(row["error"]))
+                if described is not None and not described:
+                    described.update(json.loads(str(row["encoder"])))
+                _append_log(log, unit, count)
+                done[unit] = count
+        except WhitevecError:
+            raise
+        except Exception as exc:
+            found = _whitevec_error(exc)
+            if found is not None:
+                raise type(found)(str(found)) from None
+            raise
+    missing = [u.index for u in units if u.index not in done]
+    if missing:
+        raise WhitevecError(f"the Ray pipeline ended without encoding units {missing[:5]}; run the build again")
+    return done
+
+
+MIN_UNIT_BYTES = 16 << 10
+UNITS_PER_CORPUS = 64
+
+
+def auto_unit_bytes(files: list[Path]) -> int:
+    """Unit size from the corpus size alone (so a rerun plans the same units): about UNITS_PER_CORPUS units,
+    each between MIN_UNIT_BYTES and DEFAULT_UNIT_BYTES, so a small corpus still spreads over the workers."""
+    total = sum(f.stat().st_size for f in files)
+    return max(MIN_UNIT_BYTES, min(DEFAULT_UNIT_BYTES, total // UNITS_PER_CORPUS))
+
+
+def default_workers(ray: Any, cpus_per_worker: float) -> int:
+    """As many actors as the cluster's CPUs hold at ``cpus_per_worker`` each (at least one)."""
+    cpus = float(ray.cluster_resources().get("CPU", 1))
+    return max(1, int(cpus // max(cpus_per_worker, 1e-9)))
+
+
+def ray_build(
+    corpus: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    encoder: dict[str, Any],
+    transform: str | Transform | None = "whitening",
+    kind: str = "flat",
+    metric: str = "cosine",
+    backend: str = "milvus",
+    uri: str | None = None,
+    index_params: dict[str, Any] | None = None,
+    ray_address: str | None = None,
+    workers: int | None = None,
+    cpus_per_worker: float = 1.0,
+    gpus_per_worker: float = 0.0,
+    unit_bytes: int | None = None,
+    quiet: bool = True,
+) -> Path:
+    """Build the index ``out`` from ``corpus`` on Ray (see the module docstring); returns ``out``.
+
+    ``encoder``: the keyword arguments of :class:`~whitevec.encoder.Encoder` (``model``, ``pooling``,
+    ``max_length``, ``batch_size``, ``device``, ``backend``), made once in each actor and once here to describe
+    it in the manifest. Resumes an earlier run of the same build that was killed.
+
+    Raises:
+        BadInputError: Ray missing, ``--ray-address`` unreachable, backend not Milvus, a row that does not parse
+            (file and line), a duplicate id, an empty corpus, a transform that cannot be fitted here; nothing
+            half-built is left looking complete (no manifest is written).
+    """
+    started = time.perf_counter()
+    target = Path(out).expanduser()
+    if backend.strip().lower() != "milvus":
+        raise BadInputError(
+            f"--engine ray writes to Milvus; --backend {backend} is not supported with it. Use --backend milvus "
+            "(a server with --uri http://host:19530, or Milvus Lite), or --engine local for FAISS."
+        )
+    require_ray()
+    if ray_address:
+        check_address(ray_address)
+    check_build(target, kind=kind, metric=metric, backend="milvus", uri=uri, index_params=index_params)
+    kind, metric = kind.strip().lower(), check_choice(metric, ("cosine", "ip", "l2"), "metric")
+    fitted, spec, needs_fit = _transform_plan(transform)
+    files = corpus_files(corpus)
+    unit_bytes = unit_bytes or auto_unit_bytes(files)
+    units = plan_units(files, unit_bytes)
+    if uri is not None and is_local_uri(uri):
+        uri = str(Path(uri).expanduser().resolve())
+    config = {
+        "files": _file_fingerprint(files),
+        "unit_bytes": unit_bytes,
+        "encoder": encoder,
+        "transform": spec,
+        "kind": kind,
+        "metric": metric,
+        "index_params": index_params,
+        "uri": uri,
+    }
+    folder = work_folder(target)
+    state = _open_work(folder, config)
+    fields: dict[str, Any] = {}
+    try:
+        with ray_session(ray_address, quiet=quiet) as ray:
+            counts = encode_units(
+                ray,
+                units,
+                folder,
+                folder / ENCODED_LOG,
+                encoder,
+                workers=workers or default_workers(ray, cpus_per_worker),
+                cpus_per_worker=cpus_per_worker,
+                gpus_per_worker=gpus_per_worker,
+                moments=needs_fit,
+                max_text_bytes=DOC_TEXT_BYTES,
+                described=fields,
+            )
+        _check_ids(folder, units, counts)
+        rows = 0
+        if needs_fit:
+            assert isinstance(fitted, Whitening)
+            rows = _merge_moments(folder, units, counts, fitted)
+    except RayConnectionError:
+        raise  # nothing wrong with the build: keep its work for the next run
+    except BadInputError:
+        _discard_work(folder, state)
+        raise
+    if not fields:  # every unit was encoded by an earlier run: describe the encoder here
+        from whitevec.encoder import Encoder
+
+        with Encoder(**encoder, cache=False) as loaded:
+            fields = encoder_fields(loaded)
+    total = sum(counts.values())
+    info = None if fitted is None or spec is None else transform_info(fitted, spec, "corpus", rows)
+    dim = int(fitted.transform(np.zeros((1, fields["encoder_dim"]), np.float32)).shape[1]) if fitted else None
+    dim = dim or int(fields["encoder_dim"])
+    store = _open_collection(folder, state, dim, metric, kind, index_params, uri)
+    try:
+        _write_vectors(store, folder, units, counts, fitted, metric)
+        if store.count != total:
+            raise WhitevecError(
+                f"Milvus collection {store.collection} holds {store.count} rows after the build, expected "
+                f"{total}; run the build again (it resumes from {folder})"
+            )
+        params, location = store.params(), store.location()
+        store.release()
+        replaced: list[dict[str, Any] | None] = [None]
+
+        def note_replaced() -> None:
+            replaced[0] = _check_target(target)
+
+        with atomic_dir(target, before_swap=note_replaced) as tmp:
+            names: list[str] = []
+            if fitted is not None:
+                fitted.save(tmp / TRANSFORM_FILE)
+                names.append(TRANSFORM_FILE)
+            if uri is None:
+                os.replace(folder / MILVUS_LOCAL, tmp / MILVUS_LOCAL)
+            manifest = {
+                **fields,
+                "dim": dim,
+                "transform": info,
+                "metric": metric,
+                "index_kind": kind,
+                "index_params": params,
+                "count": total,
+                "backend": "milvus",
+                **location,
+                "docs": MILVUS_DOCS,
+                "faiss": faiss_version(),
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "build_seconds": round(time.perf_counter() - started, 3),
+            }
+            write_manifest(tmp, manifest, names)
+    finally:
+        store.close()
+    shutil.rmtree(folder, ignore_errors=True)
+    if replaced[0] is not None:
+        with contextlib.suppress(BadInputError):
+            MilvusStore.discard(replaced[0])
+    return target
+
+
+def _open_collection(
+    folder: Path,
+    state: dict[str, Any],
+    dim: int,
+    metric: str,
+    kind: str,
+    params: dict[str, Any] | None,
+    uri: str | None,
+) -> MilvusStore:
+    """The build's collection: the one an earlier run of it started, or a new one (named in the state first)."""
+    real_uri = str(folder / MILVUS_LOCAL) if uri is None else uri
+    name = state.get("collection")
+    if name is None:
+        from whitevec.index.milvus_store import new_collection_name
+
+        name = state["collection"] = new_collection_name()
+        write_json(folder / STATE, state)
+    try:
+        return MilvusStore(real_uri, name, dim, metric, kind, params, stored_uri=uri, docs=True)
+    except WhitevecError as exc:
+        if "has no collection" not in str(exc) and "does not exist" not in str(exc):
+            raise
+    # A new collection holds none of the shards an earlier run may have logged as written.
+    (folder / INSERTED_LOG).unlink(missing_ok=True)
+    return MilvusStore(real_uri, name, dim, metric, kind, params, create=True, stored_uri=uri, docs=True)
+
+
+def _write_vectors(
+    store: MilvusStore,
+    folder: Path,
+    units: list[CorpusUnit],
+    counts: dict[int, int],
+    fitted: Transform | None,
+    metric: str,
+) -> None:
+    """Transform each shard and upsert it with its documents, in unit order (rows numbered as a local build
+    numbers them), skipping the shards ``inserted.log`` lists."""
+    log = folder / INSERTED_LOG
+    done = _read_log(log)
+    row = 0
+    for unit in units:
+        count = counts[unit.index]
+        if count and unit.index not in done:
+            ids, texts, metas, vectors = read_shard(folder / shard_name(unit.index))
+            stored = stored_form(fitted, vectors, metric)
+            rows = np.arange(row, row + count, dtype=np.int64)
+            for start in range(0, count, _WRITE_ROWS):
+                stop = start + _WRITE_ROWS
+                store.upsert_documents(
+                    rows[start:stop], stored[start:stop], ids[start:stop], texts[start:stop], metas[start:stop]
+                )
+            store.flush()
+            _append_log(log, unit.index, count)
+        row += count
+
+
+# --- encode --engine ray --------------------------------------------------------------------------------------
+ENCODE_MANIFEST = "encode.json"
+
+
+def ray_encode(
+    corpus: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    encoder: dict[str, Any],
+    transform_file: str | os.PathLike[str] | None = None,
+    ray_address: str | None = None,
+    workers: int | None = None,
+    cpus_per_worker: float = 1.0,
+    gpus_per_worker: float = 0.0,
+    unit_bytes: int | None = None,
+    quiet: bool = True,
+) -> dict[str, Any]:
+    """Encode a corpus to Parquet shards in the folder ``out`` (``shard-NNNNNN.parquet``: id, text, metadata,
+    vector), through a saved transform if given; ``encode.json`` (written last) lists the shards, counts and
+    the encoder. Resumable like :func:`ray_build`: the shards already written are kept. Returns that listing."""
+    require_ray()
+    folder = Path(out).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise BadInputError(f"{folder} exists and is not a folder; --engine ray writes a folder of Parquet shards")
+    files = corpus_files(corpus)
+    unit_bytes = unit_bytes or auto_unit_bytes(files)
+    units = plan_units(files, unit_bytes)
+    transform_path = None if transform_file is None else str(Path(transform_file).expanduser().resolve())
+    config = {
+        "files": _file_fingerprint(files),
+        "unit_bytes": unit_bytes,
+        "encoder": encoder,
+        "transform": transform_path,
+    }
+    state = folder / STATE
+    if folder.exists() and any(folder.iterdir()):
+        try:
+            same = json.loads(state.read_text(encoding="utf-8")).get("config") == config
+        except (OSError, ValueError):
+            same = False
+        if not same:
+            raise BadInputError(
+                f"{folder} is not empty and holds no unfinished encode of this corpus with these settings; "
+                "choose another --out"
+            )
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / ENCODE_MANIFEST).unlink(missing_ok=True)
+    write_json(state, {"config": config})
+    with ray_session(ray_address, quiet=quiet) as ray:
+        counts = encode_units(
+            ray,
+            units,
+            folder,
+            folder / ENCODED_LOG,
+            encoder,
+            workers=workers or default_workers(ray, cpus_per_worker),
+            cpus_per_worker=cpus_per_worker,
+            gpus_per_worker=gpus_per_worker,
+            moments=False,
+            transform_file=transform_path,
+        )
+    for unit in units:
+        (folder / _hashes_name(unit.index)).unlink(missing_ok=True)
+    listing = {
+        "shards": [{"file": shard_name(u.index), "rows": counts[u.index], "source": u.file} for u in units],
+        "count": sum(counts.values()),
+        "encoder": encoder,
+        "transform": transform_path,
+    }
+    write_json(folder / ENCODE_MANIFEST, listing)
+    return listing
