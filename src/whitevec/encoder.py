@@ -34,7 +34,7 @@ import sqlite3
 import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,13 @@ from whitevec.st_config import (
     read_sentence_transformers_config,
 )
 from whitevec.token_pooling import layer_mean, sentence_transformers_pool
+from whitevec.token_weights import (
+    TokenFrequencies,
+    TokenWeighting,
+    check_scheme,
+    count_frequencies,
+    read_frequencies,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -257,6 +264,37 @@ class VectorCache:
         return aside
 
 
+def _weighting_source(
+    token_weights: str | TokenWeighting | None,
+    token_frequencies: str | os.PathLike[str] | TokenFrequencies | None,
+) -> tuple[str | TokenWeighting, TokenFrequencies | Path | None] | None:
+    """(scheme or weighting, frequency source) checked without loading anything, or None for no weights."""
+    if isinstance(token_weights, TokenWeighting):
+        if token_frequencies is not None:
+            raise BadInputError("give token_frequencies with a scheme name, not with a TokenWeighting")
+        return token_weights, None
+    scheme = check_scheme(token_weights)
+    if scheme is None:
+        if token_frequencies is not None:
+            raise BadInputError("token frequencies were given without token weights (sif, usif or zipf)")
+        return None
+    if token_frequencies is None:
+        raise BadInputError(
+            f"token weights {scheme!r} need token frequencies: a saved frequency file (.json) or a text corpus"
+        )
+    return scheme, read_frequencies(token_frequencies)
+
+
+def _check_weighted_pooling(pooling: Pooling) -> None:
+    if pooling.kind != _MEAN:
+        raise BadInputError(
+            f"token weights apply inside the token mean of a mean pooling (last-avg, first-last-avg, "
+            f"embeddings-avg, a list of layers); pooling {pooling.name!r} "
+            + ("reads one token's vector" if pooling.kind in (_CLS, _POOLER) else "is the folder's own modules")
+            + ", so weights cannot apply to it"
+        )
+
+
 class Encoder:
     """A transformers model and a pooling: ``encode(texts)`` gives float32 sentence vectors, one row per text.
 
@@ -267,6 +305,12 @@ class Encoder:
     Faster paths, each with slightly different vectors (its own cache namespace; ``describe()["backend"]``):
     ``backend="bf16"`` runs the model in bfloat16 (pooling in float32): faster on CPUs with bfloat16
     instructions (AVX512-BF16, AMX) and on GPUs, with STS-B Spearman within 0.02 points of float32.
+    ``token_weights`` (``"sif"``, ``"usif"``, ``"zipf"``; see :mod:`whitevec.token_weights`) weighs each token in
+    the token mean of a mean pooling by its frequency in ``token_frequencies``: a saved frequency file
+    (``.json``), a text corpus (one text a line, counted here with this model's tokenizer) or a
+    :class:`TokenFrequencies`; or give a :class:`TokenWeighting`. Special tokens are then left out of the mean.
+    ``cls`` and ``pooler`` read one vector, so weights do not apply to them (BadInputError).
+
     ``backend="int8"`` (CPU only) quantises the linear layers (all but the feed-forward output projections) to
     int8 with PyTorch dynamic quantisation: for CPUs without bfloat16; less exact (0.4 to 1.2 STS-B points
     lower). Speeds and scores: docs/results/bench.md.
@@ -281,6 +325,8 @@ class Encoder:
         device: str | None = None,
         cache: bool | str | os.PathLike[str] = True,
         backend: str = "torch",
+        token_weights: str | TokenWeighting | None = None,
+        token_frequencies: str | os.PathLike[str] | TokenFrequencies | None = None,
     ) -> None:
         # First, before any heavy import or model load: a cache folder that cannot work fails in milliseconds.
         self._cache_folder = vector_cache_folder(cache)
@@ -311,6 +357,11 @@ class Encoder:
         if pooling is None:
             pooling = default_pooling(self.model_path, FALLBACK_POOLING)
         self.pooling = get_pooling(pooling)
+        # Token weights: the scheme, the pooling and the frequency source are checked before anything loads.
+        weighting_source = _weighting_source(token_weights, token_frequencies)
+        self.token_weighting: TokenWeighting | None = None
+        if weighting_source is not None:
+            _check_weighted_pooling(self.pooling)
         if self.pooling.kind == _MODEL:
             self._model_config()  # an unsupported module or no configuration fails before the model loads
         if max_length is None:
@@ -320,6 +371,9 @@ class Encoder:
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_path))
         if self.st_config is not None and self.st_config.do_lower_case:
             _lower_case(self.tokenizer)
+        if weighting_source is not None:
+            # Counting a corpus needs only the tokenizer: a bad or foreign frequency file fails before the model.
+            self.token_weighting = self._weighting(*weighting_source, max_length)
         self.model = AutoModel.from_pretrained(str(self.model_path)).to(self.device).eval()
         self.backend = backend
         if backend == "int8":
@@ -343,6 +397,7 @@ class Encoder:
             logger.info("max_length %d capped to the model's limit %d", max_length, self.max_length)
         self.hidden_size = int(config.hidden_size)
         self._dense_modules: dict[int, tuple[torch.nn.Module, torch.nn.Module]] = {}
+        self._weight_tables: tuple[torch.Tensor, torch.Tensor] | None = None
         self._usable(self.pooling)  # fails early on out-of-range indices or a missing pooler
         self.dim = self.dim_of(self.pooling)
 
@@ -363,6 +418,8 @@ class Encoder:
         the model has a pooler layer; for ``model``, the folder's modules can be reproduced."""
         pooling = get_pooling(spec)
         pooling.resolved_layers(self.n_hidden_states)
+        if self.token_weighting is not None:
+            _check_weighted_pooling(pooling)
         needs_pooler = pooling.kind == _POOLER
         if pooling.kind == _MODEL:
             st = self._model_config()
@@ -449,12 +506,15 @@ class Encoder:
             "max_length": self.max_length,
             "dim": self.dim,
             "backend": self.backend,
+            **({"token_weights": self.token_weighting.describe()} if self.token_weighting is not None else {}),
         }
 
     def _cache_for(self, pooling: Pooling) -> VectorCache | None:
         if self._cache_folder is None:
             return None
-        if pooling.name not in self._caches:
+        weighting = self.token_weighting
+        slot = pooling.name if weighting is None else f"{pooling.name}|{weighting.fingerprint()}"
+        if slot not in self._caches:
             weights = sorted(self.model_path.glob("*.safetensors")) + sorted(self.model_path.glob("*.bin"))
             stamp = [f"{w.resolve()}:{w.stat().st_size}:{w.stat().st_mtime_ns}" for w in weights]
             ident = json.dumps(
@@ -469,14 +529,17 @@ class Encoder:
                     # Likewise the model's own pooling (its modes, Dense weights, Normalize) and lower-casing.
                     *([self._model_config().fingerprint()] if pooling.kind == _MODEL else []),
                     *(["lower"] if self.st_config is not None and self.st_config.do_lower_case else []),
+                    # Token weights: scheme, parameter and the counts' digest (other weights, other vectors).
+                    *([self.token_weighting.fingerprint()] if self.token_weighting is not None else []),
                 ],
             )
+            weighted = "" if self.token_weighting is None else f"-{self.token_weighting.scheme}"
             namespace = (
-                f"{self.model_path.name}-{pooling.name.replace(':', '_').replace(',', '_')}-"
+                f"{self.model_path.name}-{pooling.name.replace(':', '_').replace(',', '_')}{weighted}-"
                 + hashlib.sha256(ident.encode()).hexdigest()[:16]
             )
-            self._caches[pooling.name] = VectorCache(self._cache_folder, namespace, self.dim_of(pooling))
-        return self._caches[pooling.name]
+            self._caches[slot] = VectorCache(self._cache_folder, namespace, self.dim_of(pooling))
+        return self._caches[slot]
 
     # --- encoding ---------------------------------------------------------------------------------------
     def encode(
@@ -556,14 +619,22 @@ class Encoder:
                 ).to(self.device)
                 outputs = self.model(**batch, output_hidden_states=need_hidden, return_dict=True)
                 hidden = outputs.hidden_states if need_hidden else None
+                weights = self._token_weights(batch["input_ids"], batch["attention_mask"])
                 for pooling in poolings:
-                    vectors = self._pool(pooling, outputs, hidden, batch["attention_mask"])
+                    vectors = self._pool(pooling, outputs, hidden, batch["attention_mask"], weights)
                     result[pooling.name][batch_idx] = vectors.float().cpu().numpy()
                 if bar is not None and task is not None:
                     bar.advance(task, len(batch_idx))
         return result
 
-    def _pool(self, pooling: Pooling, outputs: Any, hidden: Any, attention_mask: torch.Tensor) -> torch.Tensor:
+    def _pool(
+        self,
+        pooling: Pooling,
+        outputs: Any,
+        hidden: Any,
+        attention_mask: torch.Tensor,
+        weights: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
         if pooling.kind == _MODEL:
             return self._model_pool(outputs, hidden, attention_mask)
         if pooling.kind == _POOLER:
@@ -571,7 +642,84 @@ class Encoder:
         layers = pooling.resolved_layers(len(hidden))
         if pooling.kind == _CLS:
             return hidden[layers[0]][:, 0]
+        if weights is not None:
+            return layer_mean(hidden, layers, weights[0], weights[1])
         return layer_mean(hidden, layers, attention_mask)
+
+    def _token_weights(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """(mask of real non-special tokens, weight of each token) for a batch, or None without weights."""
+        if self.token_weighting is None:
+            return None
+        if self._weight_tables is None:
+            table = torch.from_numpy(self.token_weighting.weights()).to(torch.float32)
+            real = torch.ones(table.shape[0], dtype=torch.float32)
+            real[list(self.token_weighting.frequencies.special_ids)] = 0.0
+            self._weight_tables = (real.to(self.device), table.to(self.device))
+        real, table = self._weight_tables
+        mask = real[input_ids] * attention_mask.to(torch.float32)
+        return mask, table[input_ids] * mask
+
+    # --- token weights ----------------------------------------------------------------------------------
+    def _weighting(
+        self, scheme: str | TokenWeighting, source: TokenFrequencies | Path | None, max_length: int
+    ) -> TokenWeighting:
+        """The TokenWeighting of a checked source: loaded counts checked against this tokenizer, or a corpus
+        counted with it."""
+        if isinstance(scheme, TokenWeighting):
+            scheme.frequencies.check_tokenizer(self.tokenizer, self.model_name)
+            return scheme
+        if isinstance(source, Path):
+            from whitevec.datasets import read_texts_file
+
+            frequencies = count_frequencies(
+                self.tokenizer,
+                read_texts_file(source),
+                min(max_length, getattr(self.tokenizer, "model_max_length", max_length) or max_length),
+                model=self.model_name,
+                model_fingerprint=self.model_fingerprint,
+                source=source.name,
+            )
+        else:
+            assert source is not None
+            frequencies = source
+            frequencies.check_tokenizer(self.tokenizer, self.model_name)
+        return TokenWeighting(scheme, frequencies)
+
+    def with_token_weights(self, weighting: TokenWeighting | None) -> Encoder:
+        """The same loaded model with other token weights (None: none); vector caches shared, each weighting in
+        its own namespace."""
+        if weighting is not None:
+            weighting.frequencies.check_tokenizer(self.tokenizer, self.model_name)
+            _check_weighted_pooling(self.pooling)
+        other = copy.copy(self)
+        other.token_weighting = weighting
+        other._weight_tables = None
+        return other
+
+    def token_vectors(
+        self, texts: Sequence[str], batch_size: int | None = None
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Per batch of ``texts``: ``(vectors, ids)`` of every real non-special token, each vector the mean over
+        this encoder's (mean) pooling layers of that token's hidden state: the vectors the token mean averages."""
+        _check_weighted_pooling(self.pooling)
+        layers = self.pooling.resolved_layers(self.n_hidden_states)
+        specials = torch.tensor(sorted({int(i) for i in self.tokenizer.all_special_ids}), dtype=torch.long)
+        size = batch_size or self.batch_size
+        with torch.inference_mode():
+            for start in range(0, len(texts), size):
+                batch = self.tokenizer(
+                    list(texts[start : start + size]),
+                    padding=True,
+                    truncation=True,
+                    max_length=self.max_length,
+                    return_tensors="pt",
+                ).to(self.device)
+                outputs = self.model(**batch, output_hidden_states=True, return_dict=True)
+                keep = batch["attention_mask"].bool() & ~torch.isin(batch["input_ids"], specials.to(self.device))
+                vectors = sum(outputs.hidden_states[i].float() for i in layers) / len(layers)
+                yield vectors[keep].cpu().numpy(), batch["input_ids"][keep].cpu().numpy()
 
     def _model_pool(self, outputs: Any, hidden: Any, attention_mask: torch.Tensor) -> torch.Tensor:
         """What sentence-transformers' modules after the Transformer compute, step by step, in float32."""
