@@ -285,7 +285,8 @@ def _weighting_source(
     return scheme, read_frequencies(token_frequencies)
 
 
-def _check_weighted_pooling(pooling: Pooling) -> None:
+def check_weighted_pooling(pooling: Pooling) -> None:
+    """BadInputError unless token weights can apply to ``pooling`` (a mean kind)."""
     if pooling.kind != _MEAN:
         raise BadInputError(
             f"token weights apply inside the token mean of a mean pooling (last-avg, first-last-avg, "
@@ -331,7 +332,7 @@ class Encoder:
         # First, before any heavy import or model load: a cache folder that cannot work fails in milliseconds.
         self._cache_folder = vector_cache_folder(cache)
         self._caches: dict[str, VectorCache] = {}
-        from transformers import AutoModel, AutoTokenizer
+        from transformers import AutoConfig, AutoModel
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # whitevec shows its own progress; the loader's bar is noise
@@ -361,19 +362,18 @@ class Encoder:
         weighting_source = _weighting_source(token_weights, token_frequencies)
         self.token_weighting: TokenWeighting | None = None
         if weighting_source is not None:
-            _check_weighted_pooling(self.pooling)
+            check_weighted_pooling(self.pooling)
         if self.pooling.kind == _MODEL:
             self._model_config()  # an unsupported module or no configuration fails before the model loads
         if max_length is None:
             max_length = read_max_seq_length(self.model_path) or FALLBACK_MAX_LENGTH
         self.batch_size = batch_size
         self.device = torch.device(device or _default_device())
-        self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_path))
-        if self.st_config is not None and self.st_config.do_lower_case:
-            _lower_case(self.tokenizer)
+        self.tokenizer = load_tokenizer(self.model_path, self.st_config)
+        self.max_length = token_limit(max_length, self.tokenizer, AutoConfig.from_pretrained(str(self.model_path)))
         if weighting_source is not None:
             # Counting a corpus needs only the tokenizer: a bad or foreign frequency file fails before the model.
-            self.token_weighting = self._weighting(*weighting_source, max_length)
+            self.token_weighting = self._weighting(*weighting_source)
         self.model = AutoModel.from_pretrained(str(self.model_path)).to(self.device).eval()
         self.backend = backend
         if backend == "int8":
@@ -382,17 +382,6 @@ class Encoder:
             self.model = _to_bfloat16(self.model, self.device)
         config = self.model.config
         self.n_hidden_states = int(config.num_hidden_layers) + 1
-        limits = [max_length]
-        if 0 < getattr(self.tokenizer, "model_max_length", 0) < 100_000:
-            limits.append(int(self.tokenizer.model_max_length))
-        positions = getattr(config, "max_position_embeddings", None)
-        if positions:
-            # RoBERTa-style models (MPNet too) reserve padding_idx + 1 position ids.
-            offset = (
-                int(config.pad_token_id) + 1 if config.model_type in {"roberta", "xlm-roberta", "mpnet"} else 0
-            )
-            limits.append(int(positions) - offset)
-        self.max_length = min(limits)
         if self.max_length < max_length:
             logger.info("max_length %d capped to the model's limit %d", max_length, self.max_length)
         self.hidden_size = int(config.hidden_size)
@@ -419,7 +408,7 @@ class Encoder:
         pooling = get_pooling(spec)
         pooling.resolved_layers(self.n_hidden_states)
         if self.token_weighting is not None:
-            _check_weighted_pooling(pooling)
+            check_weighted_pooling(pooling)
         needs_pooler = pooling.kind == _POOLER
         if pooling.kind == _MODEL:
             st = self._model_config()
@@ -490,10 +479,7 @@ class Encoder:
     @property
     def model_fingerprint(self) -> str:
         """sha256 over config.json and the names and sizes of the weight files: same model, same print."""
-        digest = hashlib.sha256((self.model_path / "config.json").read_bytes())
-        for weights in sorted(self.model_path.glob("*.safetensors")) + sorted(self.model_path.glob("*.bin")):
-            digest.update(f"{weights.name}:{weights.stat().st_size}".encode())
-        return digest.hexdigest()
+        return folder_fingerprint(self.model_path)
 
     def describe(self) -> dict[str, Any]:
         """What an index manifest or a result records about how vectors were made."""
@@ -662,9 +648,7 @@ class Encoder:
         return mask, table[input_ids] * mask
 
     # --- token weights ----------------------------------------------------------------------------------
-    def _weighting(
-        self, scheme: str | TokenWeighting, source: TokenFrequencies | Path | None, max_length: int
-    ) -> TokenWeighting:
+    def _weighting(self, scheme: str | TokenWeighting, source: TokenFrequencies | Path | None) -> TokenWeighting:
         """The TokenWeighting of a checked source: loaded counts checked against this tokenizer, or a corpus
         counted with it."""
         if isinstance(scheme, TokenWeighting):
@@ -676,7 +660,7 @@ class Encoder:
             frequencies = count_frequencies(
                 self.tokenizer,
                 read_texts_file(source),
-                min(max_length, getattr(self.tokenizer, "model_max_length", max_length) or max_length),
+                self.max_length,
                 model=self.model_name,
                 model_fingerprint=self.model_fingerprint,
                 source=source.name,
@@ -692,7 +676,7 @@ class Encoder:
         its own namespace."""
         if weighting is not None:
             weighting.frequencies.check_tokenizer(self.tokenizer, self.model_name)
-            _check_weighted_pooling(self.pooling)
+            check_weighted_pooling(self.pooling)
         other = copy.copy(self)
         other.token_weighting = weighting
         other._weight_tables = None
@@ -703,7 +687,7 @@ class Encoder:
     ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Per batch of ``texts``: ``(vectors, ids)`` of every real non-special token, each vector the mean over
         this encoder's (mean) pooling layers of that token's hidden state: the vectors the token mean averages."""
-        _check_weighted_pooling(self.pooling)
+        check_weighted_pooling(self.pooling)
         layers = self.pooling.resolved_layers(self.n_hidden_states)
         specials = torch.tensor(sorted({int(i) for i in self.tokenizer.all_special_ids}), dtype=torch.long)
         size = batch_size or self.batch_size
@@ -752,6 +736,60 @@ class Encoder:
                     linear.bias.copy_(torch.from_numpy(layer.bias))
             self._dense_modules[index] = (linear.to(self.device).eval(), _activation(layer.activation))
         return self._dense_modules[index]
+
+
+def load_tokenizer(model_path: Path, st_config: SentenceTransformersConfig | None) -> Any:
+    """The model's tokenizer as the Encoder uses it (lower-casing first when the folder says do_lower_case)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+    if st_config is not None and st_config.do_lower_case:
+        _lower_case(tokenizer)
+    return tokenizer
+
+
+def token_limit(max_length: int, tokenizer: Any, config: Any) -> int:
+    """``max_length`` capped to what the tokenizer and the model's position embeddings allow."""
+    limits = [max_length]
+    if 0 < getattr(tokenizer, "model_max_length", 0) < 100_000:
+        limits.append(int(tokenizer.model_max_length))
+    positions = getattr(config, "max_position_embeddings", None)
+    if positions:
+        # RoBERTa-style models (MPNet too) reserve padding_idx + 1 position ids.
+        offset = int(config.pad_token_id) + 1 if config.model_type in {"roberta", "xlm-roberta", "mpnet"} else 0
+        limits.append(int(positions) - offset)
+    return min(limits)
+
+
+def count_model_frequencies(
+    model: str | os.PathLike[str], texts: Sequence[str], max_length: int | None = None
+) -> TokenFrequencies:
+    """Token frequencies of ``texts`` counted with ``model``'s tokenizer as an Encoder of that model tokenises
+    (same lower-casing and truncation); loads the tokenizer only, never the weights."""
+    from transformers import AutoConfig
+
+    if max_length is not None and max_length < 2:
+        raise BadInputError(f"max_length must be at least 2 (room for the special tokens), got {max_length}")
+    path = resolve_model(model)
+    try:
+        st_config = read_sentence_transformers_config(path)
+    except UnsupportedModuleError:
+        st_config = None
+    tokenizer = load_tokenizer(path, st_config)
+    limit = token_limit(
+        max_length or read_max_seq_length(path) or FALLBACK_MAX_LENGTH,
+        tokenizer,
+        AutoConfig.from_pretrained(str(path)),
+    )
+    return count_frequencies(tokenizer, texts, limit, model=str(model), model_fingerprint=folder_fingerprint(path))
+
+
+def folder_fingerprint(path: Path) -> str:
+    """sha256 over a model folder's config.json and the names and sizes of its weight files."""
+    digest = hashlib.sha256((path / "config.json").read_bytes())
+    for weights in sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin")):
+        digest.update(f"{weights.name}:{weights.stat().st_size}".encode())
+    return digest.hexdigest()
 
 
 def _activation(class_path: str) -> torch.nn.Module:

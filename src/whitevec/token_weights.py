@@ -73,10 +73,15 @@ def check_scheme(scheme: str | None) -> str | None:
 
 
 def tokenizer_fingerprint(tokenizer: Any) -> str:
-    """sha256 of what decides the token ids: a fast tokenizer's full serialisation (vocabulary, normalizer,
-    pre-tokenizer), else its sorted vocabulary."""
+    """sha256 of what decides the token ids: a fast tokenizer's serialisation (vocabulary, normalizer,
+    pre-tokenizer, added tokens; not its truncation and padding settings), else its sorted vocabulary."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
-    text = backend.to_str() if backend is not None else json.dumps(sorted(tokenizer.get_vocab().items()))
+    if backend is not None:
+        # Truncation and padding are call settings the serialisation also holds: left out, they change no id.
+        state = {k: v for k, v in json.loads(backend.to_str()).items() if k not in ("truncation", "padding")}
+        text = json.dumps(state, sort_keys=True)
+    else:
+        text = json.dumps(sorted(tokenizer.get_vocab().items()))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -207,7 +212,7 @@ class TokenFrequencies:
             special_ids=specials,
             model=str(data.get("model", "")),
             model_fingerprint=str(data.get("model_fingerprint", "")),
-            source=str(data.get("source", source)),
+            source=str(data.get("source") or source),
             smoothing=smoothing,
         )
 
