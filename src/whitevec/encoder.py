@@ -685,16 +685,19 @@ class Encoder:
     def token_vectors(
         self, texts: Sequence[str], batch_size: int | None = None
     ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """Per batch of ``texts``: ``(vectors, ids)`` of every real non-special token, each vector the mean over
-        this encoder's (mean) pooling layers of that token's hidden state: the vectors the token mean averages."""
+        """Per batch of ``texts`` (batched longest first, not in input order): ``(vectors, ids)`` of every real
+        non-special token, each vector the mean over this encoder's (mean) pooling layers of that token's hidden
+        state: the vectors the token mean averages."""
         check_weighted_pooling(self.pooling)
         layers = self.pooling.resolved_layers(self.n_hidden_states)
         specials = torch.tensor(sorted({int(i) for i in self.tokenizer.all_special_ids}), dtype=torch.long)
         size = batch_size or self.batch_size
+        # Longest first, so each batch pads little (the order of the tokens does not matter to moments).
+        ordered = sorted(texts, key=len, reverse=True)
         with torch.inference_mode():
-            for start in range(0, len(texts), size):
+            for start in range(0, len(ordered), size):
                 batch = self.tokenizer(
-                    list(texts[start : start + size]),
+                    ordered[start : start + size],
                     padding=True,
                     truncation=True,
                     max_length=self.max_length,
