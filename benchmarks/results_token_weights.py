@@ -136,6 +136,9 @@ def main() -> None:
     parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--fresh", action="store_true", help="drop the rows of earlier runs in the output JSON")
+    parser.add_argument(
+        "--render-only", action="store_true", help="measure nothing: rewrite the .md from the JSON"
+    )
     args = parser.parse_args()
     tasks = args.tasks.split(",")
     methods = [m for m in args.methods.split(",") if not (args.skip_flow and m == "flow")]
@@ -144,13 +147,13 @@ def main() -> None:
     unknown = set(methods) - set(METHODS)
     if unknown:
         parser.error(f"unknown methods {sorted(unknown)}; valid: {', '.join(METHODS)}")
-    loaded = [load_sts_task(name) for name in tasks]
+    loaded = [] if args.render_only else [load_sts_task(name) for name in tasks]
     union = list(dict.fromkeys(s for task in loaded for s in task.sentences("target")))
     load_before = os.getloadavg()
     started = time.perf_counter()
     scores: list[StsScore] = []
     runs: list[dict[str, Any]] = []
-    for model in args.models.split(","):
+    for model in [] if args.render_only else args.models.split(","):
         poolings = args.poolings.split(",") if args.poolings else POOLINGS_OF.get(model, POOLINGS)
         t0 = time.perf_counter()
         encoder = Encoder(model, pooling="last-avg")
@@ -203,6 +206,8 @@ def main() -> None:
             if (row["model"], row["pooling"], row["transform"], row["task"]) not in measured:
                 scores.append(StsScore(**{**row, "subsets": [SubsetScore(**x) for x in row["subsets"]]}))
         earlier_runs = earlier.get("runs", [])
+    if args.render_only:
+        tasks = [t for t in TASKS if any(s.task == t for s in scores)]
     order = {m: i for i, m in enumerate(["none", *METHODS[1:]])}
     scores.sort(
         key=lambda s: (
@@ -223,7 +228,7 @@ def main() -> None:
     payload = {
         "protocol": "fit on target (all sentences of the task, all splits, de-duplicated), per task; token "
         "frequencies counted with the model's tokenizer on the union of the target sentences of all tasks",
-        "runs": [*earlier_runs, this_run],
+        "runs": earlier_runs if args.render_only else [*earlier_runs, this_run],
         "scores": [asdict(s) for s in scores],
     }
     with atomic_path(json_path) as tmp:
@@ -241,8 +246,9 @@ def main() -> None:
         "Spearman x 100 between cosine similarity and gold scores (wmean per task, as in sts.md). Every",
         "transform is fitted per task on that task's target sentences (all splits, de-duplicated).",
         "Token frequencies p(w) are counted with each model's own tokenizer (special tokens left out) on the",
-        "union of all sentences of the five tasks: no external corpus is reachable on this machine, so the",
-        "frequencies come from the evaluation text itself (unlabelled; the papers use Wikipedia-scale counts).",
+        f"union of all sentences of the tasks run ({', '.join(tasks)}): no external corpus is reachable on this",
+        "machine, so the frequencies come from the evaluation text itself (unlabelled; the papers use",
+        "Wikipedia-scale counts).",
         "",
         "- `none`: raw pooling; `whitening`: BERT-whitening; `flow`: `Flow()` with its defaults.",
         "- `zipfian`: Zipfian whitening (Yokoi et al. 2024, Algorithm 1): p(w)-weighted mean and covariance of",
@@ -258,7 +264,7 @@ def main() -> None:
         "Runs:",
         *run_lines,
         "",
-        "## Five-task average (wmean), change against uniform whitening",
+        f"## {len(tasks)}-task average (wmean), change against uniform whitening",
         "",
         *delta_table(scores, tasks),
         "",
