@@ -371,3 +371,19 @@ def test_readme_snippet_runs(minilm_dir: Path, tmp_path: Path, monkeypatch: pyte
     vectors = scope["vectors"]
     assert isinstance(vectors, np.ndarray) and vectors.shape == (3, 384)
     assert (tmp_path / "freq.json").is_file()
+
+
+def test_index_and_export_refuse_weighted_encoders(
+    tiny_bert_dir: Path, tiny_frequencies: TokenFrequencies, tmp_path: Path
+) -> None:
+    from whitevec.index.build import encoder_fields
+    from whitevec.st_export import export_sentence_transformer
+
+    encoder = Encoder(
+        tiny_bert_dir, pooling="last-avg", cache=False, token_weights=TokenWeighting("sif", tiny_frequencies)
+    )
+    with pytest.raises(BadInputError, match="cannot record token weights"):
+        encoder_fields(encoder)
+    with pytest.raises(BadInputError, match="sentence-transformers' Pooling cannot"):
+        export_sentence_transformer(tmp_path / "st", encoder)
+    assert encoder_fields(encoder.with_token_weights(None))["pooling"] == "last-avg"
