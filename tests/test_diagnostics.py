@@ -8,6 +8,7 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -376,3 +377,30 @@ def test_report_on_default_model(minilm_dir: Path, data_dir: Path, tmp_path: Pat
     raw, white = metrics["summary"]
     assert raw["mean_cosine"] > white["mean_cosine"] + 0.1  # the raw space is a cone; whitening opens it
     assert white["effective_rank"] > raw["effective_rank"]
+
+
+def test_a_flow_in_the_report_draws_its_loss_curve(
+    tiny_bert: Path, tiny_inputs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    from whitevec.datasets import read_texts_file
+    from whitevec.encoder import Encoder
+    from whitevec.transforms import Flow, make_transform
+
+    def small(spec: str) -> Any:
+        if spec == "flow":
+            return Flow(levels=1, depth=1, width=8, max_steps=40, validation_interval=10, batch_size=32)
+        return make_transform(spec)
+
+    corpus, _ = tiny_inputs
+    encoder = Encoder(tiny_bert, "last-avg", cache=False)
+    report = diagnose(encoder, read_texts_file(corpus), transforms=["none", "flow"], make=small)
+    curve = report.space("flow").loss_curve
+    assert curve is not None and curve.shape[1] == 3 and curve[-1, 0] <= 40
+    assert report.space("none").loss_curve is None
+    written = write_report(report, tmp_path / "out")
+    assert "flow_loss" in written and written["flow_loss"].stat().st_size > 1000
+    metrics = json.loads(written["metrics"].read_text())
+    saved = metrics["spaces"][1]["loss_curve"]
+    assert [row[0] for row in saved] == curve[:, 0].tolist()
+    assert "loss_curve" not in metrics["spaces"][0]
+    assert "id='flow_loss'" in written["report"].read_text()

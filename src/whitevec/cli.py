@@ -35,6 +35,7 @@ from whitevec.preflight import (
     describe_fault,
     existing_folder,
     input_file,
+    model_hidden_size,
 )
 
 if TYPE_CHECKING:
@@ -115,6 +116,22 @@ WorkersOpt = Annotated[
 GpusOpt = Annotated[
     float, typer.Option("--gpus-per-worker", help="With --engine ray: GPUs per encoder actor (default 0).")
 ]
+TokenWeightsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--token-weights",
+        help="Weigh tokens in the token mean by frequency: sif, usif or zipf (mean poolings only; needs "
+        "--token-frequencies).",
+    ),
+]
+TokenFrequenciesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--token-frequencies",
+        help="Token counts for --token-weights: a file saved by `whitevec frequencies count` (.json), or a text "
+        "corpus (one text a line) counted with the model's tokenizer.",
+    ),
+]
 ConfigOpt = Annotated[
     Path | None,
     typer.Option(
@@ -171,9 +188,15 @@ def with_run_options(command: Callable[..., None]) -> Callable[..., None]:
     return with_options
 
 
-def _encoder(model: str, pooling: str | None, run: RunOptions) -> Encoder:
-    """The Encoder a command's --model, --pooling and run options name (a module attribute, so that tests can
-    replace it to show that a command stops before any model loads)."""
+def _encoder(
+    model: str,
+    pooling: str | None,
+    run: RunOptions,
+    token_weights: str | None = None,
+    token_frequencies: Any = None,
+) -> Encoder:
+    """The Encoder a command's --model, --pooling, run options (and --token-weights) name (a module attribute,
+    so that tests can replace it to show that a command stops before any model loads)."""
     from whitevec.encoder import Encoder
 
     return Encoder(
@@ -184,6 +207,8 @@ def _encoder(model: str, pooling: str | None, run: RunOptions) -> Encoder:
         device=run.device,
         cache=run.cache,
         backend=run.compute,
+        token_weights=token_weights,
+        token_frequencies=token_frequencies,
     )
 
 
@@ -205,6 +230,27 @@ def _encoder_args(model: str, pooling: str | None, run: RunOptions) -> dict[str,
         "device": run.device,
         "backend": run.compute,
     }
+
+
+def _token_weights(
+    token_weights: str | None, token_frequencies: Path | None, poolings: Sequence[str]
+) -> tuple[str | None, Any]:
+    """--token-weights and --token-frequencies checked before the model loads: the scheme, the poolings (mean
+    kinds only) and the frequency source (a .json file loaded and checked, or an existing corpus)."""
+    from whitevec.token_weights import check_scheme, read_frequencies
+
+    scheme = check_scheme(token_weights)
+    if scheme is None:
+        if token_frequencies is not None:
+            raise BadInputError("--token-frequencies needs --token-weights (sif, usif or zipf)")
+        return None, None
+    if token_frequencies is None:
+        raise BadInputError(f"--token-weights {scheme} needs --token-frequencies FILE (.json counts or a corpus)")
+    from whitevec.encoder import check_weighted_pooling, get_pooling
+
+    for pooling in poolings:
+        check_weighted_pooling(get_pooling(pooling))
+    return scheme, read_frequencies(token_frequencies)
 
 
 def _default_pooling(model: str, fallback: str) -> str:
@@ -339,6 +385,8 @@ def eval_command(
     variant: Annotated[str, typer.Option("--variant", help="original or senteval-tokenized text.")] = "original",
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the full results as JSON here.")] = None,
     config: ConfigOpt = None,
+    token_weights: TokenWeightsOpt = None,
+    token_frequencies: TokenFrequenciesOpt = None,
     *,
     run: RunOptions,
 ) -> None:
@@ -363,7 +411,8 @@ def eval_command(
     poolings = split_list(pooling) if pooling else [_default_pooling(model, "first-last-avg")]
     transforms = split_list(transform)
     _check_specs(poolings, transforms)
-    with _encoder(model, poolings[0], run) as encoder:
+    weights = _token_weights(token_weights, token_frequencies, poolings)
+    with _encoder(model, poolings[0], run, *weights) as encoder:
         report = evaluate_sts_poolings(
             encoder, poolings, loaded, transforms, fit_on, run.show_progress, encoding=encoding
         )
@@ -401,6 +450,8 @@ def encode_command(
     ray_address: RayAddressOpt = None,
     workers: WorkersOpt = None,
     gpus_per_worker: GpusOpt = 0.0,
+    token_weights: TokenWeightsOpt = None,
+    token_frequencies: TokenFrequenciesOpt = None,
     *,
     run: RunOptions,
 ) -> None:
@@ -415,6 +466,8 @@ def encode_command(
         from whitevec.index.ray_engine import ray_encode, require_ray
 
         require_ray()
+        if token_weights is not None or token_frequencies is not None:
+            raise BadInputError("--token-weights and --token-frequencies are not supported with --engine ray")
         if transform is not None:
             existing_file(transform, "transform file")
         check_encoder(model, False)
@@ -437,9 +490,12 @@ def encode_command(
         existing_file(transform, "transform file")
     dim = check_encoder(model, run.cache)
     check_output(out, "--out file", need_bytes=len(texts) * dim * 4)
+    weights = _token_weights(
+        token_weights, token_frequencies, [pooling or _default_pooling(model, "first-last-avg")]
+    )
     from whitevec.vectors import encode_to_file
 
-    with _encoder(model, pooling, run) as encoder:
+    with _encoder(model, pooling, run, *weights) as encoder:
         shape = encode_to_file(encoder, texts, out, transform, show_progress=run.show_progress)
     typer.echo(f"wrote {out} ({shape[0]} x {shape[1]})", err=True)
 
@@ -455,6 +511,8 @@ def fit_command(
     texts: Annotated[Path | None, typer.Option("--texts", help="A text file to encode and fit on.")] = None,
     model: ModelOpt = DEFAULT_MODEL,
     pooling: PoolingOpt = None,
+    token_weights: TokenWeightsOpt = None,
+    token_frequencies: TokenFrequenciesOpt = None,
     *,
     run: RunOptions,
 ) -> None:
@@ -467,10 +525,17 @@ def fit_command(
         existing_file(texts, "text file")
         check_encoder(model, run.cache)
     check_output(out, "--out file")
+    weights: tuple[str | None, Any] = (None, None)
+    if texts is not None:
+        weights = _token_weights(
+            token_weights, token_frequencies, [pooling or _default_pooling(model, "first-last-avg")]
+        )
+    elif token_weights is not None or token_frequencies is not None:
+        raise BadInputError("--token-weights applies when encoding --texts, not to --vectors")
     from whitevec.vectors import fit_transform_file
 
     encoding: contextlib.AbstractContextManager[Encoder | None] = (
-        contextlib.nullcontext() if texts is None else _encoder(model, pooling, run)
+        contextlib.nullcontext() if texts is None else _encoder(model, pooling, run, *weights)
     )
     with encoding as encoder:
         fitted, n_rows = fit_transform_file(
@@ -503,6 +568,8 @@ def diagnose_command(
         int, typer.Option("--min-types-per-bucket", help="Token types a frequency bucket needs to be shown.")
     ] = 20,
     json_only: Annotated[bool, typer.Option("--json-only", help="Write metrics.json only (no plots).")] = False,
+    token_weights: TokenWeightsOpt = None,
+    token_frequencies: TokenFrequenciesOpt = None,
     *,
     run: RunOptions,
 ) -> None:
@@ -523,7 +590,10 @@ def diagnose_command(
     from whitevec.diagnostics import diagnose, write_report
 
     _check_specs([pooling] if pooling else [], split_list(transform))
-    with _encoder(model, pooling, run) as encoder:
+    weights = _token_weights(
+        token_weights, token_frequencies, [pooling or _default_pooling(model, "first-last-avg")]
+    )
+    with _encoder(model, pooling, run, *weights) as encoder:
         report = diagnose(
             encoder,
             texts,
@@ -560,6 +630,38 @@ def diagnose_command(
     for key, note in report.notes.items():
         typer.echo(f"note ({key}): {note}", err=True)
     typer.echo(f"wrote {', '.join(str(p) for p in written.values())}", err=True)
+
+
+# ---- token frequencies -----------------------------------------------------------------------------------
+frequencies_app = typer.Typer(help="Token frequencies for --token-weights.", no_args_is_help=True)
+app.add_typer(frequencies_app, name="frequencies")
+
+
+@frequencies_app.command("count")
+def frequencies_count_command(
+    corpus: Annotated[Path, typer.Option("--corpus", help="Text file, one text a line.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the counts (.json).")],
+    model: ModelOpt = DEFAULT_MODEL,
+    max_length: MaxLengthOpt = None,
+) -> None:
+    """Count the tokens of a corpus with a model's tokenizer (special tokens left out) and save them as JSON."""
+    from whitevec.datasets import read_texts_file
+
+    texts = read_texts_file(corpus)
+    if out.suffix.lower() != ".json":
+        raise BadInputError(f"--out {out}: token frequencies are saved as JSON; name the file *.json")
+    check_output(out, "--out file")
+    model_hidden_size(model)  # a wrong --model fails before the tokenizer loads
+    from dataclasses import replace as with_source
+
+    from whitevec.encoder import count_model_frequencies
+
+    counted = with_source(count_model_frequencies(model, texts, max_length), source=corpus.name)
+    counted.save(out)
+    typer.echo(
+        f"wrote {out}: {counted.n_tokens} tokens of {counted.n_types} types in {counted.n_texts} texts ({model})",
+        err=True,
+    )
 
 
 # ---- index and search ------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ import sqlite3
 import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,13 @@ from whitevec.st_config import (
     read_sentence_transformers_config,
 )
 from whitevec.token_pooling import layer_mean, sentence_transformers_pool
+from whitevec.token_weights import (
+    TokenFrequencies,
+    TokenWeighting,
+    check_scheme,
+    count_frequencies,
+    read_frequencies,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -257,6 +264,38 @@ class VectorCache:
         return aside
 
 
+def _weighting_source(
+    token_weights: str | TokenWeighting | None,
+    token_frequencies: str | os.PathLike[str] | TokenFrequencies | None,
+) -> tuple[str | TokenWeighting, TokenFrequencies | Path | None] | None:
+    """(scheme or weighting, frequency source) checked without loading anything, or None for no weights."""
+    if isinstance(token_weights, TokenWeighting):
+        if token_frequencies is not None:
+            raise BadInputError("give token_frequencies with a scheme name, not with a TokenWeighting")
+        return token_weights, None
+    scheme = check_scheme(token_weights)
+    if scheme is None:
+        if token_frequencies is not None:
+            raise BadInputError("token frequencies were given without token weights (sif, usif or zipf)")
+        return None
+    if token_frequencies is None:
+        raise BadInputError(
+            f"token weights {scheme!r} need token frequencies: a saved frequency file (.json) or a text corpus"
+        )
+    return scheme, read_frequencies(token_frequencies)
+
+
+def check_weighted_pooling(pooling: Pooling) -> None:
+    """BadInputError unless token weights can apply to ``pooling`` (a mean kind)."""
+    if pooling.kind != _MEAN:
+        raise BadInputError(
+            f"token weights apply inside the token mean of a mean pooling (last-avg, first-last-avg, "
+            f"embeddings-avg, a list of layers); pooling {pooling.name!r} "
+            + ("reads one token's vector" if pooling.kind in (_CLS, _POOLER) else "is the folder's own modules")
+            + ", so weights cannot apply to it"
+        )
+
+
 class Encoder:
     """A transformers model and a pooling: ``encode(texts)`` gives float32 sentence vectors, one row per text.
 
@@ -267,6 +306,12 @@ class Encoder:
     Faster paths, each with slightly different vectors (its own cache namespace; ``describe()["backend"]``):
     ``backend="bf16"`` runs the model in bfloat16 (pooling in float32): faster on CPUs with bfloat16
     instructions (AVX512-BF16, AMX) and on GPUs, with STS-B Spearman within 0.02 points of float32.
+    ``token_weights`` (``"sif"``, ``"usif"``, ``"zipf"``; see :mod:`whitevec.token_weights`) weighs each token in
+    the token mean of a mean pooling by its frequency in ``token_frequencies``: a saved frequency file
+    (``.json``), a text corpus (one text a line, counted here with this model's tokenizer) or a
+    :class:`TokenFrequencies`; or give a :class:`TokenWeighting`. Special tokens are then left out of the mean.
+    ``cls`` and ``pooler`` read one vector, so weights do not apply to them (BadInputError).
+
     ``backend="int8"`` (CPU only) quantises the linear layers (all but the feed-forward output projections) to
     int8 with PyTorch dynamic quantisation: for CPUs without bfloat16; less exact (0.4 to 1.2 STS-B points
     lower). Speeds and scores: docs/results/bench.md.
@@ -281,11 +326,13 @@ class Encoder:
         device: str | None = None,
         cache: bool | str | os.PathLike[str] = True,
         backend: str = "torch",
+        token_weights: str | TokenWeighting | None = None,
+        token_frequencies: str | os.PathLike[str] | TokenFrequencies | None = None,
     ) -> None:
         # First, before any heavy import or model load: a cache folder that cannot work fails in milliseconds.
         self._cache_folder = vector_cache_folder(cache)
         self._caches: dict[str, VectorCache] = {}
-        from transformers import AutoModel, AutoTokenizer
+        from transformers import AutoConfig, AutoModel
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # whitevec shows its own progress; the loader's bar is noise
@@ -311,15 +358,22 @@ class Encoder:
         if pooling is None:
             pooling = default_pooling(self.model_path, FALLBACK_POOLING)
         self.pooling = get_pooling(pooling)
+        # Token weights: the scheme, the pooling and the frequency source are checked before anything loads.
+        weighting_source = _weighting_source(token_weights, token_frequencies)
+        self.token_weighting: TokenWeighting | None = None
+        if weighting_source is not None:
+            check_weighted_pooling(self.pooling)
         if self.pooling.kind == _MODEL:
             self._model_config()  # an unsupported module or no configuration fails before the model loads
         if max_length is None:
             max_length = read_max_seq_length(self.model_path) or FALLBACK_MAX_LENGTH
         self.batch_size = batch_size
         self.device = torch.device(device or _default_device())
-        self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_path))
-        if self.st_config is not None and self.st_config.do_lower_case:
-            _lower_case(self.tokenizer)
+        self.tokenizer = load_tokenizer(self.model_path, self.st_config)
+        self.max_length = token_limit(max_length, self.tokenizer, AutoConfig.from_pretrained(str(self.model_path)))
+        if weighting_source is not None:
+            # Counting a corpus needs only the tokenizer: a bad or foreign frequency file fails before the model.
+            self.token_weighting = self._weighting(*weighting_source)
         self.model = AutoModel.from_pretrained(str(self.model_path)).to(self.device).eval()
         self.backend = backend
         if backend == "int8":
@@ -328,21 +382,11 @@ class Encoder:
             self.model = _to_bfloat16(self.model, self.device)
         config = self.model.config
         self.n_hidden_states = int(config.num_hidden_layers) + 1
-        limits = [max_length]
-        if 0 < getattr(self.tokenizer, "model_max_length", 0) < 100_000:
-            limits.append(int(self.tokenizer.model_max_length))
-        positions = getattr(config, "max_position_embeddings", None)
-        if positions:
-            # RoBERTa-style models (MPNet too) reserve padding_idx + 1 position ids.
-            offset = (
-                int(config.pad_token_id) + 1 if config.model_type in {"roberta", "xlm-roberta", "mpnet"} else 0
-            )
-            limits.append(int(positions) - offset)
-        self.max_length = min(limits)
         if self.max_length < max_length:
             logger.info("max_length %d capped to the model's limit %d", max_length, self.max_length)
         self.hidden_size = int(config.hidden_size)
         self._dense_modules: dict[int, tuple[torch.nn.Module, torch.nn.Module]] = {}
+        self._weight_tables: tuple[torch.Tensor, torch.Tensor] | None = None
         self._usable(self.pooling)  # fails early on out-of-range indices or a missing pooler
         self.dim = self.dim_of(self.pooling)
 
@@ -363,6 +407,8 @@ class Encoder:
         the model has a pooler layer; for ``model``, the folder's modules can be reproduced."""
         pooling = get_pooling(spec)
         pooling.resolved_layers(self.n_hidden_states)
+        if self.token_weighting is not None:
+            check_weighted_pooling(pooling)
         needs_pooler = pooling.kind == _POOLER
         if pooling.kind == _MODEL:
             st = self._model_config()
@@ -433,10 +479,7 @@ class Encoder:
     @property
     def model_fingerprint(self) -> str:
         """sha256 over config.json and the names and sizes of the weight files: same model, same print."""
-        digest = hashlib.sha256((self.model_path / "config.json").read_bytes())
-        for weights in sorted(self.model_path.glob("*.safetensors")) + sorted(self.model_path.glob("*.bin")):
-            digest.update(f"{weights.name}:{weights.stat().st_size}".encode())
-        return digest.hexdigest()
+        return folder_fingerprint(self.model_path)
 
     def describe(self) -> dict[str, Any]:
         """What an index manifest or a result records about how vectors were made."""
@@ -449,12 +492,15 @@ class Encoder:
             "max_length": self.max_length,
             "dim": self.dim,
             "backend": self.backend,
+            **({"token_weights": self.token_weighting.describe()} if self.token_weighting is not None else {}),
         }
 
     def _cache_for(self, pooling: Pooling) -> VectorCache | None:
         if self._cache_folder is None:
             return None
-        if pooling.name not in self._caches:
+        weighting = self.token_weighting
+        slot = pooling.name if weighting is None else f"{pooling.name}|{weighting.fingerprint()}"
+        if slot not in self._caches:
             weights = sorted(self.model_path.glob("*.safetensors")) + sorted(self.model_path.glob("*.bin"))
             stamp = [f"{w.resolve()}:{w.stat().st_size}:{w.stat().st_mtime_ns}" for w in weights]
             ident = json.dumps(
@@ -469,14 +515,17 @@ class Encoder:
                     # Likewise the model's own pooling (its modes, Dense weights, Normalize) and lower-casing.
                     *([self._model_config().fingerprint()] if pooling.kind == _MODEL else []),
                     *(["lower"] if self.st_config is not None and self.st_config.do_lower_case else []),
+                    # Token weights: scheme, parameter and the counts' digest (other weights, other vectors).
+                    *([self.token_weighting.fingerprint()] if self.token_weighting is not None else []),
                 ],
             )
+            weighted = "" if self.token_weighting is None else f"-{self.token_weighting.scheme}"
             namespace = (
-                f"{self.model_path.name}-{pooling.name.replace(':', '_').replace(',', '_')}-"
+                f"{self.model_path.name}-{pooling.name.replace(':', '_').replace(',', '_')}{weighted}-"
                 + hashlib.sha256(ident.encode()).hexdigest()[:16]
             )
-            self._caches[pooling.name] = VectorCache(self._cache_folder, namespace, self.dim_of(pooling))
-        return self._caches[pooling.name]
+            self._caches[slot] = VectorCache(self._cache_folder, namespace, self.dim_of(pooling))
+        return self._caches[slot]
 
     # --- encoding ---------------------------------------------------------------------------------------
     def encode(
@@ -556,14 +605,22 @@ class Encoder:
                 ).to(self.device)
                 outputs = self.model(**batch, output_hidden_states=need_hidden, return_dict=True)
                 hidden = outputs.hidden_states if need_hidden else None
+                weights = self._token_weights(batch["input_ids"], batch["attention_mask"])
                 for pooling in poolings:
-                    vectors = self._pool(pooling, outputs, hidden, batch["attention_mask"])
+                    vectors = self._pool(pooling, outputs, hidden, batch["attention_mask"], weights)
                     result[pooling.name][batch_idx] = vectors.float().cpu().numpy()
                 if bar is not None and task is not None:
                     bar.advance(task, len(batch_idx))
         return result
 
-    def _pool(self, pooling: Pooling, outputs: Any, hidden: Any, attention_mask: torch.Tensor) -> torch.Tensor:
+    def _pool(
+        self,
+        pooling: Pooling,
+        outputs: Any,
+        hidden: Any,
+        attention_mask: torch.Tensor,
+        weights: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
         if pooling.kind == _MODEL:
             return self._model_pool(outputs, hidden, attention_mask)
         if pooling.kind == _POOLER:
@@ -571,7 +628,85 @@ class Encoder:
         layers = pooling.resolved_layers(len(hidden))
         if pooling.kind == _CLS:
             return hidden[layers[0]][:, 0]
+        if weights is not None:
+            return layer_mean(hidden, layers, weights[0], weights[1])
         return layer_mean(hidden, layers, attention_mask)
+
+    def _token_weights(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """(mask of real non-special tokens, weight of each token) for a batch, or None without weights."""
+        if self.token_weighting is None:
+            return None
+        if self._weight_tables is None:
+            table = torch.from_numpy(self.token_weighting.weights()).to(torch.float32)
+            real = torch.ones(table.shape[0], dtype=torch.float32)
+            real[list(self.token_weighting.frequencies.special_ids)] = 0.0
+            self._weight_tables = (real.to(self.device), table.to(self.device))
+        real, table = self._weight_tables
+        mask = real[input_ids] * attention_mask.to(torch.float32)
+        return mask, table[input_ids] * mask
+
+    # --- token weights ----------------------------------------------------------------------------------
+    def _weighting(self, scheme: str | TokenWeighting, source: TokenFrequencies | Path | None) -> TokenWeighting:
+        """The TokenWeighting of a checked source: loaded counts checked against this tokenizer, or a corpus
+        counted with it."""
+        if isinstance(scheme, TokenWeighting):
+            scheme.frequencies.check_tokenizer(self.tokenizer, self.model_name)
+            return scheme
+        if isinstance(source, Path):
+            from whitevec.datasets import read_texts_file
+
+            frequencies = count_frequencies(
+                self.tokenizer,
+                read_texts_file(source),
+                self.max_length,
+                model=self.model_name,
+                model_fingerprint=self.model_fingerprint,
+                source=source.name,
+            )
+        else:
+            assert source is not None
+            frequencies = source
+            frequencies.check_tokenizer(self.tokenizer, self.model_name)
+        return TokenWeighting(scheme, frequencies)
+
+    def with_token_weights(self, weighting: TokenWeighting | None) -> Encoder:
+        """The same loaded model with other token weights (None: none); vector caches shared, each weighting in
+        its own namespace."""
+        if weighting is not None:
+            weighting.frequencies.check_tokenizer(self.tokenizer, self.model_name)
+            check_weighted_pooling(self.pooling)
+        other = copy.copy(self)
+        other.token_weighting = weighting
+        other._weight_tables = None
+        return other
+
+    def token_vectors(
+        self, texts: Sequence[str], batch_size: int | None = None
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Per batch of ``texts`` (batched longest first, not in input order): ``(vectors, ids)`` of every real
+        non-special token, each vector the mean over this encoder's (mean) pooling layers of that token's hidden
+        state: the vectors the token mean averages."""
+        check_weighted_pooling(self.pooling)
+        layers = self.pooling.resolved_layers(self.n_hidden_states)
+        specials = torch.tensor(sorted({int(i) for i in self.tokenizer.all_special_ids}), dtype=torch.long)
+        size = batch_size or self.batch_size
+        # Longest first, so each batch pads little (the order of the tokens does not matter to moments).
+        ordered = sorted(texts, key=len, reverse=True)
+        with torch.inference_mode():
+            for start in range(0, len(ordered), size):
+                batch = self.tokenizer(
+                    ordered[start : start + size],
+                    padding=True,
+                    truncation=True,
+                    max_length=self.max_length,
+                    return_tensors="pt",
+                ).to(self.device)
+                outputs = self.model(**batch, output_hidden_states=True, return_dict=True)
+                keep = batch["attention_mask"].bool() & ~torch.isin(batch["input_ids"], specials.to(self.device))
+                vectors = sum(outputs.hidden_states[i].float() for i in layers) / len(layers)
+                yield vectors[keep].cpu().numpy(), batch["input_ids"][keep].cpu().numpy()
 
     def _model_pool(self, outputs: Any, hidden: Any, attention_mask: torch.Tensor) -> torch.Tensor:
         """What sentence-transformers' modules after the Transformer compute, step by step, in float32."""
@@ -604,6 +739,60 @@ class Encoder:
                     linear.bias.copy_(torch.from_numpy(layer.bias))
             self._dense_modules[index] = (linear.to(self.device).eval(), _activation(layer.activation))
         return self._dense_modules[index]
+
+
+def load_tokenizer(model_path: Path, st_config: SentenceTransformersConfig | None) -> Any:
+    """The model's tokenizer as the Encoder uses it (lower-casing first when the folder says do_lower_case)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+    if st_config is not None and st_config.do_lower_case:
+        _lower_case(tokenizer)
+    return tokenizer
+
+
+def token_limit(max_length: int, tokenizer: Any, config: Any) -> int:
+    """``max_length`` capped to what the tokenizer and the model's position embeddings allow."""
+    limits = [max_length]
+    if 0 < getattr(tokenizer, "model_max_length", 0) < 100_000:
+        limits.append(int(tokenizer.model_max_length))
+    positions = getattr(config, "max_position_embeddings", None)
+    if positions:
+        # RoBERTa-style models (MPNet too) reserve padding_idx + 1 position ids.
+        offset = int(config.pad_token_id) + 1 if config.model_type in {"roberta", "xlm-roberta", "mpnet"} else 0
+        limits.append(int(positions) - offset)
+    return min(limits)
+
+
+def count_model_frequencies(
+    model: str | os.PathLike[str], texts: Sequence[str], max_length: int | None = None
+) -> TokenFrequencies:
+    """Token frequencies of ``texts`` counted with ``model``'s tokenizer as an Encoder of that model tokenises
+    (same lower-casing and truncation); loads the tokenizer only, never the weights."""
+    from transformers import AutoConfig
+
+    if max_length is not None and max_length < 2:
+        raise BadInputError(f"max_length must be at least 2 (room for the special tokens), got {max_length}")
+    path = resolve_model(model)
+    try:
+        st_config = read_sentence_transformers_config(path)
+    except UnsupportedModuleError:
+        st_config = None
+    tokenizer = load_tokenizer(path, st_config)
+    limit = token_limit(
+        max_length or read_max_seq_length(path) or FALLBACK_MAX_LENGTH,
+        tokenizer,
+        AutoConfig.from_pretrained(str(path)),
+    )
+    return count_frequencies(tokenizer, texts, limit, model=str(model), model_fingerprint=folder_fingerprint(path))
+
+
+def folder_fingerprint(path: Path) -> str:
+    """sha256 over a model folder's config.json and the names and sizes of its weight files."""
+    digest = hashlib.sha256((path / "config.json").read_bytes())
+    for weights in sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin")):
+        digest.update(f"{weights.name}:{weights.stat().st_size}".encode())
+    return digest.hexdigest()
 
 
 def _activation(class_path: str) -> torch.nn.Module:

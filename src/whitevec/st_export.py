@@ -84,6 +84,11 @@ def export_sentence_transformer(
             f"the encoder runs with backend {encoder.backend!r}; sentence-transformers computes in float32, so "
             "export an Encoder with backend='torch'"
         )
+    if getattr(encoder, "token_weighting", None) is not None:
+        raise BadInputError(
+            "the encoder weighs tokens by frequency (token_weights), which sentence-transformers' Pooling cannot "
+            "do; export an Encoder without token weights"
+        )
     modules, hidden_states = _pooling_modules(encoder)
     dim = encoder.dim
     if transform is not None:

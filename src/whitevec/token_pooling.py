@@ -13,12 +13,21 @@ import torch
 
 
 def layer_mean(
-    hidden_states: Sequence[torch.Tensor], layers: Sequence[int], attention_mask: torch.Tensor
+    hidden_states: Sequence[torch.Tensor],
+    layers: Sequence[int],
+    attention_mask: torch.Tensor,
+    token_weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Mean over ``layers`` (indices into ``hidden_states``) of each layer's token mean over real tokens, in
-    float32."""
+    float32.
+
+    With ``token_weights`` (batch x tokens), each layer's vector is ``sum_t w_t v_t / n`` with ``n`` the number
+    of tokens ``attention_mask`` marks (the caller leaves special tokens out of it and gives them weight 0): the
+    SIF / uSIF ``(1/|s|) sum w(t) v_t``, not divided by ``sum w``."""
     mask = attention_mask.unsqueeze(-1).to(torch.float32)
     counts = mask.sum(dim=1).clamp(min=1.0)
+    if token_weights is not None:
+        mask = mask * token_weights.unsqueeze(-1).to(torch.float32)
     total = sum((hidden_states[i].float() * mask).sum(dim=1) / counts for i in layers)
     return total / len(layers)  # type: ignore[return-value]
 

@@ -105,6 +105,31 @@ def frequency_buckets(
     return kept, masks
 
 
+def count_token_ids(tokenizer: Any, texts: Sequence[str], max_length: int | None = None) -> np.ndarray:
+    """Occurrences of each token id (int64, ``len(tokenizer)`` entries) in ``texts`` tokenised by ``tokenizer``
+    as the encoder tokenises them (special tokens added, then left out of the counts; truncated at
+    ``max_length`` tokens when given)."""
+    counts = np.zeros(len(tokenizer), dtype=np.int64)
+    for start in range(0, len(texts), 1024):
+        encoded = tokenizer(
+            list(texts[start : start + 1024]),
+            add_special_tokens=True,
+            truncation=max_length is not None,
+            max_length=max_length,
+            return_special_tokens_mask=True,
+            verbose=False,
+        )
+        ids = [
+            token
+            for row, special in zip(encoded["input_ids"], encoded["special_tokens_mask"], strict=True)
+            for token, flag in zip(row, special, strict=True)
+            if not flag
+        ]
+        if ids:
+            counts += np.bincount(np.asarray(ids, dtype=np.int64), minlength=len(tokenizer))[: len(tokenizer)]
+    return counts
+
+
 def token_norms(
     encoder: Encoder, texts: Sequence[str], batch_size: int | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -115,6 +140,8 @@ def token_norms(
     model = encoder.model
     vocab = int(model.get_input_embeddings().weight.shape[0])
     counts = np.zeros(vocab, dtype=np.int64)
+    counted = count_token_ids(tokenizer, texts, encoder.max_length)[:vocab]
+    counts[: counted.size] = counted
     norm_sums = np.zeros(vocab, dtype=np.float64)
     size = batch_size or encoder.batch_size
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths batch with little padding
@@ -136,7 +163,6 @@ def token_norms(
             keep = batch["attention_mask"].bool() & ~special.to(encoder.device)
             ids = batch["input_ids"][keep].cpu().numpy()
             norms = torch.linalg.vector_norm(last[keep], dim=-1).double().cpu().numpy()
-            np.add.at(counts, ids, 1)
             np.add.at(norm_sums, ids, norms)
         table = model.get_input_embeddings().weight.detach().float()
         static_all = torch.linalg.vector_norm(table, dim=-1).double().cpu().numpy()

@@ -278,6 +278,7 @@ def diagnose_encoder(
     fit_rows = np.arange(len(fit_texts))
     check_matrix(raw[fit_rows], "raw sentence vectors")
     spaces: dict[str, tuple[np.ndarray, float]] = {}
+    curves: dict[str, np.ndarray] = {}
     for spec in transforms:
         transform = make(spec)
         started = time.perf_counter()
@@ -286,9 +287,14 @@ def diagnose_encoder(
         else:
             transform.fit(raw[fit_rows])
             spaces[spec] = (np.asarray(transform.transform(raw)), time.perf_counter() - started)
+            history = getattr(transform, "history_", None)  # a Flow's loss curve
+            if isinstance(history, np.ndarray) and history.size:
+                curves[spec] = history
 
     scored = keep if keep is not None else set(row_of)
     reports, sweep = _measure_spaces(spaces, raw, fit_rows, row_of, scored, task, sweep_k, max_pairs, seed, notes)
+    for each in reports:
+        each.loss_curve = curves.get(each.transform)
 
     freq = None
     if not frequency:

@@ -162,6 +162,29 @@ def sts_sweep(report: DiagnosticsReport) -> bytes | None:
     return _png(fig)
 
 
+def flow_loss(report: DiagnosticsReport) -> bytes | None:
+    """Each flow's loss curve: training and held-out bits/dim against the optimisation step; None without one."""
+    curves = [(space.transform, space.loss_curve) for space in report.spaces if space.loss_curve is not None]
+    if not curves:
+        return None
+    fig = Figure(figsize=(8.5, 4.6), layout="constrained")
+    ax = fig.add_subplot()
+    for color, (name, curve) in zip(_COLORS * 4, curves, strict=False):
+        steps, train, held = curve[:, 0], curve[:, 1], curve[:, 2]
+        ax.plot(steps, train, color=color, lw=1.8, label=f"{name}: training")
+        kept = np.isfinite(held)
+        if kept.any():
+            ax.plot(
+                steps[kept], held[kept], color=color, lw=1.8, ls="--", marker="o", ms=3, label=f"{name}: held out"
+            )
+    ax.set_xlabel("optimisation step")
+    ax.set_ylabel("bits per dimension (lower is better)")
+    ax.set_title(f"Flow loss curve\n{_who(report)}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(frameon=False, fontsize=9)
+    return _png(fig)
+
+
 def render_plots(report: DiagnosticsReport) -> dict[str, bytes]:
     """``{name: png bytes}`` for every plot the report's data allows (see ``report.notes`` for the others)."""
     out: dict[str, bytes] = {
@@ -169,6 +192,10 @@ def render_plots(report: DiagnosticsReport) -> dict[str, bytes]:
         "cosine_hist": cosine_hist(report),
         "projection_2d": projection_2d(report),
     }
-    optional: dict[str, Any] = {"token_norms": token_norms(report), "sts_sweep": sts_sweep(report)}
+    optional: dict[str, Any] = {
+        "token_norms": token_norms(report),
+        "sts_sweep": sts_sweep(report),
+        "flow_loss": flow_loss(report),
+    }
     out.update({k: v for k, v in optional.items() if v is not None})
     return out

@@ -36,9 +36,15 @@ class SpaceReport:
     sts_spearman: float | None  # Spearman x 100 on the task's evaluated pairs ("all"), when a task is given
     # 2-D coordinates of (a sample of) the rows on the top two eigenvectors of X^T X (uncentred PCA).
     projection: np.ndarray = field(repr=False, compare=False)
+    # A Flow's loss curve, rows (step, training bits/dim, validation bits/dim or NaN); None for other transforms.
+    loss_curve: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON types without the projection; ``sts_spearman`` is None when NaN (constant cosines)."""
+        """Plain JSON types without the projection; ``sts_spearman`` is None when NaN (constant cosines). A
+        flow's loss curve is ``loss_curve``: ``[step, train bits/dim, validation bits/dim or None]`` rows."""
+        extra: dict[str, Any] = {}
+        if self.loss_curve is not None:
+            extra["loss_curve"] = non_finite_to_none(np.asarray(self.loss_curve, dtype=float).tolist())
         return {
             "transform": self.transform,
             "n_vectors": self.n_vectors,
@@ -52,6 +58,7 @@ class SpaceReport:
             if self.alignment_uniformity is None
             else self.alignment_uniformity.to_dict(),
             "sts_spearman": non_finite_to_none(self.sts_spearman),
+            **extra,
         }
 
 

@@ -54,6 +54,8 @@ _CAPTIONS = {
     "uses). A cloud far from the origin (cross) means the vectors share a common direction: the cone.",
     "token_norms": "L2 norm of each token type against its corpus frequency (log); line: mean norm per "
     "log-spaced frequency bucket.",
+    "flow_loss": "The flow's loss curve: mean training bits/dim between checks (solid) and held-out bits/dim "
+    "(dashed), against the optimisation step. A held-out curve that flattens means the fit converged.",
     "sts_sweep": "STS Spearman x 100 of whitening keeping k components, fitted on the diagnosed sentences; "
     "dashed lines: the report's transforms.",
 }

@@ -198,6 +198,12 @@ def stored_dim(transform: str | None, encoder_dim: int) -> int | None:
 def encoder_fields(encoder: EncoderLike) -> dict[str, Any]:
     """What the manifest records of the encoder, so queries are encoded the same way."""
     info = encoder.describe()
+    if info.get("token_weights") is not None:
+        # The manifest cannot carry the frequency table yet: queries would be encoded without the weights.
+        raise BadInputError(
+            "an index cannot record token weights yet, so its queries would be encoded without them; build it "
+            "with an Encoder without token_weights"
+        )
     return {
         "model": info["model"],
         "model_fingerprint": info.get("model_fingerprint"),

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.transforms.base import Transform
-from whitevec.transforms.baselines import AllButTheTop, Center, Normalize
+from whitevec.transforms.baselines import AllButTheTop, Center, CommonComponentRemoval, Normalize
 from whitevec.transforms.validation import check_vectors
 from whitevec.transforms.whitening import Whitening
 
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AllButTheTop",
     "Center",
+    "CommonComponentRemoval",
     "Flow",
     "Normalize",
     "Transform",
@@ -43,6 +44,9 @@ SPEC_FORMS = (
     "abtt",
     "abtt-D",
     "flow",
+    "sif-pc",
+    "usif-pc",
+    "usif-pc-M",
     "pca-K",
     "<whitening form>:gamma=G:beta=B",
 )
@@ -83,7 +87,9 @@ def make_transform(spec: str) -> Transform | None:
 
     Forms: ``none``, ``raw``, ``whitening``, ``whitening-K`` (keep K dimensions), ``rotation`` (whitening with
     gamma=0), ``pca-K`` (centred PCA without scaling: rotation keeping K dimensions), ``center``,
-    ``normalize``, ``abtt`` (All-but-the-Top, default D), ``abtt-D``, ``flow``. A whitening, rotation or pca-K
+    ``normalize``, ``abtt`` (All-but-the-Top, default D), ``abtt-D``, ``flow``, ``sif-pc`` (SIF's removal of
+    the first uncentred principal component), ``usif-pc`` / ``usif-pc-M`` (uSIF's soft removal of M = 5 or M
+    components; :class:`CommonComponentRemoval`). A whitening, rotation or pca-K
     form may end in ``:gamma=G`` and/or ``:beta=B`` (``whitening-128:gamma=0.5`` is soft whitening,
     ``whitening:beta=0`` skips centring). ``whitening[-K]-betaB-gammaG``, the form :func:`whitening_spec`
     writes, is the same thing spelt without colons (``whitening-256-gamma0.5`` = ``whitening-256:gamma=0.5``).
@@ -94,6 +100,11 @@ def make_transform(spec: str) -> Transform | None:
         k, beta, gamma = suffixed.groups()
         knobs = [f"{name}={value}" for name, value in (("beta", beta), ("gamma", gamma)) if value is not None]
         text = ":".join(["whitening" + (f"-{k}" if k is not None else ""), *knobs])
+    common = re.fullmatch(r"(u?sif)-pc(?:-(\d+))?", text)
+    if common is not None and (common.group(1) == "usif" or common.group(2) is None):
+        m = int(common.group(2)) if common.group(2) is not None else (5 if common.group(1) == "usif" else 1)
+        if m > 0:
+            return CommonComponentRemoval(n_components=m, soft=common.group(1) == "usif")
     text, _, knob_text = text.partition(":")
     if knob_text:
         return _with_knobs(spec, make_transform(text), knob_text)

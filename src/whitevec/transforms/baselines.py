@@ -108,3 +108,62 @@ class AllButTheTop(Transform):
         X = self._apply_input(X)
         centered = X - self.mean_
         return (centered - (centered @ self.directions_.T) @ self.directions_).astype(np.float32)
+
+
+class CommonComponentRemoval(Transform):
+    """SIF's and uSIF's common-component removal: principal directions of the *uncentred* vectors removed.
+
+    ``u_1..u_m`` are the top right-singular vectors of the fitted matrix X itself (eigenvectors of ``X^T X``,
+    as the papers' TruncatedSVD finds them: no centring, unlike :class:`AllButTheTop`), ``s_i^2`` its squared
+    singular values. ``x' = x - sum_i lambda_i (u_i . x) u_i`` with
+
+    * ``soft=False`` (SIF, Arora et al. 2017, ``m = 1``): ``lambda_i = 1``, the projections removed in full;
+    * ``soft=True`` (uSIF, Ethayarajh 2018, ``m = 5``): ``lambda_i = s_i^2 / sum_{j<=m} s_j^2``, each direction
+      removed by its share of the variance the m directions hold.
+
+    With m = 1 both are the same. Learned: ``components_`` (m x d, signs fixed), ``weights_`` (lambda_i).
+    """
+
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "n_components": [Count(Integral, 1, None, closed="left")],  # at most the input dimension
+        "soft": ["boolean"],
+    }
+    _state_arrays: ClassVar[dict[str, Shape]] = {
+        "components_": ("n_components_", "n_features_in_"),
+        "weights_": ("n_components_",),
+    }
+    _state_values: ClassVar[dict[str, type | tuple[type, ...]]] = {"n_features_in_": int, "n_components_": int}
+
+    def __init__(self, n_components: int = 5, soft: bool = True) -> None:
+        self.n_components = n_components
+        self.soft = soft
+
+    def _check_dimension_params(self, n_features: int) -> None:
+        if self.n_components > n_features:
+            raise BadParameterError(
+                f"n_components must be an integer in 1..{n_features} (the input dimension), "
+                f"got {self.n_components!r}"
+            )
+
+    def fit(self, X: Any, y: Any = None) -> CommonComponentRemoval:
+        """Find the top ``n_components`` uncentred principal directions of ``X`` (at least 1 row)."""
+        X = self._fit_input(X, min_rows=1)
+        m = int(self.n_components)
+        second = np.zeros((X.shape[1], X.shape[1]), dtype=np.float64)
+        for start in range(0, X.shape[0], 8192):
+            rows = X[start : start + 8192]
+            second += rows.T @ rows
+        s, U = principal_axes(second)
+        top = s[:m]
+        self.n_features_in_, self.n_components_ = int(X.shape[1]), m
+        self.components_ = np.ascontiguousarray(U[:, :m].T)
+        if self.soft and top.sum() > 0:
+            self.weights_ = top / top.sum()
+        else:
+            self.weights_ = np.ones(m)
+        return self
+
+    def transform(self, X: Any) -> np.ndarray:
+        """``X - ((X V^T) * lambda) V`` as float32, with ``V = components_``."""
+        X = self._apply_input(X)
+        return (X - ((X @ self.components_.T) * self.weights_) @ self.components_).astype(np.float32)
