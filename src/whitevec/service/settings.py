@@ -53,7 +53,7 @@ class ServeSettings:
     concurrency: Concurrency = "batch"
     batch_max_texts: int = 64
     batch_wait_ms: float = 2.0
-    batch_regroup_fraction: float = 0.1
+    batch_regroup_fraction: float = 0.25
     compute: str = "index"
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
