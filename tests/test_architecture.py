@@ -23,6 +23,7 @@ FLOORS = {
     "st_config": 2,
     "preflight": 3,
     "encoder": 3,
+    "token_weights": 3,
     "transforms": 3,
     "st_modules": 3,
     "vectors": 4,

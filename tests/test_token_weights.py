@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from whitevec.cli import main
-from whitevec.diagnostics.frequency import count_token_ids
 from whitevec.encoder import Encoder, count_model_frequencies
 from whitevec.errors import BadInputError, DataNotFoundError
 from whitevec.token_weights import (
     FrequencyFileError,
     TokenFrequencies,
     TokenWeighting,
+    count_token_ids,
     fit_zipfian_whitening,
     sentence_weights,
     usif_a,

@@ -1,7 +1,7 @@
 """Token-frequency weights inside the token mean: SIF, uSIF and Zipfian (uniform) weighting, and Zipfian whitening.
 
 Frequencies are token counts made with the model's own tokenizer (special tokens excluded, texts truncated at
-``max_length`` as the encoder truncates them; :func:`whitevec.diagnostics.frequency.count_token_ids`), kept in a
+``max_length`` as the encoder truncates them; :func:`count_token_ids`), kept in a
 :class:`TokenFrequencies`, saved as JSON (never pickle) with the tokenizer's fingerprint, the model's, the total
 count and the number of texts counted.
 
@@ -37,7 +37,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -45,7 +45,6 @@ from whitevec._io import atomic_path
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError
 
 if TYPE_CHECKING:
-    from whitevec.encoder import Encoder
     from whitevec.transforms.whitening import Whitening
 
 SCHEMES = ("sif", "usif", "zipf")
@@ -57,6 +56,31 @@ FILE_VERSION = 1
 
 class FrequencyFileError(BadInputError, CorruptFileError):
     """A token-frequency file that cannot be read: not JSON, not whitevec's format, or inconsistent."""
+
+
+def count_token_ids(tokenizer: Any, texts: Sequence[str], max_length: int | None = None) -> np.ndarray:
+    """Occurrences of each token id (int64, ``len(tokenizer)`` entries) in ``texts`` tokenised by ``tokenizer``
+    as the encoder tokenises them (special tokens added, then left out of the counts; truncated at
+    ``max_length`` tokens when given)."""
+    counts = np.zeros(len(tokenizer), dtype=np.int64)
+    for start in range(0, len(texts), 1024):
+        encoded = tokenizer(
+            list(texts[start : start + 1024]),
+            add_special_tokens=True,
+            truncation=max_length is not None,
+            max_length=max_length,
+            return_special_tokens_mask=True,
+            verbose=False,
+        )
+        ids = [
+            token
+            for row, special in zip(encoded["input_ids"], encoded["special_tokens_mask"], strict=True)
+            for token, flag in zip(row, special, strict=True)
+            if not flag
+        ]
+        if ids:
+            counts += np.bincount(np.asarray(ids, dtype=np.int64), minlength=len(tokenizer))[: len(tokenizer)]
+    return counts
 
 
 def check_scheme(scheme: str | None) -> str | None:
@@ -237,8 +261,6 @@ def count_frequencies(
     smoothing: float = DEFAULT_SMOOTHING,
 ) -> TokenFrequencies:
     """Count the non-special tokens of ``texts`` with ``tokenizer`` (truncated at ``max_length`` tokens)."""
-    from whitevec.diagnostics.frequency import count_token_ids
-
     if isinstance(texts, str):
         raise BadInputError("texts must be a sequence of strings, not a single string")
     texts = [t for t in texts if t.strip()]
@@ -395,8 +417,22 @@ def zipfian_whitening_fit(
     return out
 
 
+class TokenVectorEncoder(Protocol):
+    """What Zipfian whitening needs of an encoder (:class:`whitevec.encoder.Encoder` has it; this module sits
+    below the encoder, which imports it)."""
+
+    tokenizer: Any
+    model_name: str
+    max_length: int
+
+    @property
+    def token_weighting(self) -> TokenWeighting | None: ...
+
+    def token_vectors(self, texts: Sequence[str], batch_size: int | None = None) -> Any: ...
+
+
 def fit_zipfian_whitening(
-    encoder: Encoder,
+    encoder: TokenVectorEncoder,
     texts: Sequence[str],
     frequencies: TokenFrequencies | None = None,
     whitening: Whitening | None = None,
@@ -405,8 +441,6 @@ def fit_zipfian_whitening(
     """Zipfian whitening for ``encoder``'s mean pooling, fitted on the token vectors of ``texts`` with ``p(w)``
     from ``frequencies`` (default: the encoder's token weighting's). Apply it to the vectors of an encoder with
     ``token_weights="zipf"`` (uniform mean over non-special tokens): that is the paper's whiten-then-pool."""
-    from whitevec.diagnostics.frequency import count_token_ids
-
     if frequencies is None:
         if encoder.token_weighting is None:
             raise BadInputError("Zipfian whitening needs token frequencies (or an encoder with token weights)")

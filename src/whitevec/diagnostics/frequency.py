@@ -26,6 +26,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from whitevec.errors import BadInputError
+from whitevec.token_weights import count_token_ids
 
 if TYPE_CHECKING:
     from whitevec.encoder import Encoder
@@ -103,31 +104,6 @@ def frequency_buckets(
             kept.append((float(low), float(high)))
             masks.append(mask)
     return kept, masks
-
-
-def count_token_ids(tokenizer: Any, texts: Sequence[str], max_length: int | None = None) -> np.ndarray:
-    """Occurrences of each token id (int64, ``len(tokenizer)`` entries) in ``texts`` tokenised by ``tokenizer``
-    as the encoder tokenises them (special tokens added, then left out of the counts; truncated at
-    ``max_length`` tokens when given)."""
-    counts = np.zeros(len(tokenizer), dtype=np.int64)
-    for start in range(0, len(texts), 1024):
-        encoded = tokenizer(
-            list(texts[start : start + 1024]),
-            add_special_tokens=True,
-            truncation=max_length is not None,
-            max_length=max_length,
-            return_special_tokens_mask=True,
-            verbose=False,
-        )
-        ids = [
-            token
-            for row, special in zip(encoded["input_ids"], encoded["special_tokens_mask"], strict=True)
-            for token, flag in zip(row, special, strict=True)
-            if not flag
-        ]
-        if ids:
-            counts += np.bincount(np.asarray(ids, dtype=np.int64), minlength=len(tokenizer))[: len(tokenizer)]
-    return counts
 
 
 def token_norms(

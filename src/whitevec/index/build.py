@@ -224,6 +224,25 @@ def _is_fitted(transform: Transform) -> bool:
     return True
 
 
+def resolve_transform(transform: str | Transform | None) -> tuple[Transform | None, str | None]:
+    """``(object, spec)`` for a build's transform: a saved ``.safetensors`` file loaded, a spec string made
+    (unfitted), a Transform as given; ``(None, None)`` for none (``None`` or the spec ``none``)."""
+    if transform is None:
+        return None, None
+    obj: Transform | None
+    if isinstance(transform, str) and transform.strip().lower().endswith(".safetensors"):
+        obj, spec = Transform.load(transform), str(transform)
+    elif isinstance(transform, str):
+        obj, spec = make_transform(transform), transform.strip().lower()
+    elif isinstance(transform, Transform):
+        obj, spec = transform, type(transform).__name__
+    else:
+        raise BadInputError(
+            f"transform must be a spec string, a Transform or None, got {type(transform).__name__}"
+        )
+    return (None, None) if obj is None else (obj, spec)
+
+
 def fit_transform(
     transform: str | Transform | None,
     fit_on: str | os.PathLike[str],
@@ -233,21 +252,8 @@ def fit_transform(
 ) -> tuple[Transform | None, dict[str, Any] | None]:
     """The transform a build stores (fitted on ``vectors`` or on the texts of the file ``fit_on``, unless it
     came fitted) and its manifest entry; ``(None, None)`` for no transform."""
-    spec: str
-    if transform is None:
-        return None, None
-    if isinstance(transform, str) and transform.strip().lower().endswith(".safetensors"):
-        obj: Transform | None = Transform.load(transform)
-        spec = str(transform)
-    elif isinstance(transform, str):
-        obj, spec = make_transform(transform), transform.strip().lower()
-    elif isinstance(transform, Transform):
-        obj, spec = transform, type(transform).__name__
-    else:
-        raise BadInputError(
-            f"transform must be a spec string, a Transform or None, got {type(transform).__name__}"
-        )
-    if obj is None:
+    obj, spec = resolve_transform(transform)
+    if obj is None or spec is None:
         return None, None
     source = "given"
     rows = 0

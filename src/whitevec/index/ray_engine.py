@@ -54,13 +54,20 @@ from whitevec.datasets.shards import (
     read_unit,
 )
 from whitevec.errors import BadInputError, WhitevecError
-from whitevec.index.build import _check_target, check_build, encoder_fields, transform_info
+from whitevec.index.build import (
+    _check_target,
+    _is_fitted,
+    check_build,
+    encoder_fields,
+    resolve_transform,
+    transform_info,
+)
 from whitevec.index.faiss_store import faiss_version
 from whitevec.index.layout import MILVUS_LOCAL, TRANSFORM_FILE
 from whitevec.index.manifest import write_manifest
 from whitevec.index.milvus_store import DOC_TEXT_BYTES, MilvusStore, is_local_uri
 from whitevec.index.store import check_choice, stored_form
-from whitevec.transforms import Transform, make_transform
+from whitevec.transforms import Transform
 from whitevec.transforms.whitening import Whitening
 
 logger = logging.getLogger(__name__)
@@ -375,22 +382,9 @@ def _discard_work(folder: Path, state: dict[str, Any] | None) -> None:
 # --- the transform ------------------------------------------------------------------------------------------
 def _transform_plan(transform: str | Transform | None) -> tuple[Transform | None, str | None, bool]:
     """``(object, spec, needs a fit)``; only a whitening form is fitted on the cluster (from merged moments)."""
-    if transform is None:
-        return None, None, False
-    if isinstance(transform, str) and transform.strip().lower().endswith(".safetensors"):
-        return Transform.load(transform), str(transform), False
-    if isinstance(transform, str):
-        obj, spec = make_transform(transform), transform.strip().lower()
-    elif isinstance(transform, Transform):
-        obj, spec = transform, type(transform).__name__
-    else:
-        raise BadInputError(
-            f"transform must be a spec string, a Transform or None, got {type(transform).__name__}"
-        )
+    obj, spec = resolve_transform(transform)
     if obj is None:
         return None, None, False
-    from whitevec.index.build import _is_fitted
-
     if _is_fitted(obj):
         return obj, spec, False
     if not isinstance(obj, Whitening):
