@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 
-from whitevec.cli import main
 from whitevec.encoder import Encoder, count_model_frequencies
 from whitevec.errors import BadInputError, DataNotFoundError
 from whitevec.token_weights import (
@@ -25,6 +24,7 @@ from whitevec.token_weights import (
 )
 from whitevec.transforms import CommonComponentRemoval, Transform, make_transform
 
+from .test_cli import run_cli
 from .test_encoder import reference_hidden
 
 CORPUS = [
@@ -315,21 +315,11 @@ def test_specs() -> None:
 
 
 # --- the command line ----------------------------------------------------------------------------------------
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        main(args)
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_cli_counts_and_weighs(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(CORPUS) + "\n")
     saved = tmp_path / "freq.json"
-    code, _, err = run(
+    code, _, err = run_cli(
         ["frequencies", "count", "--corpus", str(corpus), "--out", str(saved), "--model", str(tiny_bert_dir)],
         capsys,
     )
@@ -339,7 +329,7 @@ def test_cli_counts_and_weighs(tiny_bert_dir: Path, tmp_path: Path, capsys: pyte
     for source in (saved, corpus):  # saved counts or the corpus itself: the same vectors
         out = tmp_path / f"v-{source.suffix}.npy"
         args = ["encode", str(corpus), "--out", str(out), "--model", str(tiny_bert_dir), "-p", "last-avg"]
-        code, _, err = run([*args, "--token-weights", "sif", "--token-frequencies", str(source), "-q"], capsys)
+        code, _, err = run_cli([*args, "--token-weights", "sif", "--token-frequencies", str(source), "-q"], capsys)
         assert code == 0, err
         outputs[source.suffix] = np.load(out)
     np.testing.assert_array_equal(outputs[".json"], outputs[".txt"])
@@ -356,7 +346,7 @@ def test_cli_counts_and_weighs(tiny_bert_dir: Path, tmp_path: Path, capsys: pyte
             "no token",
         ),
     ]:
-        code, _, err = run([*base, *extra], capsys)
+        code, _, err = run_cli([*base, *extra], capsys)
         assert code == 2 and message in err, err
 
 
