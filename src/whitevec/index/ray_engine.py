@@ -448,7 +448,7 @@ def encode_units(
     log: Path,
     encoder: dict[str, Any],
     *,
-    workers: int,
+    workers: int | None,
     cpus_per_worker: float,
     gpus_per_worker: float,
     moments: bool,
@@ -456,13 +456,15 @@ def encode_units(
     max_text_bytes: int | None = None,
     described: dict[str, Any] | None = None,
 ) -> dict[int, int]:
-    """Encode the units not yet in ``log`` on an actor pool; returns ``{unit: rows}`` of all units. The
-    actors' description of their encoder (:func:`encoder_fields`) is put into ``described`` when given."""
+    """Encode the units not yet in ``log`` on an actor pool of ``workers`` actors (None: as many as the cluster's
+    CPUs hold, :func:`default_workers`); returns ``{unit: rows}`` of all units. The actors' description of their
+    encoder (:func:`encoder_fields`) is put into ``described`` when given."""
     done = {u: c for u, c in _read_log(log).items() if (folder / shard_name(u)).exists()}
     pending = [u for u in units if u.index not in done]
     if pending:
         import ray.data
 
+        workers = workers or default_workers(ray, cpus_per_worker)
         items = [{"unit": u.to_json()} for u in pending]
         dataset = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
             EncodeUnits,
@@ -586,7 +588,7 @@ def ray_build(
                 folder,
                 folder / ENCODED_LOG,
                 encoder,
-                workers=workers or default_workers(ray, cpus_per_worker),
+                workers=workers,
                 cpus_per_worker=cpus_per_worker,
                 gpus_per_worker=gpus_per_worker,
                 moments=needs_fit,
@@ -770,7 +772,7 @@ def ray_encode(
             folder,
             folder / ENCODED_LOG,
             encoder,
-            workers=workers or default_workers(ray, cpus_per_worker),
+            workers=workers,
             cpus_per_worker=cpus_per_worker,
             gpus_per_worker=gpus_per_worker,
             moments=False,
