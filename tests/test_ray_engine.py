@@ -27,11 +27,19 @@ ray = pytest.importorskip("ray")
 N_DOCS = 2000
 UNIT_BYTES = 6 << 10  # about 18 units for the corpus below
 POOLING = "last-avg"
+# Ray reads its settings from RAY_<name> with the name in its own (lower) case.
+WORKER_NICENESS = "RAY_worker_niceness"
 
 
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[str]:
-    """One local Ray instance for the file; yields its address for drivers in other processes."""
+    """One local Ray instance for the file; yields its address for drivers in other processes.
+
+    Its workers run at niceness 0, not Ray's default 15: a niced actor gets a few percent of a core beside any
+    other busy process (a benchmark, a second test run), and the waits below then time out with no unit encoded.
+    """
+    before = os.environ.get(WORKER_NICENESS)
+    os.environ[WORKER_NICENESS] = "0"  # read by the raylet that ray.init starts
     ray.init(
         num_cpus=2,
         object_store_memory=500 * 1024 * 1024,
@@ -43,6 +51,10 @@ def ray_cluster() -> Iterator[str]:
         yield ray.get_runtime_context().gcs_address
     finally:
         ray.shutdown()
+        if before is None:
+            os.environ.pop(WORKER_NICENESS, None)
+        else:
+            os.environ[WORKER_NICENESS] = before
 
 
 def _sentence(rng: np.random.Generator) -> str:
@@ -364,3 +376,111 @@ def test_units_read_the_same_documents_as_the_whole_file(tmp_path: Path) -> None
     units = plan_units([bad], unit_bytes=997)
     with pytest.raises(BadInputError, match=rf"{bad}, line 201: not valid JSON"):
         read_unit(units[-1])
+
+
+# --- a fit on a seeded sample, units grouped per call, one build at a time ------------------------------------
+@pytest.mark.slow
+def test_a_fit_on_a_seeded_sample_with_units_grouped_per_call(
+    tmp_path: Path, corpus: Path, tiny_bert_dir: Path, ray_cluster: str, ray_index: Path
+) -> None:
+    """Small units (several per actor call): the same documents in the same rows, and the transform equals a
+    fit on the rows that sample_rows draws from the corpus's vectors in corpus order."""
+    from whitevec.datasets.shards import plan_units
+    from whitevec.encoder import Encoder
+    from whitevec.index.ray_engine import ray_build, units_per_call
+    from whitevec.index.store import sample_rows
+    from whitevec.transforms import Transform, Whitening
+
+    unit_bytes = 1 << 10
+    assert units_per_call(len(plan_units([corpus], unit_bytes)), 2) > 1
+    out = tmp_path / "index"
+    ray_build(
+        corpus,
+        out,
+        encoder=_encoder_args(tiny_bert_dir),
+        transform="whitening-8",
+        workers=2,
+        unit_bytes=unit_bytes,
+        fit_sample=300,
+        fit_seed=5,
+    )
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["transform"]["fit_on"] == "corpus sample (seed 5)"
+    assert manifest["transform"]["fit_rows"] == 300
+    rows, reference = _rows(out), _rows(ray_index)
+    assert {r: d for r, (d, _) in rows.items()} == {r: d for r, (d, _) in reference.items()}
+    texts = [json.loads(line)["text"] for line in corpus.read_text(encoding="utf-8").splitlines()]
+    with Encoder(str(tiny_bert_dir), POOLING, batch_size=32, cache=False) as encoder:
+        raw = encoder.encode(texts, show_progress=False)
+    expected = Whitening(n_components=8).fit(raw[sample_rows(N_DOCS, 300, 5)])
+    fitted = Transform.load(out / "transform.safetensors")
+    assert isinstance(fitted, Whitening)
+    np.testing.assert_allclose(fitted.mean_, expected.mean_, atol=1e-5)
+    np.testing.assert_allclose(np.abs(fitted.components_), np.abs(expected.components_), atol=1e-3)
+
+
+def test_fit_on_sample_fits_the_drawn_rows_of_the_shards(tmp_path: Path) -> None:
+    """Any transform (flow too) on the rows drawn from shards in unit order; without a sample, only whitening."""
+    from whitevec.datasets.retrieval import Document
+    from whitevec.datasets.shards import CorpusUnit
+    from whitevec.index.ray_engine import _transform_plan, fit_on_sample, shard_name, write_shard
+    from whitevec.index.store import sample_rows
+    from whitevec.transforms import Whitening
+
+    rng = np.random.default_rng(0)
+    sizes = [40, 0, 25, 60]
+    vectors = rng.normal(size=(sum(sizes), 6)).astype(np.float32)
+    units, counts, row = [], {}, 0
+    for index, size in enumerate(sizes):
+        unit = CorpusUnit(index=index, file="x.jsonl", kind="jsonl", start=0, stop=0, first_line=1, first_doc=row)
+        docs = [Document(f"d{row + i}", "text") for i in range(size)]
+        write_shard(tmp_path / shard_name(index), docs, vectors[row : row + size])
+        units.append(unit)
+        counts[index] = size
+        row += size
+    fitted = Whitening()
+    assert fit_on_sample(tmp_path, units, counts, fitted, 50, 9) == 50
+    expected = Whitening().fit(vectors[sample_rows(len(vectors), 50, 9)])
+    np.testing.assert_array_equal(fitted.mean_, expected.mean_)
+    flow, _, needs_fit = _transform_plan("flow", sampled=True)
+    assert needs_fit and flow is not None
+    with pytest.raises(BadInputError, match="--fit-sample"):
+        _transform_plan("flow", sampled=False)
+
+
+def test_a_second_build_of_the_same_out_is_refused_at_once(tmp_path: Path, corpus: Path) -> None:
+    from whitevec.index.ray_engine import build_lock, ray_build
+
+    out = tmp_path / "index"
+    with build_lock(out):
+        started = time.monotonic()
+        with pytest.raises(BadInputError, match=r"another build of .* is running"):
+            ray_build(corpus, out, encoder={"model": "unused"}, workers=1)
+        assert time.monotonic() - started < 5
+    assert not list(tmp_path.iterdir()), "the lock file is removed when the build ends"
+    with build_lock(out):  # and can be taken again
+        pass
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--fit-sample", "500"], "--fit-sample is for --engine ray"),
+        (["--engine", "ray", "--backend", "milvus", "--fit-sample", "1"], "at least 2"),
+        (["--engine", "ray", "--backend", "milvus", "--fit-seed", "-3", "--fit-sample", "9"], "--fit-seed"),
+    ],
+)
+def test_cli_checks_fit_sample_before_anything_runs(
+    tmp_path: Path,
+    corpus: Path,
+    tiny_bert_dir: Path,
+    extra: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.test_cli import run_cli
+
+    argv = ["index", "build", "--corpus", str(corpus), "--out", str(tmp_path / "i"), "--model", str(tiny_bert_dir)]
+    code, _, err = run_cli([*argv, *extra], capsys)
+    assert code != 0 and message in err and "Traceback" not in err
+    assert not (tmp_path / "i").exists()

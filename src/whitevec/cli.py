@@ -749,6 +749,15 @@ def index_build_command(
     ray_address: RayAddressOpt = None,
     workers: WorkersOpt = None,
     gpus_per_worker: GpusOpt = 0.0,
+    fit_sample: Annotated[
+        int | None,
+        typer.Option(
+            "--fit-sample",
+            help="With --engine ray: fit the transform on N corpus vectors drawn with --fit-seed (any transform, "
+            "flow included) instead of exactly on all of them (whitening forms only).",
+        ),
+    ] = None,
+    fit_seed: Annotated[int, typer.Option("--fit-seed", help="Seed of the --fit-sample draw.")] = 0,
     *,
     run: RunOptions,
 ) -> None:
@@ -763,7 +772,7 @@ def index_build_command(
             config, index_build_command, run, model=model, pooling=pooling, transform=transform, encoding=encoding
         )
     if _check_engine(engine):
-        from whitevec.index.ray_engine import ray_build, require_ray
+        from whitevec.index.ray_engine import check_fit_sample, ray_build, require_ray
 
         require_ray()
         if backend.strip().lower() != "milvus":
@@ -775,6 +784,7 @@ def index_build_command(
             raise BadInputError("--engine ray fits the transform on the corpus; leave --fit-on out")
         if transform.strip().lower().endswith(".safetensors"):
             existing_file(transform, "transform file")
+        check_fit_sample(fit_sample, fit_seed)
         check_encoder(model, False)
         check_output(out, "index folder")
         params = _encoding_params(
@@ -793,10 +803,14 @@ def index_build_command(
             ray_address=ray_address,
             workers=workers,
             gpus_per_worker=gpus_per_worker,
+            fit_sample=fit_sample,
+            fit_seed=fit_seed,
             quiet=run.quiet,
         )
         typer.echo(f"wrote {built} (Ray engine; documents in Milvus)", err=True)
         return
+    if fit_sample is not None:
+        raise BadInputError("--fit-sample is for --engine ray; a local build fits on every vector it encodes")
 
     docs = read_corpus_file(corpus)
     input_file(fit_on, "--fit-on file", keywords=("corpus",))

@@ -31,6 +31,7 @@ from whitevec.index.store import (
     check_vectors_for,
     register_store,
     resolve_params,
+    sample_rows,
 )
 
 if TYPE_CHECKING:
@@ -207,8 +208,7 @@ class FaissStore:
         size = self._params.get("train_sample")
         if size is None or size >= vectors.shape[0]:
             return vectors
-        rows = np.sort(np.random.default_rng(TRAIN_SEED).choice(vectors.shape[0], size=size, replace=False))
-        return np.ascontiguousarray(vectors[rows])
+        return np.ascontiguousarray(vectors[sample_rows(vectors.shape[0], size, TRAIN_SEED)])
 
     def _create_index(self, first: np.ndarray) -> Any:
         faiss = _faiss()

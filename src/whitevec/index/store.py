@@ -33,6 +33,14 @@ KINDS = ("flat", "hnsw", "ivf")
 ENCODING = "encoding"  # the index parameter naming how vectors are stored (whitevec.index.encodings)
 
 
+def sample_rows(total: int, size: int, seed: int) -> np.ndarray:
+    """``size`` distinct row numbers of ``range(total)`` drawn with ``seed``, ascending (all rows when ``size``
+    is not smaller): the same draw wherever the rows live, in one array or in shards."""
+    if size >= total:
+        return np.arange(total, dtype=np.int64)
+    return np.sort(np.random.default_rng(seed).choice(total, size=size, replace=False)).astype(np.int64)
+
+
 class VectorStore(Protocol):
     """What an index needs from a place that keeps vectors and searches them."""
 
