@@ -253,14 +253,48 @@ def git_commit() -> str:
 
 
 def _ceiling_of(run: dict[str, Any], row: dict[str, Any]) -> tuple[float, float]:
-    """(batched queries/s, single p50 ms) in-process, for the row's endpoint and compute."""
-    c = run["ceilings"][row.get("compute", "index")]
+    """(batched queries/s, single p50 ms) in-process, for the row's endpoint and compute, from the ceiling
+    measured in the row's own round (runs with --rounds) or the run's one ceiling."""
+    ceilings = run["round_ceilings"][row["round"]] if "round" in row else run["ceilings"]
+    c = ceilings[row.get("compute", "index")]
     what = "search" if row["endpoint"] == "/search" else "embed"
     return float(c[f"{what}_batched_qps"]), float(c[f"{what}_single_p50_ms"])
 
 
 def _mean_batch(row: dict[str, Any]) -> str:
     return f"{row['mean_batch']:.1f}" if "mean_batch" in row else "-"
+
+
+def round_summary(run: dict[str, Any], rounds: int) -> list[str]:
+    """Per server, endpoint and clients: the median over the rounds of QPS and of QPS against that round's own
+    ceiling (so a ceiling that drifts between rounds moves both), with the smallest and largest."""
+    ceilings = [c[k] for c in run["round_ceilings"] for k in c]
+    lines = [
+        f"## Medians over {rounds} rounds",
+        "",
+        "Each round measured the in-process ceiling afresh, then ran every server's rows; a row's `x ceiling` "
+        "is against its own round's ceiling. Ceilings (search, batched, queries/s) by round: "
+        + ", ".join(f"{c['search_batched_qps']:.1f}" for c in ceilings)
+        + "; single-query p50 ms: "
+        + ", ".join(f"{c['search_single_p50_ms']:.1f}" for c in ceilings)
+        + ".",
+        "",
+        "| server | endpoint | clients | median QPS | median x ceiling | x ceiling, min-max "
+        "| median p50 - single ms |",
+        "|---|---|---:|---:|---:|---|---:|",
+    ]
+    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for r in run["rows"]:
+        groups.setdefault((r["server"], r["endpoint"], r["clients"]), []).append(r)
+    for (server, endpoint, clients), rows in groups.items():
+        ratios = [r["qps"] / _ceiling_of(run, r)[0] for r in rows]
+        over = [r["p50_ms"] - _ceiling_of(run, r)[1] for r in rows]
+        lines.append(
+            f"| {server} | {endpoint} | {clients} | {statistics.median(r['qps'] for r in rows):.1f} | "
+            f"{statistics.median(ratios):.2f} | {min(ratios):.2f}-{max(ratios):.2f} | "
+            f"{statistics.median(over):+.1f} |"
+        )
+    return [*lines, ""]
 
 
 def markdown(run: dict[str, Any], history: list[dict[str, Any]], notes: str) -> str:
@@ -293,10 +327,15 @@ def markdown(run: dict[str, Any], history: list[dict[str, Any]], notes: str) -> 
         "server cores | mean batch | gen CPU ms/req | load before | errors |",
         "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    rounds = len(run.get("round_ceilings", [])) or 1
+    if rounds > 1:
+        lines[-2] = "| round " + lines[-2]
+        lines[-1] = "|---:" + lines[-1]
     for r in run["rows"]:
         batched, single = _ceiling_of(run, r)
         lines.append(
-            f"| {r['server']} | {r['compute']} | {r['endpoint']} | {r['clients']} | {r['qps']:.1f} | "
+            (f"| {r['round'] + 1} " if rounds > 1 else "")
+            + f"| {r['server']} | {r['compute']} | {r['endpoint']} | {r['clients']} | {r['qps']:.1f} | "
             f"{r['qps'] / batched:.2f} | "
             f"{r['p50_ms']:.1f} | {r['p50_ms'] - single:+.1f} | {r['p99_ms']:.1f} | "
             f"{r['server_cpu_s'] / r['seconds']:.2f} | {_mean_batch(r)} | "
@@ -304,6 +343,8 @@ def markdown(run: dict[str, Any], history: list[dict[str, Any]], notes: str) -> 
             f"{r['load_before']:.2f} | {r['errors']} |"
         )
     lines += ["", f"Errors in all rows: {sum(r['errors'] for r in run['rows'])}.", ""]
+    if rounds > 1:
+        lines += round_summary(run, rounds)
     if history:
         lines += [
             "## Every run of this benchmark (benchmarks/results/serve_history.jsonl)",
@@ -357,6 +398,12 @@ def main() -> None:
     parser.add_argument("--quiet-wait", type=float, default=240, help="seconds to wait for it, then refuse")
     parser.add_argument("--code", default="", help="which code the servers ran (default: this tree's commit)")
     parser.add_argument("--label", default="", help="a word for this run in the history")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="repeat (ceiling, then every server's rows) this many times; medians per row over the rounds",
+    )
     args = parser.parse_args()
 
     if args.worker == "ceiling":
@@ -373,19 +420,25 @@ def main() -> None:
     endpoints = [e.strip() for e in args.endpoints.split(",") if e.strip()]
 
     configs = [parse_config(spec) for spec in args.configs]
-    ceilings: dict[str, dict[str, Any]] = {}
-    for compute in dict.fromkeys(env.get("WHITEVEC_SERVE_COMPUTE", "index") for _, env in configs):
-        worker_args = ["ceiling", "--index", str(args.index), "--queries-file", str(queries_file)]
-        worker_args += ["--batch", str(args.batch), "--k", str(args.k), "--compute", compute]
-        ceiling = run_worker(Path(__file__), worker_args, timeout=900)  # the machine's 2 threads
-        if "error" in ceiling:
-            raise SystemExit(f"ceiling measurement failed: {ceiling['error']}")
-        print(f"ceiling ({compute}): {ceiling}", file=sys.stderr)
-        ceilings[compute] = ceiling
+
+    def measure_ceilings() -> dict[str, dict[str, Any]]:
+        ceilings: dict[str, dict[str, Any]] = {}
+        for compute in dict.fromkeys(env.get("WHITEVEC_SERVE_COMPUTE", "index") for _, env in configs):
+            worker_args = ["ceiling", "--index", str(args.index), "--queries-file", str(queries_file)]
+            worker_args += ["--batch", str(args.batch), "--k", str(args.k), "--compute", compute]
+            ceiling = run_worker(Path(__file__), worker_args, timeout=900)  # the machine's 2 threads
+            if "error" in ceiling:
+                raise SystemExit(f"ceiling measurement failed: {ceiling['error']}")
+            print(f"ceiling ({compute}): {ceiling}", file=sys.stderr)
+            ceilings[compute] = ceiling
+        return ceilings
 
     rows: list[dict[str, Any]] = []
+    round_ceilings: list[dict[str, dict[str, Any]]] = []
 
     def record(server_label: str, endpoint: str, compute: str, result: dict[str, Any]) -> None:
+        if args.rounds > 1:
+            result = {"round": len(round_ceilings) - 1, **result}
         rows.append({"server": server_label, "endpoint": endpoint, "compute": compute, **result})
         print(
             f"{server_label:16s} {endpoint:12s} clients={result['clients']:2d} qps={result['qps']:.1f} "
@@ -396,16 +449,19 @@ def main() -> None:
             file=sys.stderr,
         )
 
-    for label, env in configs:
-        server = whitevec_server(args.index, env, args.threads, label)
-        try:
-            for endpoint in endpoints:
-                kind = endpoint.strip("/")
-                for c in clients:
-                    result = load_row(server, endpoint, kind, queries_file, c, args.requests, args.k)
-                    record(label, endpoint, env.get("WHITEVEC_SERVE_COMPUTE", "index"), result)
-        finally:
-            server.stop()
+    for _ in range(max(1, args.rounds)):
+        round_ceilings.append(measure_ceilings())
+        for label, env in configs:
+            server = whitevec_server(args.index, env, args.threads, label)
+            try:
+                for endpoint in endpoints:
+                    kind = endpoint.strip("/")
+                    for c in clients:
+                        result = load_row(server, endpoint, kind, queries_file, c, args.requests, args.k)
+                        record(label, endpoint, env.get("WHITEVEC_SERVE_COMPUTE", "index"), result)
+            finally:
+                server.stop()
+    ceilings = round_ceilings[0]
     if args.peer == "infinity":
         from whitevec.models import resolve_model
 
@@ -444,6 +500,7 @@ def main() -> None:
         "pooling": manifest["pooling"],
         "transform": args.transform,
         "ceilings": ceilings,
+        **({"round_ceilings": round_ceilings} if args.rounds > 1 else {}),
         "rows": rows,
     }
     history: list[dict[str, Any]] = []
