@@ -119,14 +119,17 @@ def free_port() -> int:
 
 
 def parse_config(spec: str) -> tuple[str, dict[str, str]]:
-    """``label`` or ``label:name=value,name=value`` (ServeSettings field names) -> label and environment."""
+    """``label`` or ``label:name=value,name=value`` -> label and the server's environment. A name is a
+    ServeSettings field (``concurrency=lock``), or ``env.NAME`` for any other variable of the server process
+    (``env.OMP_WAIT_POLICY=PASSIVE``)."""
     label, _, rest = spec.partition(":")
     env: dict[str, str] = {}
     for item in filter(None, rest.split(",")):
         name, sep, value = item.partition("=")
         if not sep:
             raise SystemExit(f"--configs: {item!r} is not name=value")
-        env["WHITEVEC_SERVE_" + name.strip().upper()] = value.strip()
+        name = name.strip()
+        env[name[4:] if name.startswith("env.") else "WHITEVEC_SERVE_" + name.upper()] = value.strip()
     return label, env
 
 
@@ -268,16 +271,20 @@ def _mean_batch(row: dict[str, Any]) -> str:
 def round_summary(run: dict[str, Any], rounds: int) -> list[str]:
     """Per server, endpoint and clients: the median over the rounds of QPS and of QPS against that round's own
     ceiling (so a ceiling that drifts between rounds moves both), with the smallest and largest."""
-    ceilings = [c[k] for c in run["round_ceilings"] for k in c]
+    computes = list(dict.fromkeys(k for c in run["round_ceilings"] for k in c))
+
+    def by_round(key: str) -> str:
+        return "; ".join(
+            f"`{compute}` " + ", ".join(f"{c[compute][key]:.1f}" for c in run["round_ceilings"])
+            for compute in computes
+        )
+
     lines = [
         f"## Medians over {rounds} rounds",
         "",
         "Each round measured the in-process ceiling afresh, then ran every server's rows; a row's `x ceiling` "
-        "is against its own round's ceiling. Ceilings (search, batched, queries/s) by round: "
-        + ", ".join(f"{c['search_batched_qps']:.1f}" for c in ceilings)
-        + "; single-query p50 ms: "
-        + ", ".join(f"{c['search_single_p50_ms']:.1f}" for c in ceilings)
-        + ".",
+        "is against its own round's ceiling (of the row's compute). Ceilings (search, batched, queries/s) by "
+        f"round: {by_round('search_batched_qps')}; single-query p50 ms: {by_round('search_single_p50_ms')}.",
         "",
         "| server | endpoint | clients | median QPS | median x ceiling | x ceiling, min-max "
         "| median p50 - single ms |",
