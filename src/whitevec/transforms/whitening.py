@@ -286,8 +286,9 @@ class Whitening(Transform):
             if floored and self.gamma != 0:
                 warnings.warn(
                     f"{floored} of {k} kept directions have variance below eps*max = {self._floor(s):.3g} "
-                    f"(near-singular covariance of {n} vectors of dimension {s.size}); their eigenvalues were "
-                    "raised to that floor. Fit on more vectors, lower n_components, or raise eps.",
+                    f"(near-singular covariance of {n:.10g} vectors of dimension {s.size}; with sample_weight, "
+                    "their total weight); their eigenvalues were raised to that floor. Fit on more vectors, lower "
+                    "n_components, or raise eps.",
                     WhitevecWarning,
                     stacklevel=3,
                 )
