@@ -1,8 +1,9 @@
 """Regenerate docs/results/retrieval.md (and .json): Cranfield retrieval quality, build time, latency and
 index size for models x poolings x transforms (each transform fitted on the Cranfield corpus).
 
-Run (heavy: mpnet encodes 1400 abstracts; the vectors are cached on disk afterwards):
-    flock /tmp/whitevec-heavy.lock python benchmarks/results_retrieval.py
+Run alone on the machine (the latency columns are measured in the same run; mpnet encodes 1400 abstracts, and the
+vectors are cached on disk afterwards):
+    python benchmarks/results_retrieval.py
 Needs WHITEVEC_DATA (the shared data) and all-mpnet-base-v2 fetched (shared/models/fetch-all-mpnet-base-v2).
 """
 
@@ -28,7 +29,7 @@ MAX_LENGTH = 512
 
 MODELS = ["all-MiniLM-L6-v2", "all-mpnet-base-v2"]
 POOLINGS = ["last-avg", "first-last-avg"]
-TRANSFORMS = ["none", "whitening", "whitening-128", "whitening-256"]
+TRANSFORMS = ["none", "whitening", "whitening-128", "whitening-256", "flow"]
 OUT = Path(__file__).resolve().parents[1] / "docs" / "results"
 
 
@@ -131,8 +132,7 @@ def write_results(
     text = [
         "# Retrieval on Cranfield: raw vs whitened vs whitened-k indexes",
         "",
-        f"Regenerate: `flock /tmp/whitevec-heavy.lock python benchmarks/results_retrieval.py` "
-        f"({facts_markdown(facts)})",
+        f"Regenerate: `python benchmarks/results_retrieval.py` (alone on the machine) ({facts_markdown(facts)})",
         "",
         f"Data: Cranfield 1400 ({len(dataset.corpus)} documents, {judged} judged queries, 1837 judgments). "
         "Every transform is fitted on the corpus vectors; exact flat FAISS index, cosine metric (vectors "
@@ -153,7 +153,7 @@ def write_results(
         f"- `p50 query ms`: median over {reports[0].latency_queries} single queries of encode (no cache, "
         "model forward pass on CPU) + transform + search + document fetch. `p50 search ms`: the same without "
         "encoding (one embedded query: FAISS search + SQLite fetch of the 10 hits). "
-        + (latency_note or "Shared 2-core machine: other jobs were running, so latencies are indicative."),
+        + (latency_note or "Measured in the same run: run it with no other job on the machine."),
         "- `index.faiss bytes`: the FAISS file (1400 x dim float32 plus ids); the folder also holds "
         "docs.sqlite (same for all rows) and the transform (0 / d x d / d x k floats).",
         "",
