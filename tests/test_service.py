@@ -564,6 +564,32 @@ def test_real_index_served_matches_the_library(real_index: Path) -> None:
         assert vectors["dim"] == 4
 
 
+def test_the_index_is_loaded_in_a_thread_of_its_own(real_index: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch's OpenMP pools are per thread: the model must not be loaded (nor run) in the caller's thread, or
+    the encoder thread's pool is throttled beside it (see ``in_passing_thread``)."""
+    from whitevec import index
+    from whitevec.service.run import in_passing_thread, load_retriever
+
+    loaded_in: list[int] = []
+    real_load = index.Retriever.load
+
+    def recording_load(*args: Any, **kwargs: Any) -> Any:
+        loaded_in.append(threading.get_ident())
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(index.Retriever, "load", recording_load)
+    retriever = load_retriever(real_index)
+    assert len(retriever.search(["a man playing guitar"], k=2)[0]) == 2
+    assert loaded_in and threading.get_ident() not in loaded_in
+
+    def broken() -> None:
+        raise BadInputError("checksum mismatch in index.faiss")
+
+    with pytest.raises(BadInputError, match="checksum mismatch"):
+        in_passing_thread(broken)
+    assert in_passing_thread(lambda: 7) == 7
+
+
 def test_real_index_32_concurrent_clients(real_index: Path) -> None:
     from whitevec.service.run import load_retriever
 
