@@ -3,10 +3,10 @@ worker processes."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import logging
 import os
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -33,21 +33,9 @@ def in_passing_thread(load: Callable[[], T]) -> T:
     later gets a second pool, libgomp sees more threads than cores and throttles both: measured on 2 cores,
     a bf16 query took 14.2 ms on one core in the encoder thread against 7.0 ms on two when the model was
     loaded in a passing thread, whose pool goes with it."""
-    result: list[T] = []
-    error: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            result.append(load())
-        except BaseException as exc:  # handed to the caller below
-            error.append(exc)
-
-    thread = threading.Thread(target=run, name="whitevec-load")
-    thread.start()
-    thread.join()
-    if error:
-        raise error[0]
-    return result[0]
+    # Leaving the block joins the pool's one thread, so it has ended (and its OpenMP pool with it) on return.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="whitevec-load") as pool:
+        return pool.submit(load).result()
 
 
 def load_retriever(index_dir: str | os.PathLike[str], compute: str = "index") -> RetrieverLike:
