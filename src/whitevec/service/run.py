@@ -31,8 +31,8 @@ def in_passing_thread(load: Callable[[], T]) -> T:
     Why: torch's OpenMP runtime (libgomp) keeps a pool of threads per thread that starts a parallel region. If
     loading the model starts one in the main thread (``model.to(torch.bfloat16)`` does), the encoder thread
     later gets a second pool, libgomp sees more threads than cores and throttles both: measured on 2 cores,
-    a bf16 query took 14.2 ms on one core in the encoder thread against 7.0 ms on two when the model was
-    loaded in a passing thread, whose pool goes with it."""
+    a bf16 query took 14.7 ms on one core in the encoder thread against 7.3 ms on two when the model was
+    loaded in a passing thread, whose pool goes with it (benchmarks/omp_threads.py)."""
     # Leaving the block joins the pool's one thread, so it has ended (and its OpenMP pool with it) on return.
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="whitevec-load") as pool:
         return pool.submit(load).result()
