@@ -14,6 +14,7 @@ FLOORS = {
     "errors": 0,
     "_version": 0,
     "_io": 1,
+    "_threads": 1,
     "linalg": 1,
     "paths": 1,
     "encoding": 1,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
+from whitevec._threads import one_blas_thread
 from whitevec.errors import BadInputError
 from whitevec.index.encodings import parse_encoding
 from whitevec.linalg import unit_rows
@@ -195,11 +196,15 @@ def check_vectors_for(store: VectorStore, ids: np.ndarray, vectors: np.ndarray) 
 
 
 def stored_form(transform: Transform | None, vectors: np.ndarray, metric: str) -> np.ndarray:
-    """Encoder vectors as an index stores them: transformed, L2-normalised for ``cosine``; float32, contiguous."""
-    out = vectors if transform is None else transform.transform(vectors)
-    if metric == "cosine":
-        return unit_rows(out)
-    return np.ascontiguousarray(out, dtype=np.float32)
+    """Encoder vectors as an index stores them: transformed, L2-normalised for ``cosine``; float32, contiguous.
+
+    Runs its products on one BLAS thread: the vectors come straight from torch, whose threads still hold the
+    cores (:mod:`whitevec._threads`)."""
+    with one_blas_thread():
+        out = vectors if transform is None else transform.transform(vectors)
+        if metric == "cosine":
+            return unit_rows(out)
+        return np.ascontiguousarray(out, dtype=np.float32)
 
 
 def index_size(manifest: dict[str, Any]) -> dict[str, Any]:

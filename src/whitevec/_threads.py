@@ -1,0 +1,47 @@
+"""BLAS thread pools beside torch's: the query path runs numpy's and faiss's BLAS on one thread.
+
+Why: a process that encodes with torch holds four thread pools on the same cores: torch's OpenMP (libgomp),
+faiss's OpenMP, and the OpenBLAS of numpy and of faiss. OpenBLAS's threads keep spinning for a while after a
+product ends, and torch's next parallel region then shares the cores with them. On 2 cores, encoding and
+whitening Cranfield queries in batches of 32 gave 155 queries/s with numpy's default 2 BLAS threads and 290/s
+with one (batches of 16: 116 against 254; benchmarks/blas_threads.py). A query batch's products are small, so
+one thread costs them little.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+# Libraries that bring a BLAS of their own: the pools are listed again when one of them has been imported since
+# (listing the loaded libraries takes ~0.3 ms, too long to do for every query).
+_BLAS_MODULES = ("numpy", "scipy", "faiss", "torch")
+
+# One block at a time in the process. Why: numpy's OpenBLAS keeps one thread count for the process, and
+# threadpoolctl lets only one thread at a time change it (others are silently ignored until that thread's limit
+# block ends), while faiss's OpenBLAS, built on OpenMP, keeps a count per thread.
+_lock = threading.RLock()
+_listed_for: tuple[bool, ...] = ()
+_controller: Any = None
+
+
+def _blas_controller() -> Any:
+    global _listed_for, _controller
+    key = tuple(name in sys.modules for name in _BLAS_MODULES)
+    if _controller is None or key != _listed_for:
+        from threadpoolctl import ThreadpoolController
+
+        _controller = ThreadpoolController().select(user_api="blas")
+        _listed_for = key
+    return _controller
+
+
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """Inside the block, every loaded BLAS (numpy's, scipy's, faiss's) runs on one thread; the counts are
+    restored on leaving it. Nests; blocks in different threads take turns."""
+    with _lock, _blas_controller().limit(limits=1):
+        yield

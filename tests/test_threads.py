@@ -1,0 +1,81 @@
+"""The query path's BLAS products run on one thread (whitevec._threads), and the limit is undone afterwards."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from whitevec._threads import one_blas_thread
+from whitevec.index import stored_form
+
+
+def blas_threads() -> list[int]:
+    return [int(pool["num_threads"]) for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+
+@pytest.fixture
+def two_blas_threads():
+    """BLAS at 2 threads whatever the machine has, so that a limit to 1 shows."""
+    with threadpool_limits(limits=2, user_api="blas"):
+        yield
+
+
+def test_one_thread_inside_and_restored_after(two_blas_threads) -> None:
+    before = blas_threads()
+    assert before and all(n == 2 for n in before)
+    with one_blas_thread():
+        assert all(n == 1 for n in blas_threads())
+        with one_blas_thread():  # nested: still one, and the inner exit does not restore
+            pass
+        assert all(n == 1 for n in blas_threads())
+    assert blas_threads() == before
+
+
+def test_restored_after_an_exception(two_blas_threads) -> None:
+    before = blas_threads()
+    with pytest.raises(ValueError), one_blas_thread():
+        raise ValueError("boom")
+    assert blas_threads() == before
+
+
+def test_blocks_in_two_threads_take_turns() -> None:
+    """A second thread's block waits for the first to end, and gets one thread too. (Not under the fixture: while
+    a thread holds a threadpoolctl limit block, threadpoolctl ignores other threads' changes to numpy's
+    process-wide count.)"""
+    before = blas_threads()
+    if all(n == 1 for n in before):
+        pytest.skip("BLAS runs on one thread on this machine already")
+    inside, other_done = threading.Event(), threading.Event()
+    seen: list[list[int]] = []
+
+    def other() -> None:
+        with one_blas_thread():
+            seen.append(blas_threads())
+        other_done.set()
+
+    with one_blas_thread():
+        thread = threading.Thread(target=other)
+        thread.start()
+        assert not other_done.wait(0.2)  # held back while this block runs
+        inside.set()
+    thread.join(10)
+    assert other_done.is_set()
+    assert seen and all(n == 1 for n in seen[0])
+    assert blas_threads() == before
+
+
+def test_stored_form_transforms_on_one_blas_thread(two_blas_threads) -> None:
+    seen: list[list[int]] = []
+
+    class Recording:
+        def transform(self, X: np.ndarray) -> np.ndarray:
+            seen.append(blas_threads())
+            return X[:, :2] * 2.0
+
+    out = stored_form(Recording(), np.ones((3, 4), dtype=np.float32), "cosine")  # type: ignore[arg-type]
+    assert seen and all(n == 1 for n in seen[0])
+    np.testing.assert_allclose(out, np.full((3, 2), 2**-0.5), rtol=1e-6)
+    assert all(n == 2 for n in blas_threads())
