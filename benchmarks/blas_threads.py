@@ -25,6 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import emit, run_worker
+from machine import facts_markdown, machine_facts
 
 
 def worker(index: str, queries_file: str, compute: str, batches: list[int], blas_block: bool) -> None:
@@ -75,7 +76,12 @@ def main() -> None:
     if args.worker:
         worker(args.index, args.queries, args.compute, batches, args.worker == "on")
         return
-    print(f"load average before: {os.getloadavg()[0]:.2f}; compute {args.compute}")
+    print(f"# One BLAS thread on the query path, by batch size (compute `{args.compute}`)\n")
+    print(facts_markdown(machine_facts("numpy", "torch", "faiss-cpu", "threadpoolctl")))
+    print(
+        f"Command: `python benchmarks/blas_threads.py {' '.join(sys.argv[1:])}`; load average (1 min) before: "
+        f"{os.getloadavg()[0]:.2f}. Queries/s: median of 3 passes over the Cranfield queries.\n"
+    )
     common = [args.index, args.queries, "--compute", args.compute, "--batches", args.batches]
     results = {label: run_worker(Path(__file__), [label, *common]) for label in ("off", "on")}
     print("| call | batch | queries/s, BLAS at default threads | queries/s, one BLAS thread | ratio |")

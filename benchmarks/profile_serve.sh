@@ -14,7 +14,7 @@ SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 1 60); do sleep 1; curl -s localhost:8765/health > /dev/null && break; done
 .venv/bin/python benchmarks/loadgen.py --url http://127.0.0.1:8765/search --kind search --queries "$QUERIES" \
-  --clients 32 --requests 1500 > "$OUT/load.log" 2>&1 &
+  --clients 32 --requests 6000 > "$OUT/load.log" 2>&1 &
 LOAD=$!
 sleep 6
 .venv/bin/py-spy record -p "$SERVER" -d 15 -r 200 -f raw -o "$OUT/stacks.txt" --threads > "$OUT/py-spy.log" 2>&1
