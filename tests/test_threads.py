@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from whitevec._threads import one_blas_thread
+from whitevec._threads import one_blas_thread, threaded_product
 from whitevec.index import stored_form
 
 
@@ -67,15 +67,55 @@ def test_blocks_in_two_threads_take_turns() -> None:
     assert blas_threads() == before
 
 
-def test_stored_form_transforms_on_one_blas_thread(two_blas_threads) -> None:
-    seen: list[list[int]] = []
+def test_threaded_product_follows_openblas_threshold() -> None:
+    assert not threaded_product(1, 384, 384)  # one MiniLM query: OpenBLAS keeps it on one thread anyway
+    assert threaded_product(1, 768, 768)  # one MPNet query through a full-rank whitening: it would not
+    assert threaded_product(16, 384, 384)
 
+
+def recording_transform(seen: list[list[int]]) -> object:
     class Recording:
         def transform(self, X: np.ndarray) -> np.ndarray:
             seen.append(blas_threads())
             return X[:, :2] * 2.0
 
-    out = stored_form(Recording(), np.ones((3, 4), dtype=np.float32), "cosine")  # type: ignore[arg-type]
+    return Recording()
+
+
+def test_stored_form_transforms_large_batches_on_one_blas_thread(two_blas_threads) -> None:
+    seen: list[list[int]] = []
+    out = stored_form(recording_transform(seen), np.ones((64, 384), dtype=np.float32), "cosine")  # type: ignore[arg-type]
     assert seen and all(n == 1 for n in seen[0])
-    np.testing.assert_allclose(out, np.full((3, 2), 2**-0.5), rtol=1e-6)
+    np.testing.assert_allclose(out, np.full((64, 2), 2**-0.5), rtol=1e-6)
     assert all(n == 2 for n in blas_threads())
+
+
+def test_stored_form_leaves_single_small_queries_alone(two_blas_threads) -> None:
+    """No block (and so no change of thread counts, which costs time of its own) where OpenBLAS would not
+    thread the product anyway."""
+    seen: list[list[int]] = []
+    stored_form(recording_transform(seen), np.ones((1, 384), dtype=np.float32), "cosine")  # type: ignore[arg-type]
+    assert seen and all(n == 2 for n in seen[0])
+
+
+def test_faiss_search_of_a_large_batch_runs_on_one_blas_thread(two_blas_threads) -> None:
+    from whitevec.index.faiss_store import FaissStore
+
+    store = FaissStore(dim=64, metric="ip")
+    rng = np.random.default_rng(0)
+    store.add(np.arange(500), rng.standard_normal((500, 64)).astype(np.float32))
+    seen: list[list[int]] = []
+    real = store.index
+
+    class Recording:
+        def search(self, x: np.ndarray, k: int):
+            seen.append(blas_threads())
+            return real.search(x, k)
+
+    store.index = Recording()
+    queries = rng.standard_normal((4000, 64)).astype(np.float32)  # 256,000 floats: faiss's BLAS path
+    scores, ids = store.search(queries, 5)
+    assert ids.shape == (4000, 5) and seen and all(n == 1 for n in seen[0])
+    seen.clear()
+    store.search(queries[:20], 5)  # 1,280 floats: faiss's own loops, no block
+    assert seen and all(n == 2 for n in seen[0])

@@ -6,6 +6,9 @@ product ends, and torch's next parallel region then shares the cores with them. 
 whitening Cranfield queries in batches of 32 gave 155 queries/s with numpy's default 2 BLAS threads and 290/s
 with one (batches of 16: 116 against 254; benchmarks/blas_threads.py). A query batch's products are small, so
 one thread costs them little.
+
+Only products that OpenBLAS would spread over threads take the block: changing the thread count and back has a
+cost of its own (a single MiniLM query: about 0.6 ms of 7-10 ms on 2 cores, benchmarks/blas_threads.py).
 """
 
 from __future__ import annotations
@@ -19,6 +22,10 @@ from typing import Any
 # Libraries that bring a BLAS of their own: the pools are listed again when one of them has been imported since
 # (listing the loaded libraries takes ~0.3 ms, too long to do for every query).
 _BLAS_MODULES = ("numpy", "scipy", "faiss", "torch")
+
+# OpenBLAS runs a product (m x k) @ (k x n) on one thread while m * n * k is at most its SMP_THRESHOLD_MIN
+# (65536) times GEMM_MULTITHREAD_THRESHOLD (4 by default).
+OPENBLAS_ONE_THREAD_WORK = 65536 * 4
 
 # One block at a time in the process. Why: numpy's OpenBLAS keeps one thread count for the process, and
 # threadpoolctl lets only one thread at a time change it (others are silently ignored until that thread's limit
@@ -40,8 +47,16 @@ def _blas_controller() -> Any:
 
 
 @contextlib.contextmanager
-def one_blas_thread() -> Iterator[None]:
+def one_blas_thread(when: bool = True) -> Iterator[None]:
     """Inside the block, every loaded BLAS (numpy's, scipy's, faiss's) runs on one thread; the counts are
-    restored on leaving it. Nests; blocks in different threads take turns."""
+    restored on leaving it. Nests; blocks in different threads take turns. ``when=False``: no block."""
+    if not when:
+        yield
+        return
     with _lock, _blas_controller().limit(limits=1):
         yield
+
+
+def threaded_product(rows: int, inner: int, cols: int) -> bool:
+    """Whether OpenBLAS would run a (rows x inner) @ (inner x cols) product on more than one thread."""
+    return rows * inner * cols > OPENBLAS_ONE_THREAD_WORK

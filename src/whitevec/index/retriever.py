@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from whitevec._io import atomic_dir, writers_lock
-from whitevec._threads import one_blas_thread
 from whitevec.datasets.retrieval import Document, check_unique_ids
 from whitevec.errors import BadInputError, CorruptFileError, DimensionMismatchError
 from whitevec.index.build import as_documents, build_index, encoder_fields
@@ -239,7 +238,7 @@ class Retriever:
         return self._search(x, self.effective_k(k))
 
     def _search(self, x: np.ndarray, k: int) -> list[list[SearchHit]]:
-        with self._lock, one_blas_thread():  # faiss's products beside torch's threads (whitevec._threads)
+        with self._lock:
             scores, rows = self.store.search(x, k)
             found = self._docs.get(rows.ravel().tolist())
         results = []
