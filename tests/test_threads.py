@@ -114,7 +114,7 @@ def test_faiss_search_of_a_large_batch_runs_on_one_blas_thread(two_blas_threads)
 
     store.index = Recording()
     queries = rng.standard_normal((4000, 64)).astype(np.float32)  # 256,000 floats: faiss's BLAS path
-    scores, ids = store.search(queries, 5)
+    _scores, ids = store.search(queries, 5)
     assert ids.shape == (4000, 5) and seen and all(n == 1 for n in seen[0])
     seen.clear()
     store.search(queries[:20], 5)  # 1,280 floats: faiss's own loops, no block
