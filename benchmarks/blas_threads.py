@@ -30,11 +30,14 @@ from machine import facts_markdown, machine_facts
 
 def worker(index: str, queries_file: str, compute: str, batches: list[int], blas_block: bool) -> None:
     if not blas_block:  # the code before the block: every BLAS at its default threads
-        import whitevec.index.retriever as retriever_module
+        import whitevec.index.faiss_store as faiss_store_module
         import whitevec.index.store as store_module
 
-        store_module.one_blas_thread = contextlib.nullcontext  # type: ignore[assignment]
-        retriever_module.one_blas_thread = contextlib.nullcontext  # type: ignore[assignment]
+        def no_block(when: bool = True) -> contextlib.nullcontext[None]:
+            return contextlib.nullcontext()
+
+        store_module.one_blas_thread = no_block  # type: ignore[assignment]
+        faiss_store_module.one_blas_thread = no_block  # type: ignore[assignment]
     from whitevec.service.run import load_retriever
 
     retriever: Any = load_retriever(index) if compute == "index" else load_retriever(index, compute)
@@ -86,6 +89,9 @@ def main() -> None:
     results = {label: run_worker(Path(__file__), [label, *common]) for label in ("off", "on")}
     print("| call | batch | queries/s, BLAS at default threads | queries/s, one BLAS thread | ratio |")
     print("|---|---:|---:|---:|---:|")
+    for label, result in results.items():
+        if "error" in result:
+            raise SystemExit(f"the {label} worker failed: {result['error']}")
     for call in ("search", "embed"):
         for batch in batches:
             off, on = results["off"][f"{call}_{batch}"], results["on"][f"{call}_{batch}"]
