@@ -3,12 +3,12 @@
 Why: a process that encodes with torch holds four thread pools on the same cores: torch's OpenMP (libgomp),
 faiss's OpenMP, and the OpenBLAS of numpy and of faiss. OpenBLAS's threads keep spinning for a while after a
 product ends, and torch's next parallel region then shares the cores with them. On 2 cores, encoding and
-whitening Cranfield queries in batches of 32 gave 155 queries/s with numpy's default 2 BLAS threads and 290/s
-with one (batches of 16: 116 against 254; benchmarks/blas_threads.py). A query batch's products are small, so
-one thread costs them little.
+whitening Cranfield queries in batches of 32 gave 154 queries/s with numpy's default 2 BLAS threads and 283/s
+with one (batches of 16: 104 against 240; benchmarks/results/blas_threads.md). A query batch's products are
+small, so one thread costs them little.
 
 Only products that OpenBLAS would spread over threads take the block: changing the thread count and back has a
-cost of its own (a single MiniLM query: about 0.6 ms of 7-10 ms on 2 cores, benchmarks/blas_threads.py).
+cost of its own (a single MiniLM query: about 0.6 ms of 7-10 ms on 2 cores, benchmarks/results/blas_threads.md).
 """
 
 from __future__ import annotations
