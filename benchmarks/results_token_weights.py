@@ -1,7 +1,8 @@
 """Regenerate docs/results/sts-token-weights.md (and .json): raw, whitening, Zipfian whitening, SIF, uSIF and flow.
 
 STS Spearman x 100 (wmean) on the five STS tasks, per model and pooling. Token frequencies are counted with each
-model's own tokenizer on the union of every sentence of the five tasks (no external corpus is reachable here).
+model's own tokenizer on the union of every sentence of the five tasks (web-scale counts do worse here:
+docs/results/zipf-reasons.md).
 Every transform is fitted per task on that task's target sentences (all splits), as in results_sts.py.
 
 Methods (a pooling that reads one token, cls, takes no token weights: only the sentence-level rows run there):
@@ -246,9 +247,9 @@ def main() -> None:
         "Spearman x 100 between cosine similarity and gold scores (wmean per task, as in sts.md). Every",
         "transform is fitted per task on that task's target sentences (all splits, de-duplicated).",
         "Token frequencies p(w) are counted with each model's own tokenizer (special tokens left out) on the",
-        f"union of all sentences of the tasks run ({', '.join(tasks)}): no external corpus is reachable on this",
-        "machine, so the frequencies come from the evaluation text itself (unlabelled; the papers use",
-        "Wikipedia-scale counts).",
+        f"union of all sentences of the tasks run ({', '.join(tasks)}), so the frequencies come from the",
+        "evaluation text itself (unlabelled; the papers use Wikipedia-scale counts, which do worse here:",
+        "[zipf-reasons.md](zipf-reasons.md)).",
         "",
         "- `none`: raw pooling; `whitening`: BERT-whitening; `flow`: `Flow()` with its defaults.",
         "- `zipfian`: Zipfian whitening (Yokoi et al. 2024, Algorithm 1): p(w)-weighted mean and covariance of",
