@@ -61,6 +61,11 @@ OUT = Path(__file__).resolve().parents[1] / "docs" / "results"
 STEM = "sts-token-weights"
 
 
+def target_union(tasks: list[StsTask]) -> list[str]:
+    """Every target sentence of ``tasks``, once each, in first-seen order: the text token counts are made on."""
+    return list(dict.fromkeys(s for task in tasks for s in task.sentences("target")))
+
+
 class Prefitted:
     """A transform fitted beforehand (on token vectors, or with sentence weights); evaluate_sts's fit: no-op."""
 
@@ -149,7 +154,7 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown methods {sorted(unknown)}; valid: {', '.join(METHODS)}")
     loaded = [] if args.render_only else [load_sts_task(name) for name in tasks]
-    union = list(dict.fromkeys(s for task in loaded for s in task.sentences("target")))
+    union = target_union(loaded)
     load_before = os.getloadavg()
     started = time.perf_counter()
     scores: list[StsScore] = []

@@ -27,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_token_weights import TASKS, run_method
+from results_token_weights import TASKS, run_method, target_union
 from whitevec.datasets import load_sts_task
 from whitevec.encoder import Encoder
 from whitevec.token_weights import TokenFrequencies, count_frequencies
@@ -79,7 +79,7 @@ def main() -> None:
     parser.add_argument("--methods", default="zipfian,sif,usif")
     args = parser.parse_args()
     tasks = [load_sts_task(name) for name in TASKS]
-    union = list(dict.fromkeys(s for task in tasks for s in task.sentences("target")))
+    union = target_union(tasks)
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     print("| model | pooling | frequencies | tokens counted | method | " + " | ".join(TASKS) + " | average |")
     print("|---|---|---|---:|---|" + "---:|" * (len(TASKS) + 1))

@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_token_weights import TASKS
+from results_token_weights import TASKS, target_union
 from whitevec.datasets import load_sts_task
 from whitevec.encoder import Encoder
 from whitevec.evaluation.sts import aggregate, score_pairs
@@ -43,7 +43,7 @@ def main() -> None:
     parser.add_argument("--models", default="all-MiniLM-L6-v2,all-mpnet-base-v2")
     args = parser.parse_args()
     tasks = [load_sts_task(name) for name in TASKS]
-    union = list(dict.fromkeys(s for task in tasks for s in task.sentences("target")))
+    union = target_union(tasks)
     print(f"load average before: {os.getloadavg()[0]:.2f}\n")
     print("| model | method | " + " | ".join(TASKS) + " | average |")
     print("|---|---|" + "---:|" * (len(TASKS) + 1))
