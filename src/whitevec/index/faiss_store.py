@@ -38,7 +38,11 @@ from whitevec.index.store import (
 if TYPE_CHECKING:
     from whitevec.index.snapshot import IndexSnapshot
 
-_SMALL_BATCH = 16
+# A search of fewer multiply-adds than this runs on one OpenMP thread (about 6 ms of one core here). Why: faiss's
+# pool then costs more than it saves while torch's threads hold the cores. 32 queries on 1,400 x 256 (11.5M)
+# took 1.0 ms on one thread every time, and 0.7 ms median but 3.2-3.6 ms mean on the pool of two: some searches
+# waited whole time slices for a pool thread (benchmarks/faiss_threads.py).
+POOL_WORK = 2**26
 
 # Defaults: HNSW M=32/efConstruction=40 are faiss's own; efSearch 64 (faiss: 16) trades a little speed for
 # recall close to exact on corpora of this size. IVF nprobe 8; nlist chosen from the corpus size on first add.
@@ -282,21 +286,30 @@ class FaissStore:
         if self.index is not None:
             self.index.remove_ids(np.ascontiguousarray(ids, dtype=np.int64))
 
+    def _work_per_query(self) -> int:
+        """About how many multiply-adds one query's search takes (distances only): what decides whether
+        faiss's thread pool is worth waking."""
+        n = int(self.index.ntotal)
+        if self.kind == "hnsw":  # efSearch candidates, each comparing its 2M neighbours on the base layer
+            work = int(self._params.get("efSearch") or 16) * 2 * int(self._params.get("M") or 32) * self.dim
+        elif self.kind == "ivf":
+            nlist = max(1, int(self._params.get("nlist") or 1))
+            probed = min(nlist, int(self._params.get("nprobe") or 1))
+            work = (nlist + probed * n // nlist) * self.dim
+        else:
+            work = n * self.dim
+        return work
+
     def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         x = np.ascontiguousarray(vectors, dtype=np.float32)
         if self.index is None:
             return np.zeros((x.shape[0], k), np.float32), np.full((x.shape[0], k), -1, np.int64)
-        if x.shape[0] >= _SMALL_BATCH:
-            # From distance_compute_blas_threshold query floats on, faiss computes distances with its OpenBLAS,
-            # whose threads would spin beside torch's (whitevec._threads).
-            blas = x.size >= int(getattr(_faiss().cvar, "distance_compute_blas_threshold", 0))
-            with one_blas_thread(when=blas):
-                scores, ids = self.index.search(x, k)
-        else:
-            # A few queries: faiss's OpenMP pool costs more than it saves (measured 13 ms vs 0.02 ms for one
-            # query on 1400 x 32 while torch held its own threads), so search these on one thread.
-            with _one_thread():
-                scores, ids = self.index.search(x, k)
+        # From distance_compute_blas_threshold query floats on, faiss computes distances with its OpenBLAS,
+        # whose threads would spin beside torch's (whitevec._threads).
+        blas = x.size >= int(getattr(_faiss().cvar, "distance_compute_blas_threshold", 0))
+        small = x.shape[0] * self._work_per_query() < POOL_WORK
+        with _one_thread() if small else contextlib.nullcontext(), one_blas_thread(when=blas):
+            scores, ids = self.index.search(x, k)
         if self._l2_for_cosine:
             scores = 1.0 - scores / 2.0  # back to cosine (see _l2_for_cosine)
         return scores, ids
