@@ -159,13 +159,11 @@ class Server:
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-    def encoder_counts(self) -> tuple[int, int] | None:
-        """(encoder calls, texts) from whitevec's /health; None from a server that does not report them."""
+    def reports_encoder(self) -> bool:
+        """Whether /health carries whitevec's encoder counters (calls, texts, busy seconds)."""
         with urllib.request.urlopen(self.base + "/health", timeout=10) as answer:
             health = json.loads(answer.read())
-        if not isinstance(health, dict) or "encoder_calls" not in health:
-            return None
-        return int(health["encoder_calls"]), int(health["encoder_texts"])
+        return isinstance(health, dict) and "encoder_busy_s" in health
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -197,7 +195,6 @@ def load_row(
 ) -> dict[str, Any]:
     load_before = os.getloadavg()[0]
     cpu_before = server.cpu_seconds()
-    counts_before = server.encoder_counts()
     command = [
         sys.executable,
         str(HERE / "loadgen.py"),
@@ -216,6 +213,8 @@ def load_row(
         "--model",
         model,
     ]
+    if server.reports_encoder():
+        command += ["--health-url", server.base + "/health"]
     proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=900)
     result: dict[str, Any] | None = None
     for line in proc.stdout.splitlines():
@@ -225,10 +224,14 @@ def load_row(
         raise RuntimeError(f"load generator failed ({proc.returncode}): {proc.stderr[-2000:]}")
     # Server CPU over the whole generator run (its warm-up included): cores the server kept busy.
     result["server_cpu_s"] = server.cpu_seconds() - cpu_before
-    counts_after = server.encoder_counts()
-    if counts_before is not None and counts_after is not None:  # texts per encoder call, the warm-up included
-        calls, texts = (after - before for after, before in zip(counts_after, counts_before, strict=True))
+    before, after = result.pop("health_before", None), result.pop("health_after", None)
+    if before is not None and after is not None:  # the encoder over exactly the timed requests
+        calls = after["encoder_calls"] - before["encoder_calls"]
+        texts = after["encoder_texts"] - before["encoder_texts"]
+        busy = after["encoder_busy_s"] - before["encoder_busy_s"]
         result["mean_batch"] = texts / max(calls, 1)
+        result["encoder_busy"] = busy / result["seconds"]  # share of the wall time the encoder was in a call
+        result["encoder_rate"] = texts / busy if busy > 0 else 0.0  # texts/s while in a call
     result["load_before"] = load_before
     return result
 
@@ -266,6 +269,14 @@ def _ceiling_of(run: dict[str, Any], row: dict[str, Any]) -> tuple[float, float]
 
 def _mean_batch(row: dict[str, Any]) -> str:
     return f"{row['mean_batch']:.1f}" if "mean_batch" in row else "-"
+
+
+def _encoder_share(row: dict[str, Any], batched: float) -> str:
+    """'busy | rate': the share of the row's wall time the encoder was in a call, and its texts/s while in
+    one against the batched ceiling (QPS = busy * rate, so the two say where a shortfall goes)."""
+    if "encoder_busy" not in row:
+        return "- | -"
+    return f"{row['encoder_busy']:.2f} | {row['encoder_rate'] / batched:.2f}"
 
 
 def round_summary(run: dict[str, Any], rounds: int) -> list[str]:
@@ -320,7 +331,11 @@ def markdown(run: dict[str, Any], history: list[dict[str, Any]], notes: str) -> 
         f"{run['n_queries']} queries in turn), closed loop: each client sends its next request when its answer "
         "arrives. Clients: benchmarks/loadgen.py, one separate process with one asyncio event loop (aiohttp) on "
         "the same 2 cores as the server; `gen CPU` is its CPU time per request, `server cores` the server "
-        "process's CPU seconds per wall second",
+        "process's CPU seconds per wall second. From the server's /health just around the timed requests: "
+        "`mean batch` (texts per encoder call), `encoder busy` (the share of the wall time the encoder thread "
+        "was in a call) and `call rate x ceiling` (its texts/s while in a call, against the batched ceiling); "
+        "`x ceiling` is about their product, so the two say whether a shortfall is time the encoder waited "
+        "or calls that ran slower",
         *(
             f"- In-process ceiling, compute `{compute}` (a fresh process, 2 threads, `Retriever.search` on the "
             f"same queries): **{c['search_batched_qps']:.1f} queries/s** in batches of {run['batch']}, "
@@ -331,8 +346,8 @@ def markdown(run: dict[str, Any], history: list[dict[str, Any]], notes: str) -> 
         f"- Command: `flock -x /work/cpu.lock python benchmarks/bench_serve.py {' '.join(run['argv'])}`",
         "",
         "| server | compute | endpoint | clients | QPS | x ceiling | p50 ms | p50 - single ms | p99 ms | "
-        "server cores | mean batch | gen CPU ms/req | load before | errors |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "server cores | mean batch | encoder busy | call rate x ceiling | gen CPU ms/req | load before | errors |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     rounds = len(run.get("round_ceilings", [])) or 1
     if rounds > 1:
@@ -345,7 +360,7 @@ def markdown(run: dict[str, Any], history: list[dict[str, Any]], notes: str) -> 
             + f"| {r['server']} | {r['compute']} | {r['endpoint']} | {r['clients']} | {r['qps']:.1f} | "
             f"{r['qps'] / batched:.2f} | "
             f"{r['p50_ms']:.1f} | {r['p50_ms'] - single:+.1f} | {r['p99_ms']:.1f} | "
-            f"{r['server_cpu_s'] / r['seconds']:.2f} | {_mean_batch(r)} | "
+            f"{r['server_cpu_s'] / r['seconds']:.2f} | {_mean_batch(r)} | {_encoder_share(r, batched)} | "
             f"{1000 * r['generator_cpu_s'] / r['requests']:.2f} | "
             f"{r['load_before']:.2f} | {r['errors']} |"
         )
@@ -451,7 +466,8 @@ def main() -> None:
             f"{server_label:16s} {endpoint:12s} clients={result['clients']:2d} qps={result['qps']:.1f} "
             f"p50={result['p50_ms']:.1f}ms p99={result['p99_ms']:.1f}ms "
             f"server_cores={result['server_cpu_s'] / result['seconds']:.2f} "
-            f"batch={result.get('mean_batch', 0):.1f} errors={result['errors']} "
+            f"batch={result.get('mean_batch', 0):.1f} busy={result.get('encoder_busy', 0):.2f} "
+            f"rate={result.get('encoder_rate', 0):.0f}/s errors={result['errors']} "
             f"{result['first_error'] or ''}",
             file=sys.stderr,
         )

@@ -47,7 +47,14 @@ def answer_ok(kind: str, payload: Any, k: int) -> bool:
 
 
 async def run(
-    url: str, kind: str, bodies: list[bytes], clients: int, requests: int, warmup: int, k: int
+    url: str,
+    kind: str,
+    bodies: list[bytes],
+    clients: int,
+    requests: int,
+    warmup: int,
+    k: int,
+    health_url: str | None = None,
 ) -> dict[str, Any]:
     connector = aiohttp.TCPConnector(limit=clients, force_close=False)
     timeout = aiohttp.ClientTimeout(total=300)
@@ -82,11 +89,21 @@ async def run(
                 if problem is not None:
                     errors.append(problem)
 
+        async def health() -> Any:
+            if health_url is None:
+                return None
+            async with session.get(health_url) as response:
+                return await response.json(content_type=None)
+
+        # The server's own counters just around the timed window (whitevec's /health: encoder calls, texts and
+        # busy seconds), so what the encoder did is known for exactly the requests timed.
+        health_before = await health()
         cpu_before = resource.getrusage(resource.RUSAGE_SELF)
         started = time.perf_counter()
         await asyncio.gather(*(client() for _ in range(clients)))
         wall = time.perf_counter() - started
         cpu_after = resource.getrusage(resource.RUSAGE_SELF)
+        health_after = await health()
     ms = np.array(latencies) * 1000
     cpu_s = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
     return {
@@ -101,6 +118,8 @@ async def run(
         "errors": len(errors),
         "first_error": errors[0] if errors else None,
         "generator_cpu_s": cpu_s,
+        "health_before": health_before,
+        "health_after": health_after,
     }
 
 
@@ -114,10 +133,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--model", default="", help="the model name an OpenAI-style server expects")
+    parser.add_argument("--health-url", help="a JSON URL read just before and after the timed requests")
     args = parser.parse_args()
     texts = json.loads(args.queries.read_text())
     bodies = [request_body(args.kind, t, args.k, args.model) for t in texts]
-    result = asyncio.run(run(args.url, args.kind, bodies, args.clients, args.requests, args.warmup, args.k))
+    result = asyncio.run(
+        run(args.url, args.kind, bodies, args.clients, args.requests, args.warmup, args.k, args.health_url)
+    )
     print("RESULT " + json.dumps(result), flush=True)
     sys.exit(0)
 

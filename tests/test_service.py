@@ -144,9 +144,16 @@ def client(fake: FakeRetriever) -> Iterator[TestClient]:
 # ---- the API ----------------------------------------------------------------------------------------------
 def test_health_and_info_without_paths(client: TestClient) -> None:
     health = client.get("/health").json()
-    assert health == {"status": "ok", "count": len(DOCS), "encoder_calls": 0, "encoder_texts": 0}
+    assert health == {
+        "status": "ok",
+        "count": len(DOCS),
+        "encoder_calls": 0,
+        "encoder_texts": 0,
+        "encoder_busy_s": 0.0,
+    }
     client.post("/search", json={"queries": ["a dog", "a cat"], "k": 2})
-    assert client.get("/health").json()["encoder_texts"] == 2
+    after = client.get("/health").json()
+    assert after["encoder_texts"] == 2 and after["encoder_busy_s"] > 0
     info = client.get("/info").json()
     manifest = info["manifest"]
     assert manifest["model"] == "tiny-bert"  # absolute model folder cut to its name

@@ -307,7 +307,11 @@ def create_app(retriever: RetrieverLike, settings: ServeSettings | None = None) 
         if not worker.alive:
             raise HTTPException(503, "the encoder worker has stopped")
         return HealthResponse(
-            status="ok", count=int(retriever.count), encoder_calls=worker.calls, encoder_texts=worker.texts
+            status="ok",
+            count=int(retriever.count),
+            encoder_calls=worker.calls,
+            encoder_texts=worker.texts,
+            encoder_busy_s=round(worker.busy_s, 6),
         )
 
     @app.get(

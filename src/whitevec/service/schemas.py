@@ -94,6 +94,9 @@ class HealthResponse(BaseModel):
     count: int
     encoder_calls: int = Field(description="Encoder calls (forward passes) the worker has made since the start.")
     encoder_texts: int = Field(description="Texts those calls encoded: divided by the calls, the mean batch.")
+    encoder_busy_s: float = Field(
+        description="Seconds the worker has spent in those calls: against the wall time, how busy the encoder was."
+    )
 
 
 class InfoResponse(BaseModel):

@@ -97,6 +97,8 @@ class RetrieverWorker:
         self.calls = 0
         self.jobs = 0
         self.texts = 0
+        # Seconds spent running batches: against the wall time, how much of it the encoder was busy.
+        self.busy_s = 0.0
         # Requests received that have not yet submitted their job: the event loop counts them up and down; the
         # worker thread only reads the number (an int read is atomic).
         self.incoming = 0
@@ -157,6 +159,7 @@ class RetrieverWorker:
                         job.future.set_exception(exc)
             self._last_end = time.monotonic()
             self._last_seconds = self._last_end - started
+            self.busy_s += self._last_seconds
             self._last_texts = sum(len(job.texts) for job in batch)
             if stop:
                 return
