@@ -1,15 +1,15 @@
 """The HTTP layer's own CPU per request: `whitevec serve`'s app with a retriever that does no work (ten fixed
 hits of 400 characters per query), driven by benchmarks/loadgen.py (its own process) at 32 clients; the server
-process's CPU seconds (from /proc) per request. ``--protocol httptools`` runs the same app on uvicorn's
-httptools protocol and uvloop instead of whitevec's guarded h11 protocol (needs ``pip install httptools
-uvloop``), to size what a port of the guards would save.
+process's CPU seconds (from /proc) per request. ``--protocol`` picks whitevec's guarded h11 or httptools
+protocol (ServeSettings.http), ``--loop`` asyncio's event loop or uvloop (``pip install uvloop``).
 
-    python benchmarks/serve_overhead.py [--protocol h11|httptools] [--requests 6000] [--clients 32]
+    python benchmarks/serve_overhead.py [--protocol h11|httptools] [--loop asyncio|uvloop] [--requests 6000]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -49,21 +49,16 @@ class IdleRetriever:
         return np.ones((len(texts), 256), np.float32)
 
 
-def serve(port: int, protocol: str) -> None:
+def serve(port: int, protocol: str, loop: str) -> None:
     import uvicorn
 
     from whitevec.service.app import create_app
     from whitevec.service.connections import ServerConfig
     from whitevec.service.settings import ServeSettings
 
-    settings = ServeSettings.from_env()
+    settings = dataclasses.replace(ServeSettings.from_env(), http=protocol)
     app = create_app(IdleRetriever(), settings)  # type: ignore[arg-type]
-    if protocol == "h11":
-        config: uvicorn.Config = ServerConfig(app, settings, host="127.0.0.1", port=port, log_level="warning")
-    else:
-        config = uvicorn.Config(
-            app, host="127.0.0.1", port=port, http="httptools", loop="uvloop", log_level="warning"
-        )
+    config = ServerConfig(app, settings, host="127.0.0.1", port=port, log_level="warning", loop=loop)
     uvicorn.Server(config).run()
 
 
@@ -75,16 +70,18 @@ def cpu_seconds(pid: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--protocol", choices=["h11", "httptools"], default="h11")
+    parser.add_argument("--loop", choices=["asyncio", "uvloop", "auto"], default="asyncio")
     parser.add_argument("--requests", type=int, default=6000)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--port", type=int, default=8799)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.port, args.protocol)
+        serve(args.port, args.protocol, args.loop)
         return
     load_before = os.getloadavg()[0]
     command = [sys.executable, __file__, "--serve", "--port", str(args.port), "--protocol", args.protocol]
+    command += ["--loop", args.loop]
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(100):
@@ -110,7 +107,7 @@ def main() -> None:
         Path(queries.name).unlink(missing_ok=True)
     result = json.loads(load.stdout.strip().splitlines()[-1].removeprefix("RESULT "))
     print(
-        f"{args.protocol}: {result['qps']:.0f} QPS at {args.clients} clients, server CPU "
+        f"{args.protocol} ({args.loop} loop): {result['qps']:.0f} QPS at {args.clients} clients, server CPU "
         f"{used / args.requests * 1000:.3f} ms per request, generator CPU "
         f"{result['generator_cpu_s'] / args.requests * 1000:.3f} ms per request; load before {load_before:.2f}"
     )

@@ -9,6 +9,7 @@ busy machine does not fail them; without the protections the same tests wait out
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import select
@@ -34,7 +35,7 @@ from tests.service_helpers import wait_until_healthy
 from whitevec.errors import BadInputError
 from whitevec.index import SearchHit as Hit
 from whitevec.service.app import create_app
-from whitevec.service.connections import ServerConfig
+from whitevec.service.connections import GuardedH11Protocol, ServerConfig, server_options
 from whitevec.service.run import check_workers
 from whitevec.service.settings import ServeSettings
 
@@ -63,8 +64,17 @@ class TinyRetriever:
 
 
 # ---- a server in a thread, and raw-socket clients ---------------------------------------------------------
+@pytest.fixture(params=["h11", "httptools"])
+def http(request: pytest.FixtureRequest) -> str:
+    """Both of uvicorn's HTTP/1.1 protocols get the guards (ServeSettings.http)."""
+    if request.param == "httptools":
+        pytest.importorskip("httptools")
+    return str(request.param)
+
+
 @contextlib.contextmanager
-def thread_server(settings: ServeSettings) -> Iterator[tuple[uvicorn.Server, int]]:
+def thread_server(settings: ServeSettings, http: str = "auto") -> Iterator[tuple[uvicorn.Server, int]]:
+    settings = dataclasses.replace(settings, http=http)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -135,9 +145,9 @@ def one_request(port: int) -> socket.socket:
 
 
 # ---- header and body time limits ---------------------------------------------------------------------------
-def test_idle_connection_is_closed_after_the_header_timeout(caplog: pytest.LogCaptureFixture) -> None:
+def test_idle_connection_is_closed_after_the_header_timeout(caplog: pytest.LogCaptureFixture, http: str) -> None:
     caplog.set_level(logging.INFO, logger="whitevec.service")
-    with thread_server(ServeSettings(header_timeout_s=1.0)) as (_, port), connect(port) as sock:
+    with thread_server(ServeSettings(header_timeout_s=1.0), http) as (_, port), connect(port) as sock:
         closed, sent = read_until_closed(sock, 1.0 + SLACK_S)
     assert closed is not None, "an idle connection was still open"
     assert closed >= 0.8 and sent == b""  # closed by the timer, without an answer
@@ -146,30 +156,36 @@ def test_idle_connection_is_closed_after_the_header_timeout(caplog: pytest.LogCa
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
-def test_headers_sent_a_byte_at_a_time_are_cut_off() -> None:
-    with thread_server(ServeSettings(header_timeout_s=1.0)) as (_, port), connect(port) as sock:
+def test_headers_sent_a_byte_at_a_time_are_cut_off(http: str) -> None:
+    with thread_server(ServeSettings(header_timeout_s=1.0), http) as (_, port), connect(port) as sock:
         sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
         closed = trickle_until_closed(sock, 1.0 + SLACK_S)
     assert closed is not None, "a slowloris connection was still open"
 
 
-def test_the_next_requests_headers_are_timed_too() -> None:
+def test_the_next_requests_headers_are_timed_too(http: str) -> None:
     # After a response uvicorn's keep-alive timer stops at the first byte; the header timer must take over.
     settings = ServeSettings(header_timeout_s=1.0, keepalive_s=60)
-    with thread_server(settings) as (_, port), one_request(port) as sock:
+    with thread_server(settings, http) as (_, port), one_request(port) as sock:
         sock.sendall(b"GET /health HTTP/1.1\r\n")
         closed = trickle_until_closed(sock, 1.0 + SLACK_S)
     assert closed is not None, "a slow second request kept its connection"
 
 
-def test_idle_kept_alive_connection_closes_after_keepalive() -> None:
-    with thread_server(ServeSettings(keepalive_s=1, header_timeout_s=60)) as (_, port), one_request(port) as sock:
+def test_idle_kept_alive_connection_closes_after_keepalive(http: str) -> None:
+    with (
+        thread_server(ServeSettings(keepalive_s=1, header_timeout_s=60), http) as (_, port),
+        one_request(port) as sock,
+    ):
         closed, _ = read_until_closed(sock, 1.0 + SLACK_S)
     assert closed is not None
 
 
-def test_slow_body_gets_408_and_a_closed_connection() -> None:
-    with thread_server(ServeSettings(body_timeout_s=1.0, header_timeout_s=60)) as (_, port), connect(port) as sock:
+def test_slow_body_gets_408_and_a_closed_connection(http: str) -> None:
+    with (
+        thread_server(ServeSettings(body_timeout_s=1.0, header_timeout_s=60), http) as (_, port),
+        connect(port) as sock,
+    ):
         sock.sendall(
             b"POST /search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b'Content-Length: 1000\r\n\r\n{"queries": ["'
@@ -186,8 +202,8 @@ def test_slow_body_gets_408_and_a_closed_connection() -> None:
 
 
 # ---- the connection cap ------------------------------------------------------------------------------------
-def test_connections_beyond_the_cap_get_503() -> None:
-    with thread_server(ServeSettings(max_connections=3, header_timeout_s=60)) as (server, port):
+def test_connections_beyond_the_cap_get_503(http: str) -> None:
+    with thread_server(ServeSettings(max_connections=3, header_timeout_s=60), http) as (server, port):
         held = [connect(port) for _ in range(3)]
         try:
             deadline = time.monotonic() + 10
@@ -343,8 +359,8 @@ def test_allowed_hosts_and_the_key() -> None:
     assert host_status(ServeSettings(api_key="k-1", allowed_hosts="search.lan"), "search.lan", key) == 200
 
 
-def test_host_check_on_a_real_server() -> None:
-    with thread_server(ServeSettings()) as (_, port):
+def test_host_check_on_a_real_server(http: str) -> None:
+    with thread_server(ServeSettings(), http) as (_, port):
         base = f"http://127.0.0.1:{port}"
         assert httpx.get(f"{base}/health").status_code == 200
         assert httpx.get(f"{base}/health", headers={"Host": f"localhost:{port}"}).status_code == 200
@@ -374,9 +390,9 @@ def test_key_is_checked_before_the_body(body: bytes, headers: dict[str, str]) ->
         assert client.get("/docs").status_code == 200 and client.get("/static/app.js").status_code == 200
 
 
-def test_key_is_checked_before_waiting_for_the_body() -> None:
+def test_key_is_checked_before_waiting_for_the_body(http: str) -> None:
     settings = ServeSettings(api_key="k-1", body_timeout_s=60, header_timeout_s=60)
-    with thread_server(settings) as (_, port), connect(port) as sock:
+    with thread_server(settings, http) as (_, port), connect(port) as sock:
         sock.sendall(
             b"POST /search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Content-Length: 1000\r\n\r\n"
@@ -408,8 +424,10 @@ def test_protection_settings() -> None:
         "WHITEVEC_SERVE_SHUTDOWN_GRACE_S": "0",
         "WHITEVEC_SERVE_MAX_CONNECTIONS": "10",
         "WHITEVEC_SERVE_ALLOWED_HOSTS": "a.lan,b.lan",
+        "WHITEVEC_SERVE_HTTP": "h11",
     }
     settings = ServeSettings.from_env(env)
+    assert server_options(settings)["http"] is GuardedH11Protocol
     assert (settings.header_timeout_s, settings.body_timeout_s, settings.keepalive_s) == (2.5, 7.0, 3)
     assert settings.shutdown_grace_s == 0 and settings.max_connections == 10
     assert settings.host_list() == ("a.lan", "b.lan")
@@ -422,6 +440,7 @@ def test_protection_settings() -> None:
         {"max_connections": 0},
         {"allowed_hosts": "http://a.lan"},
         {"allowed_hosts": "a lan"},
+        {"http": "spdy"},
     ]
     for fields in bad:
         with pytest.raises(BadInputError, match=next(iter(fields))):

@@ -38,6 +38,8 @@ class ServeSettings:
     Connections: a client gets ``header_timeout_s`` to send a request's headers (counted from the connection, or
     from the previous response) and ``body_timeout_s`` for its whole body; an idle kept-alive connection closes
     after ``keepalive_s``. At most ``max_connections`` are open per worker process; more are refused with 503.
+    ``http`` picks uvicorn's HTTP/1.1 parser, both with these guards: ``httptools`` (in C), ``h11`` (pure
+    Python), or ``auto`` (httptools where it is installed: the serve extra installs it).
     On SIGINT/SIGTERM, requests being answered get ``shutdown_grace_s`` to finish.
 
     ``allowed_hosts`` (comma-separated names, ``*`` for any) extends the ``Host`` headers accepted: without an API
@@ -60,6 +62,7 @@ class ServeSettings:
     keepalive_s: int = 5  # whole seconds: uvicorn's timeout_keep_alive
     shutdown_grace_s: int = 5  # whole seconds: uvicorn's timeout_graceful_shutdown
     max_connections: int = 256
+    http: str = "auto"
     allowed_hosts: str = ""
     api_key: str | None = dataclasses.field(default=None, repr=False)
 
@@ -84,6 +87,8 @@ class ServeSettings:
                     f"serve setting allowed_hosts holds {host!r}, which is not a host name (give names like "
                     "search.example.org or 10.0.0.5, separated by commas, or * for any)"
                 )
+        if self.http not in ("auto", "h11", "httptools"):
+            raise BadInputError(f"serve setting http must be 'auto', 'h11' or 'httptools', got {self.http!r}")
         if self.concurrency not in ("lock", "batch"):
             raise BadInputError(f"serve setting concurrency must be 'lock' or 'batch', got {self.concurrency!r}")
         if not 0 <= self.batch_wait_ms <= 1000:
