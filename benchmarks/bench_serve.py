@@ -74,8 +74,9 @@ def cranfield_queries(data_dir: Path | None) -> list[str]:
 
 
 # ---- the in-process ceiling (a fresh process: --worker) ----------------------------------------------------
-def ceiling_worker(index_dir: Path, queries_file: Path, batch: int, compute: str, k: int) -> None:
-    """Encode+search the queries in one process: in batches of ``batch`` and one by one; also /embed's work."""
+def ceiling_worker(index_dir: Path, queries_file: Path, batch: int, compute: str, k: int, passes: int) -> None:
+    """Encode+search the queries in one process: in batches of ``batch`` (the median of ``passes`` passes over
+    all queries, and their range) and one by one; also /embed's work."""
     from whitevec.service.run import load_retriever
 
     # The servers' own loader; "index" (the index's arithmetic) is also what code without the setting does.
@@ -84,13 +85,16 @@ def ceiling_worker(index_dir: Path, queries_file: Path, batch: int, compute: str
     for q in queries[:10]:
         retriever.search([q], k=k)
 
-    def batched(call: Any) -> float:
+    spread: dict[str, list[float]] = {}
+
+    def batched(call: Any, name: str) -> float:
         rates = []
-        for _ in range(3):
+        for _ in range(passes):
             started = time.perf_counter()
             for i in range(0, len(queries), batch):
                 call(queries[i : i + batch])
             rates.append(len(queries) / (time.perf_counter() - started))
+        spread[name] = [min(rates), max(rates)]
         return float(statistics.median(rates))
 
     def single(call: Any) -> float:
@@ -103,10 +107,13 @@ def ceiling_worker(index_dir: Path, queries_file: Path, batch: int, compute: str
 
     emit(
         {
-            "search_batched_qps": batched(lambda b: retriever.search(b, k=k)),
+            "search_batched_qps": batched(lambda b: retriever.search(b, k=k), "search"),
             "search_single_p50_ms": single(lambda b: retriever.search(b, k=k)),
-            "embed_batched_qps": batched(retriever.embed),
+            "embed_batched_qps": batched(retriever.embed, "embed"),
             "embed_single_p50_ms": single(retriever.embed),
+            "batched_passes": passes,
+            "search_batched_range": spread["search"],
+            "embed_batched_range": spread["embed"],
         }
     )
 
@@ -271,6 +278,14 @@ def _mean_batch(row: dict[str, Any]) -> str:
     return f"{row['mean_batch']:.1f}" if "mean_batch" in row else "-"
 
 
+def _ceiling_range(ceiling: dict[str, Any]) -> str:
+    """' (median of N passes, range a-b)' where the run recorded them."""
+    if "search_batched_range" not in ceiling:
+        return ""
+    low, high = ceiling["search_batched_range"]
+    return f" (median of {ceiling['batched_passes']} passes, {low:.0f}-{high:.0f})"
+
+
 def _encoder_share(row: dict[str, Any], batched: float) -> str:
     """'busy | rate': the share of the row's wall time the encoder was in a call, and its texts/s while in
     one against the batched ceiling (QPS = busy * rate, so the two say where a shortfall goes)."""
@@ -338,7 +353,8 @@ def markdown(run: dict[str, Any], history: list[dict[str, Any]], notes: str) -> 
         "or calls that ran slower",
         *(
             f"- In-process ceiling, compute `{compute}` (a fresh process, 2 threads, `Retriever.search` on the "
-            f"same queries): **{c['search_batched_qps']:.1f} queries/s** in batches of {run['batch']}, "
+            f"same queries): **{c['search_batched_qps']:.1f} queries/s** in batches of {run['batch']}"
+            f"{_ceiling_range(c)}, "
             f"**{c['search_single_p50_ms']:.1f} ms** p50 one by one; `Retriever.embed`: "
             f"{c['embed_batched_qps']:.1f} texts/s batched, {c['embed_single_p50_ms']:.1f} ms p50 alone"
             for compute, c in run["ceilings"].items()
@@ -406,6 +422,13 @@ def main() -> None:
     parser.add_argument("--endpoints", default="/search", help="/search and/or /embed, comma-separated")
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--batch", type=int, default=64, help="batch of the in-process ceiling (batch_max_texts)")
+    parser.add_argument(
+        "--ceiling-passes",
+        type=int,
+        default=9,
+        help="passes over the queries for the batched ceiling (its median; 3 until 2026-12-04, which moved by up "
+        "to a quarter between rounds)",
+    )
     parser.add_argument("--threads", type=int, default=2, help="torch threads of the server and the ceiling")
     parser.add_argument("--peer", choices=["infinity"], default=None)
     parser.add_argument("--peer-dtype", default="float32", help="infinity-emb --dtype")
@@ -429,7 +452,7 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.worker == "ceiling":
-        ceiling_worker(args.index, args.queries_file, args.batch, args.compute, args.k)
+        ceiling_worker(args.index, args.queries_file, args.batch, args.compute, args.k, args.ceiling_passes)
         return
 
     load_before = wait_for_quiet(args.quiet_below, args.quiet_wait)
@@ -448,6 +471,7 @@ def main() -> None:
         for compute in dict.fromkeys(env.get("WHITEVEC_SERVE_COMPUTE", "index") for _, env in configs):
             worker_args = ["ceiling", "--index", str(args.index), "--queries-file", str(queries_file)]
             worker_args += ["--batch", str(args.batch), "--k", str(args.k), "--compute", compute]
+            worker_args += ["--ceiling-passes", str(args.ceiling_passes)]
             ceiling = run_worker(Path(__file__), worker_args, timeout=900)  # the machine's 2 threads
             if "error" in ceiling:
                 raise SystemExit(f"ceiling measurement failed: {ceiling['error']}")
