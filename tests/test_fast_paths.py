@@ -115,3 +115,38 @@ def test_empty_partial_fit_leaves_state_alone() -> None:
     X = sentence_like(n=200)
     w = Whitening(precision="float32").partial_fit(X[:0]).partial_fit(X)
     np.testing.assert_allclose(w.mean_, X.mean(axis=0, dtype=np.float64), rtol=0, atol=1e-5)
+
+
+def test_bf16_pads_batches_to_a_multiple_of_eight(tiny_bert_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import whitevec.encoder as encoder_module
+
+    texts = [" ".join(["word"] * n) for n in (1, 2, 3, 5, 9, 13, 21, 27)]
+    encoder = Encoder(tiny_bert_dir, cache=False, backend="bf16", device="cpu")
+    seen: list[int] = []
+    forward = encoder.model.forward
+
+    def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(int(kwargs["input_ids"].shape[1]))
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(encoder.model, "forward", recording)
+    rounded = encoder.encode(texts)
+    assert seen and all(length % encoder_module.BF16_LENGTH_MULTIPLE == 0 for length in seen), seen
+    seen.clear()
+    monkeypatch.setattr(encoder_module, "BF16_LENGTH_MULTIPLE", 1)
+    exact = encoder.encode(texts)
+    assert any(length % 8 for length in seen)  # unrounded, the lengths are the texts' own
+    cosine = (rounded * exact).sum(1) / np.linalg.norm(rounded, axis=1) / np.linalg.norm(exact, axis=1)
+    assert cosine.min() > 0.999  # padding is masked out: only bf16's rounding differs
+
+
+def test_forward_overhead_trades_padding_for_passes() -> None:
+    from whitevec.encoder import length_batches
+
+    lengths = [40, 38, 30, 22, 20, 12, 10, 8, 6, 4]
+    cheap_passes = length_batches(lengths, 64, overhead_tokens=8)
+    dear_passes = length_batches(lengths, 64, overhead_tokens=400)
+    assert len(cheap_passes) > len(dear_passes) == 1
+    for cuts in (cheap_passes, dear_passes):
+        assert cuts[0][0] == 0 and cuts[-1][1] == len(lengths)
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(cuts))

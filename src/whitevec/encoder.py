@@ -594,13 +594,19 @@ class Encoder:
         progress = _progress(len(texts), show_progress, f"encoding with {self.model_path.name}")
         with torch.inference_mode(), progress as bar:
             task = bar.add_task("encode", total=len(texts)) if bar is not None else None
-            for start, stop in length_batches([min(len(ids[i]), self.max_length) for i in order], batch_size):
+            multiple = BF16_LENGTH_MULTIPLE if self.backend == "bf16" else 1
+            # Rounded up, but never past max_length (the model's positions end there).
+            lengths = [min(-(-len(ids[i]) // multiple) * multiple, self.max_length) for i in order]
+            overhead = FORWARD_OVERHEAD_TOKENS.get(self.backend, FORWARD_OVERHEAD_TOKENS["torch"])
+            for start, stop in length_batches(lengths, batch_size, overhead):
                 batch_idx = order[start:stop]
+                round_to = multiple if multiple > 1 and lengths[start] % multiple == 0 else None
                 batch = self.tokenizer(
                     [texts[i] for i in batch_idx],
                     padding=True,
                     truncation=True,
                     max_length=self.max_length,
+                    pad_to_multiple_of=round_to,
                     return_tensors="pt",
                 ).to(self.device)
                 outputs = self.model(**batch, output_hidden_states=need_hidden, return_dict=True)
@@ -829,16 +835,24 @@ def _lower_case(tokenizer: Any) -> None:
     backend.normalizer = NormalizerSequence(parts)
 
 
-# What one more forward pass costs beyond its tokens, counted in tokens: splitting a batch pays this once more and
-# saves the padding of the shorter texts. Measured on all-MiniLM-L6-v2 (2 CPU threads): a forward of n texts of
-# L tokens takes about (FORWARD_OVERHEAD_TOKENS + n * L) times the cost of one token.
-FORWARD_OVERHEAD_TOKENS = 64
+# What one more forward pass costs beyond its tokens, counted in tokens, per compute backend: splitting a batch
+# pays this once more and saves the padding of the shorter texts. A forward of n texts of L tokens takes about
+# (overhead + n * L) times the cost of one token. Measured with benchmarks/forward_cost.py on all-MiniLM-L6-v2
+# (2 CPU threads): float32 48-64, int8 27, bf16 189-271 (oneDNN's bf16 matmuls cost more per call).
+FORWARD_OVERHEAD_TOKENS = {"torch": 64, "int8": 32, "bf16": 224}
+
+# bf16 pads each batch to a multiple of this many tokens. Why: oneDNN builds (JITs) a kernel for every new
+# matrix shape; with lengths free, the server's mixes of queries keep making new shapes. Batches of 32 shuffled
+# Cranfield queries: 391-409 queries/s unrounded, 419-451 rounded to 8 (benchmarks/results/bf16_shapes.md).
+BF16_LENGTH_MULTIPLE = 8
 
 
-def length_batches(lengths: Sequence[int], batch_size: int) -> list[tuple[int, int]]:
+def length_batches(
+    lengths: Sequence[int], batch_size: int, overhead_tokens: int = FORWARD_OVERHEAD_TOKENS["torch"]
+) -> list[tuple[int, int]]:
     """``(start, stop)`` slices of ``lengths`` (token counts, longest first) into batches of at most
     ``batch_size``, each padded only to its own longest text: within every run of ``batch_size``, the cuts
-    that make the fewest padded tokens plus FORWARD_OVERHEAD_TOKENS per batch (exact, by dynamic programming)."""
+    that make the fewest padded tokens plus ``overhead_tokens`` per batch (exact, by dynamic programming)."""
     slices: list[tuple[int, int]] = []
     for first in range(0, len(lengths), batch_size):
         run = lengths[first : first + batch_size]
@@ -848,7 +862,7 @@ def length_batches(lengths: Sequence[int], batch_size: int) -> list[tuple[int, i
         cut = [0] * (n + 1)
         for stop in range(1, n + 1):
             for start in range(stop):
-                cost = best[start] + FORWARD_OVERHEAD_TOKENS + (stop - start) * run[start]
+                cost = best[start] + overhead_tokens + (stop - start) * run[start]
                 if cost < best[stop]:
                     best[stop], cut[stop] = cost, start
         bounds = []
