@@ -8,7 +8,8 @@ machine it still shares the cores with the server.
 
 Beside each row:
 - the in-process ceiling, measured in a fresh process with the same threads: the same queries encoded and
-  searched by ``Retriever.search`` in batches of ``batch_max_texts`` (queries/s), and one by one (p50 ms);
+  searched by ``Retriever.search`` in batches of ``batch_max_texts`` (queries/s; the median of
+  ``--ceiling-passes`` passes, each in a fresh random order as a server's mixes come), and one by one (p50 ms);
 - the 1-minute load average just before that row (and before the whole run, the figure that says whether the
   machine was quiet).
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import socket
 import statistics
 import subprocess
@@ -76,7 +78,12 @@ def cranfield_queries(data_dir: Path | None) -> list[str]:
 # ---- the in-process ceiling (a fresh process: --worker) ----------------------------------------------------
 def ceiling_worker(index_dir: Path, queries_file: Path, batch: int, compute: str, k: int, passes: int) -> None:
     """Encode+search the queries in one process: in batches of ``batch`` (the median of ``passes`` passes over
-    all queries, and their range) and one by one; also /embed's work."""
+    all queries, each in a fresh random order, and their range; and, for reference, 3 passes in the file's
+    order) and one by one; also /embed's work.
+
+    Why a fresh order: a server's batches are new mixes of queries; repeating the same batches every pass lets
+    oneDNN reuse the kernels it built for their exact shapes, which made the bf16 ceiling about a quarter
+    higher than any mix reaches (benchmarks/results/bf16_shapes.md); float32 shows no such gap."""
     from whitevec.service.run import load_retriever
 
     # The servers' own loader; "index" (the index's arithmetic) is also what code without the setting does.
@@ -86,14 +93,18 @@ def ceiling_worker(index_dir: Path, queries_file: Path, batch: int, compute: str
         retriever.search([q], k=k)
 
     spread: dict[str, list[float]] = {}
+    shuffler = random.Random(0)
 
-    def batched(call: Any, name: str) -> float:
+    def batched(call: Any, name: str, shuffle: bool = True, n_passes: int = passes) -> float:
         rates = []
-        for _ in range(passes):
+        for _ in range(n_passes):
+            texts = list(queries)
+            if shuffle:
+                shuffler.shuffle(texts)
             started = time.perf_counter()
-            for i in range(0, len(queries), batch):
-                call(queries[i : i + batch])
-            rates.append(len(queries) / (time.perf_counter() - started))
+            for i in range(0, len(texts), batch):
+                call(texts[i : i + batch])
+            rates.append(len(texts) / (time.perf_counter() - started))
         spread[name] = [min(rates), max(rates)]
         return float(statistics.median(rates))
 
@@ -111,6 +122,7 @@ def ceiling_worker(index_dir: Path, queries_file: Path, batch: int, compute: str
             "search_single_p50_ms": single(lambda b: retriever.search(b, k=k)),
             "embed_batched_qps": batched(retriever.embed, "embed"),
             "embed_single_p50_ms": single(retriever.embed),
+            "search_batched_fixed_order_qps": batched(lambda b: retriever.search(b, k=k), "fixed", False, 3),
             "batched_passes": passes,
             "search_batched_range": spread["search"],
             "embed_batched_range": spread["embed"],
@@ -283,7 +295,9 @@ def _ceiling_range(ceiling: dict[str, Any]) -> str:
     if "search_batched_range" not in ceiling:
         return ""
     low, high = ceiling["search_batched_range"]
-    return f" (median of {ceiling['batched_passes']} passes, {low:.0f}-{high:.0f})"
+    fixed = ceiling.get("search_batched_fixed_order_qps")
+    also = f"; the same batches every pass: {fixed:.0f}" if fixed is not None else ""
+    return f" (median of {ceiling['batched_passes']} passes in fresh random orders, {low:.0f}-{high:.0f}{also})"
 
 
 def _encoder_share(row: dict[str, Any], batched: float) -> str:
