@@ -84,10 +84,11 @@ def ceiling_worker(index_dir: Path, queries_file: Path, batch: int, compute: str
     Why a fresh order: a server's batches are new mixes of queries; repeating the same batches every pass lets
     oneDNN reuse the kernels it built for their exact shapes, which made the bf16 ceiling about a quarter
     higher than any mix reaches (benchmarks/results/bf16_shapes.md); float32 shows no such gap."""
-    from whitevec.service.run import load_retriever
+    from whitevec.service.run import freeze_loaded_heap, load_retriever
 
     # The servers' own loader; "index" (the index's arithmetic) is also what code without the setting does.
     retriever: Any = load_retriever(index_dir) if compute == "index" else load_retriever(index_dir, compute)
+    freeze_loaded_heap()  # as the server does: no full garbage collection over the model inside a timed pass
     queries: list[str] = json.loads(queries_file.read_text())
     for q in queries[:10]:
         retriever.search([q], k=k)

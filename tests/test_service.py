@@ -597,6 +597,35 @@ def test_the_index_is_loaded_in_a_thread_of_its_own(real_index: Path, monkeypatc
     assert in_passing_thread(lambda: 7) == 7
 
 
+def test_served_app_is_out_of_the_garbage_collectors_sight(
+    real_index: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both ways a server starts (one process; each worker via app_from_env) freeze the loaded heap, so a full
+    garbage collection walks only what requests created, not the model (see ``freeze_loaded_heap``)."""
+    import gc
+
+    from whitevec.service import run
+
+    tracked_when_served: list[int] = []
+
+    def record(app: Any, *args: Any, **kwargs: Any) -> None:
+        tracked_when_served.append(len(gc.get_objects()))  # what a full collection would walk now
+
+    monkeypatch.setattr(run, "run_app", record)
+    monkeypatch.setenv(run.INDEX_ENV, str(real_index))
+    gc.unfreeze()
+    try:
+        run.serve(real_index)
+        frozen = gc.get_freeze_count()
+        # torch, transformers and the app alone are well over 100,000 objects; only a handful are left to walk
+        assert frozen > 100_000 and len(tracked_when_served) == 1 and tracked_when_served[0] < 1_000
+        gc.unfreeze()
+        assert run.app_from_env() is not None
+        assert gc.get_freeze_count() > 100_000 and len(gc.get_objects()) < 1_000
+    finally:
+        gc.unfreeze()  # the rest of the suite collects as usual
+
+
 def test_real_index_32_concurrent_clients(real_index: Path) -> None:
     from whitevec.service.run import load_retriever
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import gc
 import logging
 import os
 from collections.abc import Callable
@@ -36,6 +37,19 @@ def in_passing_thread(load: Callable[[], T]) -> T:
     # Leaving the block joins the pool's one thread, so it has ended (and its OpenMP pool with it) on return.
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="whitevec-load") as pool:
         return pool.submit(load).result()
+
+
+def freeze_loaded_heap() -> None:
+    """Collect cyclic garbage once, then take every object alive now (the model, tokenizer, index, imported
+    modules: about 490,000 with all-MiniLM-L6-v2) out of the cyclic garbage collector's sight.
+
+    Why: a full collection walks every tracked object while holding the GIL, and Python starts one whenever
+    the objects promoted since the last reach a quarter of the old ones. With the model loaded that took 187 ms,
+    during which no request moved: a server started fresh paused once in its first few hundred requests (p99
+    230-265 ms at 8 clients against a p50 of 42 on /search). Frozen objects are never freed, and they live as
+    long as the server anyway; what requests create is still collected as before."""
+    gc.collect()
+    gc.freeze()
 
 
 def load_retriever(index_dir: str | os.PathLike[str], compute: str = "index") -> RetrieverLike:
@@ -73,7 +87,9 @@ def app_from_env() -> FastAPI:
     if not index_dir:
         raise BadInputError(f"set {INDEX_ENV} to the index folder to serve")
     settings = ServeSettings.from_env()
-    return create_app(load_retriever(index_dir, settings.compute), settings)
+    app = create_app(load_retriever(index_dir, settings.compute), settings)
+    freeze_loaded_heap()
+    return app
 
 
 def check_workers(manifest: dict[str, Any], workers: int) -> None:
@@ -143,7 +159,9 @@ def serve(
             ENV_PREFIX,
         )
     if retriever is not None:
-        run_app(create_app(retriever, settings), settings, host=host, port=port, log_level=log_level)
+        app = create_app(retriever, settings)
+        freeze_loaded_heap()
+        run_app(app, settings, host=host, port=port, log_level=log_level)
         return
     # Each worker process loads its own copy of the index from the folder named in the environment, and reads
     # its settings from there too.
