@@ -626,6 +626,29 @@ def test_served_app_is_out_of_the_garbage_collectors_sight(
         gc.unfreeze()  # the rest of the suite collects as usual
 
 
+def test_served_tokenizer_runs_on_the_encoder_thread_unless_told(
+    real_index: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``whitevec serve`` turns the tokenizer's thread pool off (see ``serial_tokenizer``); a value the user
+    set is kept."""
+    import gc
+    import os
+
+    from whitevec.service import run
+
+    monkeypatch.setattr(run, "run_app", lambda *args, **kwargs: None)
+    try:
+        for given, expected in ((None, "false"), ("true", "true")):
+            if given is None:
+                monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
+            else:
+                monkeypatch.setenv("TOKENIZERS_PARALLELISM", given)
+            run.serve(real_index)
+            assert os.environ["TOKENIZERS_PARALLELISM"] == expected
+    finally:
+        gc.unfreeze()
+
+
 def test_real_index_32_concurrent_clients(real_index: Path) -> None:
     from whitevec.service.run import load_retriever
 
