@@ -458,3 +458,15 @@ def test_milvus_lite_index_refuses_several_workers() -> None:
     check_workers(lite, 1)
     check_workers({"backend": "milvus", "backend_uri": "http://milvus:19530"}, 4)
     check_workers({"backend": "faiss", "backend_uri": None}, 4)
+
+
+def test_worker_config_survives_pickling(http: str) -> None:
+    """uvicorn pickles its Config to start each worker process (--workers N): the guarded protocol class and
+    the rest of the options must pickle, or `whitevec serve --workers 2` exits at once."""
+    import pickle
+
+    config = uvicorn.Config(
+        "whitevec.service.run:app_from_env", factory=True, **server_options(ServeSettings(http=http))
+    )
+    copied = pickle.loads(pickle.dumps(config))
+    assert copied.http is config.http and copied.timeout_keep_alive == config.timeout_keep_alive

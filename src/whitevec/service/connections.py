@@ -171,6 +171,9 @@ def _httptools_protocol() -> type | None:
             self._stop_header_timer()
             super().on_headers_complete()
 
+    # uvicorn pickles its Config, this class with it, to start worker processes (--workers N); pickle finds a
+    # class by its qualified name, so it must be the module-level name the class is bound to below.
+    GuardedHttpToolsProtocol.__qualname__ = "GuardedHttpToolsProtocol"
     return GuardedHttpToolsProtocol
 
 
