@@ -61,7 +61,14 @@ class _ConnectionGuards:
     loop: asyncio.AbstractEventLoop
     client: tuple[str, int] | None
 
-    def _init_guards(self, config: uvicorn.Config) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        server_state: Any,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)  # type: ignore[call-arg]
         # Worker processes started by uvicorn get a plain Config: their limits come from the environment, as
         # their app's do (see run.app_from_env).
         settings = getattr(config, "serve_settings", None)
@@ -129,16 +136,6 @@ class _ConnectionGuards:
 class GuardedH11Protocol(_ConnectionGuards, H11Protocol):
     """uvicorn's pure-Python h11 protocol with the guards (:class:`_ConnectionGuards`)."""
 
-    def __init__(
-        self,
-        config: uvicorn.Config,
-        server_state: Any,
-        app_state: dict[str, Any],
-        _loop: asyncio.AbstractEventLoop | None = None,
-    ) -> None:
-        super().__init__(config, server_state, app_state, _loop)
-        self._init_guards(config)
-
     def handle_events(self) -> None:
         cycle = self.cycle
         super().handle_events()
@@ -156,16 +153,6 @@ def _httptools_protocol() -> type | None:
     class GuardedHttpToolsProtocol(_ConnectionGuards, HttpToolsProtocol):
         """uvicorn's protocol on httptools (llhttp, in C) with the guards: about 0.1 ms less CPU per request
         than h11 (benchmarks/results/serve_overhead.md)."""
-
-        def __init__(
-            self,
-            config: uvicorn.Config,
-            server_state: Any,
-            app_state: dict[str, Any],
-            _loop: asyncio.AbstractEventLoop | None = None,
-        ) -> None:
-            super().__init__(config, server_state, app_state, _loop)
-            self._init_guards(config)
 
         def on_headers_complete(self) -> None:
             self._stop_header_timer()
