@@ -54,10 +54,11 @@ def freeze_loaded_heap() -> None:
     modules: about 490,000 with all-MiniLM-L6-v2) out of the cyclic garbage collector's sight.
 
     Why: a full collection walks every tracked object while holding the GIL, and Python starts one whenever
-    the objects promoted since the last reach a quarter of the old ones. With the model loaded that took 187 ms,
-    during which no request moved: a server started fresh paused once in its first few hundred requests (p99
-    230-265 ms at 8 clients against a p50 of 42 on /search). Frozen objects are never freed, and they live as
-    long as the server anyway; what requests create is still collected as before."""
+    the objects promoted since the last reach a quarter of the old ones. With the model loaded that took about
+    185 ms (benchmarks/results/gc_pause.md), during which no request moved: a server started fresh paused once
+    in its first few hundred requests (p99 228-265 ms at 8 clients against a p50 of about 42 on /search).
+    Frozen objects are never freed, and they live as long as the server anyway; what requests create is still
+    collected as before."""
     gc.collect()
     gc.freeze()
 
@@ -91,16 +92,21 @@ def load_retriever(index_dir: str | os.PathLike[str], compute: str = "index") ->
     return in_passing_thread(load)
 
 
+def served_app(index_dir: str | os.PathLike[str], settings: ServeSettings) -> FastAPI:
+    """The app one server process serves: the tokenizer on the encoder thread, the index loaded, and the heap
+    frozen once it is all built (both ``serve`` with one process and each worker of ``app_from_env``)."""
+    serial_tokenizer()
+    app = create_app(load_retriever(index_dir, settings.compute), settings)
+    freeze_loaded_heap()
+    return app
+
+
 def app_from_env() -> FastAPI:
     """App factory for ``uvicorn --factory`` (several workers): serves the index in $WHITEVEC_SERVE_INDEX."""
     index_dir = os.environ.get(INDEX_ENV)
     if not index_dir:
         raise BadInputError(f"set {INDEX_ENV} to the index folder to serve")
-    settings = ServeSettings.from_env()
-    serial_tokenizer()
-    app = create_app(load_retriever(index_dir, settings.compute), settings)
-    freeze_loaded_heap()
-    return app
+    return served_app(index_dir, ServeSettings.from_env())
 
 
 def check_workers(manifest: dict[str, Any], workers: int) -> None:
@@ -147,10 +153,10 @@ def serve(
     if not 0 <= port <= 65535:
         raise BadInputError(f"--port must be in 0..65535, got {port}")
     settings = settings if settings is not None else ServeSettings.from_env()
-    serial_tokenizer()
     if workers == 1:
-        retriever: RetrieverLike | None = load_retriever(index_dir, settings.compute)
+        app: FastAPI | None = served_app(index_dir, settings)
     else:
+        serial_tokenizer()  # the worker processes inherit it
         # Every worker loads the index itself; here only check what fails fast and cheaply (the folder, its
         # checksums, the backend, the model's presence), so a bad index stops the command before any process
         # starts.
@@ -160,7 +166,7 @@ def serve(
         manifest = read_manifest(Path(index_dir).expanduser(), verify=True)
         check_workers(manifest, workers)
         resolve_model(manifest["model"])
-        retriever = None
+        app = None
     if not is_loopback(host) and settings.api_key is None:
         logger.warning(
             "serving on %s without an API key: anyone who reaches this port can query the index; "
@@ -170,9 +176,7 @@ def serve(
             API_KEY_ENV,
             ENV_PREFIX,
         )
-    if retriever is not None:
-        app = create_app(retriever, settings)
-        freeze_loaded_heap()
+    if app is not None:
         run_app(app, settings, host=host, port=port, log_level=log_level)
         return
     # Each worker process loads its own copy of the index from the folder named in the environment, and reads
