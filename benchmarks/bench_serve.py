@@ -82,8 +82,8 @@ def ceiling_worker(index_dir: Path, queries_file: Path, batch: int, compute: str
     order) and one by one; also /embed's work.
 
     Why a fresh order: a server's batches are new mixes of queries; repeating the same batches every pass lets
-    oneDNN reuse the kernels it built for their exact shapes, which made the bf16 ceiling about a quarter
-    higher than any mix reaches (benchmarks/results/bf16_shapes.md); float32 shows no such gap."""
+    oneDNN reuse the kernels it built for their exact shapes, which made the bf16 ceiling higher than any mix
+    reaches, by up to a quarter (benchmarks/results/bf16_shapes.md); float32 shows no such gap."""
     from whitevec.service.run import freeze_loaded_heap, load_retriever
 
     # The servers' own loader; "index" (the index's arithmetic) is also what code without the setting does.
