@@ -54,8 +54,8 @@ def freeze_loaded_heap() -> None:
     modules: about 490,000 with all-MiniLM-L6-v2) out of the cyclic garbage collector's sight.
 
     Why: a full collection walks every tracked object while holding the GIL, and Python starts one whenever
-    the objects promoted since the last reach a quarter of the old ones. With the model loaded that took about
-    185 ms (benchmarks/results/gc_pause.md), during which no request moved: a server started fresh paused once
+    the objects promoted since the last reach a quarter of the old ones. With the model loaded that took 184-195
+    ms (benchmarks/results/gc_pause.md), during which no request moved: a server started fresh paused once
     in its first few hundred requests (p99 228-265 ms at 8 clients against a p50 of about 42 on /search).
     Frozen objects are never freed, and they live as long as the server anyway; what requests create is still
     collected as before."""
