@@ -1,0 +1,533 @@
+"""Every code block of the user docs runs, or says why it does not (issue 29; docs layout and conventions).
+
+README.md and docs/**/*.md, except the reference pages generated when the site is built, are read for fenced
+code blocks, one test per file (its id is the file's path):
+
+- every fence has an info string: a bare ``` fails (write ```text for shown output);
+- ``python``, ``bash``, ``sh``, ``shell`` and ``console`` blocks run; other languages (``text``, ``json``,
+  ``yaml``, ``csv``, ``markdown``, ``http``) are shown output or formats and do not;
+- a code block is left out only when the line right above its opening fence is ``<!-- not-run: REASON -->``
+  (a non-empty reason) or ``<!-- tested-by: tests/FILE.py::TEST -->`` (the named test must exist);
+- the runnable blocks of one file run in order in one fresh temporary folder, with ``WHITEVEC_DATA`` set to
+  the shared data, ``WHITEVEC_CACHE`` to a cache shared by the whole session, ``HF_HUB_OFFLINE=1`` (a block
+  that would download fails at once) and this interpreter's bin folder first on ``PATH`` (so ``whitevec`` and
+  ``python`` are this environment's). Python blocks of a file share one namespace and run in this process;
+  ``bash``/``sh``/``shell`` blocks run as ``bash -euo pipefail -c BLOCK``; ``console`` blocks run their
+  ``$ `` lines (prompt stripped; a line ending in ``\\`` continues on the next) the same way. A failure names
+  FILE:LINE of the failing line. A file with runnable blocks is skipped when the shared data is missing.
+
+Checking another checkout's pages (a docs helper's worktree) with that checkout's package::
+
+    cd /work/wt/content && WHITEVEC_DOCS_ROOT=$PWD PYTHONPATH=$PWD/src WHITEVEC_DATA=/work/shared/data \\
+        /work/main/.venv/bin/python -m pytest -q /work/wt/site/tests/test_docs.py -k "docs/how-to"
+
+``WHITEVEC_DOCS_ROOT`` (default: this checkout) is the folder holding README.md and docs/; ``tested-by``
+markers are looked up under it too. When it is set, the test refuses to run blocks against a whitevec imported
+from anywhere but its ``src/``.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+ROOT = Path(os.environ.get("WHITEVEC_DOCS_ROOT") or REPO).resolve()
+
+# Written when the site is built (mkdocstrings, docs/hooks): their source files hold no user code blocks.
+GENERATED_PAGES = ("docs/reference/python.md", "docs/reference/cli.md", "docs/reference/http.md")
+GENERATED_FOLDERS = ("docs/reference/api/",)
+
+PYTHON = "python"
+SHELLS = frozenset({"bash", "sh", "shell"})
+CONSOLE = "console"
+RUNNABLE = frozenset({PYTHON, CONSOLE, *SHELLS})
+# Spellings of code that would silently not run: refused, naming the language that runs.
+MISSPELT = {"py": "python", "py3": "python", "python3": "python", "pycon": "python", "zsh": "bash"}
+
+BLOCK_TIMEOUT_S = 300
+
+_FENCE = re.compile(r"(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)")
+_MARKER = re.compile(r"<!--\s*(?P<kind>not-run|tested-by)\s*(?::(?P<reason>.*?))?\s*-->")
+# Near misses of a marker (another spelling, a missing colon) are refused rather than ignored.
+_MARKER_LIKE = re.compile(r"<!--\s*(not[\s_-]*run|tested[\s_-]*by)", re.IGNORECASE)
+_TEST_REFERENCE = re.compile(r"(?P<file>tests/[\w./-]+\.py)::(?P<names>\w+(?:::\w+)?)(?:\[[^\]]*\])?")
+
+
+@dataclass(frozen=True)
+class Marker:
+    kind: str  # "not-run" or "tested-by"
+    reason: str  # why it does not run, or the test (tests/FILE.py::TEST) that runs it
+
+
+@dataclass(frozen=True)
+class Block:
+    line: int  # 1-based line of the opening fence
+    lang: str
+    code: str  # the lines between the fences, the fence's indentation removed
+    marker: Marker | None
+
+    @property
+    def runs(self) -> bool:
+        return self.lang in RUNNABLE and self.marker is None
+
+
+# ---- reading a page -----------------------------------------------------------------------------------------
+def _opening_fence(line: str) -> re.Match[str] | None:
+    match = _FENCE.fullmatch(line)
+    # A backtick fence's info string holds no backtick (CommonMark): ```x``` on one line is inline code.
+    if match is None or (match["fence"][0] == "`" and "`" in match["info"]):
+        return None
+    return match
+
+
+def _language(info: str) -> str:
+    """The language of an info string: ``python title="x.py"`` and ``{.python .lineno}`` give ``python``."""
+    match = re.match(r"\{?\s*\.?([\w+-]+)", info.strip())
+    return match.group(1).lower() if match else ""
+
+
+def parse_marker(line: str) -> tuple[Marker | None, str | None]:
+    """The marker a line is (or None), and what is wrong with it (or None)."""
+    text = line.strip()
+    if not _MARKER_LIKE.match(text):
+        return None, None
+    match = _MARKER.fullmatch(text)
+    if match is None:
+        return None, f"malformed marker {text!r}: write <!-- not-run: REASON --> or <!-- tested-by: TEST -->"
+    reason = (match["reason"] or "").strip()
+    if not reason:
+        return None, f"{match['kind']} marker without a reason: write <!-- {match['kind']}: ... -->"
+    return Marker(match["kind"], reason), None
+
+
+def _dedent(line: str, indent: str) -> str:
+    return line[len(indent) :] if line.startswith(indent) else line.lstrip(" \t")
+
+
+def parse_markdown(text: str, where: str) -> tuple[list[Block], list[str]]:
+    """The fenced code blocks of a Markdown text, and its faults as ``WHERE:LINE: message``."""
+    lines = text.splitlines()
+    blocks: list[Block] = []
+    errors: list[str] = []
+    i = 0
+    while i < len(lines):
+        opening = _opening_fence(lines[i])
+        if opening is None:
+            marker, problem = parse_marker(lines[i])
+            if problem is not None:
+                errors.append(f"{where}:{i + 1}: {problem}")
+            elif marker is not None and (i + 1 == len(lines) or _opening_fence(lines[i + 1]) is None):
+                errors.append(f"{where}:{i + 1}: a marker must be the line right above a code fence")
+            i += 1
+            continue
+        fence, indent = opening["fence"], opening["indent"]
+        closing = re.compile(rf"[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*")
+        end = next((j for j in range(i + 1, len(lines)) if closing.fullmatch(lines[j])), None)
+        if end is None:
+            errors.append(f"{where}:{i + 1}: code fence {fence} is never closed")
+            break
+        lang = _language(opening["info"])
+        marker = parse_marker(lines[i - 1])[0] if i > 0 else None
+        code = "\n".join(_dedent(line, indent) for line in lines[i + 1 : end])
+        if not lang:
+            errors.append(f"{where}:{i + 1}: code fence without an info string (write ```text for shown output)")
+        elif lang in MISSPELT:
+            errors.append(f"{where}:{i + 1}: ```{lang} does not run: write ```{MISSPELT[lang]} (or ```text)")
+        elif lang == CONSOLE and marker is None and not console_commands(code).strip():
+            errors.append(f"{where}:{i + 1}: console block without a '$ ' command line (write ```text for output)")
+        blocks.append(Block(i + 1, lang, code, marker))
+        i = end + 1
+    return blocks, errors
+
+
+def console_commands(code: str) -> str:
+    """The commands of a console block: its ``$ `` lines without the prompt, and the lines continuing them
+    (after a trailing backslash, ``> `` removed); every other line (shown output) blank, so lines keep their
+    numbers."""
+    commands: list[str] = []
+    continuing = False
+    for line in code.splitlines():
+        if continuing or line.startswith("$ "):
+            command = line[2:] if line.startswith(("$ ", "> ")) else line
+            commands.append(command)
+            continuing = command.endswith("\\")
+        else:
+            commands.append("")
+    return "\n".join(commands)
+
+
+def check_tested_by(reference: str, root: Path) -> str | None:
+    """What is wrong with a ``tested-by`` reference (``tests/FILE.py::TEST`` or ``::Class::test``), or None."""
+    match = _TEST_REFERENCE.fullmatch(reference)
+    if match is None:
+        return f"tested-by wants tests/FILE.py::TEST, got {reference!r}"
+    path = root / match["file"]
+    if not path.is_file():
+        return f"tested-by names {match['file']}, which does not exist"
+    *owner, name = match["names"].split("::")
+    scope: list[ast.stmt] = ast.parse(path.read_text(encoding="utf-8")).body
+    if owner:
+        classes = [n for n in scope if isinstance(n, ast.ClassDef) and n.name == owner[0]]
+        scope = classes[0].body if classes else []
+    functions = {n.name for n in scope if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    if name not in functions or not name.startswith("test"):
+        return f"tested-by names {reference}, which is not a test function in {match['file']}"
+    return None
+
+
+def check_page(path: Path, root: Path) -> tuple[list[Block], list[str]]:
+    """A page's blocks and faults (its fences, markers and the tests its tested-by markers name)."""
+    where = path.relative_to(root).as_posix()
+    blocks, errors = parse_markdown(path.read_text(encoding="utf-8"), where)
+    for block in blocks:
+        if block.marker is not None and block.marker.kind == "tested-by":
+            problem = check_tested_by(block.marker.reason, root)
+            if problem is not None:
+                errors.append(f"{where}:{block.line - 1}: {problem}")
+    return blocks, errors
+
+
+def doc_pages(root: Path) -> list[Path]:
+    """README.md and docs/**/*.md under ``root``, without the generated reference pages."""
+    pages = [root / "README.md"] if (root / "README.md").is_file() else []
+    pages += sorted((root / "docs").rglob("*.md")) if (root / "docs").is_dir() else []
+
+    def generated(page: Path) -> bool:
+        name = page.relative_to(root).as_posix()
+        return name in GENERATED_PAGES or name.startswith(GENERATED_FOLDERS)
+
+    return [page for page in pages if not generated(page)]
+
+
+# ---- running a page -----------------------------------------------------------------------------------------
+def block_environment(data_dir: Path, cache_dir: Path) -> dict[str, str]:
+    """The variables set while a page's blocks run."""
+    return {
+        "WHITEVEC_DATA": str(data_dir),
+        "WHITEVEC_CACHE": str(cache_dir),
+        "HF_HUB_OFFLINE": "1",
+        # sys.executable, not resolved: a virtual environment's bin folder holds its `whitevec` and `python`.
+        "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+    }
+
+
+@contextlib.contextmanager
+def _inside(folder: Path, env: dict[str, str]) -> Iterator[None]:
+    """Work in ``folder`` with ``env`` set; the process's folder and environment come back afterwards."""
+    saved_env = dict(os.environ)
+    saved_folder = Path.cwd()
+    os.environ.update(env)
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(saved_folder)
+        os.environ.clear()
+        os.environ.update(saved_env)
+
+
+def _tail(text: str, limit: int = 4000) -> str:
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+def _run_python(block: Block, path: Path, where: str, namespace: dict[str, object]) -> None:
+    # Blank lines in front keep the Markdown file's line numbers in the traceback.
+    code = compile("\n" * block.line + block.code, str(path), "exec")
+    try:
+        exec(code, namespace)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # SystemExit from a CLI call is a failure too
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
+        line = frames[-1].lineno if frames else block.line
+        below = exc.__traceback__.tb_next if exc.__traceback__ is not None else None  # from the block down
+        shown = "".join(traceback.format_exception(type(exc), exc, below))
+        pytest.fail(f"{where}:{line}: python block (line {block.line}) failed:\n{_tail(shown)}", pytrace=False)
+
+
+def _run_shell(block: Block, where: str) -> None:
+    commands = console_commands(block.code) if block.lang == CONSOLE else block.code
+    # The trap names the failing line; blank lines keep the Markdown file's numbering in $LINENO.
+    prelude = f"__where={where!r}; trap 'echo \"$__where:$LINENO: exit $?\" >&2' ERR"
+    script = prelude + "\n" * block.line + commands + "\n"
+    try:
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=BLOCK_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{where}:{block.line}: {block.lang} block ran past {BLOCK_TIMEOUT_S} s", pytrace=False)
+    if done.returncode != 0:
+        located = re.findall(rf"^{re.escape(where)}:(\d+): exit", done.stderr, re.MULTILINE)
+        line = located[-1] if located else block.line
+        pytest.fail(
+            f"{where}:{line}: {block.lang} block (line {block.line}) exited {done.returncode}\n"
+            f"--- stdout\n{_tail(done.stdout)}\n--- stderr\n{_tail(done.stderr)}",
+            pytrace=False,
+        )
+
+
+def run_blocks(blocks: list[Block], path: Path, where: str, folder: Path, env: dict[str, str]) -> int:
+    """Run a page's runnable blocks in order in ``folder``; the number run. Fails the test at the first
+    failing block, naming WHERE:LINE."""
+    namespace: dict[str, object] = {"__name__": "__main__"}
+    ran = 0
+    with _inside(folder, env):
+        for block in blocks:
+            if not block.runs:
+                continue
+            if block.lang == PYTHON:
+                _run_python(block, path, where, namespace)
+            else:
+                _run_shell(block, where)
+            ran += 1
+    return ran
+
+
+def _foreign_package() -> str | None:
+    """When another checkout's docs are checked, why its blocks would not test its own package (or None)."""
+    source = ROOT / "src" / "whitevec"
+    if "WHITEVEC_DOCS_ROOT" not in os.environ or not source.is_dir():
+        return None
+    import whitevec
+
+    loaded = Path(whitevec.__file__).resolve().parent
+    if loaded == source.resolve():
+        return None
+    return f"whitevec is imported from {loaded}, not {source}: set PYTHONPATH={ROOT / 'src'}"
+
+
+def _page_params() -> list[object]:
+    params: list[object] = []
+    for page in doc_pages(ROOT):
+        runnable = any(block.runs for block in check_page(page, ROOT)[0])
+        marks = [pytest.mark.data, pytest.mark.model] if runnable else []
+        params.append(pytest.param(page, id=page.relative_to(ROOT).as_posix(), marks=marks))
+    return params
+
+
+@pytest.fixture(scope="session")
+def docs_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("docs-cache")
+
+
+@pytest.mark.parametrize("page", _page_params())
+def test_doc_page(page: Path, request: pytest.FixtureRequest, tmp_path: Path, docs_cache: Path) -> None:
+    blocks, errors = check_page(page, ROOT)
+    if errors:
+        pytest.fail("\n".join(errors), pytrace=False)
+    if not any(block.runs for block in blocks):
+        return
+    data_dir: Path = request.getfixturevalue("data_dir")  # skips when the shared data is missing
+    foreign = _foreign_package()
+    if foreign is not None:
+        pytest.fail(foreign, pytrace=False)
+    folder = tmp_path / "work"
+    folder.mkdir()
+    run_blocks(blocks, page, page.relative_to(ROOT).as_posix(), folder, block_environment(data_dir, docs_cache))
+
+
+# ---- the reader and the runner on small pages ------------------------------------------------------------
+def test_a_bare_fence_is_refused() -> None:
+    blocks, errors = parse_markdown("text\n```\nx = 1\n```\n", "p.md")
+    assert errors == ["p.md:2: code fence without an info string (write ```text for shown output)"]
+    assert [block.line for block in blocks] == [2]
+
+
+def test_languages_and_what_runs() -> None:
+    page = (
+        '```python title="x.py"\na = 1\n```\n'
+        "```{.bash .copy}\necho hi\n```\n"
+        "```text\nshown\n```\n"
+        "```json\n{}\n```\n"
+        "```Console\n$ whitevec --help\n```\n"
+    )
+    blocks, errors = parse_markdown(page, "p.md")
+    assert errors == []
+    assert [(block.lang, block.runs) for block in blocks] == [
+        ("python", True),
+        ("bash", True),
+        ("text", False),
+        ("json", False),
+        ("console", True),
+    ]
+    assert blocks[0].code == "a = 1"
+
+
+def test_a_misspelt_language_is_refused() -> None:
+    _, errors = parse_markdown("```py\nx = 1\n```\n", "p.md")
+    assert errors == ["p.md:1: ```py does not run: write ```python (or ```text)"]
+
+
+def test_markers_leave_the_block_below_out() -> None:
+    page = (
+        "<!-- not-run: downloads a model from the hub -->\n```bash\nwhitevec models fetch x\n```\n\n"
+        "  <!-- tested-by: tests/test_x.py::test_y -->\n  ```python\n  run()\n  ```\n"
+        "```python\nran = True\n```\n"
+    )
+    blocks, _ = parse_markdown(page, "p.md")
+    assert [block.marker for block in blocks] == [
+        Marker("not-run", "downloads a model from the hub"),
+        Marker("tested-by", "tests/test_x.py::test_y"),
+        None,
+    ]
+    assert [block.runs for block in blocks] == [False, False, True]
+    assert blocks[1].code == "run()"
+
+
+@pytest.mark.parametrize("marker", ["<!-- not-run: -->", "<!-- not-run -->", "<!--tested-by:   -->"])
+def test_a_marker_without_a_reason_is_refused(marker: str) -> None:
+    blocks, errors = parse_markdown(f"{marker}\n```bash\nfalse\n```\n", "p.md")
+    assert len(errors) == 1 and errors[0].startswith("p.md:1: ") and "without a reason" in errors[0]
+    assert blocks[0].runs  # an invalid marker leaves nothing out
+
+
+@pytest.mark.parametrize("marker", ["<!-- not run: a GPU -->", "<!-- NOT-RUN: x -->", "<!-- tested_by x -->"])
+def test_a_misspelt_marker_is_refused(marker: str) -> None:
+    _, errors = parse_markdown(f"{marker}\n```bash\nfalse\n```\n", "p.md")
+    assert len(errors) == 1 and "malformed marker" in errors[0]
+
+
+def test_a_marker_must_touch_its_fence() -> None:
+    _, errors = parse_markdown("<!-- not-run: needs a GPU -->\n\n```bash\nnvidia-smi\n```\n", "p.md")
+    assert errors == ["p.md:1: a marker must be the line right above a code fence"]
+
+
+def test_markers_in_prose_or_inside_blocks_are_text() -> None:
+    page = (
+        "Mark a block with `<!-- not-run: REASON -->` above it.\n"
+        "````markdown\n<!-- not-run: an example -->\n```python\nnot run\n```\n````\n"
+    )
+    blocks, errors = parse_markdown(page, "p.md")
+    assert errors == []
+    assert [(block.lang, block.line) for block in blocks] == [("markdown", 2)]
+
+
+def test_fences_close_with_their_own_kind_and_length() -> None:
+    page = "~~~bash\necho a\n```\necho b\n~~~\n````text\n```\n````\n"
+    blocks, errors = parse_markdown(page, "p.md")
+    assert errors == []
+    assert [(block.lang, block.code) for block in blocks] == [("bash", "echo a\n```\necho b"), ("text", "```")]
+
+
+def test_an_unclosed_fence_is_refused() -> None:
+    _, errors = parse_markdown("intro\n```bash\necho a\n", "p.md")
+    assert errors == ["p.md:2: code fence ``` is never closed"]
+
+
+def test_inline_triple_backticks_are_not_a_fence() -> None:
+    blocks, errors = parse_markdown("write ```python``` to run\n", "p.md")
+    assert (blocks, errors) == ([], [])
+
+
+def test_console_runs_its_prompt_lines_only() -> None:
+    code = "$ whitevec encode a \\\n>   --out b\nwrote 3 vectors\n$ ls\nb\n"
+    assert console_commands(code) == "whitevec encode a \\\n  --out b\n\nls\n"
+    _, errors = parse_markdown("```console\nonly output\n```\n", "p.md")
+    assert errors == ["p.md:1: console block without a '$ ' command line (write ```text for output)"]
+
+
+def test_tested_by_must_name_an_existing_test(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text(
+        "def test_ok():\n    pass\n\ndef helper():\n    pass\n\nclass TestGroup:\n    def test_inner(self):\n"
+        "        pass\n"
+    )
+    assert check_tested_by("tests/test_x.py::test_ok", tmp_path) is None
+    assert check_tested_by("tests/test_x.py::test_ok[case-1]", tmp_path) is None
+    assert check_tested_by("tests/test_x.py::TestGroup::test_inner", tmp_path) is None
+    assert "not a test function" in str(check_tested_by("tests/test_x.py::test_gone", tmp_path))
+    assert "not a test function" in str(check_tested_by("tests/test_x.py::helper", tmp_path))
+    assert "not a test function" in str(check_tested_by("tests/test_x.py::TestGroup::test_ok", tmp_path))
+    assert "does not exist" in str(check_tested_by("tests/test_y.py::test_ok", tmp_path))
+    assert "wants tests/FILE.py::TEST" in str(check_tested_by("test_x.py", tmp_path))
+
+
+def test_a_page_checks_its_tested_by_markers(tmp_path: Path) -> None:
+    page = tmp_path / "docs" / "p.md"
+    page.parent.mkdir()
+    page.write_text("<!-- tested-by: tests/test_none.py::test_a -->\n```python\nx\n```\n")
+    _, errors = check_page(page, tmp_path)
+    assert errors == ["docs/p.md:1: tested-by names tests/test_none.py, which does not exist"]
+
+
+def test_the_generated_reference_pages_are_left_out(tmp_path: Path) -> None:
+    for name in ("README.md", "docs/index.md", "docs/reference/cli.md", "docs/reference/api/x.md", "docs/a/b.md"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("# page\n")
+    found = [page.relative_to(tmp_path).as_posix() for page in doc_pages(tmp_path)]
+    assert found == ["README.md", "docs/a/b.md", "docs/index.md"]
+
+
+def _run_page(text: str, tmp_path: Path) -> tuple[Path, str]:
+    """Run the blocks of ``text`` as a page docs/p.md under ``tmp_path``; the work folder and the failure."""
+    page = tmp_path / "docs" / "p.md"
+    page.parent.mkdir(parents=True)
+    page.write_text(text)
+    folder = tmp_path / "work"
+    folder.mkdir()
+    env = block_environment(tmp_path / "data", tmp_path / "cache")
+    blocks, errors = parse_markdown(text, "docs/p.md")
+    assert errors == []
+    try:
+        run_blocks(blocks, page, "docs/p.md", folder, env)
+    except pytest.fail.Exception as failure:
+        return folder, str(failure)
+    return folder, ""
+
+
+def test_blocks_run_in_order_in_one_folder_with_one_namespace(tmp_path: Path) -> None:
+    page = (
+        "```python\nimport os\nwords = ['a', 'b']\nprint(os.getcwd())\n```\n"
+        '```bash\necho "$WHITEVEC_DATA" > data.txt\ncommand -v python > python.txt\n```\n'
+        "```console\n$ echo from-console > console.txt\nfrom-console\n```\n"
+        "<!-- not-run: would fail -->\n```bash\nfalse\n```\n"
+        "```text\nnot code\n```\n"
+        "```python\nfrom pathlib import Path\nPath('words.txt').write_text(' '.join(words))\n```\n"
+    )
+    before = Path.cwd()
+    folder, failure = _run_page(page, tmp_path)
+    assert failure == ""
+    assert Path.cwd() == before and os.environ.get("WHITEVEC_DATA") != str(tmp_path / "data")
+    assert (folder / "data.txt").read_text().strip() == str(tmp_path / "data")
+    assert (folder / "python.txt").read_text().strip() == str(Path(sys.executable).parent / "python")
+    assert (folder / "console.txt").read_text() == "from-console\n"
+    assert (folder / "words.txt").read_text() == "a b"
+
+
+def test_a_failing_python_block_names_its_line(tmp_path: Path) -> None:
+    page = "# Page\n\n```python\nx = 1\n\ny = 1 / 0\n```\n"
+    _, failure = _run_page(page, tmp_path)
+    assert failure.startswith("docs/p.md:6: python block (line 3) failed:")
+    assert "ZeroDivisionError" in failure
+
+
+def test_a_failing_shell_block_names_its_line(tmp_path: Path) -> None:
+    page = "```python\nx = 1\n```\n\n```bash\necho ok\nls no-such-file\necho never\n```\n"
+    _, failure = _run_page(page, tmp_path)
+    assert failure.startswith("docs/p.md:7: bash block (line 5) exited 2")
+    assert "no-such-file" in failure and "never" not in failure.split("--- stdout")[1].split("--- stderr")[0]
+
+
+def test_a_failing_pipeline_fails_the_block(tmp_path: Path) -> None:
+    _, failure = _run_page("```console\n$ echo a\na\n$ false | cat\n```\n", tmp_path)
+    assert failure.startswith("docs/p.md:4: console block (line 1) exited 1")
+
+
+def test_an_unset_variable_fails_the_block(tmp_path: Path) -> None:
+    _, failure = _run_page('```sh\necho "$NO_SUCH_VARIABLE_FOR_DOCS"\n```\n', tmp_path)
+    assert failure.startswith("docs/p.md:") and "unbound variable" in failure
