@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import importlib.util
 import os
 import re
 import subprocess
@@ -38,6 +39,8 @@ import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -531,3 +534,117 @@ def test_a_failing_pipeline_fails_the_block(tmp_path: Path) -> None:
 def test_an_unset_variable_fails_the_block(tmp_path: Path) -> None:
     _, failure = _run_page('```sh\necho "$NO_SUCH_VARIABLE_FOR_DOCS"\n```\n', tmp_path)
     assert failure.startswith("docs/p.md:") and "unbound variable" in failure
+
+
+# ---- the generated reference pages ---------------------------------------------------------------------------
+HOOKS = REPO / "docs" / "hooks"
+
+
+def _hook(name: str) -> ModuleType:
+    """A module of docs/hooks (they are loaded by path, as mkdocs loads them)."""
+    spec = importlib.util.spec_from_file_location(f"docs_hooks_{name}", HOOKS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _registered_commands(command: Any, path: str) -> Iterator[tuple[str, Any]]:
+    """Every command path of a click group and its command, read from the groups' ``commands`` tables."""
+    yield path, command
+    for name, sub in getattr(command, "commands", {}).items():
+        if not sub.hidden:
+            yield from _registered_commands(sub, f"{path} {name}")
+
+
+def test_the_cli_reference_lists_every_command_and_option() -> None:
+    import typer
+
+    from whitevec.cli import app
+
+    page = _hook("cli_reference").cli_markdown()
+    sections = re.split(r"^#{2,4} ", page, flags=re.MULTILINE)
+    by_path = {section.split("`")[1]: section for section in sections if section.startswith("`")}
+    registered = dict(_registered_commands(typer.main.get_command(app), "whitevec"))
+    assert {"whitevec index build", "whitevec frequencies count", "whitevec serve"} <= set(registered)
+    assert sorted(by_path) == sorted(registered)
+    for path, command in registered.items():
+        assert f"Usage: {path} " in by_path[path], path
+        for parameter in command.params:
+            if not parameter.hidden:
+                names = parameter.opts if parameter.param_type_name == "option" else [parameter.name]
+                assert all(name in by_path[path] for name in names), (path, names)
+
+
+def test_the_http_reference_lists_every_route_and_schema() -> None:
+    pytest.importorskip("fastapi", reason="the serve extra (fastapi) is not installed")
+    hook = _hook("http_reference")
+    document = hook.openapi_document()
+    page = hook.http_markdown(document)
+    routes = [(method, path) for path, item in document["paths"].items() for method in item]
+    assert {("get", "/health"), ("post", "/search"), ("post", "/embed"), ("get", "/info")} <= set(routes)
+    for method, path in routes:
+        assert f"### `{method.upper()} {path}`" in page
+    for name, schema in document["components"]["schemas"].items():
+        assert f"### {name} {{#{hook.schema_anchor(name)}}}" in page
+        for field in schema.get("properties", {}):
+            assert f"| `{field}` |" in page, (name, field)
+    assert "| 401 | [ErrorResponse](#schema-errorresponse) |" in page  # documented with a key
+    assert "(1 to 64 items)" in page  # the default max_queries / max_texts
+
+
+def test_docstrings_become_markdown() -> None:
+    pytest.importorskip("griffe", reason="griffe (mkdocstrings' python handler) is not installed")
+    convert = _hook("griffe_docstrings").markdown_docstring
+    assert convert("See :class:`~whitevec.index.Retriever` and :func:`make_transform`.") == (
+        "See `Retriever` and `make_transform`."
+    )
+    assert (
+        convert("Run:\n\n>>> f(1)  # doctest: +SKIP\n2\n\nDone.") == "Run:\n\n```pycon\n>>> f(1)\n2\n```\n\nDone."
+    )
+    assert convert("The map is::\n\n    y = W x\n") == "The map is:\n\n    y = W x"
+    assert convert("Intro.\n\nParameters\n----------\nseed:\n    Fixes it.") == (
+        "Intro.\n\nParameters:\n    seed:\n        Fixes it."
+    )
+    assert convert("```python\n>>> kept\n```") == "```python\n>>> kept\n```"
+
+
+# ---- the site --------------------------------------------------------------------------------------------------
+# An element that loads a file into the page: its URL must be local for the site to work offline.
+_ASSET = re.compile(r"<(?:link|script|img|iframe|source|video|audio|embed)\b[^>]*>", re.IGNORECASE)
+_REMOTE = re.compile(r"""\b(?:src|href)\s*=\s*["']?(?:https?:)?//""", re.IGNORECASE)
+
+
+@pytest.mark.slow
+def test_the_site_builds_strictly_and_offline(tmp_path: Path) -> None:
+    for module in ("mkdocs", "material", "mkdocstrings_handlers.python"):
+        pytest.importorskip(
+            module, reason="the docs tools (mkdocs, mkdocs-material, mkdocstrings) are not installed"
+        )
+    config = ROOT / "mkdocs.yml"
+    if not config.is_file():
+        pytest.skip(f"{ROOT} has no mkdocs.yml: the site is built from a checkout that has one")
+    site = tmp_path / "site"
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.fail(f"mkdocs build --strict failed:\n{_tail(done.stdout + done.stderr)}", pytrace=False)
+    remote = []
+    for page in site.rglob("*.html"):
+        for element in _ASSET.findall(page.read_text(encoding="utf-8")):
+            if _REMOTE.search(element):
+                remote.append(f"{page.relative_to(site)}: {element}")
+    assert remote == [], "\n".join(remote)
+    assert (site / "search" / "search_index.json").is_file()
+    assert (site / "search" / "search_index.js").is_file()  # the offline plugin's copy, for file:// pages
+    assert (site / "reference" / "openapi.json").is_file()
+    cli_page = (site / "reference" / "cli.html").read_text(encoding="utf-8")
+    assert "whitevec index build" in cli_page and "cli-reference" not in cli_page

@@ -4,7 +4,9 @@
 - a role (``:class:`~whitevec.index.Retriever```) becomes code (`` `Retriever` ``; ``~`` keeps the last name);
 - a run of doctest lines (``>>>``, ``...`` and the output under them) becomes a fenced ``pycon`` block, its
   ``# doctest:`` flags removed;
-- a paragraph ending in ``::`` before an indented block ends in ``:`` (the indented block is Markdown code).
+- a paragraph ending in ``::`` before an indented block ends in ``:`` (the indented block is Markdown code);
+- a NumPy-style section (``Parameters`` underlined with dashes, entries at its own indentation) becomes a
+  Google-style one (``Parameters:``, entries indented under it), the style of the other docstrings.
 
 The source stays as it is; only the text mkdocstrings renders changes.
 """
@@ -66,9 +68,35 @@ def _literal_blocks(lines: list[str]) -> list[str]:
     return out
 
 
+def _underlined(lines: list[str], i: int) -> bool:
+    """Whether ``lines[i]`` is a NumPy section title (the next line: dashes as long as the title)."""
+    return (
+        i + 1 < len(lines)
+        and bool(lines[i].strip())
+        and re.fullmatch(r"\s*-{3,}\s*", lines[i + 1]) is not None
+        and len(lines[i + 1].strip()) == len(lines[i].strip())
+    )
+
+
+def _google_sections(lines: list[str]) -> list[str]:
+    """NumPy sections as Google ones: the title with a colon, the entries (to the next title) indented."""
+    out: list[str] = []
+    in_section = False
+    i = 0
+    while i < len(lines):
+        if _underlined(lines, i):
+            out.append(lines[i].rstrip() + ":")
+            in_section = True
+            i += 2
+            continue
+        out.append("    " + lines[i] if in_section and lines[i].strip() else lines[i])
+        i += 1
+    return out
+
+
 def markdown_docstring(text: str) -> str:
     """A whitevec docstring's text as Markdown."""
-    lines = _literal_blocks(_doctests_fenced(text.splitlines()))
+    lines = _literal_blocks(_google_sections(_doctests_fenced(text.splitlines())))
     return _ROLE.sub(_role_as_code, "\n".join(lines))
 
 

@@ -1,0 +1,195 @@
+"""mkdocs hook: the HTTP reference (reference/http.md) and reference/openapi.json, from the service's OpenAPI
+document when the site is built.
+
+The document is the one ``whitevec serve`` answers at /openapi.json, for a server with the default limits and
+an API key (so the key header and the 401 answers are documented). It is made without an index: the app is
+built around a retriever stand-in that only states a manifest and a count, and no request is ever served. The
+source page holds an introduction and the marker ``<!-- http-reference -->``, which this hook replaces with
+every route (method, path, description, request body, answers) and every schema (fields, types, limits).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import re
+from typing import Any
+
+PAGE = "reference/http.md"
+DOCUMENT = "reference/openapi.json"
+MARKER = "<!-- http-reference -->"
+METHODS = ("get", "post", "put", "patch", "delete")
+
+log = logging.getLogger("mkdocs.hooks.http_reference")
+
+
+class _NoIndex:
+    """What create_app reads from a retriever when it builds the app; searching is never asked of it."""
+
+    manifest: dict[str, Any] = {}  # noqa: RUF012 - read only
+    count = 0
+
+    def search(self, queries: list[str], k: int = 10) -> Any:
+        raise AssertionError("the docs build serves no request")
+
+    def embed(self, texts: list[str]) -> Any:
+        raise AssertionError("the docs build serves no request")
+
+
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI document of a server with the default limits and an API key."""
+    from whitevec.service.app import create_app
+    from whitevec.service.settings import ServeSettings
+
+    app = create_app(_NoIndex(), ServeSettings(api_key="documented"))
+    try:
+        return app.openapi()
+    finally:
+        app.state.worker.close(1.0)  # the thread create_app started for the retriever
+
+
+# ---- Markdown -----------------------------------------------------------------------------------------------
+def _text(value: str) -> str:
+    """Prose from the document, safe in Markdown and in a table cell."""
+    return html.escape(" ".join(value.split()), quote=False).replace("|", "\\|").replace("*", "\\*")
+
+
+def schema_anchor(name: str) -> str:
+    return "schema-" + re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def route_anchor(method: str, path: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", f"{method} {path}".lower()).strip("-")
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
+def _limits(schema: dict[str, Any]) -> list[str]:
+    """The constraints of one schema, in words."""
+    out = []
+    for low, high, unit in (("minItems", "maxItems", "items"), ("minLength", "maxLength", "characters")):
+        if low in schema or high in schema:
+            out.append(f"{schema.get(low, 0)} to {schema.get(high, 'any number of')} {unit}")
+    if "minimum" in schema or "maximum" in schema:
+        low_text = _number(schema["minimum"]) if "minimum" in schema else "-inf"
+        high_text = _number(schema["maximum"]) if "maximum" in schema else "inf"
+        out.append(f"{low_text} to {high_text}")
+    if "enum" in schema:
+        out.append("one of " + ", ".join(f"`{v}`" for v in schema["enum"]))
+    return out
+
+
+def type_text(schema: dict[str, Any]) -> str:
+    """A schema's type in words, schemas linked: ``array of string``, ``SearchResponse``, ``object or null``."""
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        return f"[{name}](#{schema_anchor(name)})"
+    if "anyOf" in schema or "oneOf" in schema:
+        return " or ".join(type_text(option) for option in schema.get("anyOf", schema.get("oneOf", [])))
+    kind = schema.get("type", "any")
+    if kind == "array":
+        items = schema.get("items", {})
+        limits = _limits(items)
+        inner = type_text(items)
+        if "anyOf" in items or "oneOf" in items:
+            inner = f"({inner})"
+        if limits:
+            inner += f" ({'; '.join(limits)})"
+        return f"array of {inner}"
+    if kind == "object" and schema.get("additionalProperties") is True:
+        return "object (any keys)"
+    return str(kind)
+
+
+def _field_rows(schema: dict[str, Any]) -> list[str]:
+    required = set(schema.get("required", []))
+    rows = []
+    for name, field in schema.get("properties", {}).items():
+        notes = _limits(field)
+        if "default" in field:
+            notes.append(f"default `{json.dumps(field['default'])}`")
+        description = _text(field.get("description", ""))
+        if notes:
+            description = f"{description} ({'; '.join(notes)})" if description else "; ".join(notes)
+        rows.append(f"| `{name}` | {type_text(field)} | {'yes' if name in required else 'no'} | {description} |")
+    return rows
+
+
+def _body_schema(content: dict[str, Any]) -> tuple[str, str]:
+    """(media type, type text) of a request or response body."""
+    for media, body in content.items():
+        return media, type_text(body.get("schema", {}))
+    return "", ""
+
+
+def route_markdown(method: str, path: str, operation: dict[str, Any], security: dict[str, Any]) -> str:
+    parts = [f"### `{method.upper()} {path}` {{#{route_anchor(method, path)}}}", ""]
+    if operation.get("description") or operation.get("summary"):
+        parts += [_text(operation.get("description") or operation["summary"]), ""]
+    for requirement in operation.get("security", []):
+        for scheme_name in requirement:
+            scheme = security.get(scheme_name, {})
+            where = f"the `{scheme.get('name', scheme_name)}` {scheme.get('in', '')}".rstrip()
+            parts += [f"Key: {where}. {_text(scheme.get('description', ''))}", ""]
+    body = operation.get("requestBody")
+    if body is not None:
+        media, kind = _body_schema(body.get("content", {}))
+        need = "required" if body.get("required") else "optional"
+        parts += [f"Request body ({media}, {need}): {kind}", ""]
+    parts += ["| status | body | when |", "|---|---|---|"]
+    for status, answer in operation.get("responses", {}).items():
+        _, kind = _body_schema(answer.get("content", {}))
+        parts.append(f"| {status} | {kind} | {_text(answer.get('description', ''))} |")
+    return "\n".join([*parts, ""])
+
+
+def schema_markdown(name: str, schema: dict[str, Any]) -> str:
+    parts = [f"### {name} {{#{schema_anchor(name)}}}", ""]
+    if schema.get("description"):
+        parts += [_text(schema["description"]), ""]
+    if schema.get("additionalProperties") is False:
+        parts += ["No other fields are accepted.", ""]
+    rows = _field_rows(schema)
+    if rows:
+        parts += ["| field | type | required | description |", "|---|---|---|---|", *rows, ""]
+    return "\n".join(parts)
+
+
+def http_markdown(document: dict[str, Any]) -> str:
+    """The routes, then the schemas, of an OpenAPI document as Markdown."""
+    components = document.get("components", {})
+    security = components.get("securitySchemes", {})
+    parts = ["## Routes", ""]
+    for path, item in document.get("paths", {}).items():
+        for method in METHODS:
+            if method in item:
+                parts.append(route_markdown(method, path, item[method], security))
+    parts += ["## Schemas", ""]
+    for name, schema in components.get("schemas", {}).items():
+        parts.append(schema_markdown(name, schema))
+    return "\n".join(parts)
+
+
+# ---- mkdocs events ----------------------------------------------------------------------------------------
+_document: dict[str, Any] = {}
+
+
+def on_files(files: Any, config: Any) -> Any:
+    from mkdocs.structure.files import File
+
+    _document.clear()
+    _document.update(openapi_document())
+    files.append(File.generated(config, DOCUMENT, content=json.dumps(_document, indent=2) + "\n"))
+    return files
+
+
+def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
+    if page.file.src_uri != PAGE:
+        return markdown
+    if MARKER not in markdown:
+        log.warning("%s has no %s marker: the HTTP reference is not written", PAGE, MARKER)
+        return markdown
+    return markdown.replace(MARKER, http_markdown(_document))
