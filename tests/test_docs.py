@@ -8,13 +8,14 @@ code blocks, one test per file (its id is the file's path):
   ``yaml``, ``csv``, ``markdown``, ``http``) are shown output or formats and do not;
 - a code block is left out only when the line right above its opening fence is ``<!-- not-run: REASON -->``
   (a non-empty reason) or ``<!-- tested-by: tests/FILE.py::TEST -->`` (the named test must exist);
-- the runnable blocks of one file run in order in one fresh temporary folder, with ``WHITEVEC_DATA`` set to
-  the shared data, ``WHITEVEC_CACHE`` to a cache shared by the whole session, ``HF_HUB_OFFLINE=1`` (a block
-  that would download fails at once) and this interpreter's bin folder first on ``PATH`` (so ``whitevec`` and
-  ``python`` are this environment's). Python blocks of a file share one namespace and run in this process;
-  ``bash``/``sh``/``shell`` blocks run as ``bash -euo pipefail -c BLOCK``; ``console`` blocks run their
-  ``$ `` lines (prompt stripped; a line ending in ``\\`` continues on the next) the same way. A failure names
-  FILE:LINE of the failing line. A file with runnable blocks is skipped when the shared data is missing.
+- the runnable blocks of one file run in order in one fresh temporary folder, with ``WHITEVEC_DATA`` set to the
+  shared data, ``WHITEVEC_CACHE`` to a cache shared by the whole session, ``HF_HUB_OFFLINE=1`` (a shell block that
+  would download fails at once; a block that downloads needs a not-run marker anyway) and this interpreter's bin
+  folder first on ``PATH`` (so ``whitevec`` and ``python`` are this environment's). Python blocks of a file share
+  one namespace and run in this process; ``bash``/``sh``/``shell`` blocks run as ``bash -euo pipefail -c BLOCK``;
+  ``console`` blocks run their ``$ `` lines (prompt stripped; a line ending in ``\\`` continues on the next) the
+  same way. A failure names FILE:LINE of the failing line. A file with runnable blocks is skipped when the shared
+  data is missing.
 
 Checking another checkout's pages (a docs helper's worktree) with that checkout's package::
 
@@ -24,6 +25,10 @@ Checking another checkout's pages (a docs helper's worktree) with that checkout'
 ``WHITEVEC_DOCS_ROOT`` (default: this checkout) is the folder holding README.md and docs/; ``tested-by``
 markers are looked up under it too. When it is set, the test refuses to run blocks against a whitevec imported
 from anywhere but its ``src/``.
+
+The rest checks the site (mkdocs.yml): the CLI and HTTP reference pages docs/hooks writes list every command,
+option, route and schema, and ``mkdocs build --strict`` passes with no page loading anything from another host
+(skipped when the docs tools are not installed, or when the checked checkout has no mkdocs.yml).
 """
 
 from __future__ import annotations

@@ -178,10 +178,16 @@ _document: dict[str, Any] = {}
 
 
 def on_files(files: Any, config: Any) -> Any:
+    from mkdocs.exceptions import PluginError
     from mkdocs.structure.files import File
 
+    try:
+        document = openapi_document()
+    except ModuleNotFoundError as exc:
+        needs = "the HTTP reference needs the serve extra (pip install 'whitevec[serve]')"
+        raise PluginError(f"{needs}: {exc}") from exc
     _document.clear()
-    _document.update(openapi_document())
+    _document.update(document)
     files.append(File.generated(config, DOCUMENT, content=json.dumps(_document, indent=2) + "\n"))
     return files
 
