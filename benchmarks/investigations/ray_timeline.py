@@ -2,7 +2,12 @@
 logged as encoded, and the seconds spent in Milvus flushes and upserts. The fixed costs quoted in the README's
 "Scaling out" section (time to the first finished call, writes, flushes) come from here.
 
-    python benchmarks/ray_timeline.py      (WHITEVEC_DATA set; about a minute on 2 cores, alone on the machine)
+    python benchmarks/investigations/ray_timeline.py
+
+(WHITEVEC_DATA set; about a minute on 2 cores, alone on the machine)
+
+An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/ray-build-costs.md (where a
+small Ray build's fixed cost goes).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for the suite's modules
 
 from bench_scale import BATCH, CPUS, MAX_LENGTH, MODEL, POOLING, TRANSFORM, write_corpus
 from whitevec.index import ray_engine

@@ -12,7 +12,11 @@ frequencies counted three ways:
   share they have in the ``sts`` counts.
 
     pip install wordfreq
-    python benchmarks/zipf_frequency_source.py [--models all-MiniLM-L6-v2] [--poolings embeddings-avg]
+    python benchmarks/investigations/zipf_frequency_source.py [--models all-MiniLM-L6-v2]
+        [--poolings embeddings-avg]
+
+An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/zipf-reasons.md, reason 1
+(web-scale counts).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for the suite's modules
 
 from results_token_weights import TASKS, run_method, target_union
 from whitevec.datasets import load_sts_task

@@ -2,9 +2,9 @@
 # Where `whitevec serve`'s CPU goes under 32 clients (docs/results/serve.md, "Where the server's time goes"):
 # py-spy samples the server for 15 s while benchmarks/loadgen.py (its own process) drives it, then the raw
 # stacks are summed per thread and per innermost frame. Needs py-spy (pip install py-spy), the index that
-# bench_serve.py builds, and its queries file. Usage: bash benchmarks/profile_serve.sh [INDEX] [QUERIES]
+# bench_serve.py builds, and its queries file. Usage: bash benchmarks/investigations/profile_serve.sh [INDEX] [QUERIES]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 INDEX="${1:-/tmp/whitevec-bench/cranfield-minilm-w256}"
 QUERIES="${2:-/tmp/whitevec-bench-serve-queries.json}"
 OUT="$(mktemp -d)"

@@ -4,10 +4,14 @@ encodes). Each setting runs in a fresh process with the machine's threads.
 
 Why: numpy's and faiss's OpenBLAS threads spin after a product and take cores from torch's next forward pass.
 
-    python benchmarks/blas_threads.py INDEX_DIR QUERIES_JSON [--compute bf16] [--batches 1,8,16,32,64]
+    python benchmarks/investigations/blas_threads.py INDEX_DIR QUERIES_JSON [--compute bf16]
+        [--batches 1,8,16,32,64]
 
 INDEX_DIR and QUERIES_JSON: those of benchmarks/bench_serve.py (/tmp/whitevec-bench/cranfield-minilm-w256 and
 /tmp/whitevec-bench-serve-queries.json).
+
+An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/blas-threads.md (the query
+path's BLAS on one thread, 1cf427a and c64a47b); its output is benchmarks/results/blas_threads.md.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for the suite's modules
 from bench_common import emit, run_worker
 from machine import facts_markdown, machine_facts
 
@@ -82,7 +86,8 @@ def main() -> None:
     print(f"# One BLAS thread on the query path, by batch size (compute `{args.compute}`)\n")
     print(facts_markdown(machine_facts("numpy", "torch", "faiss-cpu", "threadpoolctl")))
     print(
-        f"Command: `python benchmarks/blas_threads.py {' '.join(sys.argv[1:])}`; load average (1 min) before: "
+        f"Command: `python benchmarks/investigations/blas_threads.py {' '.join(sys.argv[1:])}`; "
+        "load average (1 min) before: "
         f"{os.getloadavg()[0]:.2f}. Queries/s: median of 3 passes over the Cranfield queries.\n"
     )
     common = [args.index, args.queries, "--compute", args.compute, "--batches", args.batches]

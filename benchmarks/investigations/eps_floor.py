@@ -3,7 +3,10 @@
 all-MiniLM-L6-v2's `embeddings-avg` vectors average LayerNorm outputs, so one direction is (almost) constant. The
 reference BERT-whitening computation (np.cov, SVD, W = U diag(1/sqrt(s))) divides float rounding noise by ~0
 there; `Whitening(eps=1e-6)` raises eigenvalues below eps x the largest to that floor.
-Run: `python benchmarks/eps_floor.py` (WHITEVEC_DATA must point at the shared data).
+Run: `python benchmarks/investigations/eps_floor.py` (WHITEVEC_DATA must point at the shared data).
+
+An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/eps-floor.md (why Whitening
+floors eigenvalues below eps x the largest).
 """
 
 from __future__ import annotations

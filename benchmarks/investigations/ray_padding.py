@@ -4,7 +4,10 @@ The corpus of bench_scale.py (the unique STS sentences), planned into units as `
 call's texts are sorted and cut into batches as ``Encoder.encode`` does (``length_batches``, batch 64), so the
 counts are exact, not timed. Quoted in the docstring of ``EncodeUnits.__call__`` and the README.
 
-    python benchmarks/ray_padding.py      (WHITEVEC_DATA set; about a minute: it tokenizes the corpus)
+    python benchmarks/investigations/ray_padding.py   (WHITEVEC_DATA set; about a minute: it tokenizes the corpus)
+
+An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/ray-build-costs.md (actor
+calls take up to 4 units as one sorted batch list, bb55a4c).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for the suite's modules
 
 from bench_scale import BATCH, MODEL, POOLING, write_corpus
 from whitevec.encoder import Encoder, length_batches

@@ -7,7 +7,10 @@ for it. This loads the index as the server does, then times ``gc.collect()`` ``-
 after the freeze, with the number of objects a collection walks, and counts the full collections Python starts
 by itself over ``--searches`` one-query searches afterwards (and how long they took).
 
-    python benchmarks/gc_pause.py [INDEX] [--repeats 5] [--searches 2000]
+    python benchmarks/investigations/gc_pause.py [INDEX] [--repeats 5] [--searches 2000]
+
+An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/gc-freeze.md (the loaded heap
+frozen once the app is built, 4314981); its output is benchmarks/results/gc_pause.md.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.machine import machine_facts  # noqa: E402

@@ -7,7 +7,11 @@ comparison, in one fixed order (the same batches every pass), with the encoder's
 Why: oneDNN builds a kernel for every new matrix shape, so batches that repeat exactly (a fixed order) run
 faster than batches whose lengths keep changing.
 
-    python benchmarks/bf16_shapes.py [INDEX] [--passes 9] [--repeats 2]
+    python benchmarks/investigations/bf16_shapes.py [INDEX] [--passes 9] [--repeats 2]
+
+An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/bf16-shapes.md (bf16 lengths
+rounded to a multiple of 8, 133ac35; the serve benchmark's shuffled ceiling, 0526e70); its output is
+benchmarks/results/bf16_shapes.md.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.machine import machine_facts  # noqa: E402

@@ -10,12 +10,15 @@ Spearman x 100; every fit as the paper's Algorithm 1 or the whitevec baseline):
 * ``uniform whitening (vocabulary)``: the paper's uniform baseline, mean and covariance over the table's
   non-special rows, each row weighing the same;
 * ``Zipfian whitening (vocabulary, F)``: mean and covariance over the rows weighted by p(w) from counts F (the
-  three of benchmarks/zipf_frequency_source.py), smoothed as whitevec smooths (a row never counted weighs as a
-  very rare token).
+  three of benchmarks/investigations/zipf_frequency_source.py), smoothed as whitevec smooths (a row never
+  counted weighs as a very rare token).
 
 Whitening is affine, so whitening the rows and then taking the mean equals whitening the mean vector.
 
-    python benchmarks/zipf_static_table.py [--models all-MiniLM-L6-v2,all-mpnet-base-v2]
+    python benchmarks/investigations/zipf_static_table.py [--models all-MiniLM-L6-v2,all-mpnet-base-v2]
+
+An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/zipf-reasons.md, reason 2 (the
+static word table, the paper's setting).
 """
 
 from __future__ import annotations
@@ -28,14 +31,15 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for the suite's modules
+
+from zipf_frequency_source import frequency_sources
 
 from results_token_weights import TASKS, target_union
 from whitevec.datasets import load_sts_task
 from whitevec.encoder import Encoder
 from whitevec.evaluation.sts import aggregate, score_pairs
 from whitevec.transforms import Whitening
-from zipf_frequency_source import frequency_sources
 
 
 def main() -> None:

@@ -4,8 +4,11 @@
 second thread; ``serve``: queries through ``load_retriever`` in a second thread (the server's encoder thread),
 then in the main thread. Prints time per call and the cores used (process CPU time / wall time).
 
-    python benchmarks/omp_threads.py ops [--main-first]
-    python benchmarks/omp_threads.py serve INDEX_DIR [--compute bf16] [--load-in-main]
+    python benchmarks/investigations/omp_threads.py ops [--main-first]
+    python benchmarks/investigations/omp_threads.py serve INDEX_DIR [--compute bf16] [--load-in-main]
+
+An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/openmp-pools.md (the server
+loads its index in a passing thread, ec145cc).
 """
 
 from __future__ import annotations

@@ -8,7 +8,11 @@ on the task's target sentences (as docs/results/sts.md) and scored; printed: the
 steps it ran (mean over tasks) and its held-out bits/dim at the end (mean over tasks; lower = a closer fit to
 N(0, I)).
 
-    python benchmarks/flow_budget_sts.py [--model all-mpnet-base-v2] [--pooling last-avg] [--steps 50,100,...]
+    python benchmarks/investigations/flow_budget_sts.py [--model all-mpnet-base-v2] [--pooling last-avg]
+        [--steps 50,100,...]
+
+An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/flow-budget.md (STS of MPNet
+last-avg falls as the flow trains longer); its output is benchmarks/results/flow_budget_sts.md.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for the suite's modules
 
 from results_token_weights import TASKS
 from whitevec.datasets import load_sts_task

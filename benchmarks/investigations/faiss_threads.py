@@ -6,7 +6,10 @@ its threads), then time one ``index.search`` of that many query vectors, alterna
 default threads) and inside ``_one_thread``. Reports the median, mean and 90th percentile in ms, and the
 multiply-adds of the search (queries x documents x dims) beside ``POOL_WORK``.
 
-    python benchmarks/faiss_threads.py [INDEX] [--rounds 40] [--batches 1,8,32,64,256]
+    python benchmarks/investigations/faiss_threads.py [INDEX] [--rounds 40] [--batches 1,8,32,64,256]
+
+An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/faiss-threads.md (small
+searches on one faiss thread, 0557e89); its output is benchmarks/results/faiss_threads.md.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.machine import machine_facts  # noqa: E402

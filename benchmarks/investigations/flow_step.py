@@ -7,8 +7,11 @@
    ``transform()`` (float32), the training-time forward (factored float32 path, grad enabled), and a float64
    pass of the same module; the max abs error of the first two against the third.
 
-Run: `python benchmarks/flow_step.py [--out FILE]`; with PYTHONPATH pointing at another checkout's src/ it
-measures that version. Output: JSON on stdout (and in --out).
+Run: `python benchmarks/investigations/flow_step.py [--out FILE]`; with PYTHONPATH pointing at another
+checkout's src/ it measures that version. Output: JSON on stdout (and in --out).
+
+An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/flow-budget.md (what a
+training step costs); its outputs are benchmarks/results/flow_step.json and flow_step_before_9dcd1d4.json.
 """
 
 from __future__ import annotations

@@ -1,7 +1,11 @@
 """Time of ``Whitening.transform`` on one vector (a query), full rank and k=128, at 384 and 768 dimensions,
 fitted on 1,400 correlated random vectors (Cranfield's corpus size). Quoted beside the retrieval latencies.
 
-    python benchmarks/whitening_one_query.py
+    python benchmarks/investigations/whitening_one_query.py
+
+An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/blas-threads.md (one MPNet
+query through a full-rank whitening took about 79 ms more than the other rows, while the transform itself takes
+about 1 ms).
 """
 
 from __future__ import annotations

@@ -2,8 +2,12 @@
 
 Fits faiss PCAMatrix(eigen_power=-0.5) and sklearn PCA(whiten=True) on the benchmark's first N rows (float32, as
 in the benchmark) and prints their smallest eigenvalue beside the float64 covariance's. A negative or zero value
-makes lambda^-1/2 non-finite. Run: `python benchmarks/peer_eigenvalues.py [N]` (default 100,000); the output of
-the committed run is in benchmarks/results/peer_eigenvalues.txt.
+makes lambda^-1/2 non-finite. Run: `python benchmarks/investigations/peer_eigenvalues.py [N]` (default
+100,000); the output of the committed run is in benchmarks/results/peer_eigenvalues.txt.
+
+An investigation, not part of the maintained suite (`make bench`). Backs docs/results/bench.md, "Where whitevec
+loses, and why" (the peers' float32 covariances give non-finite whitening); its output is
+benchmarks/results/peer_eigenvalues.txt.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for the suite's modules
 
 from bench_whitening_fit import D, all_rows
 

@@ -3,7 +3,11 @@ hits of 400 characters per query), driven by benchmarks/loadgen.py (its own proc
 process's CPU seconds (from /proc) per request. ``--protocol`` picks whitevec's guarded h11 or httptools
 protocol (ServeSettings.http), ``--loop`` asyncio's event loop or uvloop (``pip install uvloop``).
 
-    python benchmarks/serve_overhead.py [--protocol h11|httptools] [--loop asyncio|uvloop] [--requests 6000]
+    python benchmarks/investigations/serve_overhead.py [--protocol h11|httptools] [--loop asyncio|uvloop]
+        [--requests 6000]
+
+An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/http-overhead.md (whitevec's
+connection guards on httptools, a5186eb); its output is benchmarks/results/serve_overhead.md.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
+BENCHMARKS = Path(__file__).resolve().parents[1]  # loadgen.py lives in the suite
 
 
 @dataclass
@@ -95,7 +99,7 @@ def main() -> None:
             json.dump([f"query number {i}" for i in range(225)], queries)
         before = cpu_seconds(server.pid)
         load = subprocess.run(
-            [sys.executable, str(HERE / "loadgen.py"), "--url", f"http://127.0.0.1:{args.port}/search",
+            [sys.executable, str(BENCHMARKS / "loadgen.py"), "--url", f"http://127.0.0.1:{args.port}/search",
              "--kind", "search", "--queries", queries.name, "--clients", str(args.clients),
              "--requests", str(args.requests)],
             capture_output=True, text=True, check=True,

@@ -8,7 +8,10 @@ alone on the same 1000 STS-B sentences (the transform fitted on the 4000 before 
 - arithmetic: sentence-transformers' float32 Dense layer against the same affine map in float64, both on
   sentence-transformers' own vectors (identical input).
 
-    WHITEVEC_DATA=../shared/data python benchmarks/st_export_error_budget.py
+    WHITEVEC_DATA=../shared/data python benchmarks/investigations/st_export_error_budget.py
+
+An investigation, not part of the maintained suite (`make bench`). Backs docs/results/st_equality.md, "Where the
+full-whitening export difference comes from".
 """
 
 from __future__ import annotations

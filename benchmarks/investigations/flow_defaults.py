@@ -1,13 +1,16 @@
 """What Flow's default optimisation budget buys and costs (the README's BERT-flow section).
 
-    python benchmarks/flow_defaults.py criterion [--max-steps N ...]   # quality, any load
-    python benchmarks/flow_defaults.py time [--max-steps N ...]        # wall seconds: run on a quiet machine
+    python benchmarks/investigations/flow_defaults.py criterion [--max-steps N ...]  # quality, any load
+    python benchmarks/investigations/flow_defaults.py time [--max-steps N ...]  # wall seconds: a quiet machine
 
 ``criterion``: the latent of ``Flow(seed=0)`` fitted on 6,000 rows of a correlated 16-dim Gaussian
 (``N(0, I) @ A + 2``, A a seeded 16x16 normal matrix; the case tests/test_flow.py checks): the range of its
 covariance diagonal, its largest off-diagonal entry and its largest |mean|.
 ``time``: one default fit on 15,457 seeded synthetic 768-dim vectors (the STS-B target count; this data never
 stops early, so the whole budget runs), wall and CPU seconds and the load average before it.
+
+An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/flow-budget.md (why Flow's
+default is 500 steps, 32778fa).
 """
 
 from __future__ import annotations
