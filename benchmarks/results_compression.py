@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from machine import facts_markdown, machine_facts
+from machine import facts_markdown, machine_facts, results_header
 from whitevec._io import atomic_path
 from whitevec.datasets.retrieval import load_retrieval_dataset
 from whitevec.evaluation.frontier import pareto_front, plot_frontier
@@ -301,9 +301,13 @@ def _table(scores: list[RetrievalScore]) -> list[str]:
 def part_report() -> None:
     quality, knobs, timing = _load("quality"), _load("knobs"), _load("timing")
     text = ["# Compressed indexes: retrieval quality per byte (Cranfield)", ""]
+    measured = [part["machine"] for part in (quality, knobs, timing) if part]
     text += [
-        "Regenerate: `flock -s /work/cpu.lock python benchmarks/results_compression.py --part quality` (and "
-        "`--part knobs`; `flock -x ... --part timing`; then `--part report`).",
+        results_header(
+            "`flock -s /work/cpu.lock python benchmarks/results_compression.py --part quality` (and "
+            "`--part knobs`; `flock -x ... --part timing`; then `--part report`)",
+            *measured,
+        ),
         "",
     ]
     if quality:
