@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -441,7 +442,8 @@ def _merge(json_path: Path, mine: list[dict[str, Any]], command: str, load: floa
     import fcntl
 
     json_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(json_path.with_suffix(".lock"), "w") as lock:
+    # The lock file lives outside docs/, which is published as it is.
+    with open(Path(tempfile.gettempdir()) / f"whitevec-{json_path.stem}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         data = json.loads(json_path.read_text()) if json_path.is_file() else {"rows": [], "commands": []}
         keys = {(r["model"], r["set"]) for r in mine}
