@@ -1,5 +1,6 @@
 """Regenerate docs/results/compression.md (+ .json, compression-frontier-*.png): retrieval quality per byte.
 
+Against: product quantization (and SQ, OPQ) of the raw vectors at the same bytes, and flat float32 search.
 Three parts, each saved to docs/results/compression-PART.json, and a report assembled from whatever parts exist:
 
 - ``quality`` (shared lock; no timing): Cranfield, both models, every encoding x {none, whitening-k, soft

@@ -1,6 +1,8 @@
 """Regenerate docs/results/sts.md (and .json): STS Spearman x 100 for models x poolings x transforms.
 
-Every transform is fitted on the "target" sentences (all sentences of the evaluated task, all splits), per task.
+Every transform is fitted on the "target" sentences (all sentences of the evaluated task, all splits), per task,
+the protocol of the BERT-whitening and BERT-flow papers; each transform is compared with the same pooling's raw
+vectors (``none``).
 Run: `make results-sts` or `python benchmarks/results_sts.py [--models ...] [--transforms ...]`.
 Needs WHITEVEC_DATA (the shared data) and all-mpnet-base-v2 fetched (shared/models/fetch-all-mpnet-base-v2).
 """
