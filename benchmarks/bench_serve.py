@@ -59,6 +59,7 @@ from benchmarks.machine import machine_facts  # noqa: E402
 from tests.service_helpers import wait_until_healthy  # noqa: E402  (the repository root is on the path now)
 
 NOTES_MARK = "<!-- notes: kept when the file is regenerated -->"
+DEFAULT_HISTORY = HERE / "results" / "serve_history.jsonl"
 
 
 # ---- the index and queries ---------------------------------------------------------------------------------
@@ -399,22 +400,16 @@ def history_table(history: list[dict[str, Any]], clients: int = 32) -> list[str]
     return lines
 
 
-def markdown(
-    run: dict[str, Any], history: list[dict[str, Any]], notes: str, rendered_from: int | None = None
-) -> str:
+def markdown(run: dict[str, Any], history: list[dict[str, Any]], notes: str, rendered_by: str = "") -> str:
     """The page of one run: its rows (and medians over rounds), the history one line per run, then ``notes``
-    (the hand-written part below NOTES_MARK, kept when the page is written again). ``rendered_from``: the
-    run's number in the history when the page is written by --render-only, not by the run itself."""
+    (the hand-written part below NOTES_MARK, kept when the page is written again). ``rendered_by``: the
+    --render-only command when the page is written from the history, not by the run itself."""
     facts = run["facts"]
     command = "flock -x /work/cpu.lock python benchmarks/bench_serve.py " + " ".join(map(_shell_word, run["argv"]))
     rendered = (
-        []
-        if rendered_from is None
-        else [
-            f"- Written from run {rendered_from} of benchmarks/results/serve_history.jsonl by `python "
-            f"benchmarks/bench_serve.py --render-only --run {rendered_from}` (no measurement); the command "
-            "above is the run's own"
-        ]
+        [f"- Written from the history by `{rendered_by}` (no measurement); the command above is the run's own"]
+        if rendered_by
+        else []
     )
     lines = [
         "# Serving benchmark: `whitevec serve` under load",
@@ -515,7 +510,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="Markdown file to write")
     parser.add_argument(
         "--history",
-        default=str(HERE / "results" / "serve_history.jsonl"),
+        default=str(DEFAULT_HISTORY),
         help="JSON lines file each run is appended to ('' for none)",
     )
     parser.add_argument("--quiet-below", type=float, default=0.6, help="wait for a 1-minute load average below")
@@ -674,7 +669,10 @@ def render_only(history_file: Path, number: int, out: Path | None) -> None:
     if not -len(history) <= number < len(history):
         raise SystemExit(f"--run {number}: {history_file} holds runs 0 to {len(history) - 1}")
     number %= len(history)
-    write_page(markdown(history[number], history, kept_notes(out), rendered_from=number), out)
+    command = f"python benchmarks/bench_serve.py --render-only --run {number}"
+    if history_file.resolve() != DEFAULT_HISTORY:
+        command += f" --history {_shell_word(str(history_file))}"
+    write_page(markdown(history[number], history, kept_notes(out), rendered_by=command), out)
 
 
 if __name__ == "__main__":
