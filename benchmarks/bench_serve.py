@@ -24,6 +24,12 @@ venv, offline from the package index (infinity-emb 0.0.78 brings sentence-transf
 
     flock -x /work/cpu.lock python benchmarks/bench_serve.py --out docs/results/serve.md
 
+Every run is appended to benchmarks/results/serve_history.jsonl (every row, every ceiling), and the page ends with
+that history, one line per run. ``--render-only`` measures nothing: it writes the page of a run already in the
+history (``--run N``, 0 the oldest, -1 the latest), so the page of any earlier run can be read again:
+
+    python benchmarks/bench_serve.py --render-only --run -1 --out docs/results/serve.md
+
 Needs the serve extra, aiohttp (dev extra) and the shared data ($WHITEVEC_DATA or ../shared/data).
 """
 
@@ -33,6 +39,7 @@ import argparse
 import json
 import os
 import random
+import shlex
 import socket
 import statistics
 import subprocess
@@ -52,6 +59,7 @@ from benchmarks.machine import machine_facts  # noqa: E402
 from tests.service_helpers import wait_until_healthy  # noqa: E402  (the repository root is on the path now)
 
 NOTES_MARK = "<!-- notes: kept when the file is regenerated -->"
+DEFAULT_HISTORY = HERE / "results" / "serve_history.jsonl"
 
 
 # ---- the index and queries ---------------------------------------------------------------------------------
@@ -345,13 +353,71 @@ def round_summary(run: dict[str, Any], rounds: int) -> list[str]:
     return [*lines, ""]
 
 
-def markdown(run: dict[str, Any], history: list[dict[str, Any]], notes: str) -> str:
+def _shell_word(arg: str) -> str:
+    """An argument as a shell reads it back: bare when safe, else in double quotes where that suffices."""
+    if shlex.quote(arg) == arg:
+        return arg
+    return f'"{arg}"' if not set(arg) & set('"$`\\!') else shlex.quote(arg)
+
+
+def _short_cpu(cpu: str) -> str:
+    return cpu.replace("(R)", "").replace(" Processor", "").strip()
+
+
+def _median_at(run: dict[str, Any], server: str, endpoint: str, clients: int) -> tuple[float, float] | None:
+    """Median QPS and median QPS against the round's own ceiling for one server, endpoint and client count."""
+    rows = [r for r in run["rows"] if (r["server"], r["endpoint"], r["clients"]) == (server, endpoint, clients)]
+    if not rows:
+        return None
+    ratios = [r["qps"] / _ceiling_of(run, r)[0] for r in rows]
+    return float(statistics.median(r["qps"] for r in rows)), float(statistics.median(ratios))
+
+
+def history_table(history: list[dict[str, Any]], clients: int = 32) -> list[str]:
+    """One line per run: when, where, which code, what it compared, its ceiling, and the first server's (the
+    ``default`` where it ran) medians at ``clients`` clients. Every row of every run is in the JSON lines file;
+    ``--render-only --run N`` writes any run's whole page."""
+    lines = [
+        "| run | date | machine | code | label | rounds | load before | ceiling q/s | servers "
+        f"| {clients} clients /search: QPS (x ceiling) | /embed: QPS (x ceiling) |",
+        "|---:|---|---|---|---|---:|---:|---:|---|---|---|",
+    ]
+    for number, h in enumerate(history):
+        servers = list(dict.fromkeys(r["server"] for r in h["rows"]))
+        first = "default" if "default" in servers else servers[0]
+        rounds = h.get("round_ceilings") or [h["ceilings"]]
+        ceiling = statistics.median(c["index"]["search_batched_qps"] for c in rounds if "index" in c)
+        cells = []
+        for endpoint in ("/search", "/embed"):
+            found = _median_at(h, first, endpoint, clients)
+            label = "" if first == "default" else f"{first}: "
+            cells.append("-" if found is None else f"{label}{found[0]:.1f} ({found[1]:.2f})")
+        lines.append(
+            f"| {number} | {h['facts']['date']} | {_short_cpu(h['facts']['cpu'])} | {h['commit']} | "
+            f"{h.get('label') or '-'} | {len(rounds)} | {h['load_before']:.2f} | {ceiling:.1f} | "
+            f"{', '.join(servers)} | {cells[0]} | {cells[1]} |"
+        )
+    return lines
+
+
+def markdown(run: dict[str, Any], history: list[dict[str, Any]], notes: str, rendered_by: str = "") -> str:
+    """The page of one run: its rows (and medians over rounds), the history one line per run, then ``notes``
+    (the hand-written part below NOTES_MARK, kept when the page is written again). ``rendered_by``: the
+    --render-only command when the page is written from the history, not by the run itself."""
     facts = run["facts"]
+    command = "flock -x /work/cpu.lock python benchmarks/bench_serve.py " + " ".join(map(_shell_word, run["argv"]))
+    rendered = (
+        [f"- Written from the history by `{rendered_by}` (no measurement); the command above is the run's own"]
+        if rendered_by
+        else []
+    )
     lines = [
         "# Serving benchmark: `whitevec serve` under load",
         "",
-        f"- {facts['date']}, {facts['cpu']}, {facts['cores']} cores; code {run['commit']}; "
-        f"torch {facts['versions']['torch']}; server threads {run['threads']}",
+        f"Command: `{command}`; machine: {facts['cpu']}, {facts['cores']} cores; date: {facts['date']}",
+        "",
+        *rendered,
+        f"- Code {run['commit']}; torch {facts['versions']['torch']}; server threads {run['threads']}",
         f"- Load average (1 min) before the run: **{run['load_before']:.2f}** (taken under `flock -x "
         "/work/cpu.lock`: no other benchmark or test ran meanwhile); per row below, the load just before that row "
         "(raised by the rows before it: the server and generator themselves)",
@@ -374,7 +440,6 @@ def markdown(run: dict[str, Any], history: list[dict[str, Any]], notes: str) -> 
             f"{c['embed_batched_qps']:.1f} texts/s batched, {c['embed_single_p50_ms']:.1f} ms p50 alone"
             for compute, c in run["ceilings"].items()
         ),
-        f"- Command: `flock -x /work/cpu.lock python benchmarks/bench_serve.py {' '.join(run['argv'])}`",
         "",
         "| server | compute | endpoint | clients | QPS | x ceiling | p50 ms | p50 - single ms | p99 ms | "
         "server cores | mean batch | encoder busy | call rate x ceiling | gen CPU ms/req | load before | errors |",
@@ -402,22 +467,16 @@ def markdown(run: dict[str, Any], history: list[dict[str, Any]], notes: str) -> 
         lines += [
             "## Every run of this benchmark (benchmarks/results/serve_history.jsonl)",
             "",
-            "Each change to the server was measured before and after with this script; the runs, oldest first. "
-            "`x ceiling` is against that run's own in-process ceiling.",
+            "Each change to the server was measured before and after with this script; the runs, oldest first, "
+            "one line each. `ceiling q/s`: the in-process batched ceiling (compute `index`, the median over the "
+            "run's rounds); the last two columns: the `default` server (else the first server, named) at 32 "
+            "clients, medians over the rounds, `x ceiling` against each round's own ceiling. Every row of a run: "
+            "`python benchmarks/bench_serve.py --render-only --run N --out FILE`.",
             "",
-            "| date | code | load before | server | endpoint | clients | QPS | x ceiling | p50 ms | p99 ms |",
-            "|---|---|---:|---|---|---:|---:|---:|---:|---:|",
+            *history_table(history),
+            "",
         ]
-        for h in history:
-            for r in h["rows"]:
-                batched, _ = _ceiling_of(h, r)
-                lines.append(
-                    f"| {h['facts']['date']} | {h['commit']} | {h['load_before']:.2f} | {r['server']} | "
-                    f"{r['endpoint']} | {r['clients']} | {r['qps']:.1f} | {r['qps'] / batched:.2f} | "
-                    f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} |"
-                )
-        lines.append("")
-    lines += [NOTES_MARK, notes.strip(), ""]
+    lines += [NOTES_MARK, "", notes.strip(), ""]
     return "\n".join(lines)
 
 
@@ -451,7 +510,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="Markdown file to write")
     parser.add_argument(
         "--history",
-        default=str(HERE / "results" / "serve_history.jsonl"),
+        default=str(DEFAULT_HISTORY),
         help="JSON lines file each run is appended to ('' for none)",
     )
     parser.add_argument("--quiet-below", type=float, default=0.6, help="wait for a 1-minute load average below")
@@ -464,10 +523,21 @@ def main() -> None:
         default=1,
         help="repeat (ceiling, then every server's rows) this many times; medians per row over the rounds",
     )
+    parser.add_argument(
+        "--render-only",
+        action="store_true",
+        help="measure nothing: write the page (--out, or stdout) of run --run of the --history file",
+    )
+    parser.add_argument(
+        "--run", type=int, default=-1, help="with --render-only: the run's number (-1: the latest)"
+    )
     args = parser.parse_args()
 
     if args.worker == "ceiling":
         ceiling_worker(args.index, args.queries_file, args.batch, args.compute, args.k, args.ceiling_passes)
+        return
+    if args.render_only:
+        render_only(Path(args.history), args.run, args.out)
         return
 
     load_before = wait_for_quiet(args.quiet_below, args.quiet_wait)
@@ -572,18 +642,37 @@ def main() -> None:
         with history_file.open("a") as handle:
             handle.write(json.dumps(run) + "\n")
         history = [json.loads(line) for line in history_file.read_text().splitlines() if line.strip()]
-    notes = ""
-    if args.out is not None and args.out.is_file() and NOTES_MARK in args.out.read_text():
-        notes = args.out.read_text().split(NOTES_MARK, 1)[1]
-    text = markdown(run, history, notes)
-    print(text)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.out.with_suffix(".tmp")
-        tmp.write_text(text)
-        tmp.replace(args.out)
+    write_page(markdown(run, history, kept_notes(args.out)), args.out)
     if sum(r["errors"] for r in rows):
         raise SystemExit(1)
+
+
+def kept_notes(out: Path | None) -> str:
+    """The hand-written part of an existing page (below NOTES_MARK), kept when the page is written again."""
+    if out is not None and out.is_file() and NOTES_MARK in out.read_text():
+        return out.read_text().split(NOTES_MARK, 1)[1]
+    return ""
+
+
+def write_page(text: str, out: Path | None) -> None:
+    print(text)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(out)
+
+
+def render_only(history_file: Path, number: int, out: Path | None) -> None:
+    """Write the page of run ``number`` of the history without measuring anything."""
+    history = [json.loads(line) for line in history_file.read_text().splitlines() if line.strip()]
+    if not -len(history) <= number < len(history):
+        raise SystemExit(f"--run {number}: {history_file} holds runs 0 to {len(history) - 1}")
+    number %= len(history)
+    command = f"python benchmarks/bench_serve.py --render-only --run {number}"
+    if history_file.resolve() != DEFAULT_HISTORY:
+        command += f" --history {_shell_word(str(history_file))}"
+    write_page(markdown(history[number], history, kept_notes(out), rendered_by=command), out)
 
 
 if __name__ == "__main__":

@@ -46,3 +46,12 @@ def facts_markdown(facts: dict[str, Any]) -> str:
     return (
         f"Measured {facts['date']} on {facts['cpu']} ({facts['cores']} cores), Python {facts['python']}; {libs}."
     )
+
+
+def results_header(command: str, *facts: dict[str, Any]) -> str:
+    """The line a results page starts with: the command that regenerates it (Markdown, code in backticks), the
+    machine(s) and the day(s) its figures were measured on, from the ``machine_facts`` of its runs."""
+    machines = list(dict.fromkeys(f"{f['cpu']}, {f['cores']} cores" for f in facts))
+    days = sorted({f["date"][:10] for f in facts})
+    date = days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}"
+    return f"Command: {command}; machine: {' and '.join(machines)}; date: {date}"

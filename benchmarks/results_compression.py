@@ -1,5 +1,6 @@
 """Regenerate docs/results/compression.md (+ .json, compression-frontier-*.png): retrieval quality per byte.
 
+Against: product quantization (and SQ, OPQ) of the raw vectors at the same bytes, and flat float32 search.
 Three parts, each saved to docs/results/compression-PART.json, and a report assembled from whatever parts exist:
 
 - ``quality`` (shared lock; no timing): Cranfield, both models, every encoding x {none, whitening-k, soft
@@ -31,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from machine import facts_markdown, machine_facts
+from machine import facts_markdown, machine_facts, results_header
 from whitevec._io import atomic_path
 from whitevec.datasets.retrieval import load_retrieval_dataset
 from whitevec.evaluation.frontier import pareto_front, plot_frontier
@@ -301,9 +302,13 @@ def _table(scores: list[RetrievalScore]) -> list[str]:
 def part_report() -> None:
     quality, knobs, timing = _load("quality"), _load("knobs"), _load("timing")
     text = ["# Compressed indexes: retrieval quality per byte (Cranfield)", ""]
+    measured = [part["machine"] for part in (quality, knobs, timing) if part]
     text += [
-        "Regenerate: `flock -s /work/cpu.lock python benchmarks/results_compression.py --part quality` (and "
-        "`--part knobs`; `flock -x ... --part timing`; then `--part report`).",
+        results_header(
+            "`flock -s /work/cpu.lock python benchmarks/results_compression.py --part quality` (and "
+            "`--part knobs`; `flock -x ... --part timing`; then `--part report`)",
+            *measured,
+        ),
         "",
     ]
     if quality:

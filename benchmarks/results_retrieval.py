@@ -18,7 +18,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from machine import facts_markdown, machine_facts
+from machine import facts_markdown, machine_facts, results_header
 from whitevec._io import atomic_path
 from whitevec.datasets.retrieval import load_retrieval_dataset
 from whitevec.encoder import Encoder
@@ -124,15 +124,29 @@ def main() -> None:
     print(f"wrote {out}", file=sys.stderr)
 
 
+COMMAND = (
+    "`python benchmarks/results_retrieval.py` (alone on the machine; the latency columns: "
+    "`python benchmarks/retrieval_latency.py --prepare`, then `--measure`)"
+)
+
+
 def write_results(
-    out: Path, reports: list[RetrievalReport], facts: dict[str, Any], dataset: Any, latency_note: str = ""
+    out: Path,
+    reports: list[RetrievalReport],
+    facts: dict[str, Any],
+    dataset: Any,
+    latency_note: str = "",
+    latency_facts: dict[str, Any] | None = None,
 ) -> None:
-    """retrieval.md and retrieval.json from the reports (``latency_note``: how the latency was re-measured)."""
+    """retrieval.md and retrieval.json from the reports (``latency_note``: how the latency was re-measured,
+    ``latency_facts``: the machine and date of that re-measurement)."""
     judged = len(dataset.judged_queries())
     text = [
         "# Retrieval on Cranfield: raw vs whitened vs whitened-k indexes",
         "",
-        f"Regenerate: `python benchmarks/results_retrieval.py` (alone on the machine) ({facts_markdown(facts)})",
+        results_header(COMMAND, facts, *([latency_facts] if latency_facts else [])),
+        "",
+        f"The full run: {facts_markdown(facts)}",
         "",
         f"Data: Cranfield 1400 ({len(dataset.corpus)} documents, {judged} judged queries, 1837 judgments). "
         "Every transform is fitted on the corpus vectors; exact flat FAISS index, cosine metric (vectors "

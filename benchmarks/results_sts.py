@@ -1,6 +1,8 @@
 """Regenerate docs/results/sts.md (and .json): STS Spearman x 100 for models x poolings x transforms.
 
-Every transform is fitted on the "target" sentences (all sentences of the evaluated task, all splits), per task.
+Every transform is fitted on the "target" sentences (all sentences of the evaluated task, all splits), per task,
+the protocol of the BERT-whitening and BERT-flow papers; each transform is compared with the same pooling's raw
+vectors (``none``).
 Run: `make results-sts` or `python benchmarks/results_sts.py [--models ...] [--transforms ...]`.
 Needs WHITEVEC_DATA (the shared data) and all-mpnet-base-v2 fetched (shared/models/fetch-all-mpnet-base-v2).
 """
@@ -16,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from machine import facts_markdown, machine_facts
+from machine import facts_markdown, machine_facts, results_header
 from whitevec._io import atomic_path
 from whitevec.datasets import load_sts_task
 from whitevec.encoder import Encoder
@@ -92,11 +94,14 @@ def main() -> None:
         for run in earlier["runs"]:
             model = run["model"]["model"]
             if model in kept:
-                runs.append({**run, "reused_from": earlier["machine"]["date"]})
+                # A run the earlier file had itself kept says when and where it was measured; keep that.
+                measured = {"reused_from": earlier["machine"]["date"], "machine": earlier["machine"]}
+                runs.append({**run, **{key: run.get(key, value) for key, value in measured.items()}})
                 reused_lines.append(
                     f"Rows of {model} with transforms {', '.join(sorted(kept[model]))} come from the earlier run "
                     f"of {earlier['machine']['date']}, where this run did not measure them."
                 )
+        reused_lines = list(dict.fromkeys(reused_lines))  # one line per model, however many runs it kept
         order = {
             key: i for i, key in enumerate((r["model"], r["pooling"], r["transform"]) for r in earlier["scores"])
         }
@@ -111,8 +116,11 @@ def main() -> None:
     }
     with atomic_path(args.out / "sts.json") as tmp:
         tmp.write_text(json.dumps(payload, indent=1) + "\n")
+    measured = [facts, *(run["machine"] for run in runs if "machine" in run)]
     lines = [
         "# STS results",
+        "",
+        results_header("`make results-sts` (`python benchmarks/results_sts.py`)", *measured),
         "",
         "Spearman x 100 between cosine similarity and gold scores. Each transform is fitted per task on",
         "that task's *target* sentences (every sentence of the task, all splits, de-duplicated; STS-B:",
@@ -126,8 +134,6 @@ def main() -> None:
         "",
         facts_markdown(facts) + f" Total time {time.perf_counter() - started:.0f} s.",
         *reused_lines,
-        "",
-        "Regenerate: `make results-sts` (or `python benchmarks/results_sts.py`).",
         "",
         *table(all_scores, tasks),
         "",

@@ -2,7 +2,7 @@
 
 STS Spearman x 100 (wmean) on the five STS tasks, per model and pooling. Token frequencies are counted with each
 model's own tokenizer on the union of every sentence of the five tasks (web-scale counts do worse here:
-docs/results/zipf-reasons.md).
+docs/notes/zipf-reasons.md).
 Every transform is fitted per task on that task's target sentences (all splits), as in results_sts.py.
 
 Methods (a pooling that reads one token, cls, takes no token weights: only the sentence-level rows run there):
@@ -35,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from machine import facts_markdown, machine_facts
+from machine import facts_markdown, machine_facts, results_header
 from results_sts import table
 from whitevec._io import atomic_path
 from whitevec.datasets import StsTask, load_sts_task
@@ -249,12 +249,17 @@ def main() -> None:
     lines = [
         "# STS with token-frequency weights: Zipfian whitening, SIF, uSIF",
         "",
-        "Spearman x 100 between cosine similarity and gold scores (wmean per task, as in sts.md). Every",
+        results_header(
+            "`python benchmarks/results_token_weights.py` (the runs listed below)",
+            *(run["machine"] for run in payload["runs"]),
+        ),
+        "",
+        "Spearman x 100 between cosine similarity and gold scores (wmean per task, as in [sts.md](sts.md)). Every",
         "transform is fitted per task on that task's target sentences (all splits, de-duplicated).",
         "Token frequencies p(w) are counted with each model's own tokenizer (special tokens left out) on the",
         f"union of all sentences of the tasks run ({', '.join(tasks)}), so the frequencies come from the",
         "evaluation text itself (unlabelled; the papers use Wikipedia-scale counts, which do worse here:",
-        "[zipf-reasons.md](zipf-reasons.md)).",
+        "[zipf-reasons.md](../notes/zipf-reasons.md)).",
         "",
         "- `none`: raw pooling; `whitening`: BERT-whitening; `flow`: `Flow()` with its defaults.",
         "- `zipfian`: Zipfian whitening (Yokoi et al. 2024, Algorithm 1): p(w)-weighted mean and covariance of",

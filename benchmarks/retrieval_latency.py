@@ -85,13 +85,15 @@ def main() -> None:
     now = machine_facts("faiss-cpu")
     note = (
         f"Latency columns re-measured {now['date']} on a quiet machine (1-minute load average {load:.2f} "
-        "before, under the exclusive CPU lock) by `benchmarks/retrieval_latency.py --measure`; the quality, "
-        "build and size columns are from the full run dated above."
+        "before, under the exclusive CPU lock) by `python benchmarks/retrieval_latency.py --measure`; the "
+        "quality, build and size columns are from the full run dated above."
     )
     for report in reports:
         report.notes = [n for n in report.notes if not n.startswith("latency re-measured")]
         report.notes.append(f"latency re-measured {now['date']}, load average {load:.2f}")
-    write_results(args.results.with_suffix(".md"), reports, full_run, dataset, latency_note=note)
+    write_results(
+        args.results.with_suffix(".md"), reports, full_run, dataset, latency_note=note, latency_facts=now
+    )
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_common import RESULTS, thread_env
-from machine import facts_markdown, machine_facts
+from machine import facts_markdown, machine_facts, results_header
 
 HERE = Path(__file__).resolve().parent
 DOCS = HERE.parent / "docs" / "results"
@@ -346,7 +346,7 @@ def flow_section() -> list[str]:
     out = ["## 5. Flow fitting beside whitening", ""]
     if md.exists():
         body = [line for line in md.read_text().splitlines() if not line.startswith("# ")]
-        out += ["From benchmarks/bench_flow_fit.py ([flow_fit.md](../../benchmarks/results/flow_fit.md)):", "",
+        out += ["From `benchmarks/bench_flow_fit.py` (its output: `benchmarks/results/flow_fit.md`):", "",
                 *body, ""]  # fmt: skip
     elif js.exists():
         runs = json.loads(js.read_text()).get("runs", [])
@@ -364,8 +364,10 @@ def flow_section() -> list[str]:
     return out
 
 
-def report(note: str = "") -> None:
-    facts = machine_facts(*PACKAGES)
+def report(note: str = "", facts: dict[str, Any] | None = None) -> None:
+    """bench.md and bench.json from the results in benchmarks/results; ``facts``: the machine the results were
+    measured on (default: this one, now)."""
+    facts = facts or machine_facts(*PACKAGES)
     losses: list[str] = []
     targets: list[str] = []
     sections: list[str] = []
@@ -384,10 +386,10 @@ def report(note: str = "") -> None:
     lines = [
         "# Benchmarks against the peers",
         "",
-        facts_markdown(facts) + " Machine RAM: 24 GiB. Heavy jobs ran one at a time; each ratio compares "
-        "systems measured by the same script minutes apart, each in a fresh process.",
+        results_header("`make bench` (`python benchmarks/run_all.py`)", facts),
         "",
-        "Regenerate: `make bench` (`python benchmarks/run_all.py`); raw numbers in bench.json.",
+        facts_markdown(facts) + " Machine RAM: 24 GiB. Heavy jobs ran one at a time; each ratio compares "
+        "systems measured by the same script minutes apart, each in a fresh process. Raw numbers in bench.json.",
         "",
         *([f"**Note:** {note}", ""] if note else []),
         "## Targets",
@@ -409,7 +411,11 @@ def report(note: str = "") -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--skip", default="", help=f"comma list of: {', '.join(BENCHES)}")
-    parser.add_argument("--report-only", action="store_true", help="rebuild bench.md from the existing JSON")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="rebuild bench.md from the existing JSON (and its machine facts)",
+    )
     parser.add_argument("--note", default="", help="a paragraph to print under the header (how this run differs)")
     args = parser.parse_args()
     if not args.report_only:
@@ -421,7 +427,10 @@ def main() -> None:
             print(f"== {name}", flush=True)
             subprocess.run([sys.executable, "-W", "ignore", str(HERE / script)], check=True, env=thread_env())
             print(f"== {name} done in {time.perf_counter() - started:.0f} s", flush=True)
-    report(args.note)
+    # Rebuilt from existing results, the report keeps the machine and date they were measured on.
+    earlier = DOCS / "bench.json"
+    kept = json.loads(earlier.read_text())["machine"] if args.report_only and earlier.is_file() else None
+    report(args.note, kept)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 Load: ``Encoder(model)`` (pooling ``model``, the folder's own modules) against ``SentenceTransformer(model)``.
 Export: ``whitevec export-st`` folders loaded by sentence-transformers in a fresh process against whitevec's
 transformed vectors. Each transform is fitted on the first ``--fit`` STS-B sentences (train+dev+test order) and
-every comparison runs on the next ``--eval`` sentences. Writes docs/results/st_equality.{json,md}.
+every comparison runs on the next ``--eval`` sentences. Writes docs/results/st_equality.{json,md}; the page's
+hand-written part (below its notes mark) is kept, and ``--render-only`` rewrites the page from the JSON.
 
     WHITEVEC_DATA=../shared/data python benchmarks/st_equality.py [--fit 4000] [--eval 1000]
 """
@@ -18,15 +19,20 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from machine import machine_facts, results_header
 from whitevec.datasets import load_sts_task
 from whitevec.encoder import Encoder
 from whitevec.st_export import export_sentence_transformer
 from whitevec.transforms import Flow, Transform, Whitening
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+NOTES_MARK = "<!-- notes: kept when the file is regenerated -->"
 MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
 # (pooling, transform name, transform factory); the flow only on MiniLM (its fit is the slow part).
 CASES = [
@@ -57,11 +63,60 @@ def st_encode(folders: list[Path], texts: list[str], work: Path) -> list[np.ndar
     return [np.load(work / f"st-{i}.npy") for i in range(len(folders))]
 
 
+def markdown(result: dict[str, Any]) -> list[str]:
+    """The page's generated part from the result JSON."""
+    machine = result.get("machine")
+    header = (
+        results_header(f"`{result['command']}`", machine)
+        if machine
+        else f"Command: `{result['command']}`; machine: not recorded ({result['threads']} CPUs); "
+        f"date: {result['date']}"
+    )
+    lines = [
+        "# whitevec and sentence-transformers: equality figures",
+        "",
+        header,
+        "",
+        f"{result['date']}, sentence-transformers {result['sentence_transformers']}, CPU float32. "
+        f"Transforms fitted on the first {result['fit_sentences']} STS-B sentences (train+dev+test order), "
+        f"compared on the next {result['eval_sentences']}.",
+        "",
+        "load: `Encoder(model)` (pooling `model`) vs `SentenceTransformer(model).encode`; export: "
+        "`SentenceTransformer(export-st folder, trust_remote_code=True).encode` in a fresh process vs "
+        "`transform.transform(Encoder(model, pooling).encode(texts))`.",
+        "",
+        "| model | direction | pooling | transform | max_length | max abs diff | max abs value |",
+        "|---|---|---|---|---:|---:|---:|",
+    ]
+    for r in result["rows"]:
+        lines.append(
+            f"| {r['model']} | {r['direction']} | {r['pooling']} | {r['transform']} | {r['max_length']} | "
+            f"{r['max_abs_diff']:.2e} | {r['max_abs_value']:.3g} |"
+        )
+    return lines
+
+
+def write_page(result: dict[str, Any]) -> None:
+    """st_equality.md: the generated part, then the hand-written part of the existing page (below NOTES_MARK)."""
+    page = RESULTS / "st_equality.md"
+    text = page.read_text() if page.is_file() else ""
+    notes = text.split(NOTES_MARK, 1)[1].strip() if NOTES_MARK in text else ""
+    lines = [*markdown(result), "", NOTES_MARK, "", *([notes, ""] if notes else [])]
+    page.write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--fit", type=int, default=4000)
     parser.add_argument("--eval", type=int, default=1000)
+    parser.add_argument(
+        "--render-only", action="store_true", help="measure nothing: rewrite the page from the JSON"
+    )
     args = parser.parse_args()
+    if args.render_only:
+        write_page(json.loads((RESULTS / "st_equality.json").read_text()))
+        return
     sentences = load_sts_task("stsb").sentences("target")
     fit_texts, eval_texts = sentences[: args.fit], sentences[args.fit : args.fit + args.eval]
     rows = []
@@ -117,31 +172,12 @@ def main() -> None:
         "fit_sentences": len(fit_texts),
         "eval_sentences": len(eval_texts),
         "threads": os.cpu_count(),
+        "machine": machine_facts("sentence-transformers"),
         "rows": rows,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "st_equality.json").write_text(json.dumps(result, indent=2) + "\n")
-    lines = [
-        "# whitevec and sentence-transformers: equality figures",
-        "",
-        f"{result['date']}, sentence-transformers {result['sentence_transformers']}, CPU float32. "
-        f"Transforms fitted on the first {len(fit_texts)} STS-B sentences (train+dev+test order), compared on "
-        f"the next {len(eval_texts)}. Command: `{result['command']}`.",
-        "",
-        "load: `Encoder(model)` (pooling `model`) vs `SentenceTransformer(model).encode`; export: "
-        "`SentenceTransformer(export-st folder, trust_remote_code=True).encode` in a fresh process vs "
-        "`transform.transform(Encoder(model, pooling).encode(texts))`.",
-        "",
-        "| model | direction | pooling | transform | max_length | max abs diff | max abs value |",
-        "|---|---|---|---|---:|---:|---:|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['model']} | {r['direction']} | {r['pooling']} | {r['transform']} | {r['max_length']} | "
-            f"{r['max_abs_diff']:.2e} | {r['max_abs_value']:.3g} |"
-        )
-    (RESULTS / "st_equality.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_page(result)
 
 
 if __name__ == "__main__":

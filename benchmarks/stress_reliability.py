@@ -31,6 +31,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.machine import cpu_model  # noqa: E402
+
 RESULT_FILE = REPO / "benchmarks" / "results" / "reliability.json"
 INTERRUPT_TESTS = [
     "tests/test_index_interrupt.py",  # SIGKILL and SIGINT in the middle of a build
@@ -158,7 +160,9 @@ def interrupts(runs: int, tests: list[str]) -> dict[str, Any]:
 
 
 def markdown(result: dict[str, Any]) -> str:
-    rows = ["| check | runs | bad | notes |", "|---|---:|---:|---|"]
+    """The run's header line (command, machine, date) and its table, for docs/results/reliability.md."""
+    header = f"Command: `{result['command']}`; machine: {result['machine']}; date: {result['date']}"
+    rows = [header, "", "| check | runs | bad | notes |", "|---|---:|---:|---|"]
     for part in result.get("race", []):
         note = (
             f"{part['rebuilds']} rebuilds ({part['rebuilds_per_second']}/s) in {part['seconds']} s; "
@@ -193,7 +197,8 @@ def main() -> None:
 
     result: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
+        "machine": f"{cpu_model()} ({platform.machine()}), {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}",
         "load_average_before": os.getloadavg(),
         "command": " ".join(["python", "benchmarks/stress_reliability.py", *sys.argv[1:]]),
     }
