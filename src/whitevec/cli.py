@@ -18,7 +18,6 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import click
 import typer
 
 from whitevec.datasets.paths import existing_file
@@ -41,11 +40,27 @@ from whitevec.preflight import (
 if TYPE_CHECKING:
     from whitevec.encoder import Encoder
 
-app = typer.Typer(
+
+def _no_command(ctx: typer.Context) -> None:
+    """A group named without a command (``whitevec``, ``whitevec index``): its help on stderr and exit status 2,
+    a usage error, so that a script whose command went missing fails. click >= 8.2 decides the same for
+    no_args_is_help; this callback makes it so with any click, and keeps the help off stdout."""
+    if ctx.invoked_subcommand is None:
+        with contextlib.redirect_stdout(sys.stderr):  # typer's rich help prints itself, on stdout
+            text = ctx.get_help()
+        if text:  # without rich, click returns the help instead
+            typer.echo(text, err=True)
+        raise typer.Exit(2)
+
+
+def _group(**kwargs: Any) -> typer.Typer:
+    """A command group; without a command it is a usage error (:func:`_no_command`)."""
+    return typer.Typer(callback=_no_command, invoke_without_command=True, add_completion=False, **kwargs)
+
+
+app = _group(
     name="whitevec",
     help="Sentence vectors from pretrained encoders, made isotropic, measured, and searchable.",
-    no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
 
@@ -633,7 +648,7 @@ def diagnose_command(
 
 
 # ---- token frequencies -----------------------------------------------------------------------------------
-frequencies_app = typer.Typer(help="Token frequencies for --token-weights.", no_args_is_help=True)
+frequencies_app = _group(help="Token frequencies for --token-weights.")
 app.add_typer(frequencies_app, name="frequencies")
 
 
@@ -665,9 +680,7 @@ def frequencies_count_command(
 
 
 # ---- index and search ------------------------------------------------------------------------------------
-index_app = typer.Typer(
-    help="Build a searchable index, inspect it, export it for plain FAISS.", no_args_is_help=True
-)
+index_app = _group(help="Build a searchable index, inspect it, export it for plain FAISS.")
 app.add_typer(index_app, name="index")
 IndexPoolingOpt = Annotated[
     str | None,
@@ -1313,6 +1326,37 @@ def serve_command(
     serve(index_dir, host=host, port=port, workers=workers)
 
 
+def _click_exception() -> type[Exception]:
+    """The ClickException of the click typer runs on: recent typer raises the classes of its own copy of click
+    (typer._click), which ``click.ClickException`` does not catch; older typer raises click's. typer.BadParameter,
+    public in every typer, is one of those classes, so its ClickException base is the one to catch."""
+    base = next((cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException"), None)
+    return base or typer.BadParameter
+
+
+def _context_of(argv: Sequence[str]) -> Any:
+    """A context for the command ``argv`` names (``index build``), for the usage of an error click raises without
+    one (an option missing its value)."""
+    command: Any = typer.main.get_command(app)
+    ctx = typer.Context(command, info_name="whitevec")
+    for token in argv:
+        command = getattr(command, "commands", {}).get(token)
+        if command is None:
+            break
+        ctx = typer.Context(command, info_name=token, parent=ctx)
+    return ctx
+
+
+def _show_usage_error(exc: Any, argv: Sequence[str]) -> None:
+    """A click error (bad usage) as whitevec reports bad input: the command's usage, the problem on one line, and
+    where the command's help is."""
+    ctx = getattr(exc, "ctx", None) or _context_of(argv)
+    typer.echo(ctx.get_usage(), err=True)
+    typer.echo(f"whitevec: error: {' '.join(exc.format_message().split())}", err=True)
+    if ctx.help_option_names:
+        typer.echo(f"Try '{ctx.command_path} {ctx.help_option_names[0]}' for help.", err=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: known errors become one line on stderr; bugs keep their traceback.
 
@@ -1320,7 +1364,7 @@ def main(argv: list[str] | None = None) -> int:
     read-only, no permission), 130 interrupted (Ctrl-C), 141 stdout closed by its reader.
     """
     try:
-        code = app(args=argv, standalone_mode=False)
+        code = app(args=argv, prog_name="whitevec", standalone_mode=False)
         with _writing_stdout():
             sys.stdout.flush()  # output still buffered meets a reader that left here, not at interpreter exit
     except _StdoutClosedError:
@@ -1336,12 +1380,12 @@ def main(argv: list[str] | None = None) -> int:
     except WhitevecError as exc:
         print(f"whitevec: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         code = exc.exit_code
-    except click.ClickException as exc:  # bad usage: click's own one-line message
-        exc.show()
-        raise SystemExit(exc.exit_code) from None
-    except (KeyboardInterrupt, click.exceptions.Abort):
+    except _click_exception() as exc:  # bad usage: a missing, unknown or bad option or argument
+        _show_usage_error(exc, sys.argv[1:] if argv is None else argv)
+        raise SystemExit(getattr(exc, "exit_code", 2)) from None
+    except (KeyboardInterrupt, typer.Abort):
         code = 130
     except (OSError, sqlite3.Error) as exc:
         # Disk full, read-only folder, no permission: faults of the environment, not bugs, so one line and no
@@ -1358,3 +1402,7 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(code, int) and code != 0:
         raise SystemExit(code)
     return 0
+
+
+if __name__ == "__main__":  # python -m whitevec.cli
+    main()
