@@ -221,7 +221,7 @@ def test_cells_in_each_format(capsys: pytest.CaptureFixture[str]) -> None:
     table = _table()
     _print_table(table, TableFormat.markdown)
     out = capsys.readouterr().out
-    assert out.splitlines()[0] == "title"
+    assert out.splitlines()[0] == "title" and out.endswith(" |\n\n")  # a line after the table is no row of it
     assert _markdown_rows(out)[2:] == [["a | b c", "0.12", "1,234,567"], ["nan", "-", "-"], ["numpy", "0.50", "7"]]
     _print_table(table, TableFormat.json)
     rows = json.loads(capsys.readouterr().out)["rows"]

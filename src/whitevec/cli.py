@@ -453,13 +453,14 @@ def _drawn(table: _Table) -> Any:
 
 
 def _markdown(table: _Table) -> str:
-    """The title, a blank line and a Markdown (GitHub) table: no width limit, no cell cut."""
+    """The title, a blank line, a Markdown (GitHub) table, no width limit, no cell cut, and a blank line that ends
+    it (a line after it would read as one more row)."""
 
     def line(cells: Sequence[str]) -> str:
         return "| " + " | ".join(" ".join(cell.split()).replace("|", "\\|") for cell in cells) + " |"
 
     rule = [":---" if column in table.text else "---:" for column in table.columns]
-    return "\n".join([table.title, "", line(table.columns), line(rule), *(line(row) for row in table.shown())])
+    return "\n".join([table.title, "", line(table.columns), line(rule), *(line(row) for row in table.shown()), ""])
 
 
 def _json(table: _Table) -> str:
