@@ -3,6 +3,11 @@
 Options are declared once. An option several commands share is an ``Annotated`` alias below (``ModelOpt``,
 ``DataDirOpt``, ...); the options every encoding command ends with (``--max-length`` to ``--quiet``) are the
 fields of :class:`RunOptions`, which :func:`with_run_options` adds to a command and hands it as one ``run``.
+
+A command that prints a table fills a :class:`_Table` (title, columns, rows of text and numbers) and hands it to
+:func:`_print_table` with its ``--format``: auto (a drawn table when stdout is a terminal it fits, else Markdown),
+table, markdown, json or csv. Bad usage (a missing, unknown or bad option or argument, a group without a
+command) is reported by :func:`main` like bad input: one line, exit status 2, no traceback.
 """
 
 from __future__ import annotations
@@ -10,15 +15,16 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import math
 import os
 import sqlite3
 import sys
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import click
 import typer
 
 from whitevec.datasets.paths import existing_file
@@ -41,11 +47,27 @@ from whitevec.preflight import (
 if TYPE_CHECKING:
     from whitevec.encoder import Encoder
 
-app = typer.Typer(
+
+def _no_command(ctx: typer.Context) -> None:
+    """A group named without a command (``whitevec``, ``whitevec index``): its help on stderr and exit status 2,
+    a usage error, so that a script whose command went missing fails. click >= 8.2 decides the same for
+    no_args_is_help; this callback makes it so with any click, and keeps the help off stdout."""
+    if ctx.invoked_subcommand is None:
+        with contextlib.redirect_stdout(sys.stderr):  # typer's rich help prints itself, on stdout
+            text = ctx.get_help()
+        if text:  # without rich, click returns the help instead
+            typer.echo(text, err=True)
+        raise typer.Exit(2)
+
+
+def _group(**kwargs: Any) -> typer.Typer:
+    """A command group; without a command it is a usage error (:func:`_no_command`)."""
+    return typer.Typer(callback=_no_command, invoke_without_command=True, add_completion=False, **kwargs)
+
+
+app = _group(
     name="whitevec",
     help="Sentence vectors from pretrained encoders, made isotropic, measured, and searchable.",
-    no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
 
@@ -324,16 +346,6 @@ def _save_json(report: Any, path: Path | None) -> None:
         typer.echo(f"wrote {path}", err=True)
 
 
-def _table(title: str, columns: Sequence[str], left: Collection[str]) -> Any:
-    """A rich table with these columns, those in ``left`` left-aligned and the others (numbers) right-aligned."""
-    from rich.table import Table
-
-    table = Table(title=title)
-    for column in columns:
-        table.add_column(column, justify="left" if column in left else "right")
-    return table
-
-
 class _StdoutClosedError(Exception):
     """stdout's reader went away (``whitevec search ... | head``); main() exits quietly."""
 
@@ -355,14 +367,145 @@ def _print(text: str) -> None:
 
 
 def _console() -> Any:
-    """A rich console on stdout whose broken pipe goes to main() (rich's own handler exits 1)."""
+    """A rich console on stdout whose broken pipe goes to main() (rich's own handler exits 1). It writes no ANSI
+    codes to a pipe, nor with NO_COLOR set (rich alone would still write bold and italics)."""
     from rich.console import Console
 
     class StdoutConsole(Console):
         def on_broken_pipe(self) -> None:
             raise _StdoutClosedError from None
 
-    return StdoutConsole()
+    return StdoutConsole(color_system=None if os.environ.get("NO_COLOR") else "auto")
+
+
+# ---- tables ----------------------------------------------------------------------------------------------
+class TableFormat(StrEnum):
+    """How a command prints its table (``--format``)."""
+
+    auto = "auto"
+    table = "table"
+    markdown = "markdown"
+    json = "json"
+    csv = "csv"
+
+
+FormatOpt = Annotated[
+    TableFormat,
+    typer.Option(
+        "--format",
+        case_sensitive=False,
+        help="How the table prints: auto (a drawn table on a terminal it fits, else Markdown), table, markdown, "
+        "json or csv (the rows alone on stdout; the lines around the table then go to stderr).",
+    ),
+]
+Cell = str | int | float | None
+
+
+def _cell(value: Any) -> Cell:
+    """A table cell: a numpy number as Python's (json refuses numpy integers); NaN as None, not measured (NaN is
+    no JSON number)."""
+    if hasattr(value, "item") and not isinstance(value, str):
+        value = value.item()
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+@dataclass
+class _Table:
+    """What a command prints as a table: a title, columns, and rows of cells (text, a number, or None for a figure
+    not measured, shown "-"). json and csv keep the numbers; ``formats`` (column -> format spec, e.g. ".2f") say
+    how the drawn table and Markdown show them. Columns in ``text`` are left-aligned, the others right-aligned."""
+
+    title: str
+    columns: Sequence[str]
+    text: Collection[str] = ()
+    formats: dict[str, str] = field(default_factory=dict)
+    rows: list[list[Cell]] = field(default_factory=list)
+
+    def add_row(self, *cells: Any) -> None:
+        if len(cells) != len(self.columns):
+            raise ValueError(f"{len(cells)} cells for {len(self.columns)} columns")
+        self.rows.append([_cell(cell) for cell in cells])
+
+    def shown(self) -> list[list[str]]:
+        """The cells as the drawn table and Markdown show them."""
+
+        def show(cell: Cell, spec: str) -> str:
+            if cell is None:
+                return "-"
+            return cell if isinstance(cell, str) else format(cell, spec)
+
+        return [
+            [show(cell, self.formats.get(c, "")) for c, cell in zip(self.columns, row, strict=True)]
+            for row in self.rows
+        ]
+
+
+def _drawn(table: _Table) -> Any:
+    """A rich table. Cells that do not fit wrap (fold), never cut to '…': a number is never lost."""
+    from rich.table import Table
+
+    drawn = Table(title=table.title)
+    for column in table.columns:
+        drawn.add_column(column, justify="left" if column in table.text else "right", overflow="fold")
+    for row in table.shown():
+        drawn.add_row(*row)
+    return drawn
+
+
+def _markdown(table: _Table) -> str:
+    """The title, a blank line, a Markdown (GitHub) table, no width limit, no cell cut, and a blank line that ends
+    it (a line after it would read as one more row)."""
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(" ".join(cell.split()).replace("|", "\\|") for cell in cells) + " |"
+
+    rule = [":---" if column in table.text else "---:" for column in table.columns]
+    return "\n".join([table.title, "", line(table.columns), line(rule), *(line(row) for row in table.shown()), ""])
+
+
+def _json(table: _Table) -> str:
+    """``{"title", "columns", "rows": [{column: value}]}``; numbers as numbers, None as null."""
+    import json
+
+    rows = [dict(zip(table.columns, row, strict=True)) for row in table.rows]
+    document = {"title": table.title, "columns": list(table.columns), "rows": rows}
+    return json.dumps(document, indent=2, ensure_ascii=False)
+
+
+def _csv(table: _Table) -> str:
+    """A header of the columns, then the rows; numbers in full (no thousands separators), None empty."""
+    import csv
+    import io
+
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(table.columns)
+    writer.writerows(["" if cell is None else cell for cell in row] for row in table.rows)
+    return text.getvalue().rstrip("\n")
+
+
+def _print_table(table: _Table, table_format: TableFormat) -> None:
+    """``table`` on stdout in ``table_format``. auto: the drawn table when stdout is a terminal that fits it
+    whole, else Markdown (a pipe, a log, a narrow terminal)."""
+    if table_format in (TableFormat.auto, TableFormat.table):
+        console = _console()
+        drawn = _drawn(table)
+        # Its natural width: measured within the console's width, a table is never wider than that.
+        natural = console.measure(drawn, options=console.options.update_width(1_000_000)).maximum
+        if table_format is TableFormat.table or (sys.stdout.isatty() and natural <= console.width):
+            console.print(drawn)
+            return
+        table_format = TableFormat.markdown
+    _print({TableFormat.markdown: _markdown, TableFormat.json: _json, TableFormat.csv: _csv}[table_format](table))
+
+
+def _say(table_format: TableFormat, text: str) -> None:
+    """A line that goes with a table: on stdout beside a table or Markdown; on stderr beside json or csv, which
+    stdout then holds alone."""
+    if table_format in (TableFormat.json, TableFormat.csv):
+        typer.echo(text, err=True)
+    else:
+        _print(text)
 
 
 # ---- foundation commands (encode, fit, eval) -------------------------------------------------------------
@@ -384,6 +527,7 @@ def eval_command(
     data_dir: DataDirOpt = None,
     variant: Annotated[str, typer.Option("--variant", help="original or senteval-tokenized text.")] = "original",
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the full results as JSON here.")] = None,
+    table_format: FormatOpt = TableFormat.auto,
     config: ConfigOpt = None,
     token_weights: TokenWeightsOpt = None,
     token_frequencies: TokenFrequenciesOpt = None,
@@ -416,23 +560,25 @@ def eval_command(
         report = evaluate_sts_poolings(
             encoder, poolings, loaded, transforms, fit_on, run.show_progress, encoding=encoding
         )
-    columns = ("task", "pooling", "transform", "pairs", "all", "mean", "wmean")
-    table = _table(f"STS Spearman x 100 - {model} (transform fitted on {fit_on})", columns, columns[:3])
+    table = _Table(
+        f"STS Spearman x 100 - {model} (transform fitted on {fit_on})",
+        ("task", "pooling", "transform", "pairs", "all", "mean", "wmean"),
+        text=("task", "pooling", "transform"),
+        formats=dict.fromkeys(("all", "mean", "wmean"), ".2f"),
+    )
     for score in report.scores:
-        n_pairs = sum(s.n_pairs for s in score.subsets)
         table.add_row(
             score.task,
             score.pooling,
             score.transform + ("" if score.encoding == "float32" else f" / {score.encoding}"),
-            str(n_pairs),
-            f"{score.all:.2f}",
-            f"{score.mean:.2f}",
-            f"{score.wmean:.2f}",
+            sum(s.n_pairs for s in score.subsets),
+            score.all,
+            score.mean,
+            score.wmean,
         )
-    console = _console()
-    console.print(table)
+    _print_table(table, table_format)
     for name in poolings:  # what ran: a name like "model" says little without the folder's modules
-        console.print(f"pooling {encoder.describe_pooling(name)}; max_length {encoder.max_length}")
+        _say(table_format, f"pooling {encoder.describe_pooling(name)}; max_length {encoder.max_length}")
     _save_json(report, json_out)
 
 
@@ -568,6 +714,7 @@ def diagnose_command(
         int, typer.Option("--min-types-per-bucket", help="Token types a frequency bucket needs to be shown.")
     ] = 20,
     json_only: Annotated[bool, typer.Option("--json-only", help="Write metrics.json only (no plots).")] = False,
+    table_format: FormatOpt = TableFormat.auto,
     token_weights: TokenWeightsOpt = None,
     token_frequencies: TokenFrequenciesOpt = None,
     *,
@@ -605,35 +752,32 @@ def diagnose_command(
             show_progress=run.show_progress,
         )
     written = write_report(report, out, json_only=json_only, command="whitevec " + " ".join(sys.argv[1:]))
-    table = _table(
+    shown = {  # column: (summary key, format)
+        "mean cos": ("mean_cosine", ".3f"),
+        "eff. rank": ("effective_rank", ".1f"),
+        "top-1 var": ("top1_share", ".1%"),
+        "I(W)": ("isotropy_iw", ".3g"),
+        "IsoScore": ("isoscore", ".3f"),
+        "align": ("alignment", ".3f"),
+        "unif": ("uniformity", ".3f"),
+        "STS": ("sts_spearman", ".2f"),
+    }
+    table = _Table(
         f"Anisotropy - {model}, {encoder.pooling.name}, {report.n_sentences} sentences",
-        ("transform", "mean cos", "eff. rank", "top-1 var", "I(W)", "IsoScore", "align", "unif", "STS"),
-        left=("transform",),
+        ("transform", *shown),
+        text=("transform",),
+        formats={column: spec for column, (_, spec) in shown.items()},
     )
-
-    def cell(value: Any, pattern: str) -> str:
-        return "-" if value is None else pattern.format(value)
-
     for row in report.summary():
-        table.add_row(
-            row["transform"],
-            cell(row["mean_cosine"], "{:.3f}"),
-            cell(row["effective_rank"], "{:.1f}"),
-            cell(row["top1_share"], "{:.1%}"),
-            cell(row["isotropy_iw"], "{:.3g}"),
-            cell(row["isoscore"], "{:.3f}"),
-            cell(row["alignment"], "{:.3f}"),
-            cell(row["uniformity"], "{:.3f}"),
-            cell(row["sts_spearman"], "{:.2f}"),
-        )
-    _console().print(table)
+        table.add_row(row["transform"], *(row[key] for key, _ in shown.values()))
+    _print_table(table, table_format)
     for key, note in report.notes.items():
         typer.echo(f"note ({key}): {note}", err=True)
     typer.echo(f"wrote {', '.join(str(p) for p in written.values())}", err=True)
 
 
 # ---- token frequencies -----------------------------------------------------------------------------------
-frequencies_app = typer.Typer(help="Token frequencies for --token-weights.", no_args_is_help=True)
+frequencies_app = _group(help="Token frequencies for --token-weights.")
 app.add_typer(frequencies_app, name="frequencies")
 
 
@@ -665,9 +809,7 @@ def frequencies_count_command(
 
 
 # ---- index and search ------------------------------------------------------------------------------------
-index_app = typer.Typer(
-    help="Build a searchable index, inspect it, export it for plain FAISS.", no_args_is_help=True
-)
+index_app = _group(help="Build a searchable index, inspect it, export it for plain FAISS.")
 app.add_typer(index_app, name="index")
 IndexPoolingOpt = Annotated[
     str | None,
@@ -884,7 +1026,8 @@ def search_command(
     index_dir: Annotated[Path, typer.Argument(help="Index folder.")],
     query: Annotated[list[str], typer.Argument(help="One or more queries.")],
     k: Annotated[int, typer.Option("-k", help="Results per query (clamped to the corpus size).")] = 10,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the hits as JSON (with metadata).")] = False,
+    table_format: FormatOpt = TableFormat.auto,
     device: DeviceOpt = None,
     config: Annotated[
         Path | None,
@@ -896,6 +1039,8 @@ def search_command(
     """Search an index; queries are encoded with the index's own model, pooling and transform."""
     import json
 
+    if json_out and table_format is not TableFormat.auto:
+        raise BadInputError("--json prints the hits as JSON; give it or --format, not both")
     existing_folder(index_dir, "index folder")
     if config is not None:
         from whitevec.index import read_manifest
@@ -912,13 +1057,18 @@ def search_command(
         ]
         _print(json.dumps(payload, indent=2, ensure_ascii=False))
         return
-    console = _console()
+    top = max(map(len, results), default=0)
+    table = _Table(
+        f"{index_dir} - top {top} per query",
+        ("query", "rank", "id", "score", "text"),
+        text=("query", "id", "text"),
+        formats={"score": ".4f"},
+    )
     for q, hits in zip(query, results, strict=True):
-        table = _table(f"{q!r} - top {len(hits)}", ("rank", "id", "score", "text"), left=("id", "text"))
         for rank, hit in enumerate(hits, start=1):
             text = hit.text if len(hit.text) <= 100 else hit.text[:97] + "..."
-            table.add_row(str(rank), hit.id, f"{hit.score:.4f}", text)
-        console.print(table)
+            table.add_row(q, rank, hit.id, hit.score, text)
+    _print_table(table, table_format)
 
 
 @app.command("eval-retrieval")
@@ -942,6 +1092,7 @@ def eval_retrieval_command(
         int, typer.Option("--latency-queries", help="Single queries timed (0: no timing, no QPS).")
     ] = 100,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+    table_format: FormatOpt = TableFormat.auto,
     encoding: Annotated[
         str,
         typer.Option(
@@ -991,39 +1142,43 @@ def eval_retrieval_command(
             latency_queries=latency_queries,
             show_progress=run.show_progress,
         )
-    columns = (
-        "pooling",
-        "transform",
-        "encoding",
-        "dim",
-        "bytes/vec",
-        "nDCG@10",
-        "R@100",
-        "MRR@10",
-        "index bytes",
-        "build s",
-        "p50 search ms",
-        "p99 search ms",
-        "p50 query ms",
-        "p99 query ms",
-        "QPS",
+    shown = {  # column: format
+        "pooling": "",
+        "transform": "",
+        "encoding": "",
+        "dim": "",
+        "bytes/vec": ",",
+        **dict.fromkeys(("nDCG@10", "R@100", "MRR@10"), ".2f"),
+        "index bytes": ",",
+        "build s": ".2f",
+        **dict.fromkeys(("p50 search ms", "p99 search ms"), ".3f"),
+        **dict.fromkeys(("p50 query ms", "p99 query ms"), ".1f"),
+        "QPS": ",.0f",
+    }
+    table = _Table(
+        f"{data.name} retrieval - {model} ({kind}/{metric}/{backend}, fitted on {fit_on})",
+        tuple(shown),
+        text=("pooling", "transform", "encoding"),
+        formats=shown,
     )
-    title = f"{data.name} retrieval - {model} ({kind}/{metric}/{backend}, fitted on {fit_on})"
-    table = _table(title, columns, left=("pooling", "transform", "encoding"))
     for s in report.scores:
-        table.add_row(*s.frontier_cells())
-    console = _console()
-    console.print(table)
+        table.add_row(
+            *(s.pooling, s.transform, s.encoding, s.dim, s.code_bytes),
+            *(100 * v for v in (s.ndcg_10, s.recall_100, s.mrr_10)),
+            *(s.index_bytes, s.build_s, s.p50_search_ms, s.p99_search_ms, s.p50_query_ms, s.p99_query_ms, s.qps),
+        )
+    _print_table(table, table_format)
     from whitevec.evaluation.frontier import pareto_front, plot_frontier
 
     front = pareto_front(report.scores, lambda s: s.code_bytes, lambda s: s.ndcg_10)
-    console.print(
+    _say(
+        table_format,
         f"{report.scores[0].n_queries} queries, {report.scores[0].n_docs} documents; quality in percent. "
         "bytes/vec = code bytes of one vector. search ms = search + fetch of one embedded query; query ms = "
         "encode (no cache) + transform + search + fetch; QPS = all queries in one batch. build s excludes the "
         f"one-off corpus encoding ({', '.join(f'{k}: {v:.1f} s' for k, v in report.corpus_encode_s.items())}).\n"
         "Pareto front (nDCG@10 per byte): "
-        + ", ".join(f"{s.label} ({s.code_bytes} B, {100 * s.ndcg_10:.2f})" for s in front)
+        + ", ".join(f"{s.label} ({s.code_bytes} B, {100 * s.ndcg_10:.2f})" for s in front),
     )
     for note in report.notes:
         typer.echo(f"note: {note}", err=True)
@@ -1086,6 +1241,7 @@ def tune_command(
     n_boot: Annotated[int, typer.Option("--bootstrap", help="Bootstrap resamples.")] = 1000,
     data_dir: DataDirOpt = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write every candidate's figures here.")] = None,
+    table_format: FormatOpt = TableFormat.auto,
     plot: Annotated[
         Path | None,
         typer.Option(
@@ -1186,41 +1342,39 @@ def tune_command(
     )
     items = "pairs" if result.kind == "sts" else "queries"
     title = f"whitevec tune - {result.metric} x 100 on {result.n_dev} dev {items}"
-    table = _table(title, columns, left=("model", "pooling", "transform", "encoding", "sig"))
-    for column in table.columns:
-        column.overflow = "fold"  # a narrow terminal wraps whitening-128-beta0-gamma0.25, never cuts it
-
-    def number(value: float | None, pattern: str = "{:.2f}") -> str:
-        return "-" if value is None else pattern.format(value)
-
+    table = _Table(
+        title,
+        columns,
+        text=("model", "pooling", "transform", "encoding", "sig"),
+        formats={"bytes": ",", "fit s": ".2f", "dev": ".2f", "gain": "+.2f", "test": ".2f"},
+    )
     for row in result.candidates:
-        cells = [
+        table.add_row(
             *([row.model] if several else []),
             row.pooling,
             ("* " if row.chosen else "") + row.transform,
             row.encoding,
-            str(row.dim),
-            f"{row.bytes_per_vector:,}",
-            number(row.fit_seconds),
-            number(row.dev) if row.status == "scored" else row.status,
-            number(row.gain, "{:+.2f}"),
-            "-" if row.low is None else f"[{row.low:+.2f}, {row.high:+.2f}]",
+            row.dim,
+            row.bytes_per_vector,
+            row.fit_seconds,
+            row.dev if row.status == "scored" else row.status,
+            row.gain,
+            None if row.low is None else f"[{row.low:+.2f}, {row.high:+.2f}]",
             "yes" if row.significant else "",
-            *([number(row.test)] if result.n_test else []),
-        ]
-        table.add_row(*cells)
-    console = _console()
-    console.print(table)
+            *([row.test] if result.n_test else []),
+        )
+    _print_table(table, table_format)
     chosen = result.chosen
-    console.print(
+    _say(
+        table_format,
         f"chosen: {chosen.candidate.label} ({chosen.bytes_per_vector:,} bytes per vector); dev gain over none "
         f"{chosen.gain:+.2f} [{chosen.low:+.2f}, {chosen.high:+.2f}]"
-        + ("" if chosen.significant or chosen is result.baseline else " (not significant: chosen for the budget)")
+        + ("" if chosen.significant or chosen is result.baseline else " (not significant: chosen for the budget)"),
     )
     check = result.check_summary()
     if check is not None:
         side = "test" if result.n_test else f"held-out folds ({len(result.checks)}-fold)"
-        console.print(f"on {side}: raw {check['raw']:.2f}, tuned {check['tuned']:.2f} ({check['gain']:+.2f})")
+        _say(table_format, f"on {side}: raw {check['raw']:.2f}, tuned {check['tuned']:.2f} ({check['gain']:+.2f})")
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)
     result.save_config(out)
@@ -1313,14 +1467,45 @@ def serve_command(
     serve(index_dir, host=host, port=port, workers=workers)
 
 
+def _click_exception() -> type[Exception]:
+    """The ClickException of the click typer runs on: recent typer raises the classes of its own copy of click
+    (typer._click), which ``click.ClickException`` does not catch; older typer raises click's. typer.BadParameter,
+    public in every typer, is one of those classes, so its ClickException base is the one to catch."""
+    base = next((cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException"), None)
+    return base or typer.BadParameter
+
+
+def _context_of(argv: Sequence[str]) -> Any:
+    """A context for the command ``argv`` names (``index build``), for the usage of an error click raises without
+    one (an option missing its value)."""
+    command: Any = typer.main.get_command(app)
+    ctx = typer.Context(command, info_name="whitevec")
+    for token in argv:
+        command = getattr(command, "commands", {}).get(token)
+        if command is None:
+            break
+        ctx = typer.Context(command, info_name=token, parent=ctx)
+    return ctx
+
+
+def _show_usage_error(exc: Any, argv: Sequence[str]) -> None:
+    """A click error (bad usage) as whitevec reports bad input: the command's usage, the problem on one line, and
+    where the command's help is."""
+    ctx = getattr(exc, "ctx", None) or _context_of(argv)
+    typer.echo(ctx.get_usage(), err=True)
+    typer.echo(f"whitevec: error: {' '.join(exc.format_message().split())}", err=True)
+    if ctx.help_option_names:
+        typer.echo(f"Try '{ctx.command_path} {ctx.help_option_names[0]}' for help.", err=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: known errors become one line on stderr; bugs keep their traceback.
 
-    Exit status: 0 done, 2 bad input (``WhitevecError``, usage), 1 a fault of the environment (disk full,
-    read-only, no permission), 130 interrupted (Ctrl-C), 141 stdout closed by its reader.
+    Exit status: 0 done, 2 bad input (``WhitevecError``, bad usage, a group without a command), 1 a fault of the
+    environment (disk full, read-only, no permission), 130 interrupted (Ctrl-C), 141 stdout closed by its reader.
     """
     try:
-        code = app(args=argv, standalone_mode=False)
+        code = app(args=argv, prog_name="whitevec", standalone_mode=False)
         with _writing_stdout():
             sys.stdout.flush()  # output still buffered meets a reader that left here, not at interpreter exit
     except _StdoutClosedError:
@@ -1336,12 +1521,12 @@ def main(argv: list[str] | None = None) -> int:
     except WhitevecError as exc:
         print(f"whitevec: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         code = exc.exit_code
-    except click.ClickException as exc:  # bad usage: click's own one-line message
-        exc.show()
-        raise SystemExit(exc.exit_code) from None
-    except (KeyboardInterrupt, click.exceptions.Abort):
+    except _click_exception() as exc:  # bad usage: a missing, unknown or bad option or argument
+        _show_usage_error(exc, sys.argv[1:] if argv is None else argv)
+        raise SystemExit(getattr(exc, "exit_code", 2)) from None
+    except (KeyboardInterrupt, typer.Abort):
         code = 130
     except (OSError, sqlite3.Error) as exc:
         # Disk full, read-only folder, no permission: faults of the environment, not bugs, so one line and no
@@ -1358,3 +1543,7 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(code, int) and code != 0:
         raise SystemExit(code)
     return 0
+
+
+if __name__ == "__main__":  # python -m whitevec.cli
+    main()

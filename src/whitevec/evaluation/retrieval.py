@@ -172,29 +172,6 @@ class RetrievalScore:
             f"{self.index_bytes:,}",
         ]
 
-    def frontier_cells(self) -> list[str]:
-        """pooling, transform, encoding, dim, code bytes/vector, nDCG@10, R@100, MRR@10 (percent), index bytes,
-        build s, p50/p99 search ms, p50/p99 query ms and batched QPS, formatted for a table."""
-
-        def ms(v: float) -> str:
-            return "-" if math.isnan(v) else f"{v:.3f}"
-
-        return [
-            self.pooling,
-            self.transform,
-            self.encoding,
-            str(self.dim),
-            f"{self.code_bytes:,}",
-            *(f"{100 * v:.2f}" for v in (self.ndcg_10, self.recall_100, self.mrr_10)),
-            f"{self.index_bytes:,}",
-            f"{self.build_s:.2f}",
-            ms(self.p50_search_ms),
-            ms(self.p99_search_ms),
-            "-" if math.isnan(self.p50_query_ms) else f"{self.p50_query_ms:.1f}",
-            "-" if math.isnan(self.p99_query_ms) else f"{self.p99_query_ms:.1f}",
-            "-" if math.isnan(self.qps) else f"{self.qps:,.0f}",
-        ]
-
 
 @dataclass
 class RetrievalReport:

@@ -1,0 +1,159 @@
+"""Usage errors of every command: the problem on one line, the command's usage, exit status 2, no traceback.
+
+The commands are found by walking the click command tree typer builds from the app, so a command added later is
+covered without touching this file.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import os
+import subprocess
+import sys
+import typing
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+
+from whitevec.cli import app
+
+from .test_cli import run_cli
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _walk(command: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """(path, command) for ``command`` and everything under it; a group has ``commands`` (name -> command)."""
+    yield path, command
+    for name, sub in sorted(getattr(command, "commands", {}).items()):
+        yield from _walk(sub, (*path, name))
+
+
+TREE = list(_walk(typer.main.get_command(app), ()))
+GROUPS = [path for path, command in TREE if getattr(command, "commands", None)]
+COMMANDS = {path: command for path, command in TREE if not getattr(command, "commands", None)}
+
+
+def _annotation(command: Any, name: str) -> Any:
+    """The Python type of parameter ``name`` of ``command`` (its function's signature, as typer read it), with
+    Annotated and Optional taken off."""
+    annotation = inspect.signature(command.callback, eval_str=True).parameters[name].annotation
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    arms = [arm for arm in typing.get_args(annotation) if arm is not type(None)]
+    return arms[0] if len(arms) == 1 else annotation
+
+
+def _options(command: Any) -> list[Any]:
+    return [p for p in command.params if p.param_type_name == "option" and not p.hidden]
+
+
+def _numeric_option(command: Any) -> str | None:
+    """The first option of ``command`` that takes an int or a float, if it has one."""
+    for param in _options(command):
+        if _annotation(command, param.name) in (int, float):
+            return str(param.opts[0])
+    return None
+
+
+def _valued_option(command: Any) -> str | None:
+    """The last option of ``command`` that takes a value (not a flag)."""
+    valued = [p for p in _options(command) if not p.is_flag and p.name != "help"]
+    return str(valued[-1].opts[0]) if valued else None
+
+
+def _choice_option(command: Any) -> str | None:
+    """The first option of ``command`` whose values are an Enum's."""
+    for param in _options(command):
+        kind = _annotation(command, param.name)
+        if isinstance(kind, type) and issubclass(kind, enum.Enum):
+            return str(param.opts[0])
+    return None
+
+
+def _cases() -> list[Any]:
+    """(command path, its arguments, what the error line must name) for every command: an unknown option; a
+    missing required parameter where it has one; a bad number where it takes one; an option without its value;
+    a bad choice where it has one."""
+    cases = []
+    for path, command in COMMANDS.items():
+        name = " ".join(path)
+        cases.append(pytest.param(path, ["--no-such-option"], "--no-such-option", id=f"{name}: unknown option"))
+        if any(p.required for p in command.params):
+            cases.append(pytest.param(path, [], "Missing", id=f"{name}: missing parameter"))
+        numeric = _numeric_option(command)
+        if numeric is not None:
+            cases.append(pytest.param(path, [numeric, "abc"], numeric, id=f"{name}: bad number"))
+        valued = _valued_option(command)
+        if valued is not None:
+            cases.append(pytest.param(path, [valued], valued, id=f"{name}: option without value"))
+        choice = _choice_option(command)
+        if choice is not None:
+            cases.append(pytest.param(path, [choice, "nonsense"], choice, id=f"{name}: bad choice"))
+    return cases
+
+
+def _check_usage_error(code: int, out: str, err: str, path: tuple[str, ...], needle: str) -> None:
+    """Status 2; one line `whitevec: error: ...` naming ``needle``; the usage of the command at ``path`` and the
+    hint to its --help; nothing on stdout (a pipe reads no help text); no traceback anywhere."""
+    assert code == 2, (path, code, err)
+    assert "Traceback" not in err and "Traceback" not in out
+    errors = [line for line in err.splitlines() if line.startswith("whitevec: error: ")]
+    assert len(errors) == 1, err
+    assert needle in errors[0], err
+    command = " ".join(("whitevec", *path))
+    assert err.splitlines()[0].startswith(f"Usage: {command} "), err
+    assert f"Try '{command} --help' for help." in err.splitlines(), err
+    assert out == "", out
+
+
+def test_every_command_is_walked() -> None:
+    """The walk finds the commands (a walk that found none would make the cases below vacuous)."""
+    assert {("eval",), ("index", "build"), ("frequencies", "count"), ("search",), ("tune",)} <= set(COMMANDS)
+    assert {(), ("index",), ("frequencies",)} <= set(GROUPS)
+
+
+@pytest.mark.parametrize(("path", "args", "needle"), _cases())
+def test_usage_error_is_one_line_and_exit_2(
+    path: tuple[str, ...], args: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_cli([*path, *args], capsys)
+    _check_usage_error(code, out, err, path, needle)
+
+
+@pytest.mark.parametrize("path", GROUPS, ids=lambda path: " ".join(("whitevec", *path)))
+def test_a_group_without_a_command_prints_its_help_and_exits_2(
+    path: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`whitevec` or `whitevec index` alone: the group's help on stderr and status 2 (a script whose command went
+    missing fails, as click >= 8.2 decides), nothing on stdout."""
+    code, out, err = run_cli(list(path), capsys)
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert f"Usage: {' '.join(('whitevec', *path))} [OPTIONS] COMMAND" in err
+    group = typer.main.get_command(app)
+    for name in path:
+        group = group.commands[name]
+    assert all(name in err for name in group.commands), err
+
+
+def test_help_is_no_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(["index", "build", "--help"], capsys)
+    assert code == 0 and "Usage: whitevec index build" in out and err == ""
+
+
+@pytest.mark.parametrize(
+    ("path", "args", "needle"),
+    [(("index", "build"), [], "Missing option '--corpus'"), (("eval",), ["--batch-size", "abc"], "--batch-size")],
+    ids=["missing option", "bad number"],
+)
+def test_usage_error_in_a_real_process(path: tuple[str, ...], args: list[str], needle: str) -> None:
+    """`python -m whitevec.cli` as a user runs it: no traceback, status 2, the usage names the command."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-m", "whitevec.cli", *path, *args], capture_output=True, text=True, env=env, timeout=120
+    )
+    _check_usage_error(done.returncode, done.stdout, done.stderr, path, needle)
