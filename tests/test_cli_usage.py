@@ -157,3 +157,20 @@ def test_usage_error_in_a_real_process(path: tuple[str, ...], args: list[str], n
         [sys.executable, "-m", "whitevec.cli", *path, *args], capture_output=True, text=True, env=env, timeout=120
     )
     _check_usage_error(done.returncode, done.stdout, done.stderr, path, needle)
+
+
+@pytest.mark.parametrize("path", [(), ("index",)], ids=["whitevec", "whitevec index"])
+def test_help_to_a_reader_that_leaves_early_is_no_error(path: tuple[str, ...]) -> None:
+    """`whitevec --help | head -1`: typer's rich console handles the broken pipe by exiting 1; main() reports it
+    as every other closed stdout, 141 and quiet."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "whitevec.cli", *path, "--help"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()
+    err = child.stderr.read().decode()
+    assert child.wait(timeout=120) == 141 and err == "", err

@@ -1498,16 +1498,32 @@ def _show_usage_error(exc: Any, argv: Sequence[str]) -> None:
         typer.echo(f"Try '{ctx.command_path} {ctx.help_option_names[0]}' for help.", err=True)
 
 
+def _stdout_is_devnull() -> bool:
+    """Whether file descriptor 1 is /dev/null (where rich's broken-pipe handler points it)."""
+    try:
+        here, null = os.fstat(sys.stdout.fileno()), os.stat(os.devnull)
+    except (OSError, ValueError, AttributeError):  # no real stdout (captured in tests, closed)
+        return False
+    return (here.st_dev, here.st_ino) == (null.st_dev, null.st_ino)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: known errors become one line on stderr; bugs keep their traceback.
 
     Exit status: 0 done, 2 bad input (``WhitevecError``, bad usage, a group without a command), 1 a fault of the
     environment (disk full, read-only, no permission), 130 interrupted (Ctrl-C), 141 stdout closed by its reader.
     """
+    stdout_was_devnull = _stdout_is_devnull()
     try:
         code = app(args=argv, prog_name="whitevec", standalone_mode=False)
         with _writing_stdout():
             sys.stdout.flush()  # output still buffered meets a reader that left here, not at interpreter exit
+    except SystemExit as exc:
+        # typer prints help through its own rich console, whose broken-pipe handler points stdout at /dev/null
+        # and exits 1 (`whitevec --help | head -1`): the same reader leaving as below, so the same 141.
+        if exc.code == 1 and not stdout_was_devnull and _stdout_is_devnull():
+            raise SystemExit(141) from None
+        raise
     except _StdoutClosedError:
         # `whitevec search ... | head`: the reader had enough, which is no error of the user or the system, so
         # no message. The status is the one a shell shows for cat, grep or any tool stopped by SIGPIPE (128 +
