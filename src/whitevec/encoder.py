@@ -837,8 +837,8 @@ def _lower_case(tokenizer: Any) -> None:
 
 # What one more forward pass costs beyond its tokens, counted in tokens, per compute backend: splitting a batch
 # pays this once more and saves the padding of the shorter texts. A forward of n texts of L tokens takes about
-# (overhead + n * L) times the cost of one token. Measured with benchmarks/forward_cost.py on all-MiniLM-L6-v2
-# (2 CPU threads): float32 48-64, int8 27, bf16 189-271 (oneDNN's bf16 matmuls cost more per call).
+# (overhead + n * L) times the cost of one token. Measured with benchmarks/investigations/forward_cost.py on
+# all-MiniLM-L6-v2 (2 CPU threads): float32 48-64, int8 27, bf16 189-271 (oneDNN bf16 matmuls cost more per call).
 FORWARD_OVERHEAD_TOKENS = {"torch": 64, "int8": 32, "bf16": 224}
 
 # bf16 pads each batch to a multiple of this many tokens. Why: oneDNN builds (JITs) a kernel for every new

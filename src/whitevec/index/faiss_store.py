@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 # A search of fewer multiply-adds than this runs on one OpenMP thread (about 6 ms of one core here). Why: faiss's
 # pool then costs more than it saves while torch's threads hold the cores. 32 queries on 1,400 x 256 (11.5M)
 # took 1.0 ms on one thread every time, and 0.7 ms median but 3.2-3.6 ms mean on the pool of two: some searches
-# waited whole time slices for a pool thread (benchmarks/faiss_threads.py).
+# waited whole time slices for a pool thread (docs/notes/faiss-threads.md).
 POOL_WORK = 2**26
 
 # Defaults: HNSW M=32/efConstruction=40 are faiss's own; efSearch 64 (faiss: 16) trades a little speed for
