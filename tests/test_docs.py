@@ -17,10 +17,10 @@ code blocks, one test per file (its id is the file's path):
   same way. A failure names FILE:LINE of the failing line. A file with runnable blocks is skipped when the shared
   data is missing.
 
-Checking another checkout's pages (a docs helper's worktree) with that checkout's package::
+Checking another checkout's pages (a git worktree where docs are being written) with that checkout's package::
 
-    cd /work/wt/content && WHITEVEC_DOCS_ROOT=$PWD PYTHONPATH=$PWD/src WHITEVEC_DATA=/work/shared/data \\
-        /work/main/.venv/bin/python -m pytest -q /work/wt/site/tests/test_docs.py -k "docs/how-to"
+    cd OTHER_CHECKOUT && WHITEVEC_DOCS_ROOT=$PWD PYTHONPATH=$PWD/src WHITEVEC_DATA=../shared/data \\
+        MAIN/.venv/bin/python -m pytest -q MAIN/tests/test_docs.py -k "docs/how-to"
 
 ``WHITEVEC_DOCS_ROOT`` (default: this checkout) is the folder holding README.md and docs/; ``tested-by``
 markers are looked up under it too. When it is set, the test refuses to run blocks against a whitevec imported
