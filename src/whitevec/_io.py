@@ -1,4 +1,5 @@
-"""Safe writes and file checksums shared by every piece that puts something on disk."""
+"""Safe writes and file checksums shared by every piece that puts something on disk; storage faults of any
+writer as one OSError naming the file (``writing_to``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import os
 import re
 import shutil
 import socket
+import sqlite3
+import stat
 import tempfile
 import threading
 import urllib.parse
@@ -19,26 +22,31 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from whitevec.errors import WhitevecError
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it is flushed and renamed over ``path``.
 
     A crash or exception leaves any earlier file at ``path`` untouched and removes the temporary one. The file
-    gets the permissions of a newly created one (0666 less the umask), whatever the writer made it with.
+    gets the permissions of a newly created one (0666 less the umask), whatever the writer made it with. The
+    write runs inside :func:`writing_to`: a full disk, whichever library met it, leaves as an OSError naming
+    ``path``.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(target)
-    fd, tmp_name = tempfile.mkstemp(prefix=_prefix(target), suffix=suffix + ".tmp", dir=target.parent)
+    with _naming(target):
+        fd, tmp_name = tempfile.mkstemp(prefix=_prefix(target), suffix=suffix + ".tmp", dir=target.parent)
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        yield tmp
-        # After the writer: some (safetensors) recreate the file with 0600 of their own.
-        os.chmod(tmp, 0o666 & ~_UMASK)
-        with open(tmp, "rb+") as handle:
-            os.fsync(handle.fileno())
+        with writing_to(target):
+            yield tmp
+            # After the writer: some (safetensors) recreate the file with 0600 of their own.
+            os.chmod(tmp, 0o666 & ~_UMASK)
+            _fsync_path(tmp)
         os.replace(tmp, target)
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -50,7 +58,9 @@ def atomic_dir(path: str | os.PathLike[str], before_swap: Callable[[], None] | N
     """Yield a temporary folder beside ``path``; on success it replaces ``path`` as a whole.
 
     An older folder at ``path`` survives until the new one is complete; an interrupted build leaves it intact.
-    The new folder's files are flushed to disk before the swap, so a power loss leaves one whole version too.
+    The new folder's files are flushed to disk before the swap, so a power loss leaves one whole version too, and
+    every file and folder in it gets the permissions a new one would (the umask), whatever its writer chose.
+    A fault of the storage met inside names the file by the path it would have had (``path/...``).
     Where the system can (Linux), the two folders are exchanged in one step, so ``path`` never goes missing and
     a reader that opened the older folder keeps a whole version until it is done (see ``swap_in``).
     ``before_swap`` runs just before the swap, under :func:`writers_lock` on the parent folder (no other writer
@@ -59,11 +69,12 @@ def atomic_dir(path: str | os.PathLike[str], before_swap: Callable[[], None] | N
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(target)
-    tmp = Path(tempfile.mkdtemp(prefix=_prefix(target), suffix=".tmp", dir=target.parent))
-    os.chmod(tmp, 0o777 & ~_UMASK)  # mkdtemp makes 0700: another account could not read the index
+    with _naming(target):
+        tmp = Path(tempfile.mkdtemp(prefix=_prefix(target), suffix=".tmp", dir=target.parent))
     try:
-        yield tmp
-        _fsync_tree(tmp)
+        with _naming(target):  # the writes inside are wrapped in writing_to where they happen
+            yield tmp
+            _seal_tree(tmp)
         with writers_lock(target.parent):
             if before_swap is not None:
                 before_swap()
@@ -74,24 +85,109 @@ def atomic_dir(path: str | os.PathLike[str], before_swap: Callable[[], None] | N
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+# Faults of the storage: a full disk (or quota), a read-only file system, a refused permission, a failing disk.
+_STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EFBIG)
+# Rust's io::Error ends its text with the code: safetensors' "I/O error: No space left on device (os error 28)".
+_RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+# SQLite result codes (low byte) of the same faults: PERM, READONLY, IOERR, FULL.
+_SQLITE_STORAGE = {3: errno.EACCES, 8: errno.EROFS, 10: errno.EIO, 13: errno.ENOSPC}
+
+
+def storage_errno(exc: BaseException) -> int | None:
+    """The errno of a storage fault reported by a library that raises its own exception type, else None:
+    safetensors' SafetensorError (``... (os error 28)``), faiss's RuntimeError (``... write error in PATH: ...
+    (No space left on device)``), a SQLite error whose code is FULL, READONLY, IOERR or PERM."""
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", None)
+        return _SQLITE_STORAGE.get(code & 0xFF) if isinstance(code, int) else None
+    text = str(exc)
+    found = _RUST_OS_ERROR.search(text)
+    if found is not None and int(found[1]) in _STORAGE_ERRNOS:
+        return int(found[1])
+    return next((code for code in _STORAGE_ERRNOS if os.strerror(code) in text), None)
+
+
+@contextlib.contextmanager
+def writing_to(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Around a write of ``path`` by any writer (Python, numpy, safetensors, faiss, SQLite): a fault of the
+    storage leaves as an OSError with its errno, naming ``path``, which the command line prints as one line
+    (exit 1), whichever library met it; any other exception passes unchanged.
+
+    Python's own writes raise OSError, often naming no file (a failed ``write()``): ``path`` is named. A name of
+    one of ``path``'s temporaries (see ``atomic_path``), or of a file inside one, is given as the path it would
+    have had: the user knows the file by that name.
+    """
+    with _naming(Path(path)):
+        try:
+            yield
+        except (OSError, WhitevecError):  # already a fault of the environment, or whitevec's own message
+            raise
+        except Exception as exc:
+            code = storage_errno(exc)
+            if code is None:
+                raise
+            raise OSError(code, os.strerror(code), os.fspath(path)) from exc
+
+
+@contextlib.contextmanager
+def _naming(target: Path) -> Iterator[None]:
+    """An OSError from inside names ``target`` when it names no file, and ``target/...`` where it names one of
+    ``target``'s temporaries or a file inside one."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno is None or isinstance(exc, WhitevecError):  # DataNotFoundError: a message, not a fault
+            raise
+        if exc.filename is None:
+            exc.filename = os.fspath(target)
+        for attribute in ("filename", "filename2"):
+            name = getattr(exc, attribute)
+            if name is not None:
+                setattr(exc, attribute, _final_name(os.fsdecode(name), target))
+        raise
+
+
+def _final_name(name: str, target: Path) -> str:
+    """``name`` with a temporary of ``target`` (``.NAME.HOST-PID.RANDOM.tmp``) replaced by ``target``."""
+    try:
+        relative = os.path.relpath(os.path.abspath(name), os.path.abspath(target.parent))
+    except ValueError:  # another drive (Windows)
+        return name
+    first, _, rest = relative.partition(os.sep)
+    if relative.startswith(os.pardir) or not first.startswith(_prefix(target)):
+        return name
+    return os.path.join(target, rest) if rest else os.fspath(target)
+
+
 def _fsync_path(path: Path) -> None:
+    """Flush ``path`` to disk. A file's failure (a full disk met only now, an I/O error) raises OSError naming
+    it: the data may not be there. A folder's is ignored: some file systems refuse fsync on a folder."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
-    except OSError:  # some file systems refuse fsync on a folder; the files themselves were synced
-        pass
+    except OSError as exc:
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            exc.filename = os.fspath(path)
+            raise
     finally:
         os.close(fd)
 
 
-def _fsync_tree(folder: Path) -> None:
-    """Flush every file and folder under ``folder`` to disk (before it is published by a rename)."""
-    for root, _, names in os.walk(folder):
+def _seal_tree(folder: Path) -> None:
+    """Give every file and folder under ``folder`` (itself included) the permissions a new one gets under the
+    umask, as ``open()`` and ``mkdir()`` would (mkdtemp makes 0700, safetensors 0600: another account could not
+    read the index), and flush them to disk (before the folder is published by a rename)."""
+    for root, folders, names in os.walk(folder):
         for name in names:
             path = Path(root) / name
             if path.is_file() and not path.is_symlink():
+                os.chmod(path, 0o666 & ~_UMASK)
                 _fsync_path(path)
+        for name in folders:
+            if not (Path(root) / name).is_symlink():  # chmod would follow it out of the folder
+                os.chmod(Path(root) / name, 0o777 & ~_UMASK)
         _fsync_path(Path(root))
+    os.chmod(folder, 0o777 & ~_UMASK)
 
 
 # One lock per folder in this process: flock locks belong to an open file, so a second flock from this process
@@ -263,7 +359,8 @@ def check_writable_parent(target: Path) -> None:
     table, or root's view of either.
     """
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, probe = tempfile.mkstemp(prefix=_prefix(target), suffix=".tmp", dir=target.parent)
+    with _naming(target):  # the probe's own name is noise
+        fd, probe = tempfile.mkstemp(prefix=_prefix(target), suffix=".tmp", dir=target.parent)
     os.close(fd)
     os.unlink(probe)
 

@@ -42,6 +42,7 @@ from whitevec.preflight import (
     existing_folder,
     input_file,
     model_hidden_size,
+    parse_device,
 )
 
 if TYPE_CHECKING:
@@ -108,7 +109,14 @@ MaxLengthOpt = Annotated[
     ),
 ]
 BatchOpt = Annotated[int, typer.Option("--batch-size", help="Texts per forward pass.")]
-DeviceOpt = Annotated[str | None, typer.Option("--device", help="torch device (default: cuda if present).")]
+DeviceOpt = Annotated[
+    str | None,
+    # The form is checked as the option is parsed (no torch import); whether this machine has the device, by the
+    # Encoder before the model loads (with --engine ray, the workers' machines).
+    typer.Option(
+        "--device", help="torch device: cpu, cuda, cuda:N, mps (default: cuda if present).", callback=parse_device
+    ),
+]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the vector cache.")]
 ComputeOpt = Annotated[
     str,

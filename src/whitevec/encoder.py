@@ -45,7 +45,7 @@ import torch
 from whitevec.encoding import COMPUTE_BACKENDS
 from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.models import DEFAULT_MODEL, resolve_model
-from whitevec.preflight import sqlite_fault, vector_cache_folder
+from whitevec.preflight import check_device, sqlite_fault, vector_cache_folder
 from whitevec.st_config import (
     SentenceTransformersConfig,
     UnsupportedModuleError,
@@ -329,8 +329,10 @@ class Encoder:
         token_weights: str | TokenWeighting | None = None,
         token_frequencies: str | os.PathLike[str] | TokenFrequencies | None = None,
     ) -> None:
-        # First, before any heavy import or model load: a cache folder that cannot work fails in milliseconds.
+        # First, before any heavy import or model load: a cache folder that cannot work fails in milliseconds, a
+        # device this machine lacks is named with those it has (torch's own errors are tracebacks).
         self._cache_folder = vector_cache_folder(cache)
+        device = check_device(device)
         self._caches: dict[str, VectorCache] = {}
         from transformers import AutoConfig, AutoModel
         from transformers.utils import logging as hf_logging

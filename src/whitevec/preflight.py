@@ -1,4 +1,4 @@
-"""Checks made before any model loads: outputs writable, enough free space, the vector cache usable.
+"""Checks made before any model loads: outputs writable, enough free space, the vector cache usable, the device.
 
 A job that encodes a corpus for minutes must not learn at the end that its output folder is read-only or its
 disk full. These checks cost milliseconds and import nothing heavy (no torch, numpy or scipy), so the command
@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
 import sqlite3
 from collections.abc import Iterable
@@ -156,6 +157,75 @@ def vector_cache_folder(cache: bool | str | os.PathLike[str]) -> Path | None:
             f"{exc.strerror or exc} ({source}); use a writable folder, or pass --no-cache (cache=False)"
         ) from None
     return folder
+
+
+_DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu")
+_DEVICE_FORM = re.compile(r"(?P<kind>[a-z]+)(?::(?P<number>[0-9]+))?")
+
+
+def parse_device(device: str | None) -> str | None:
+    """``device`` in torch's form (``cpu``, ``cuda``, ``cuda:N``, ``mps``, ``xpu``), lower-cased; None stays None
+    (the default: cuda when present, else cpu). Checks the form only, without importing torch: a typo is
+    reported at once, and a device that only a remote worker has (``--engine ray``) is not refused here.
+
+    Raises:
+        BadInputError: not a device whitevec can run on (``bogus``, ``cuda:x``).
+    """
+    if device is None:
+        return None
+    name = device.strip().lower()
+    form = _DEVICE_FORM.fullmatch(name)
+    if form is None or form["kind"] not in _DEVICE_TYPES:
+        raise BadInputError(f"unknown device {device!r}; valid: cpu, cuda, cuda:N, mps, xpu")
+    return name
+
+
+def check_device(device: str | None) -> str | None:
+    """``device`` (see ``parse_device``) checked against this machine and this torch build, before a model is put
+    on it; returns it lower-cased. torch is imported only for a device other than the CPU, by callers about to
+    load a model onto it anyway.
+
+    Raises:
+        BadInputError: an unknown form, or a device this machine lacks; the message lists those it has.
+    """
+    name = parse_device(device)
+    if name is None or name.split(":")[0] == "cpu":
+        return name
+    devices = available_devices()
+    if name not in devices:
+        raise BadInputError(
+            f"device {name!r} is not available here ({_device_note(name)}); available: {', '.join(devices)}"
+        )
+    return name
+
+
+def available_devices() -> list[str]:
+    """The devices this torch build can use on this machine: ``cpu``, then ``cuda`` and ``cuda:0`` ... (and the
+    same for ``xpu``, ``mps``) where present."""
+    import torch
+
+    found = ["cpu"]
+    for kind in ("cuda", "xpu"):
+        backend = getattr(torch, kind, None)
+        if backend is not None and backend.is_available():
+            found += [kind, *(f"{kind}:{n}" for n in range(backend.device_count()))]
+    if torch.backends.mps.is_available():
+        found += ["mps", "mps:0"]
+    return found
+
+
+def _device_note(name: str) -> str:
+    """Why ``name`` is missing, in a few words."""
+    import torch
+
+    kind = name.split(":")[0]
+    if kind == "cuda" and torch.version.cuda is None and torch.version.hip is None:
+        return f"torch {torch.__version__} was built without CUDA"
+    if kind == "mps" and not torch.backends.mps.is_built():
+        return f"torch {torch.__version__} was built without MPS"
+    backend = getattr(torch, kind, None)
+    count = backend.device_count() if backend is not None and hasattr(backend, "device_count") else 0
+    return f"{count} {kind} device{'' if count == 1 else 's'} found"
 
 
 # SQLite result codes (the low byte of an extended code) that mean the disk or the system failed, not the code.

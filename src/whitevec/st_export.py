@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import save_file
 
-from whitevec._io import atomic_dir, write_json
+from whitevec._io import atomic_dir, write_json, writing_to
 from whitevec._version import __version__
 from whitevec.encoder import Encoder, get_pooling
 from whitevec.errors import BadInputError, DimensionMismatchError
@@ -131,14 +131,17 @@ def export_sentence_transformer(
                 if module.config is not None:
                     write_json(tmp / folder / "config.json", module.config)
                 if module.weights is not None:
-                    save_file(
-                        {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in module.weights.items()},
-                        str(tmp / folder / "model.safetensors"),
-                    )
+                    weights = tmp / folder / "model.safetensors"
+                    with writing_to(weights):
+                        save_file(
+                            {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in module.weights.items()},
+                            str(weights),
+                        )
         write_json(tmp / MODULES_FILE, entries)
         write_json(tmp / MODEL_CONFIG, _model_config())
         write_json(tmp / EXPORT_RECORD, record)
-        (tmp / "README.md").write_text(_card(record), encoding="utf-8")
+        with writing_to(tmp / "README.md"):
+            (tmp / "README.md").write_text(_card(record), encoding="utf-8")
     return target
 
 
@@ -168,7 +171,8 @@ def _copy_transformer(encoder: Encoder, folder: Path, hidden_states: bool) -> No
     source = encoder.model_path
     for path in sorted(source.iterdir()):
         if path.is_file() and path.name not in _NOT_COPIED:
-            shutil.copyfile(path, folder / path.name)  # follows the hub cache's symlinks
+            with writing_to(folder / path.name):
+                shutil.copyfile(path, folder / path.name)  # follows the hub cache's symlinks
     if hidden_states:
         config = json.loads((source / "config.json").read_text(encoding="utf-8"))
         config["output_hidden_states"] = True

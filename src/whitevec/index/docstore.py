@@ -9,7 +9,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from whitevec._io import sqlite_uri
+from whitevec._io import sqlite_uri, writing_to
 from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError, CorruptFileError
 
@@ -22,21 +22,20 @@ def write_docs(path: Path, docs: Iterable[Document], start_row: int = 0) -> int:
     The journal is the default rollback journal, so once this returns only ``path`` itself is on disk.
     """
     new = not path.exists()
-    db = sqlite3.connect(path)
-    try:
-        if new:
-            db.execute(_SCHEMA)
-        rows = []
-        for offset, doc in enumerate(docs):
-            rows.append((start_row + offset, doc.id, doc.text, _metadata_json(doc)))
+    rows = [(start_row + offset, doc.id, doc.text, _metadata_json(doc)) for offset, doc in enumerate(docs)]
+    with writing_to(path):
+        db = sqlite3.connect(path)
         try:
-            with db:
-                db.executemany("INSERT INTO docs (row, id, text, metadata) VALUES (?, ?, ?, ?)", rows)
-        except sqlite3.IntegrityError as exc:
-            raise BadInputError(f"duplicate document id while writing the index ({exc})") from exc
-        return len(rows)
-    finally:
-        db.close()
+            if new:
+                db.execute(_SCHEMA)
+            try:
+                with db:
+                    db.executemany("INSERT INTO docs (row, id, text, metadata) VALUES (?, ?, ?, ?)", rows)
+            except sqlite3.IntegrityError as exc:
+                raise BadInputError(f"duplicate document id while writing the index ({exc})") from exc
+            return len(rows)
+        finally:
+            db.close()
 
 
 def _metadata_json(doc: Document) -> str | None:
@@ -79,12 +78,13 @@ class DocStore:
 
     def copy_to(self, path: Path) -> None:
         """Write this store's documents to a new file ``path`` (SQLite's online backup: a consistent copy)."""
-        target = sqlite3.connect(path)
-        try:
-            with self._lock:
-                self._db.backup(target)
-        finally:
-            target.close()
+        with writing_to(path):
+            target = sqlite3.connect(path)
+            try:
+                with self._lock:
+                    self._db.backup(target)
+            finally:
+                target.close()
 
     @property
     def count(self) -> int:

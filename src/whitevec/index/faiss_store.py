@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from whitevec._io import writing_to
 from whitevec._threads import one_blas_thread
 from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
 from whitevec.index.encodings import (
@@ -174,7 +175,8 @@ class FaissStore:
     def save(self, folder: Path) -> list[str]:
         if self.index is None:
             raise BadInputError("cannot save an empty index; add vectors first")
-        _faiss().write_index(self.index, str(folder / INDEX_FILE))
+        with writing_to(folder / INDEX_FILE):
+            _faiss().write_index(self.index, str(folder / INDEX_FILE))
         return [INDEX_FILE]
 
     def reopen(self, folder: Path, manifest: dict[str, Any]) -> FaissStore:

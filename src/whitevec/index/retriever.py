@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from whitevec._io import atomic_dir, writers_lock
+from whitevec._io import atomic_dir, writers_lock, writing_to
 from whitevec.datasets.retrieval import Document, check_unique_ids
 from whitevec.errors import BadInputError, CorruptFileError, DimensionMismatchError
 from whitevec.index.build import as_documents, build_index, encoder_fields
@@ -33,6 +33,7 @@ from whitevec.index.manifest import SELF_CHECKSUM, write_manifest
 from whitevec.index.milvus_store import MilvusDocs, MilvusStore
 from whitevec.index.snapshot import IndexSnapshot, read_consistent
 from whitevec.index.store import VectorStore, store_class, stored_form
+from whitevec.preflight import check_device
 from whitevec.transforms import Transform
 
 if TYPE_CHECKING:
@@ -158,9 +159,11 @@ class Retriever:
         Raises:
             DataNotFoundError: no index at ``path``.
             CorruptFileError: a file is missing, edited or damaged, or the manifest was edited (named).
-            DimensionMismatchError / BadInputError: ``encoder`` differs from the one the index was built with.
+            DimensionMismatchError / BadInputError: ``encoder`` differs from the one the index was built with;
+                ``device`` is not one this machine has.
         """
         folder = Path(path).expanduser()
+        device = check_device(device)  # before the index is read: a device this machine lacks, named
         manifest, transform, store, docs = read_consistent(
             folder, lambda snapshot: _open_version(snapshot, device or "cpu")
         )
@@ -297,7 +300,8 @@ class Retriever:
                 staged.add(ids, vectors)
                 files = [DOCS_FILE, *staged.save(tmp)]
                 if transform_bytes is not None:
-                    (tmp / TRANSFORM_FILE).write_bytes(transform_bytes)
+                    with writing_to(tmp / TRANSFORM_FILE):
+                        (tmp / TRANSFORM_FILE).write_bytes(transform_bytes)
                     files.append(TRANSFORM_FILE)
                 self._docs.copy_to(tmp / DOCS_FILE)
                 write_docs(tmp / DOCS_FILE, items, start_row=start)
