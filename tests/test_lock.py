@@ -82,11 +82,19 @@ def make_variable(name: str) -> str:
     return match.group(1).strip()
 
 
-def unlocked_requirements(project: dict[str, Any], extras: list[str], pins: dict[str, Version]) -> list[str]:
-    """One line per requirement of the project (and of `extras`) the pins miss or hold outside its range."""
-    wanted = [(requirement, "dependencies") for requirement in project["dependencies"]]
+def make_installs(pyproject: dict[str, Any], extras: list[str]) -> list[tuple[str, str]]:
+    """(requirement, where pyproject states it) for all `make install` installs: the package's dependencies, those
+    of `extras`, and the build backend (make builds the package without isolation, with the locked one)."""
+    project = pyproject["project"]
+    wanted = [(requirement, "build-system") for requirement in pyproject["build-system"]["requires"]]
+    wanted += [(requirement, "dependencies") for requirement in project["dependencies"]]
     for extra in extras:
         wanted += [(requirement, f"extra {extra!r}") for requirement in project["optional-dependencies"][extra]]
+    return wanted
+
+
+def unlocked_requirements(wanted: list[tuple[str, str]], pins: dict[str, Version]) -> list[str]:
+    """One line per requirement the pins miss or hold outside its range."""
     problems = []
     for text, where in wanted:
         requirement = Requirement(text)
@@ -111,15 +119,21 @@ def test_lock_was_compiled_for_the_extras_make_installs() -> None:
 
 
 def test_every_requirement_is_locked_inside_its_range() -> None:
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    problems = unlocked_requirements(project, lock_extras(), read_lock(LOCK.read_text()))
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    problems = unlocked_requirements(make_installs(pyproject, lock_extras()), read_lock(LOCK.read_text()))
     assert not problems, "run `make lock`:\n" + "\n".join(problems)
 
 
 def test_a_requirement_added_without_relocking_is_named() -> None:
-    project = {"dependencies": ["numpy>=1.24"], "optional-dependencies": {"dev": ["pytest>=8", "Hypo_Thesis>=6"]}}
-    pins = {"numpy": Version("1.23.5"), "pytest": Version("9.2.0")}
-    assert unlocked_requirements(project, ["dev"], pins) == [
+    pyproject = {
+        "build-system": {"requires": ["setuptools>=77"]},
+        "project": {
+            "dependencies": ["numpy>=1.24"],
+            "optional-dependencies": {"dev": ["pytest>=8", "Hypo_Thesis>=6"], "bench": ["wordfreq>=3"]},
+        },
+    }
+    pins = {"setuptools": Version("84.2.1"), "numpy": Version("1.23.5"), "pytest": Version("9.2.0")}
+    assert unlocked_requirements(make_installs(pyproject, ["dev"]), pins) == [
         "numpy (dependencies): pyproject wants >=1.24, lock pins 1.23.5",
         "hypo-thesis (extra 'dev'): not in requirements.lock",
     ]
