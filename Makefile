@@ -3,18 +3,35 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 DATA ?= $(abspath ../shared/data)
-TORCH_PIN ?= torch==2.13.0
-EXTRAS ?= dev,serve,milvus,ray
 export WHITEVEC_DATA ?= $(DATA)
 
-.PHONY: install demo test lint results-sts bench clean
+# requirements.lock pins every package `make install` installs: the dependencies and these extras. `make lock`
+# regenerates it (keeping the pins pyproject still allows; LOCK_FLAGS=--upgrade moves all to the newest).
+LOCK := requirements.lock
+LOCK_EXTRAS := dev,serve,milvus,ray,docs
+# The CPU wheel: a plain `torch` requirement resolves the CUDA build and its nvidia-* packages (GBs).
+TORCH_PIN ?= torch==2.13.0
+LOCK_VENV ?= .venv-lock
+PIP_TOOLS ?= pip==26.3 pip-tools==7.7.0
+LOCK_ARGS := --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links --extra=$(LOCK_EXTRAS) \
+  --upgrade-package='$(TORCH_PIN)' --output-file=$(LOCK) pyproject.toml
+LOCK_FLAGS ?=
+# test-latest: the newest releases pyproject's ranges allow, in a venv of their own (drift before users see it).
+LATEST_VENV ?= .venv-latest
 
-$(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+.PHONY: install lock demo test test-latest docs lint results-sts bench clean
+
+# The venv is rebuilt from nothing whenever the lock changes, so it holds the locked set and nothing else.
+# The copy of the lock marks a venv installed from it (tests/test_lock.py then compares the two).
+$(VENV)/.locked: $(LOCK)
+	$(PYTHON) -m venv --clear $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	# The CPU wheel first: a plain `torch` requirement would pull a multi-GB CUDA build.
-	$(PY) -m pip install -q "$(TORCH_PIN)"
-	$(PY) -m pip install -q -e ".[$(EXTRAS)]" "$(TORCH_PIN)"
+	$(PY) -m pip install -q -r $(LOCK)
+	cp $(LOCK) $@
+
+# No build isolation: the package builds with the locked setuptools.
+$(VENV)/.installed: $(VENV)/.locked pyproject.toml
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
 install: $(VENV)/.installed
@@ -35,8 +52,24 @@ lint: install
 results-sts: install
 	$(PY) benchmarks/results_sts.py
 
+lock:
+	test -x $(LOCK_VENV)/bin/pip-compile || { $(PYTHON) -m venv $(LOCK_VENV) && \
+	  $(LOCK_VENV)/bin/python -m pip install -q $(PIP_TOOLS); }
+	CUSTOM_COMPILE_COMMAND="pip-compile $(LOCK_ARGS)" $(LOCK_VENV)/bin/pip-compile -q $(LOCK_ARGS) $(LOCK_FLAGS)
+
+# Unpinned on purpose: the package's ranges, as a user's `pip install whitevec[...]` resolves them today.
+test-latest:
+	$(PYTHON) -m venv --clear $(LATEST_VENV)
+	$(LATEST_VENV)/bin/python -m pip install -q --upgrade pip
+	$(LATEST_VENV)/bin/python -m pip install -q -e ".[$(LOCK_EXTRAS)]" "$(TORCH_PIN)"
+	$(LATEST_VENV)/bin/python tests/test_lock.py
+	$(LATEST_VENV)/bin/python -m pytest -q
+
+docs: install
+	$(VENV)/bin/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LATEST_VENV) $(LOCK_VENV) out site .pytest_cache .mypy_cache .ruff_cache
 
 bench: install
 	$(PY) benchmarks/run_all.py
