@@ -25,7 +25,8 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path
     """Yield a temporary path beside ``path``; on success it is flushed and renamed over ``path``.
 
     A crash or exception leaves any earlier file at ``path`` untouched and removes the temporary one. The file
-    gets the permissions of a newly created one (0666 less the umask), whatever the writer made it with.
+    gets the permissions of a newly created one (0666 less the umask), whatever the writer made it with. A
+    failed rename names ``path``, never the temporary (a folder at ``path``: ``path: Is a directory``).
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -39,7 +40,8 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path
         os.chmod(tmp, 0o666 & ~_UMASK)
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
-        os.replace(tmp, target)
+        with _naming_target(target):
+            os.replace(tmp, target)
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
@@ -72,6 +74,18 @@ def atomic_dir(path: str | os.PathLike[str], before_swap: Callable[[], None] | N
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _naming_target(target: Path) -> Iterator[None]:
+    """Around a rename or swap of temporaries into ``target``: an OSError from inside names ``target`` alone, with
+    its errno and reason kept (the temporaries' names mean nothing to the user)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno is None:
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc), os.fspath(target)) from exc
 
 
 def _fsync_path(path: Path) -> None:
@@ -141,8 +155,14 @@ def swap_in(new: Path, target: Path) -> None:
     With ``renameat2(RENAME_EXCHANGE)`` one system call swaps the two, so no reader ever finds ``target``
     missing and two writers cannot collide; with ``RENAME_NOREPLACE`` a first build never overwrites a folder
     another writer put there meanwhile. Elsewhere: move the old folder aside, then the new one in (a crash
-    between the two is repaired by the next write, see ``remove_stale_temporaries``).
+    between the two is repaired by the next write, see ``remove_stale_temporaries``). A failure names
+    ``target``.
     """
+    with _naming_target(target):
+        _swap_in(new, target)
+
+
+def _swap_in(new: Path, target: Path) -> None:
     for _ in range(100):  # each turn loses only to another writer that finished in between
         if _rename2(new, target, _RENAME_EXCHANGE):
             return
