@@ -139,15 +139,16 @@ class StsTask:
     def check_scores_vary(self) -> None:
         """Raise BadInputError when an evaluated subset's gold scores are all equal (see ``check_scores_vary``):
         every subset gets its own correlation, so one constant subset inside a real task is refused too."""
+        where = self.source or self.name
         for name, pairs in self.subsets.items():
-            where = self.source or self.name
             check_scores_vary(pairs, where if len(self.subsets) == 1 else f"subset {name} of {where}")
 
 
 def check_scores_vary(pairs: Sequence[Pair], what: str) -> None:
     """Raise BadInputError unless ``pairs`` (``what`` names them: "the dev data", a file) hold at least two
     different gold scores: a rank correlation against constant scores is undefined (SciPy warns and gives NaN).
-    The one check of ``whitevec eval`` and ``whitevec tune``, made when the pairs are read."""
+    The one check of ``whitevec eval`` (made as the pairs are read, before the model loads), ``evaluate_sts`` and
+    ``tune``."""
     scores = {pair.score for pair in pairs}
     if len(scores) > 1:
         return
