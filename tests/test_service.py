@@ -615,7 +615,7 @@ def test_served_app_is_out_of_the_garbage_collectors_sight(
     monkeypatch.setenv(run.INDEX_ENV, str(real_index))
     gc.unfreeze()
     try:
-        run.serve(real_index)
+        run.serve(real_index, port=0)  # no fixed port: 8000 may be taken here
         frozen = gc.get_freeze_count()
         # torch, transformers and the app alone are well over 100,000 objects; only a handful are left to walk
         assert frozen > 100_000 and len(tracked_when_served) == 1 and tracked_when_served[0] < 1_000
@@ -643,7 +643,7 @@ def test_served_tokenizer_runs_on_the_encoder_thread_unless_told(
                 monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
             else:
                 monkeypatch.setenv("TOKENIZERS_PARALLELISM", given)
-            run.serve(real_index)
+            run.serve(real_index, port=0)  # no fixed port: 8000 may be taken here
             assert os.environ["TOKENIZERS_PARALLELISM"] == expected
     finally:
         gc.unfreeze()

@@ -32,7 +32,7 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path
     A crash or exception leaves any earlier file at ``path`` untouched and removes the temporary one. The file
     gets the permissions of a newly created one (0666 less the umask), whatever the writer made it with. The
     write runs inside :func:`writing_to`: a full disk, whichever library met it, leaves as an OSError naming
-    ``path``.
+    ``path``. A failed rename names ``path``, never the temporary (a folder at ``path``: ``path: Is a directory``).
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -47,7 +47,8 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path
             # After the writer: some (safetensors) recreate the file with 0600 of their own.
             os.chmod(tmp, 0o666 & ~_UMASK)
             _fsync_path(tmp)
-        os.replace(tmp, target)
+        with _naming_target(target):
+            os.replace(tmp, target)
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
@@ -159,6 +160,18 @@ def _final_name(name: str, target: Path) -> str:
     return os.path.join(target, rest) if rest else os.fspath(target)
 
 
+@contextlib.contextmanager
+def _naming_target(target: Path) -> Iterator[None]:
+    """Around a rename or swap of temporaries into ``target``: an OSError from inside names ``target`` alone, with
+    its errno and reason kept (the temporaries' names mean nothing to the user)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno is None:
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc), os.fspath(target)) from exc
+
+
 def _fsync_path(path: Path) -> None:
     """Flush ``path`` to disk. A file's failure (a full disk met only now, an I/O error) raises OSError naming
     it: the data may not be there. A folder's is ignored: some file systems refuse fsync on a folder."""
@@ -237,8 +250,14 @@ def swap_in(new: Path, target: Path) -> None:
     With ``renameat2(RENAME_EXCHANGE)`` one system call swaps the two, so no reader ever finds ``target``
     missing and two writers cannot collide; with ``RENAME_NOREPLACE`` a first build never overwrites a folder
     another writer put there meanwhile. Elsewhere: move the old folder aside, then the new one in (a crash
-    between the two is repaired by the next write, see ``remove_stale_temporaries``).
+    between the two is repaired by the next write, see ``remove_stale_temporaries``). A failure names
+    ``target``.
     """
+    with _naming_target(target):
+        _swap_in(new, target)
+
+
+def _swap_in(new: Path, target: Path) -> None:
     for _ in range(100):  # each turn loses only to another writer that finished in between
         if _rename2(new, target, _RENAME_EXCHANGE):
             return

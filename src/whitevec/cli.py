@@ -557,6 +557,8 @@ def eval_command(
         loaded.append(read_pairs_file(pairs))
     input_file(fit_on, "--fit-on file", keywords=("target", "train"))
     _check_json_file(json_out)
+    for task in loaded:
+        task.check_scores_vary()  # a constant subset's correlation is NaN: refused before the model loads
     check_encoder(model, run.cache)
     from whitevec.evaluation.sts import evaluate_sts_poolings
 
@@ -936,7 +938,7 @@ def index_build_command(
             existing_file(transform, "transform file")
         check_fit_sample(fit_sample, fit_seed)
         check_encoder(model, False)
-        check_output(out, "index folder")
+        check_output(out, "index folder", folder=True)
         params = _encoding_params(
             _index_params(m, ef_construction, ef_search, nlist, nprobe), encoding, train_sample, refine_factor
         )
@@ -968,7 +970,8 @@ def index_build_command(
         existing_file(transform, "transform file")
     dim = check_encoder(model, run.cache)
     # Room for the document store (about twice the corpus file, with SQLite's overhead) and float32 vectors.
-    check_output(out, "index folder", need_bytes=2 * corpus.expanduser().stat().st_size + len(docs) * dim * 4)
+    need = 2 * corpus.expanduser().stat().st_size + len(docs) * dim * 4
+    check_output(out, "index folder", need_bytes=need, folder=True)
     from whitevec.index import Retriever, check_build, stored_dim
 
     params = _encoding_params(
@@ -1055,6 +1058,9 @@ def search_command(
         from whitevec.tuning.config import TunedConfig
 
         TunedConfig.load(config).check_index(read_manifest(index_dir), where=f"index {index_dir}")
+    from whitevec.preflight import check_texts
+
+    check_texts(query)  # a blank query, refused as HTTP /search refuses it, before the index loads
     from whitevec.index import Retriever
 
     with Retriever.load(index_dir, device=device) as retriever:
@@ -1420,7 +1426,7 @@ def export_st_command(
     from whitevec.st_export import check_export_target
 
     check_export_target(out, overwrite)
-    check_output(out, "--out folder")  # its parent can be written; the folder itself is made at the end
+    check_output(out, "--out folder", folder=True)  # its parent can be written; the folder is made at the end
     if index is not None:
         if transform is not None or pooling is not None or max_length is not None or model != DEFAULT_MODEL:
             raise BadInputError("--index takes the model, pooling, max_length and transform from the index")

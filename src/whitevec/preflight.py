@@ -17,7 +17,7 @@ import os
 import re
 import shutil
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from whitevec._io import check_writable_parent
@@ -30,18 +30,24 @@ CACHE_ENV = "WHITEVEC_CACHE"
 _MIB = 1 << 20
 
 
-def check_output(target: str | os.PathLike[str], what: str, need_bytes: int = 0) -> Path:
-    """Prove that ``target`` (a file or folder to be written) can be made, before the work that makes it.
+def check_output(target: str | os.PathLike[str], what: str, need_bytes: int = 0, *, folder: bool = False) -> Path:
+    """Prove that ``target`` (a file, or with ``folder`` a folder written whole and swapped in, as an index is)
+    can be made, before the work that makes it.
 
-    Creates ``target``'s parent folder if needed, makes and removes a probe file there, and checks the free
-    space when ``need_bytes`` (an estimate of what will be written) is given. ``what`` names the target in
-    messages (``"--out file"``). Returns ``target`` with ``~`` expanded.
+    Refuses a folder standing where a file is to be written (no file can replace it: without this check the
+    work would run to its end and fail on the final rename). Creates ``target``'s parent folder if needed,
+    makes and removes a probe file there, and checks the free space when ``need_bytes`` (an estimate of what
+    will be written) is given. ``what`` names the target in messages (``"--out file"``). Returns ``target``
+    with ``~`` expanded.
 
     Raises:
+        BadInputError: a file is to be written and ``target`` is a folder.
         OSError: the folder cannot be created or written (the message names it and the reason), or it has
             less than ``need_bytes`` free.
     """
     path = Path(target).expanduser()
+    if not folder and path.is_dir():
+        raise BadInputError(f"cannot write {what} {path}: it is a folder; name a file to write")
     _check_folder(path.parent, f"{what} {path}", need_bytes, probe_for=path)
     return path
 
@@ -89,6 +95,29 @@ def input_file(value: str | os.PathLike[str], what: str, keywords: Iterable[str]
     if str(value) in keywords:
         return None
     return existing_file(value, what)
+
+
+def check_texts(texts: Sequence[str], what: str = "queries") -> list[str]:
+    """``texts`` as a list, checked as the HTTP API checks a request's: a list (not one string) of at least one
+    string, none of them blank. A blank query (empty or only white space, as ``str.isspace`` counts it)
+    encodes to the special tokens alone and would get arbitrary hits; HTTP answers it with 422, the library
+    and the command line with this BadInputError (the command line before the index loads: this module imports
+    nothing heavy).
+
+    Raises:
+        BadInputError: naming the first offending item as ``what[i]``.
+    """
+    if isinstance(texts, str):
+        raise BadInputError(f"{what} must be a list of strings, not one string; wrap it in a list")
+    items = list(texts)
+    if not items:
+        raise BadInputError(f"{what} is empty; give at least one text")
+    for i, text in enumerate(items):
+        if not isinstance(text, str):
+            raise BadInputError(f"{what}[{i}] is a {type(text).__name__}, not a str")
+        if not text.strip():
+            raise BadInputError(f"{what}[{i}] is empty or only whitespace")  # HTTP's words for the same fault
+    return items
 
 
 def existing_folder(path: str | os.PathLike[str], what: str) -> Path:

@@ -68,7 +68,10 @@ def _score(value: Any, file: Path, line_no: int) -> float:
     if isinstance(value, bool):
         raise bad_row(file, line_no, f"score {value!r} is not a number")
     if isinstance(value, int | float):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # JSON reads integers of any size; one past 1.8e308 has no float
+            raise bad_row(file, line_no, "score is an integer too large for a float (above 1.8e308)") from None
     elif isinstance(value, str):
         try:
             number = float(value.strip())

@@ -24,7 +24,8 @@ Test collections give ``RetrievalDataset(name, corpus, queries, qrels)``: ``qrel
 a non-negative integer where 0 is "judged not relevant" and a larger gain means more relevant. The graded
 gains feed nDCG; every gain > 0 counts as relevant for recall, MRR and MAP. In BEIR qrels a negative score
 (some sets mark harmful documents so) is gain 0; a (query, document) pair judged twice with different
-scores is refused. BEIR queries keep only their text: other keys of ``queries.jsonl`` are not used.
+scores is refused. BEIR queries keep only their text: other keys of ``queries.jsonl`` are not used. A judged
+query (a Cranfield query) with blank text is refused, naming its id: it cannot be searched.
 
 Cranfield gain mapping (cranqrel.readme, Cleverdon's codes): code 1 "complete answer" -> gain 4, 2 "high
 degree of relevance" -> 3, 3 "useful background" -> 2, 4 "minimum interest" -> 1; code -1 (one line per query,
@@ -205,6 +206,7 @@ def read_cranfield(folder: str | os.PathLike[str]) -> RetrievalDataset:
     queries: dict[str, str] = {}
     for position, (_, fields) in enumerate(_smart_records(read_lines(files["cran.qry"], BadInputError)), 1):
         queries[str(position)] = " ".join(fields.get("W", "").split())
+    check_query_texts(queries, files["cran.qry"])
     qrels: dict[str, dict[str, int]] = {}
     for line_no, line in enumerate(read_lines(files["cranqrel"], BadInputError), start=1):
         parts = line.split()
@@ -261,7 +263,16 @@ def read_beir(folder: str | os.PathLike[str], split: str = "test") -> RetrievalD
     if unknown:
         raise BadInputError(f"{qrel_file} judges query {unknown[0]!r}, which is not in {query_file}")
     queries = {q: t for q, t in all_queries.items() if q in qrels}
+    check_query_texts(queries, query_file)
     return RetrievalDataset(root.name, corpus, queries, qrels, source=str(root))
+
+
+def check_query_texts(queries: dict[str, str], source: Path) -> None:
+    """Raise BadInputError naming the first query (id and file) whose text is blank: it would be searched as
+    the special tokens alone, with arbitrary hits (``Retriever.search`` and HTTP /search refuse it too)."""
+    for qid, text in queries.items():
+        if not text.strip():
+            raise BadInputError(f"{source}: query {qid!r} has no text (empty or only white space); give it text")
 
 
 def _is_number(text: str) -> bool:

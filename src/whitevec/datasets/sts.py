@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,6 +135,30 @@ class StsTask:
     def n_pairs(self) -> int:
         """Number of evaluated pairs."""
         return sum(len(pairs) for pairs in self.subsets.values())
+
+    def check_scores_vary(self) -> None:
+        """Raise BadInputError when an evaluated subset's gold scores are all equal (see ``check_scores_vary``):
+        every subset gets its own correlation, so one constant subset inside a real task is refused too."""
+        where = self.source or self.name
+        for name, pairs in self.subsets.items():
+            check_scores_vary(pairs, where if len(self.subsets) == 1 else f"subset {name} of {where}")
+
+
+def check_scores_vary(pairs: Sequence[Pair], what: str) -> None:
+    """Raise BadInputError unless ``pairs`` (``what`` names them: "the dev data", a file) hold at least two
+    different gold scores: a rank correlation against constant scores is undefined (SciPy warns and gives NaN).
+    The one check of ``whitevec eval`` (made as the pairs are read, before the model loads), ``evaluate_sts`` and
+    ``tune``."""
+    scores = {pair.score for pair in pairs}
+    if len(scores) > 1:
+        return
+    if len(pairs) < 2:
+        raise BadInputError(
+            f"{what} holds {len(pairs)} scored pair(s); a correlation needs two or more with different gold scores"
+        )
+    raise BadInputError(
+        f"every pair of {what} has the same gold score ({scores.pop():g}); a correlation needs varying scores"
+    )
 
 
 def canonical_task_name(name: str) -> str:

@@ -107,6 +107,15 @@ def fit_sentences(task: StsTask, fit_on: str | os.PathLike[str]) -> list[str]:
     return read_texts_file(fit_on)
 
 
+def check_tasks(tasks: Sequence[StsTask]) -> None:
+    """Raise BadInputError for no task, or a task with an evaluated subset whose gold scores are all equal
+    (its Spearman correlation would be NaN): checked before anything is encoded."""
+    if not tasks:
+        raise BadInputError("no STS task to evaluate")
+    for task in tasks:
+        task.check_scores_vary()
+
+
 def evaluate_sts(
     encoder: Encoder,
     tasks: Sequence[StsTask],
@@ -123,12 +132,15 @@ def evaluate_sts(
     configuration names one): a task's evaluated sentences are stored with it and decoded before the cosines, as
     ``whitevec tune`` scores an encoding (:func:`whitevec.tuning.run.encoded_vectors`; codes trained on the
     task's evaluated sentences).
+
+    Raises:
+        BadInputError: no task or transform, a bad transform spec, or a task with an evaluated subset whose
+            gold scores are all equal (see :func:`check_tasks`), before anything is encoded.
     """
     from whitevec.index.encodings import parse_encoding
 
     encoding = parse_encoding(encoding).spec
-    if not tasks:
-        raise BadInputError("no STS task to evaluate")
+    check_tasks(tasks)
     if not transforms:
         raise BadInputError("no transform to evaluate; use 'none' for raw vectors")
     for spec in transforms:
@@ -199,6 +211,7 @@ def evaluate_sts_poolings(
     """
     if not poolings:
         raise BadInputError("no pooling to evaluate")
+    check_tasks(tasks)
     encoders = [encoder.with_pooling(p) for p in poolings]
     if len(encoders) > 1 and encoder.caches_vectors:
         texts: list[str] = []

@@ -23,6 +23,7 @@ from whitevec.errors import BadInputError
 from whitevec.index.faiss_store import FaissStore
 from whitevec.index.layout import INDEX_FILE, LINEAR_NAMES, TRANSFORM_FILE
 from whitevec.index.snapshot import IndexSnapshot, read_consistent
+from whitevec.preflight import check_output
 from whitevec.transforms import Center, Transform, Whitening
 
 
@@ -44,10 +45,13 @@ def linear_parts(transform: Transform | None, dim: int) -> tuple[np.ndarray, np.
 
 
 def export_faiss(index_dir: str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
-    """Write one FAISS file searching raw encoder vectors (see the module docstring); returns ``out``."""
+    """Write one FAISS file searching raw encoder vectors (see the module docstring); returns ``out``.
+
+    ``out`` is checked first (not a folder, its folder writable), before the index is read."""
     import faiss
 
     folder = Path(index_dir).expanduser()
+    target = check_output(out, "FAISS file")
 
     def read(snapshot: IndexSnapshot) -> tuple[dict[str, Any], Transform | None, Any]:
         manifest = snapshot.manifest
@@ -97,7 +101,6 @@ def export_faiss(index_dir: str | os.PathLike[str], out: str | os.PathLike[str])
         wrapped = faiss.IndexPreTransform(chain[-1], index)
         for step in reversed(chain[:-1]):
             wrapped.prepend_transform(step)
-    target = Path(out).expanduser()
     with atomic_path(target) as tmp:
         faiss.write_index(wrapped, str(tmp))
     return target

@@ -33,7 +33,7 @@ from whitevec.index.manifest import SELF_CHECKSUM, write_manifest
 from whitevec.index.milvus_store import MilvusDocs, MilvusStore
 from whitevec.index.snapshot import IndexSnapshot, read_consistent
 from whitevec.index.store import VectorStore, store_class, stored_form
-from whitevec.preflight import check_device
+from whitevec.preflight import check_device, check_texts
 from whitevec.transforms import Transform
 
 if TYPE_CHECKING:
@@ -57,18 +57,6 @@ class SearchHit:
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "score": self.score, "text": self.text, "metadata": self.metadata}
-
-
-def _check_texts(texts: Sequence[str], what: str) -> list[str]:
-    if isinstance(texts, str):
-        raise BadInputError(f"{what} must be a list of strings, not one string; wrap it in a list")
-    items = list(texts)
-    if not items:
-        raise BadInputError(f"{what} is empty; give at least one text")
-    for i, text in enumerate(items):
-        if not isinstance(text, str):
-            raise BadInputError(f"{what}[{i}] is a {type(text).__name__}, not a str")
-    return items
 
 
 class Retriever:
@@ -218,15 +206,20 @@ class Retriever:
         return int(k)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Vectors as the index stores them: encoded, transformed, L2-normalised for cosine; float32 (n, dim)."""
-        items = _check_texts(texts, "texts")
+        """Vectors as the index stores them: encoded, transformed, L2-normalised for cosine; float32 (n, dim).
+        Blank texts are refused as in :meth:`search` (and by HTTP /embed)."""
+        items = check_texts(texts, "texts")
         return stored_form(
             self.transform, self.encoder.encode(items, show_progress=False), self.manifest["metric"]
         )
 
     def search(self, queries: Sequence[str], k: int = 10) -> list[list[SearchHit]]:
-        """The ``k`` nearest documents for each query, best first (see the module docstring for ``k``)."""
-        items = _check_texts(queries, "queries")
+        """The ``k`` nearest documents for each query, best first (see the module docstring for ``k``).
+
+        Raises:
+            BadInputError: not a list of strings, an empty list, or a blank query (see :func:`check_texts`).
+        """
+        items = check_texts(queries, "queries")
         k = self.effective_k(k)
         with self._lock:
             return self._search(self.embed(items), k)

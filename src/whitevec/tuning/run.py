@@ -47,7 +47,7 @@ import numpy as np
 
 from whitevec._io import write_json
 from whitevec.datasets.retrieval import RetrievalDataset
-from whitevec.datasets.sts import Pair, StsTask
+from whitevec.datasets.sts import Pair, StsTask, check_scores_vary
 from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.evaluation.metrics import cosine_rows, non_finite_to_none
 from whitevec.evaluation.retrieval import average_precision, mrr_at_k, ndcg_at_k, recall_at_k
@@ -477,15 +477,11 @@ def tune(
     if kind == "sts":
         dev_pairs = _pairs(dev, "dev")  # type: ignore[arg-type]
         test_pairs = _pairs(test, "test") if test is not None else []
+        check_scores_vary(dev_pairs, "the dev data")
         gold = np.array([p.score for p in dev_pairs], dtype=np.float64)
-        if np.ptp(gold) == 0:
-            raise BadInputError(
-                f"every dev pair has the same gold score ({gold[0]:g}); a correlation needs varying scores"
-            )
         if test_pairs:
+            check_scores_vary(test_pairs, "the test data")
             test_gold = np.array([p.score for p in test_pairs], dtype=np.float64)
-            if np.ptp(test_gold) == 0:
-                raise BadInputError("every test pair has the same gold score; a correlation needs varying scores")
         pair_texts = [s for p in [*dev_pairs, *test_pairs] for s in (p.sentence1, p.sentence2)]
         fit = list(dict.fromkeys(fit_texts if fit_texts is not None else pair_texts))
         texts = list(dict.fromkeys([*pair_texts, *fit]))
