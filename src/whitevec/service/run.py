@@ -35,7 +35,7 @@ def in_passing_thread(load: Callable[[], T]) -> T:
     loading the model starts one in the main thread (``model.to(torch.bfloat16)`` does), the encoder thread
     later gets a second pool, libgomp sees more threads than cores and throttles both: measured on 2 cores,
     a bf16 query took 14.7 ms on one core in the encoder thread against 7.3 ms on two when the model was
-    loaded in a passing thread, whose pool goes with it (benchmarks/omp_threads.py)."""
+    loaded in a passing thread, whose pool goes with it (docs/notes/openmp-pools.md)."""
     # Leaving the block joins the pool's one thread, so it has ended (and its OpenMP pool with it) on return.
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="whitevec-load") as pool:
         return pool.submit(load).result()
@@ -47,7 +47,7 @@ def serial_tokenizer() -> None:
     Why: a server's encoder calls carry at most a few dozen short texts, too few for the tokenizer's own thread
     pool to pay; its threads only compete with torch's for the cores. At 32 clients on 2 cores, /search gave
     242.5 and 257.8 QPS with it on (the library's default) against 258.8 and 262.3 off (two rounds,
-    docs/results/serve-tokenizer-threads.md). Set before the model loads; worker processes inherit it."""
+    docs/notes/tokenizer-threads.md). Set before the model loads; worker processes inherit it."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
