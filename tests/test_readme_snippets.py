@@ -19,7 +19,7 @@ README = ROOT / "README.md"
 README_MAX_LINES = 250  # the front page: what whitevec is, a tour, links into the docs (issue 29)
 
 
-def tested_block(page: str, test: str) -> tuple[str, Path]:
+def marked_block(page: str, test: str) -> tuple[str, Path]:
     """The ```python block of ``page`` (relative to the repository) right below the marker naming ``test``
     (``tests/FILE.py::TEST``), and the page's path."""
     path = ROOT / page
@@ -53,7 +53,7 @@ ST_PAGE = "docs/how-to/sentence-transformers-and-scikit-learn.md"
 @pytest.mark.data
 def test_use_with_sentence_transformers(data_dir: Path, minilm_dir: Path, tmp_path: Path) -> None:
     pytest.importorskip("sentence_transformers")
-    code, page = tested_block(ST_PAGE, "tests/test_readme_snippets.py::test_use_with_sentence_transformers")
+    code, page = marked_block(ST_PAGE, "tests/test_readme_snippets.py::test_use_with_sentence_transformers")
     out = run_snippet(code, page, tmp_path, data_dir)
     assert "mean pooling, Normalize" in out and "256" in out
     difference = float(re.search(r"max abs difference (\S+)", out).group(1))  # type: ignore[union-attr]
@@ -64,7 +64,7 @@ def test_use_with_sentence_transformers(data_dir: Path, minilm_dir: Path, tmp_pa
 @pytest.mark.model
 @pytest.mark.data
 def test_use_in_a_scikit_learn_pipeline(data_dir: Path, minilm_dir: Path, tmp_path: Path) -> None:
-    code, page = tested_block(ST_PAGE, "tests/test_readme_snippets.py::test_use_in_a_scikit_learn_pipeline")
+    code, page = marked_block(ST_PAGE, "tests/test_readme_snippets.py::test_use_in_a_scikit_learn_pipeline")
     out = run_snippet(code, page, tmp_path, data_dir)
     assert "whitening__n_components" in out
 

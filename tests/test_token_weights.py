@@ -351,9 +351,9 @@ def test_cli_counts_and_weighs(tiny_bert_dir: Path, tmp_path: Path, capsys: pyte
 
 
 def test_the_guide_snippet_runs(minilm_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from .test_readme_snippets import tested_block
+    from .test_readme_snippets import marked_block
 
-    code, page = tested_block(
+    code, page = marked_block(
         "docs/how-to/token-weights.md", "tests/test_token_weights.py::test_the_guide_snippet_runs"
     )
     monkeypatch.chdir(tmp_path)
