@@ -1,5 +1,8 @@
-"""The README's Python snippets for sentence-transformers and scikit-learn, extracted from README.md and run as
-they are written (in a temporary folder, with the shared data)."""
+"""The docs' Python snippets that need assertions, and the README's length.
+
+A snippet is the ```python block of a docs page right below ``<!-- tested-by: tests/FILE.py::TEST -->``: the docs
+runner (tests/test_docs.py) leaves such blocks to the test named, which extracts the block by that marker and runs
+it as written (in a temporary folder, with the shared data)."""
 
 from __future__ import annotations
 
@@ -11,38 +14,47 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+README_MAX_LINES = 250  # the front page: what whitevec is, a tour, links into the docs (issue 29)
 
 
-def python_block(heading: str) -> str:
-    """The first ```python block under the README section ``heading``."""
-    text = README.read_text(encoding="utf-8")
-    start = text.index(f"\n## {heading}\n")
-    end = text.find("\n## ", start + 1)
-    section = text[start : end if end != -1 else len(text)]
-    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert match, f"no python snippet under '## {heading}'"
-    return match.group(1)
+def marked_block(page: str, test: str) -> tuple[str, Path]:
+    """The ```python block of ``page`` (relative to the repository) right below the marker naming ``test``
+    (``tests/FILE.py::TEST``), and the page's path."""
+    path = ROOT / page
+    text = path.read_text(encoding="utf-8")
+    marker = f"<!-- tested-by: {test} -->\n```python\n"
+    start = text.find(marker)
+    assert start != -1, f"no python block marked tested-by {test} in {page}"
+    body = text[start + len(marker) :]
+    end = re.search(r"^```[ \t]*$", body, re.MULTILINE)
+    assert end, f"the block marked tested-by {test} in {page} is never closed"
+    return body[: end.start()], path
 
 
-def run_snippet(code: str, folder: Path, data_dir: Path) -> str:
+def run_snippet(code: str, source: Path, folder: Path, data_dir: Path) -> str:
     before = Path.cwd()
     os.environ["WHITEVEC_DATA"] = str(data_dir)
     printed = io.StringIO()
     try:
         os.chdir(folder)
         with contextlib.redirect_stdout(printed):
-            exec(compile(code, str(README), "exec"), {"__name__": "__readme__"})
+            exec(compile(code, str(source), "exec"), {"__name__": "__docs__"})
     finally:
         os.chdir(before)
     return printed.getvalue()
+
+
+ST_PAGE = "docs/how-to/sentence-transformers-and-scikit-learn.md"
 
 
 @pytest.mark.model
 @pytest.mark.data
 def test_use_with_sentence_transformers(data_dir: Path, minilm_dir: Path, tmp_path: Path) -> None:
     pytest.importorskip("sentence_transformers")
-    out = run_snippet(python_block("Use with sentence-transformers"), tmp_path, data_dir)
+    code, page = marked_block(ST_PAGE, "tests/test_readme_snippets.py::test_use_with_sentence_transformers")
+    out = run_snippet(code, page, tmp_path, data_dir)
     assert "mean pooling, Normalize" in out and "256" in out
     difference = float(re.search(r"max abs difference (\S+)", out).group(1))  # type: ignore[union-attr]
     assert difference <= 1e-5
@@ -52,5 +64,20 @@ def test_use_with_sentence_transformers(data_dir: Path, minilm_dir: Path, tmp_pa
 @pytest.mark.model
 @pytest.mark.data
 def test_use_in_a_scikit_learn_pipeline(data_dir: Path, minilm_dir: Path, tmp_path: Path) -> None:
-    out = run_snippet(python_block("Use in a scikit-learn pipeline"), tmp_path, data_dir)
+    code, page = marked_block(ST_PAGE, "tests/test_readme_snippets.py::test_use_in_a_scikit_learn_pipeline")
+    out = run_snippet(code, page, tmp_path, data_dir)
     assert "whitening__n_components" in out
+
+
+# Written when the site is built (docs/hooks), so absent from a checkout.
+GENERATED_PAGES = ("docs/reference/python.md", "docs/reference/cli.md", "docs/reference/http.md")
+
+
+def test_the_readme_is_a_front_page() -> None:
+    text = README.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines; keep it a front page (<= 250)"
+    targets = re.findall(r"\]\(((?:docs/)?[\w./-]+\.(?:md|png))(?:#[\w-]*)?\)", text)
+    assert targets, "the README links into the docs"
+    missing = [t for t in targets if t not in GENERATED_PAGES and not (ROOT / t).is_file()]
+    assert not missing, f"README.md links to files that do not exist: {missing}"

@@ -350,14 +350,15 @@ def test_cli_counts_and_weighs(tiny_bert_dir: Path, tmp_path: Path, capsys: pyte
         assert code == 2 and message in err, err
 
 
-def test_readme_snippet_runs(minilm_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from .test_readme_snippets import python_block
+def test_the_guide_snippet_runs(minilm_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from .test_readme_snippets import marked_block
 
-    monkeypatch.chdir(tmp_path)
-    scope: dict[str, object] = {"__name__": "__readme__"}
-    exec(
-        compile(python_block("Token-frequency weights: SIF, uSIF and Zipfian whitening"), "README", "exec"), scope
+    code, page = marked_block(
+        "docs/how-to/token-weights.md", "tests/test_token_weights.py::test_the_guide_snippet_runs"
     )
+    monkeypatch.chdir(tmp_path)
+    scope: dict[str, object] = {"__name__": "__docs__"}
+    exec(compile(code, str(page), "exec"), scope)
     vectors = scope["vectors"]
     assert isinstance(vectors, np.ndarray) and vectors.shape == (3, 384)
     assert (tmp_path / "freq.json").is_file()
