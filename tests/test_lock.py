@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import sys
+import sysconfig
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -44,9 +45,13 @@ def read_lock(text: str) -> dict[str, Version]:
 
 
 def installed_versions() -> dict[str, Version]:
-    """Canonical name -> version of every distribution the running interpreter sees."""
+    """Canonical name -> version of every distribution installed in the interpreter's site-packages.
+
+    Only there, not on all of sys.path: importing ray puts its vendored copies (ray/thirdparty_files: psutil,
+    colorama) on sys.path, so the whole path would differ between a run before and after the Ray tests."""
+    site_packages = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
     versions = {}
-    for distribution in metadata.distributions():
+    for distribution in metadata.distributions(path=site_packages):
         name = distribution.metadata["Name"]
         if name:  # a half-removed distribution has no metadata
             versions[canonicalize_name(name)] = Version(distribution.version)
