@@ -66,7 +66,7 @@ test-latest:
 	$(LATEST_VENV)/bin/python -m pytest -q
 
 docs: install
-	$(VENV)/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) $(LATEST_VENV) $(LOCK_VENV) out site .pytest_cache .mypy_cache .ruff_cache
