@@ -84,6 +84,25 @@ def test_eval_refuses_constant_gold_scores_before_the_model_loads(
     )
 
 
+@pytest.mark.parametrize("constant", ["--pairs", "--test-pairs"])
+def test_tune_refuses_constant_gold_scores_as_the_file_is_read(
+    constant: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tune refused them too, but only inside ``tune()``, after torch and the models had loaded (6.6 s here)."""
+    import whitevec.tuning.run
+
+    varied, flat = tmp_path / "dev.tsv", tmp_path / "const.tsv"
+    varied.write_text("a dog runs\ta cat runs\t1\nthe man eats\ta girl eats\t4\nthe boy\ta car\t0\n")
+    flat.write_text("a dog runs\ta cat runs\t3\nthe man eats\ta girl eats\t3\nthe boy\ta car\t3\n")
+    files = {"--pairs": flat, "--test-pairs": varied} if constant == "--pairs" else {"--pairs": varied}
+    files.setdefault("--test-pairs", flat)
+    monkeypatch.setattr(whitevec.tuning.run, "tune", _must_not_run)
+    argv = ["tune", *(a for option, path in files.items() for a in (option, str(path)))]
+    code, line = _one_error_line(capsys, [*argv, "--out", str(tmp_path / "tuned.json")])
+    assert code == 2
+    assert line.startswith(f"whitevec: error: every pair of {flat} has the same gold score (3)"), line
+
+
 def test_evaluate_sts_refuses_a_constant_subset_inside_a_task_before_encoding() -> None:
     task = synthetic_task()
     task.subsets["part1"] = [Pair(p.sentence1, p.sentence2, 2.5) for p in task.subsets["part1"]]

@@ -1290,6 +1290,9 @@ def tune_command(
     elif pairs is not None:
         dev = read_pairs_file(pairs)
         test = read_pairs_file(test_pairs) if test_pairs is not None else None
+        for scored in (dev, test):
+            if scored is not None:
+                scored.check_scores_vary()  # as eval: refused as the file is read, before any model loads
     else:
         assert dataset is not None
         dev = load_retrieval_dataset(dataset, data_dir=data_dir)
