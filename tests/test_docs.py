@@ -194,15 +194,29 @@ def check_tested_by(reference: str, root: Path) -> str | None:
     return None
 
 
+# A repository path a page names as code (`benchmarks/results_sts.py`): mkdocs checks links, not these.
+REPO_PATH = re.compile(r"\b(?:benchmarks|tests|src)/[\w./-]*\w\.(?:py|sh|md|json|jsonl|png)\b")
+
+
 def check_page(path: Path, root: Path) -> tuple[list[Block], list[str]]:
-    """A page's blocks and faults (its fences, markers and the tests its tested-by markers name)."""
+    """A page's blocks and faults (its fences, markers, the tests its tested-by markers name, and the scripts and
+    files of the repository it names, which must exist)."""
     where = path.relative_to(root).as_posix()
-    blocks, errors = parse_markdown(path.read_text(encoding="utf-8"), where)
+    text = path.read_text(encoding="utf-8")
+    blocks, errors = parse_markdown(text, where)
     for block in blocks:
         if block.marker is not None and block.marker.kind == "tested-by":
             problem = check_tested_by(block.marker.reason, root)
             if problem is not None:
                 errors.append(f"{where}:{block.line - 1}: {problem}")
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.lstrip().startswith("<!--"):  # a marker: its test was checked above
+            continue
+        errors += [
+            f"{where}:{number}: {name} does not exist"
+            for name in REPO_PATH.findall(line)
+            if not (root / name).exists() and not Path(name).stem.isupper()  # a placeholder: tests/FILE.py
+        ]
     return blocks, errors
 
 
@@ -653,3 +667,12 @@ def test_the_site_builds_strictly_and_offline(tmp_path: Path) -> None:
     assert (site / "reference" / "openapi.json").is_file()
     cli_page = (site / "reference" / "cli.html").read_text(encoding="utf-8")
     assert "whitevec index build" in cli_page and "cli-reference" not in cli_page
+
+
+def test_a_page_naming_a_missing_script_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "here.py").write_text("")
+    page = tmp_path / "page.md"
+    page.write_text("Run `python benchmarks/here.py`, then `benchmarks/gone.py --all`.\n")
+    _, errors = check_page(page, tmp_path)
+    assert errors == ["page.md:1: benchmarks/gone.py does not exist"]
