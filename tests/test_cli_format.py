@@ -255,3 +255,19 @@ def test_bad_format_is_a_usage_error(
 def test_format_is_case_insensitive(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(["search", str(files["index"]), "a dog", "-k", "2", "--format", "JSON"], capsys)
     assert code == 0 and len(json.loads(out)["rows"]) == 2, err
+
+
+def test_an_infinite_figure_is_valid_json_and_empty_csv(capsys: pytest.CaptureFixture[str]) -> None:
+    """json.dumps writes an infinity as `Infinity`, which is no JSON: an infinite figure is not measured either."""
+    table = _Table("title", ("name", "score"), text=("name",))
+    table.add_row("inf", float("inf"))
+    table.add_row("-inf", np.float64("-inf"))
+    _print_table(table, TableFormat.json)
+    text = capsys.readouterr().out
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} is no JSON number")
+
+    assert [row["score"] for row in json.loads(text, parse_constant=refuse)["rows"]] == [None, None]
+    _print_table(table, TableFormat.csv)
+    assert list(csv.reader(io.StringIO(capsys.readouterr().out)))[1:] == [["inf", ""], ["-inf", ""]]

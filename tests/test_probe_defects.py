@@ -207,6 +207,24 @@ def test_a_port_taken_after_the_check_is_still_one_line(held_port: int) -> None:
         run_app(FastAPI(), ServeSettings(), port=held_port, log_level="critical")
 
 
+def test_an_address_this_machine_lacks_is_refused_only_when_none_binds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`localhost` resolving to ::1 with IPv6 off is served on 127.0.0.1 (as uvicorn does), not refused; a host
+    whose every address is missing here is one line. 192.0.2.1 (TEST-NET-1) is no address of this machine;
+    binding it sends nothing."""
+    from whitevec.service.run import check_address
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    missing = (socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", ("192.0.2.1", port))
+    local = (socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", ("127.0.0.1", port))
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: [missing, local])
+    check_address("somehost", port)
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: [missing])
+    with pytest.raises(BadInputError, match=r"somehost:\d+: --host is not an address of this machine"):
+        check_address("somehost", port)
+
+
 def test_serve_on_a_privileged_port_without_the_privilege_is_one_line() -> None:
     first_free = Path("/proc/sys/net/ipv4/ip_unprivileged_port_start")
     if os.name != "posix" or (first_free.exists() and int(first_free.read_text()) <= 80):

@@ -73,7 +73,9 @@ def atomic_dir(path: str | os.PathLike[str], before_swap: Callable[[], None] | N
     with _naming(target):
         tmp = Path(tempfile.mkdtemp(prefix=_prefix(target), suffix=".tmp", dir=target.parent))
     try:
-        with _naming(target):  # the writes inside are wrapped in writing_to where they happen
+        # The writes inside are wrapped in writing_to where they happen, naming their file; this names the folder
+        # for any that is not.
+        with writing_to(target):
             yield tmp
             _seal_tree(tmp)
         with writers_lock(target.parent):
@@ -179,7 +181,8 @@ def _fsync_path(path: Path) -> None:
     try:
         os.fsync(fd)
     except OSError as exc:
-        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+        # Only a fault of the storage: some file systems (FUSE, network) answer EINVAL or ENOTSUP to any fsync.
+        if exc.errno in _STORAGE_ERRNOS and not stat.S_ISDIR(os.fstat(fd).st_mode):
             exc.filename = os.fspath(path)
             raise
     finally:

@@ -410,11 +410,11 @@ Cell = str | int | float | None
 
 
 def _cell(value: Any) -> Cell:
-    """A table cell: a numpy number as Python's (json refuses numpy integers); NaN as None, not measured (NaN is
-    no JSON number)."""
+    """A table cell: a numpy number as Python's (json refuses numpy integers); NaN or an infinity as None, not
+    measured (neither is a JSON number)."""
     if hasattr(value, "item") and not isinstance(value, str):
         value = value.item()
-    return None if isinstance(value, float) and math.isnan(value) else value
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 @dataclass

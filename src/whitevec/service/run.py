@@ -139,6 +139,8 @@ def check_address(host: str, port: int) -> None:
         found = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
         raise BadInputError(f"cannot serve on {host}:{port}: --host does not resolve ({exc.strerror})") from None
+    unavailable: OSError | None = None
+    bound = 0
     for family, kind, protocol, _, address in dict.fromkeys(found):
         try:
             probe = socket.socket(family, kind, protocol)
@@ -151,7 +153,15 @@ def check_address(host: str, port: int) -> None:
             try:
                 probe.bind(address)
             except OSError as exc:
-                raise BadInputError(f"cannot serve on {host}:{port}: {_bind_fault(exc, port)}") from None
+                # One address of several missing (`localhost` -> ::1 with IPv6 off, common in containers) is
+                # no fault while another binds: uvicorn serves on what it can bind.
+                if exc.errno != errno.EADDRNOTAVAIL:
+                    raise BadInputError(f"cannot serve on {host}:{port}: {_bind_fault(exc, port)}") from None
+                unavailable = exc
+                continue
+            bound += 1
+    if not bound and unavailable is not None:
+        raise BadInputError(f"cannot serve on {host}:{port}: {_bind_fault(unavailable, port)}")
 
 
 def _bind_fault(exc: OSError, port: int) -> str:
