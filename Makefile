@@ -13,7 +13,7 @@ LOCK_EXTRAS := dev,serve,milvus,ray,docs
 TORCH_PIN ?= torch==2.13.0
 LOCK_VENV ?= .venv-lock
 PIP_TOOLS ?= pip==26.3 pip-tools==7.7.0
-LOCK_ARGS := --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links --extra=$(LOCK_EXTRAS) \
+LOCK_ARGS := --allow-unsafe --all-build-deps --strip-extras --no-emit-index-url --no-emit-find-links --extra=$(LOCK_EXTRAS) \
   --upgrade-package='$(TORCH_PIN)' --output-file=$(LOCK) pyproject.toml
 LOCK_FLAGS ?=
 # test-latest: the newest releases pyproject's ranges allow, in a venv of their own (drift before users see it).
