@@ -93,7 +93,7 @@ _STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.
 # Rust's io::Error ends its text with the code: safetensors' "I/O error: No space left on device (os error 28)".
 _RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
 # SQLite result codes (low byte) of the same faults: PERM, READONLY, IOERR, FULL.
-_SQLITE_STORAGE = {3: errno.EACCES, 8: errno.EROFS, 10: errno.EIO, 13: errno.ENOSPC}
+SQLITE_STORAGE = {3: errno.EACCES, 8: errno.EROFS, 10: errno.EIO, 13: errno.ENOSPC}
 
 
 def storage_errno(exc: BaseException) -> int | None:
@@ -102,7 +102,7 @@ def storage_errno(exc: BaseException) -> int | None:
     (No space left on device)``), a SQLite error whose code is FULL, READONLY, IOERR or PERM."""
     if isinstance(exc, sqlite3.Error):
         code = getattr(exc, "sqlite_errorcode", None)
-        return _SQLITE_STORAGE.get(code & 0xFF) if isinstance(code, int) else None
+        return SQLITE_STORAGE.get(code & 0xFF) if isinstance(code, int) else None
     text = str(exc)
     found = _RUST_OS_ERROR.search(text)
     if found is not None and int(found[1]) in _STORAGE_ERRNOS:

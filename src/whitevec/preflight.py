@@ -20,7 +20,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from whitevec._io import check_writable_parent
+from whitevec._io import SQLITE_STORAGE, check_writable_parent
 from whitevec.datasets.paths import existing_file
 from whitevec.errors import BadInputError, DataNotFoundError
 from whitevec.models import resolve_model
@@ -257,9 +257,10 @@ def _device_note(name: str) -> str:
     return f"{count} {kind} device{'' if count == 1 else 's'} found"
 
 
-# SQLite result codes (the low byte of an extended code) that mean the disk or the system failed, not the code.
-# PERM, BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN; and CORRUPT, NOTADB for a damaged file.
-_SQLITE_ENVIRONMENT = {3, 5, 6, 7, 8, 10, 13, 14}
+# SQLite result codes (the low byte of an extended code) that mean the disk or the system failed, not the code:
+# the storage faults _io maps to an errno (PERM, READONLY, IOERR, FULL) and BUSY, LOCKED, NOMEM, CANTOPEN; and
+# CORRUPT, NOTADB for a damaged file.
+_SQLITE_ENVIRONMENT = {*SQLITE_STORAGE, 5, 6, 7, 14}
 _SQLITE_CORRUPT = {11, 26}
 # The same faults by message, for errors that carry no code (raised by hand, or by older Pythons).
 _ENVIRONMENT_MESSAGES = (
