@@ -32,6 +32,17 @@ def sentences(n: int, seed: int = 0, length: int = 7) -> list[str]:
     return out
 
 
+def tiny_cli_inputs(folder: Path) -> dict[str, Path]:
+    """A tiny BERT, 39 scored pairs (``pairs``, TSV) and a 40-line ``corpus`` in ``folder``: what the CLI tests
+    tune, evaluate and index."""
+    texts = sentences(80, seed=5)
+    pairs = folder / "dev.tsv"
+    pairs.write_text("".join(f"{texts[i]}\t{texts[i + 1]}\t{i % 6}\n" for i in range(0, 78, 2)))
+    corpus = folder / "corpus.txt"
+    corpus.write_text("\n".join(texts[:40]) + "\n")
+    return {"bert": tiny_bert(folder / "bert"), "pairs": pairs, "corpus": corpus}
+
+
 class HashEncoder:
     """A stand-in Encoder without torch: deterministic vectors from a hash of the text. Lets a child process
     start in about a second (the interrupted-build test); an ``EncoderLike``, which is all the index needs."""

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.index_helpers import sentences, tiny_bert
+from tests.index_helpers import sentences, tiny_cli_inputs
 from whitevec.cli import TableFormat, _print_table, _Table, main
 
 from .test_cli import run_cli
@@ -29,12 +29,9 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A tiny BERT, scored pairs, a corpus, an index of it, and a BEIR-style folder."""
     folder = tmp_path_factory.mktemp("format")
-    bert = tiny_bert(folder / "bert")
+    inputs = tiny_cli_inputs(folder)
+    bert, pairs, corpus = inputs["bert"], inputs["pairs"], inputs["corpus"]
     texts = sentences(80, seed=5)
-    pairs = folder / "dev.tsv"
-    pairs.write_text("".join(f"{texts[i]}\t{texts[i + 1]}\t{i % 6}\n" for i in range(0, 78, 2)))
-    corpus = folder / "corpus.txt"
-    corpus.write_text("\n".join(texts[:40]) + "\n")
     index = folder / "idx"
     argv = ["index", "build", "--corpus", str(corpus), "--out", str(index), "--transform", "none"]
     assert main([*argv, "--model", str(bert), "--no-cache", "-q"]) == 0

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.index_helpers import sentences, tiny_bert
+from tests.index_helpers import tiny_cli_inputs
 from tests.test_cli import run_cli as _run
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -15,13 +15,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 @pytest.fixture()
 def files(tmp_path: Path) -> dict[str, Path]:
-    bert = tiny_bert(tmp_path / "bert")
-    texts = sentences(80, seed=5)
-    pairs = tmp_path / "dev.tsv"
-    pairs.write_text("".join(f"{texts[i]}\t{texts[i + 1]}\t{i % 6}\n" for i in range(0, 78, 2)))
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join(texts[:40]) + "\n")
-    return {"bert": bert, "pairs": pairs, "corpus": corpus}
+    return tiny_cli_inputs(tmp_path)
 
 
 def test_tune_writes_a_config_that_eval_index_build_and_search_apply(
