@@ -14,11 +14,11 @@ from tests.test_tune import MODEL, TableEncoder, anisotropic_pairs, retrieval_da
 from whitevec.errors import BadInputError
 from whitevec.evaluation.retrieval import ndcg_at_k
 from whitevec.index.encodings import parse_encoding
-from whitevec.index.faiss_store import FaissStore, _one_thread, cosine_scores, decoded_codes
+from whitevec.index.faiss_store import FaissStore, _one_thread, cosine_scores, decoded_codes, encoded_vectors
 from whitevec.linalg import unit_rows
 from whitevec.transforms import make_transform
 from whitevec.tuning import TunedConfig, tune
-from whitevec.tuning.run import CandidateResult, _choose, _Scored, encoded_vectors
+from whitevec.tuning.run import CandidateResult, _choose, _Scored
 from whitevec.tuning.space import check_encodings, cost_key, encoding_bytes
 
 

@@ -130,7 +130,7 @@ def evaluate_sts(
     All sentences a task needs (evaluated pairs and fitting sentences) are encoded once; each transform is then
     fitted and applied to the cached vectors. ``encoding`` other than float32 (an index encoding spec, as a tuned
     configuration names one): a task's evaluated sentences are stored with it and decoded before the cosines, as
-    ``whitevec tune`` scores an encoding (:func:`whitevec.tuning.run.encoded_vectors`; codes trained on the
+    ``whitevec tune`` scores an encoding (:func:`whitevec.index.faiss_store.encoded_vectors`; codes trained on the
     task's evaluated sentences).
 
     Raises:
@@ -163,7 +163,7 @@ def evaluate_sts(
             else:
                 space = vectors
             if encoding != "float32":
-                from whitevec.tuning.run import encoded_vectors
+                from whitevec.index.faiss_store import encoded_vectors
 
                 stored = np.unique([row_of[t] for t in task.evaluated_sentences()])
                 space = encoded_vectors(np.asarray(space, dtype=np.float32), encoding, stored)

@@ -35,6 +35,7 @@ from whitevec.index.store import (
     resolve_params,
     sample_rows,
 )
+from whitevec.linalg import unit_rows
 
 if TYPE_CHECKING:
     from whitevec.index.snapshot import IndexSnapshot
@@ -367,6 +368,31 @@ def decoded_codes(
     inner = _faiss().downcast_index(store.index.index)  # inside the id map; ids 0..n-1 are rows 0..n-1
     decoded = np.ascontiguousarray(inner.reconstruct_n(0, x.shape[0]), dtype=np.float32)
     return decoded, store.encoding, notes
+
+
+TRAIN_SAMPLE = 100_000
+"""At most this many stored vectors (drawn with the index's own seed) train a candidate's codes; fewer: all."""
+
+
+def encoded_vectors(vectors: np.ndarray, encoding: str, stored: np.ndarray) -> np.ndarray:
+    """``vectors`` as an index with ``encoding`` compares them: ``float32`` keeps them as they are; otherwise the
+    rows ``stored`` (the stored side: the documents, or every sentence of the pairs) are unit-normalised as a
+    cosine index stores them, a flat FAISS store with that encoding trains its codes on them (all of them, or a
+    seeded sample of :data:`TRAIN_SAMPLE`) and stores them, and they come back decoded
+    (:func:`decoded_codes`: the index's own factory string, training and codes). The
+    other rows (queries) stay float, as in faiss's asymmetric search."""
+    if encoding == "float32":
+        return vectors
+    rows = vectors[stored]
+    sample = TRAIN_SAMPLE if rows.shape[0] > TRAIN_SAMPLE else None
+    decoded, used, _ = decoded_codes(
+        unit_rows(rows, dtype=np.float32, zero_rows="keep"), encoding, "cosine", sample
+    )
+    if used.spec != encoding:
+        raise BadInputError(f"encoding {encoding} became {used.spec} when trained; give {used.spec}")
+    out = np.array(vectors, dtype=np.float32, copy=True)
+    out[stored] = decoded
+    return out
 
 
 def cosine_scores(queries: np.ndarray, stored: np.ndarray, encoding: str | Encoding) -> np.ndarray:

@@ -9,7 +9,8 @@ Protocol:
    share one pass over the data: their moments are the same, only k, beta and gamma differ.
 3. Each candidate scores each dev item: the cosine of each pair (STS; the statistic is Spearman x 100 over the
    pairs) or the metric of each query (retrieval: nDCG@10 by default; exact cosine search over the corpus).
-   A compressed encoding is scored as the index would store it (:func:`encoded_vectors`): a flat FAISS store
+   A compressed encoding is scored as the index would store it
+   (:func:`whitevec.index.faiss_store.encoded_vectors`): a flat FAISS store
    with that encoding trains its codes on the stored side (the documents; for pairs every sentence) and the
    stored vectors are replaced by their decoded codes; queries stay float (asymmetric search) and are scored as
    the store scores them. For pairs both sentences are decoded and compared by cosine. A PQ encoding whose M
@@ -235,33 +236,6 @@ class TuneResult:
 
 
 # --- scoring -------------------------------------------------------------------------------------------------
-TRAIN_SAMPLE = 100_000
-"""At most this many stored vectors (drawn with the index's own seed) train a candidate's codes; fewer: all."""
-
-
-def encoded_vectors(vectors: np.ndarray, encoding: str, stored: np.ndarray) -> np.ndarray:
-    """``vectors`` as an index with ``encoding`` compares them: ``float32`` keeps them as they are; otherwise the
-    rows ``stored`` (the stored side: the documents, or every sentence of the pairs) are unit-normalised as a
-    cosine index stores them, a flat FAISS store with that encoding trains its codes on them (all of them, or a
-    seeded sample of :data:`TRAIN_SAMPLE`) and stores them, and they come back decoded
-    (:func:`whitevec.index.faiss_store.decoded_codes`: the index's own factory string, training and codes). The
-    other rows (queries) stay float, as in faiss's asymmetric search."""
-    if encoding == "float32":
-        return vectors
-    from whitevec.index.faiss_store import decoded_codes
-
-    rows = vectors[stored]
-    sample = TRAIN_SAMPLE if rows.shape[0] > TRAIN_SAMPLE else None
-    decoded, used, _ = decoded_codes(
-        unit_rows(rows, dtype=np.float32, zero_rows="keep"), encoding, "cosine", sample
-    )
-    if used.spec != encoding:
-        raise BadInputError(f"encoding {encoding} became {used.spec} when trained; give {used.spec}")
-    out = np.array(vectors, dtype=np.float32, copy=True)
-    out[stored] = decoded
-    return out
-
-
 def _query_metric(metric: str) -> tuple[Callable[[Sequence[str], Mapping[str, int]], float], int]:
     """The per-query function of ``metric`` and the ranking depth it needs."""
     if metric == "map":
@@ -285,7 +259,8 @@ def _per_query_scores(
 ) -> np.ndarray:
     """Each query's metric under exact search over the documents as a flat cosine index with ``encoding`` scores
     them (ties broken by document order): cosine for float32; against decoded codes (``doc_vectors`` from
-    :func:`encoded_vectors`), the index's own score (:func:`whitevec.index.faiss_store.cosine_scores`)."""
+    :func:`whitevec.index.faiss_store.encoded_vectors`), the index's own score
+    (:func:`whitevec.index.faiss_store.cosine_scores`)."""
     from whitevec.index.faiss_store import cosine_scores
 
     score_of, depth = _query_metric(metric)
@@ -546,6 +521,8 @@ def tune(
             vectors[(model, pooling)] = found[pooling]
 
     # --- candidates, cheapest first (flow last, so a time box cuts the slow ones) --------------------------
+    from whitevec.index.faiss_store import TRAIN_SAMPLE, encoded_vectors
+
     dev_index, test_index = _item_rows(kind, dev, test, test_queries, row_of)
     scored_rows, stored_rows = _scored_rows(dev_index, test_index)
     n_train = min(stored_rows.size, TRAIN_SAMPLE)
