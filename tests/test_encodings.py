@@ -282,12 +282,11 @@ def test_cli_refuses_bad_encodings_before_the_model_loads(
     extra: list[str],
     needle: str,
 ) -> None:
-    import whitevec.cli as cli
 
     def no_encoder(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the model was loaded before the encoding was checked")
 
-    monkeypatch.setattr(cli, "_encoder", no_encoder)
+    monkeypatch.setattr("whitevec.cli._options._encoder", no_encoder)
     corpus = tmp_path / "c.txt"
     corpus.write_text("one doc\nanother doc\n")
     argv = ["index", "build", "--corpus", str(corpus), "--out", str(tmp_path / "idx"), *extra]

@@ -167,7 +167,7 @@ def test_too_little_free_space_is_reported_before_the_model_loads(
 ) -> None:
     (workdir / "many.txt").write_text("a dog is running\n" * 10_000)
     monkeypatch.chdir(workdir)
-    monkeypatch.setattr(cli, "_encoder", _no_encoder)
+    monkeypatch.setattr("whitevec.cli._options._encoder", _no_encoder)
     monkeypatch.setattr(
         "whitevec.preflight.shutil.disk_usage", lambda path: SimpleNamespace(total=10**9, used=10**9, free=100_000)
     )
@@ -192,7 +192,7 @@ def test_a_read_only_output_folder_is_reported_before_the_model_loads(
         return real_mkstemp(*args, dir=dir, **kwargs)
 
     monkeypatch.setattr("tempfile.mkstemp", mkstemp)
-    monkeypatch.setattr(cli, "_encoder", _no_encoder)
+    monkeypatch.setattr("whitevec.cli._options._encoder", _no_encoder)
     monkeypatch.chdir(workdir)
     code, line = _one_error_line(
         capsys, lambda: cli.main(["encode", "texts.txt", "--out", "ro/v.npy", "--model", "model"])

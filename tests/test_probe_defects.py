@@ -74,7 +74,7 @@ def test_eval_refuses_constant_gold_scores_before_the_model_loads(
 ) -> None:
     pairs = tmp_path / "const.tsv"
     pairs.write_text("a dog runs\ta cat runs\t3\nthe man eats\ta girl eats\t3\nthe boy\ta car\t3\n")
-    monkeypatch.setattr(cli, "_encoder", _must_not_run)
+    monkeypatch.setattr("whitevec.cli._options._encoder", _must_not_run)
     code, line = _one_error_line(
         capsys, ["eval", "--pairs", str(pairs), "--tasks", "", "--model", str(tiny_bert_dir), "-q"]
     )
@@ -256,7 +256,7 @@ def test_encode_into_a_folder_fails_before_the_model_loads(
     texts.write_text("a dog runs\n")
     folder = tmp_path / "emptydir"
     folder.mkdir()
-    monkeypatch.setattr(cli, "_encoder", _must_not_run)
+    monkeypatch.setattr("whitevec.cli._options._encoder", _must_not_run)
     code, line = _one_error_line(capsys, ["encode", str(texts), "-o", str(folder), "--model", str(tiny_bert_dir)])
     assert (
         code == 2

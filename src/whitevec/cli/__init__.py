@@ -1,0 +1,144 @@
+"""The ``whitevec`` command: argument parsing, one library call, printing. No logic the library lacks.
+
+One module per command group: ``evaluate`` (eval, eval-retrieval, diagnose), ``encode`` (encode, fit,
+frequencies), ``index`` (index build / info / export-faiss, search), ``tune``, ``export`` (export-st), ``serve``.
+Options are declared once in ``_options`` (the ``Annotated`` aliases, :class:`RunOptions`); printing and the one
+table model are in ``_output``. This module makes the ``app``, registers the commands in the order ``--help``
+lists them, and runs it: bad usage (a missing, unknown or bad option or argument, a group without a command) is
+reported by :func:`main` like bad input: one line, exit status 2, no traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import typer
+
+from whitevec.cli._options import RunOptions, _group, with_run_options
+from whitevec.cli._output import TableFormat, _print_table, _StdoutClosedError, _Table, _writing_stdout
+from whitevec.cli.encode import encode_command, fit_command, frequencies_app
+from whitevec.cli.evaluate import diagnose_command, eval_command, eval_retrieval_command
+from whitevec.cli.export import export_st_command
+from whitevec.cli.index import index_app, search_command
+from whitevec.cli.serve import serve_command
+from whitevec.cli.tune import tune_command
+from whitevec.errors import WhitevecError
+from whitevec.preflight import describe_fault
+
+__all__ = ["RunOptions", "TableFormat", "_Table", "_print_table", "app", "main", "with_run_options"]
+
+app = _group(
+    name="whitevec",
+    help="Sentence vectors from pretrained encoders, made isotropic, measured, and searchable.",
+    pretty_exceptions_enable=False,
+)
+# The order --help lists them in (typer lists the commands first, then the groups).
+app.command("eval")(eval_command)
+app.command("encode")(encode_command)
+app.command("fit")(fit_command)
+app.command("diagnose")(diagnose_command)
+app.command("search")(search_command)
+app.command("eval-retrieval")(eval_retrieval_command)
+app.command("tune")(tune_command)
+app.command("export-st")(export_st_command)
+app.command("serve")(serve_command)
+app.add_typer(frequencies_app, name="frequencies")
+app.add_typer(index_app, name="index")
+
+
+def _click_exception() -> type[Exception]:
+    """The ClickException of the click typer runs on: recent typer raises the classes of its own copy of click
+    (typer._click), which ``click.ClickException`` does not catch; older typer raises click's. typer.BadParameter,
+    public in every typer, is one of those classes, so its ClickException base is the one to catch."""
+    base = next((cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException"), None)
+    return base or typer.BadParameter
+
+
+def _context_of(argv: Sequence[str]) -> Any:
+    """A context for the command ``argv`` names (``index build``), for the usage of an error click raises without
+    one (an option missing its value)."""
+    command: Any = typer.main.get_command(app)
+    ctx = typer.Context(command, info_name="whitevec")
+    for token in argv:
+        command = getattr(command, "commands", {}).get(token)
+        if command is None:
+            break
+        ctx = typer.Context(command, info_name=token, parent=ctx)
+    return ctx
+
+
+def _show_usage_error(exc: Any, argv: Sequence[str]) -> None:
+    """A click error (bad usage) as whitevec reports bad input: the command's usage, the problem on one line, and
+    where the command's help is."""
+    ctx = getattr(exc, "ctx", None) or _context_of(argv)
+    typer.echo(ctx.get_usage(), err=True)
+    typer.echo(f"whitevec: error: {' '.join(exc.format_message().split())}", err=True)
+    if ctx.help_option_names:
+        typer.echo(f"Try '{ctx.command_path} {ctx.help_option_names[0]}' for help.", err=True)
+
+
+def _stdout_is_devnull() -> bool:
+    """Whether file descriptor 1 is /dev/null (where rich's broken-pipe handler points it)."""
+    try:
+        here, null = os.fstat(sys.stdout.fileno()), os.stat(os.devnull)
+    except (OSError, ValueError, AttributeError):  # no real stdout (captured in tests, closed)
+        return False
+    return (here.st_dev, here.st_ino) == (null.st_dev, null.st_ino)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: known errors become one line on stderr; bugs keep their traceback.
+
+    Exit status: 0 done, 2 bad input (``WhitevecError``, bad usage, a group without a command), 1 a fault of the
+    environment (disk full, read-only, no permission), 130 interrupted (Ctrl-C), 141 stdout closed by its reader.
+    """
+    stdout_was_devnull = _stdout_is_devnull()
+    try:
+        code = app(args=argv, prog_name="whitevec", standalone_mode=False)
+        with _writing_stdout():
+            sys.stdout.flush()  # output still buffered meets a reader that left here, not at interpreter exit
+    except SystemExit as exc:
+        # typer prints help through its own rich console, whose broken-pipe handler points stdout at /dev/null
+        # and exits 1 (`whitevec --help | head -1`): the same reader leaving as below, so the same 141.
+        if exc.code == 1 and not stdout_was_devnull and _stdout_is_devnull():
+            raise SystemExit(141) from None
+        raise
+    except _StdoutClosedError:
+        # `whitevec search ... | head`: the reader had enough, which is no error of the user or the system, so
+        # no message. The status is the one a shell shows for cat, grep or any tool stopped by SIGPIPE (128 +
+        # 13), so `set -o pipefail` scripts see whitevec as they see those; 0 would claim all output was read.
+        # stdout then writes to /dev/null: whatever is still buffered or written later (an atexit handler) cannot
+        # fail at interpreter exit with "Exception ignored ... BrokenPipeError".
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        raise SystemExit(141) from None
+    except WhitevecError as exc:
+        print(f"whitevec: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except typer.Exit as exc:
+        code = exc.exit_code
+    except _click_exception() as exc:  # bad usage: a missing, unknown or bad option or argument
+        _show_usage_error(exc, sys.argv[1:] if argv is None else argv)
+        raise SystemExit(getattr(exc, "exit_code", 2)) from None
+    except (KeyboardInterrupt, typer.Abort):
+        code = 130
+    except (OSError, sqlite3.Error) as exc:
+        # Disk full, read-only folder, no permission: faults of the environment, not bugs, so one line and no
+        # traceback. Other SQLite errors are bugs and propagate.
+        line = describe_fault(exc)
+        if line is None:
+            raise
+        print(f"whitevec: error: {line}", file=sys.stderr)
+        raise SystemExit(1) from None
+    # Without standalone mode typer turns Ctrl-C into Exit(130) and returns the code, as it does for any Exit:
+    # an int is an exit status, whatever the path it came by.
+    if code == 130:
+        print("whitevec: interrupted", file=sys.stderr)
+    if isinstance(code, int) and code != 0:
+        raise SystemExit(code)
+    return 0

@@ -1,0 +1,5 @@
+"""``python -m whitevec.cli``."""
+
+from whitevec.cli import main
+
+main()

@@ -1,0 +1,308 @@
+"""``whitevec eval``, ``eval-retrieval`` and ``diagnose``: an encoder scored and measured, printed as tables."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+import whitevec.cli._options as _options
+from whitevec.cli._options import (
+    ConfigOpt,
+    DataDirOpt,
+    MetricOpt,
+    ModelOpt,
+    PoolingListOpt,
+    PoolingOpt,
+    RunOptions,
+    StoreOpt,
+    TokenFrequenciesOpt,
+    TokenWeightsOpt,
+    TransformListOpt,
+    _check_specs,
+    _default_pooling,
+    _from_config,
+    _token_weights,
+    split_list,
+    with_run_options,
+)
+from whitevec.cli._output import FormatOpt, TableFormat, _check_json_file, _print_table, _save_json, _say, _Table
+from whitevec.errors import BadInputError
+from whitevec.models import DEFAULT_MODEL
+from whitevec.preflight import check_encoder, check_output, check_output_folder, input_file
+
+
+@with_run_options
+def eval_command(
+    model: ModelOpt = DEFAULT_MODEL,
+    pooling: PoolingListOpt = None,
+    transform: TransformListOpt = "none,whitening,whitening-256",
+    fit_on: Annotated[
+        str, typer.Option("--fit-on", help="target, train, or a text file (one sentence a line).")
+    ] = "target",
+    tasks: Annotated[
+        str, typer.Option("--tasks", help="Comma list of STS tasks.")
+    ] = "stsb,sts12,sts13,sts14,sts15",
+    pairs: Annotated[Path | None, typer.Option("--pairs", help="Also evaluate a pairs file (TSV/CSV/JSONL).")] = (
+        None
+    ),
+    data_dir: DataDirOpt = None,
+    variant: Annotated[str, typer.Option("--variant", help="original or senteval-tokenized text.")] = "original",
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the full results as JSON here.")] = None,
+    table_format: FormatOpt = TableFormat.auto,
+    config: ConfigOpt = None,
+    token_weights: TokenWeightsOpt = None,
+    token_frequencies: TokenFrequenciesOpt = None,
+    *,
+    run: RunOptions,
+) -> None:
+    """Spearman x 100 on STS tasks, raw and transformed: all / mean / wmean side by side. With --config, its
+    encoding too: vectors stored with a compressed encoding are decoded before the cosines, as tune scored them."""
+    from whitevec.datasets import load_sts_task, read_pairs_file
+
+    encoding = "float32"
+    if config is not None:
+        model, pooling, transform, encoding, run = _from_config(
+            config, eval_command, run, model=model, pooling=pooling, transform=transform
+        )
+
+    loaded = [load_sts_task(name, data_dir=data_dir, variant=variant) for name in split_list(tasks)]
+    if pairs is not None:
+        loaded.append(read_pairs_file(pairs))
+    input_file(fit_on, "--fit-on file", keywords=("target", "train"))
+    _check_json_file(json_out)
+    for task in loaded:
+        task.check_scores_vary()  # a constant subset's correlation is NaN: refused before the model loads
+    check_encoder(model, run.cache)
+    from whitevec.evaluation.sts import evaluate_sts_poolings
+
+    poolings = split_list(pooling) if pooling else [_default_pooling(model, "first-last-avg")]
+    transforms = split_list(transform)
+    _check_specs(poolings, transforms)
+    weights = _token_weights(token_weights, token_frequencies, poolings)
+    with _options._encoder(model, poolings[0], run, *weights) as encoder:
+        report = evaluate_sts_poolings(
+            encoder, poolings, loaded, transforms, fit_on, run.show_progress, encoding=encoding
+        )
+    table = _Table(
+        f"STS Spearman x 100 - {model} (transform fitted on {fit_on})",
+        ("task", "pooling", "transform", "pairs", "all", "mean", "wmean"),
+        text=("task", "pooling", "transform"),
+        formats=dict.fromkeys(("all", "mean", "wmean"), ".2f"),
+    )
+    for score in report.scores:
+        table.add_row(
+            score.task,
+            score.pooling,
+            score.transform + ("" if score.encoding == "float32" else f" / {score.encoding}"),
+            sum(s.n_pairs for s in score.subsets),
+            score.all,
+            score.mean,
+            score.wmean,
+        )
+    _print_table(table, table_format)
+    for name in poolings:  # what ran: a name like "model" says little without the folder's modules
+        _say(table_format, f"pooling {encoder.describe_pooling(name)}; max_length {encoder.max_length}")
+    _save_json(report, json_out)
+
+
+@with_run_options
+def diagnose_command(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for report.html, the PNG plots, metrics.json.")],
+    model: ModelOpt = DEFAULT_MODEL,
+    pooling: PoolingOpt = None,
+    task: Annotated[
+        str | None,
+        typer.Option("--task", help="STS task name (stsb, sts12, ...) or a scored pairs file."),
+    ] = None,
+    corpus: Annotated[
+        Path | None,
+        typer.Option("--corpus", help="Text file, one sentence a line (instead of --task)."),
+    ] = None,
+    transform: TransformListOpt = "none,whitening",
+    data_dir: DataDirOpt = None,
+    max_sentences: Annotated[
+        int | None, typer.Option("--max-sentences", help="Diagnose only the first N sentences.")
+    ] = None,
+    min_types_per_bucket: Annotated[
+        int, typer.Option("--min-types-per-bucket", help="Token types a frequency bucket needs to be shown.")
+    ] = 20,
+    json_only: Annotated[bool, typer.Option("--json-only", help="Write metrics.json only (no plots).")] = False,
+    table_format: FormatOpt = TableFormat.auto,
+    token_weights: TokenWeightsOpt = None,
+    token_frequencies: TokenFrequenciesOpt = None,
+    *,
+    run: RunOptions,
+) -> None:
+    """Measure anisotropy raw and per transform; write an HTML report with plots and metrics.json."""
+    from whitevec.datasets import load_sts_task, read_pairs_file, read_texts_file
+
+    if (task is None) == (corpus is None):
+        raise BadInputError("give exactly one of --task NAME (or pairs file) or --corpus FILE.txt")
+    loaded = None
+    texts = None
+    if task is not None:
+        loaded = read_pairs_file(task) if Path(task).is_file() else load_sts_task(task, data_dir=data_dir)
+    else:
+        assert corpus is not None
+        texts = read_texts_file(corpus)
+    check_output_folder(out, "--out folder")
+    check_encoder(model, run.cache)
+    from whitevec.diagnostics import diagnose, write_report
+
+    _check_specs([pooling] if pooling else [], split_list(transform))
+    weights = _token_weights(
+        token_weights, token_frequencies, [pooling or _default_pooling(model, "first-last-avg")]
+    )
+    with _options._encoder(model, pooling, run, *weights) as encoder:
+        report = diagnose(
+            encoder,
+            texts,
+            task=loaded,
+            transforms=split_list(transform),
+            max_sentences=max_sentences,
+            min_types_per_bucket=min_types_per_bucket,
+            source_label=None if corpus is None else f"corpus {corpus.name}",
+            show_progress=run.show_progress,
+        )
+    written = write_report(report, out, json_only=json_only, command="whitevec " + " ".join(sys.argv[1:]))
+    shown = {  # column: (summary key, format)
+        "mean cos": ("mean_cosine", ".3f"),
+        "eff. rank": ("effective_rank", ".1f"),
+        "top-1 var": ("top1_share", ".1%"),
+        "I(W)": ("isotropy_iw", ".3g"),
+        "IsoScore": ("isoscore", ".3f"),
+        "align": ("alignment", ".3f"),
+        "unif": ("uniformity", ".3f"),
+        "STS": ("sts_spearman", ".2f"),
+    }
+    table = _Table(
+        f"Anisotropy - {model}, {encoder.pooling.name}, {report.n_sentences} sentences",
+        ("transform", *shown),
+        text=("transform",),
+        formats={column: spec for column, (_, spec) in shown.items()},
+    )
+    for row in report.summary():
+        table.add_row(row["transform"], *(row[key] for key, _ in shown.values()))
+    _print_table(table, table_format)
+    for key, note in report.notes.items():
+        typer.echo(f"note ({key}): {note}", err=True)
+    typer.echo(f"wrote {', '.join(str(p) for p in written.values())}", err=True)
+
+
+@with_run_options
+def eval_retrieval_command(
+    model: ModelOpt = DEFAULT_MODEL,
+    pooling: PoolingListOpt = None,
+    transform: Annotated[
+        str, typer.Option("--transform", "-t", help="Comma list: none, whitening, whitening-K, center, ...")
+    ] = "none,whitening,whitening-128,whitening-256",
+    dataset: Annotated[str, typer.Option("--dataset", help="cranfield, or a BEIR-style folder.")] = "cranfield",
+    data_dir: DataDirOpt = None,
+    fit_on: Annotated[str, typer.Option("--fit-on", help="corpus, or a text file.")] = "corpus",
+    kind: Annotated[str, typer.Option("--kind", help="flat, hnsw or ivf.")] = "flat",
+    metric: MetricOpt = "cosine",
+    backend: StoreOpt = "faiss",
+    uri: Annotated[
+        str | None, typer.Option("--uri", help="Milvus: a folder for Lite .db files, or a server URI.")
+    ] = None,
+    latency_queries: Annotated[
+        int, typer.Option("--latency-queries", help="Single queries timed (0: no timing, no QPS).")
+    ] = 100,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+    table_format: FormatOpt = TableFormat.auto,
+    encoding: Annotated[
+        str,
+        typer.Option(
+            "--encoding",
+            help="Comma list of encodings: float32, fp16, sq8, sq4, pqM, pqMxB, opqM,pqM, ... (';' between "
+            "faiss:FACTORY strings).",
+        ),
+    ] = "float32",
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="PNG of nDCG@10 against bytes per vector, Pareto front drawn.")
+    ] = None,
+    *,
+    run: RunOptions,
+) -> None:
+    """Retrieval quality per configuration (transform x encoding): nDCG@10, R@100, MRR@10, code bytes per
+    vector, index bytes, build time, p50/p99 latency with and without query encoding, batched QPS."""
+    from whitevec.datasets.retrieval import load_retrieval_dataset
+
+    data = load_retrieval_dataset(dataset, data_dir=data_dir)
+    poolings = split_list(pooling) if pooling is not None else [_default_pooling(model, "last-avg")]
+    transforms = split_list(transform)
+    if not poolings:
+        raise BadInputError("give at least one pooling")
+    input_file(fit_on, "--fit-on file", keywords=("corpus",))
+    _check_json_file(json_out)
+    if plot is not None:
+        check_output(plot, "--plot file")
+    dim = check_encoder(model, run.cache)
+    from whitevec.evaluation.retrieval import evaluate_retrieval, plan_configurations
+    from whitevec.index.encodings import split_encoding_list
+
+    _check_specs(poolings, transforms)
+    encodings = split_encoding_list(encoding)
+    plan_configurations(transforms, encodings, dim)  # unknown or unfitting specs fail before the model loads
+    with _options._encoder(model, poolings[0], run) as encoder:
+        report = evaluate_retrieval(
+            encoder,
+            data,
+            transforms,
+            poolings=poolings,
+            encodings=encodings,
+            fit_on=fit_on,
+            kind=kind,
+            metric=metric,
+            backend=backend,
+            uri=uri,
+            latency_queries=latency_queries,
+            show_progress=run.show_progress,
+        )
+    shown = {  # column: format
+        "pooling": "",
+        "transform": "",
+        "encoding": "",
+        "dim": "",
+        "bytes/vec": ",",
+        **dict.fromkeys(("nDCG@10", "R@100", "MRR@10"), ".2f"),
+        "index bytes": ",",
+        "build s": ".2f",
+        **dict.fromkeys(("p50 search ms", "p99 search ms"), ".3f"),
+        **dict.fromkeys(("p50 query ms", "p99 query ms"), ".1f"),
+        "QPS": ",.0f",
+    }
+    table = _Table(
+        f"{data.name} retrieval - {model} ({kind}/{metric}/{backend}, fitted on {fit_on})",
+        tuple(shown),
+        text=("pooling", "transform", "encoding"),
+        formats=shown,
+    )
+    for s in report.scores:
+        table.add_row(
+            *(s.pooling, s.transform, s.encoding, s.dim, s.code_bytes),
+            *(100 * v for v in (s.ndcg_10, s.recall_100, s.mrr_10)),
+            *(s.index_bytes, s.build_s, s.p50_search_ms, s.p99_search_ms, s.p50_query_ms, s.p99_query_ms, s.qps),
+        )
+    _print_table(table, table_format)
+    from whitevec.evaluation.frontier import pareto_front, plot_frontier
+
+    front = pareto_front(report.scores, lambda s: s.code_bytes, lambda s: s.ndcg_10)
+    _say(
+        table_format,
+        f"{report.scores[0].n_queries} queries, {report.scores[0].n_docs} documents; quality in percent. "
+        "bytes/vec = code bytes of one vector. search ms = search + fetch of one embedded query; query ms = "
+        "encode (no cache) + transform + search + fetch; QPS = all queries in one batch. build s excludes the "
+        f"one-off corpus encoding ({', '.join(f'{k}: {v:.1f} s' for k, v in report.corpus_encode_s.items())}).\n"
+        "Pareto front (nDCG@10 per byte): "
+        + ", ".join(f"{s.label} ({s.code_bytes} B, {100 * s.ndcg_10:.2f})" for s in front),
+    )
+    for note in report.notes:
+        typer.echo(f"note: {note}", err=True)
+    if plot is not None:
+        plot_frontier(report.scores, plot, title=f"{data.name}: nDCG@10 per byte - {model}")
+        typer.echo(f"wrote {plot}", err=True)
+    _save_json(report, json_out)
