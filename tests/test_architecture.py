@@ -34,6 +34,7 @@ FLOORS = {
     "diagnostics": 5,
     "tuning": 5,
     "service": 6,
+    "workflows": 6,
     "cli": 7,
 }
 

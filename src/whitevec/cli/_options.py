@@ -166,6 +166,29 @@ class RunOptions:
         """False with --quiet; else None: the library shows a bar for long work on a terminal."""
         return False if self.quiet else None
 
+    def encoder_options(self) -> dict[str, Any]:
+        """The Encoder keyword arguments these options set."""
+        return {
+            "max_length": self.max_length,
+            "batch_size": self.batch_size,
+            "device": self.device,
+            "cache": self.cache,
+            "backend": self.compute,
+        }
+
+    def encoder(
+        self, model: str, pooling: str | None, token_weights: str | None = None, token_frequencies: Any = None
+    ) -> dict[str, Any]:
+        """The Encoder keyword arguments of a command's --model, --pooling, these options and its token weights
+        (as :func:`_token_weights` gives them)."""
+        return {
+            "model": model,
+            "pooling": pooling,
+            **self.encoder_options(),
+            "token_weights": token_weights,
+            "token_frequencies": token_frequencies,
+        }
+
 
 _RUN_PARAMETERS = [
     inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.metadata["option"])
@@ -188,56 +211,21 @@ def with_run_options(command: Callable[..., None]) -> Callable[..., None]:
     return with_options
 
 
-def _encoder(
-    model: str,
-    pooling: str | None,
-    run: RunOptions,
-    token_weights: str | None = None,
-    token_frequencies: Any = None,
-) -> Encoder:
-    """The Encoder a command's --model, --pooling, run options (and --token-weights) name. Commands call it as
-    ``_options._encoder``, a module attribute, so that tests can replace it here to show that a command stops
-    before any model loads."""
+def _encoder(**options: Any) -> Encoder:
+    """The one place a command makes its Encoder, from :meth:`RunOptions.encoder`'s arguments. Commands call it
+    (or hand it to the library) as ``_options._encoder``, a module attribute, so that tests can replace it here
+    to show that a command stops before any model loads."""
     from whitevec.encoder import Encoder
 
-    return Encoder(
-        model,
-        pooling,
-        max_length=run.max_length,
-        batch_size=run.batch_size,
-        device=run.device,
-        cache=run.cache,
-        backend=run.compute,
-        token_weights=token_weights,
-        token_frequencies=token_frequencies,
-    )
-
-
-def _check_engine(engine: str) -> bool:
-    """True for --engine ray, False for local; BadInputError for anything else."""
-    value = engine.strip().lower()
-    if value not in ("local", "ray"):
-        raise BadInputError(f"unknown --engine {engine!r}; valid: local, ray")
-    return value == "ray"
-
-
-def _encoder_args(model: str, pooling: str | None, run: RunOptions) -> dict[str, Any]:
-    """The Encoder a command names, as the keyword arguments each Ray actor builds it from."""
-    return {
-        "model": model,
-        "pooling": pooling,
-        "max_length": run.max_length,
-        "batch_size": run.batch_size,
-        "device": run.device,
-        "backend": run.compute,
-    }
+    return Encoder(**options)
 
 
 def _token_weights(
-    token_weights: str | None, token_frequencies: Path | None, poolings: Sequence[str]
+    token_weights: str | None, token_frequencies: Path | None, model: str, poolings: Sequence[str | None]
 ) -> tuple[str | None, Any]:
     """--token-weights and --token-frequencies checked before the model loads: the scheme, the poolings (mean
-    kinds only) and the frequency source (a .json file loaded and checked, or an existing corpus)."""
+    kinds only; None: the model's default, looked up only when weights are asked for) and the frequency source
+    (a .json file loaded and checked, or an existing corpus)."""
     from whitevec.token_weights import check_scheme, read_frequencies
 
     scheme = check_scheme(token_weights)
@@ -250,7 +238,7 @@ def _token_weights(
     from whitevec.encoder import check_weighted_pooling, get_pooling
 
     for pooling in poolings:
-        check_weighted_pooling(get_pooling(pooling))
+        check_weighted_pooling(get_pooling(pooling or _default_pooling(model, "first-last-avg")))
     return scheme, read_frequencies(token_frequencies)
 
 

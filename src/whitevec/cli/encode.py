@@ -20,9 +20,6 @@ from whitevec.cli._options import (
     TokenFrequenciesOpt,
     TokenWeightsOpt,
     WorkersOpt,
-    _check_engine,
-    _default_pooling,
-    _encoder_args,
     _group,
     _token_weights,
     with_run_options,
@@ -30,7 +27,7 @@ from whitevec.cli._options import (
 from whitevec.datasets.paths import existing_file
 from whitevec.errors import BadInputError
 from whitevec.models import DEFAULT_MODEL
-from whitevec.preflight import check_encoder, check_output, check_output_folder, model_hidden_size
+from whitevec.preflight import check_encoder, check_output, model_hidden_size
 
 if TYPE_CHECKING:
     from whitevec.encoder import Encoder
@@ -59,44 +56,22 @@ def encode_command(
     With --engine ray, INPUT_FILE is a corpus (one file or a quoted glob of JSONL, CSV/TSV, text or Parquet
     shards) and --out a folder of Parquet shards (id, text, metadata, vector) listed in encode.json; a killed
     run continues where it stopped when run again."""
-    from whitevec.datasets import read_texts_file
+    from whitevec.workflows import encode_file
 
-    if _check_engine(engine):
-        from whitevec.index.ray_engine import ray_encode, require_ray
-
-        require_ray()
-        if token_weights is not None or token_frequencies is not None:
-            raise BadInputError("--token-weights and --token-frequencies are not supported with --engine ray")
-        if transform is not None:
-            existing_file(transform, "transform file")
-        check_encoder(model, False)
-        check_output_folder(out, "--out folder")
-        listing = ray_encode(
-            str(input_file),
-            out,
-            encoder=_encoder_args(model, pooling, run),
-            transform_file=transform,
-            ray_address=ray_address,
-            workers=workers,
-            gpus_per_worker=gpus_per_worker,
-            quiet=run.quiet,
-        )
-        typer.echo(f"wrote {out}: {listing['count']} vectors in {len(listing['shards'])} shards", err=True)
-        return
-
-    texts = read_texts_file(input_file)
-    if transform is not None:
-        existing_file(transform, "transform file")
-    dim = check_encoder(model, run.cache)
-    check_output(out, "--out file", need_bytes=len(texts) * dim * 4)
-    weights = _token_weights(
-        token_weights, token_frequencies, [pooling or _default_pooling(model, "first-last-avg")]
+    weights = _token_weights(token_weights, token_frequencies, model, [pooling])
+    written = encode_file(
+        input_file,
+        out,
+        encoder=run.encoder(model, pooling, *weights),
+        transform=transform,
+        engine=engine,
+        ray_address=ray_address,
+        workers=workers,
+        gpus_per_worker=gpus_per_worker,
+        show_progress=run.show_progress,
+        make_encoder=_options._encoder,
     )
-    from whitevec.vectors import encode_to_file
-
-    with _options._encoder(model, pooling, run, *weights) as encoder:
-        shape = encode_to_file(encoder, texts, out, transform, show_progress=run.show_progress)
-    typer.echo(f"wrote {out} ({shape[0]} x {shape[1]})", err=True)
+    typer.echo(f"wrote {written}", err=True)
 
 
 @with_run_options
@@ -125,15 +100,13 @@ def fit_command(
     check_output(out, "--out file")
     weights: tuple[str | None, Any] = (None, None)
     if texts is not None:
-        weights = _token_weights(
-            token_weights, token_frequencies, [pooling or _default_pooling(model, "first-last-avg")]
-        )
+        weights = _token_weights(token_weights, token_frequencies, model, [pooling])
     elif token_weights is not None or token_frequencies is not None:
         raise BadInputError("--token-weights applies when encoding --texts, not to --vectors")
     from whitevec.vectors import fit_transform_file
 
     encoding: contextlib.AbstractContextManager[Encoder | None] = (
-        contextlib.nullcontext() if texts is None else _options._encoder(model, pooling, run, *weights)
+        contextlib.nullcontext() if texts is None else _options._encoder(**run.encoder(model, pooling, *weights))
     )
     with encoding as encoder:
         fitted, n_rows = fit_transform_file(

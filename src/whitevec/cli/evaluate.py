@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -32,6 +32,11 @@ from whitevec.cli._output import FormatOpt, TableFormat, _check_json_file, _prin
 from whitevec.errors import BadInputError
 from whitevec.models import DEFAULT_MODEL
 from whitevec.preflight import check_encoder, check_output, check_output_folder, input_file
+
+if TYPE_CHECKING:
+    from whitevec.diagnostics.results import DiagnosticsReport
+    from whitevec.evaluation.retrieval import RetrievalReport
+    from whitevec.evaluation.sts import StsReport
 
 
 @with_run_options
@@ -81,28 +86,12 @@ def eval_command(
     poolings = split_list(pooling) if pooling else [_default_pooling(model, "first-last-avg")]
     transforms = split_list(transform)
     _check_specs(poolings, transforms)
-    weights = _token_weights(token_weights, token_frequencies, poolings)
-    with _options._encoder(model, poolings[0], run, *weights) as encoder:
+    weights = _token_weights(token_weights, token_frequencies, model, poolings)
+    with _options._encoder(**run.encoder(model, poolings[0], *weights)) as encoder:
         report = evaluate_sts_poolings(
             encoder, poolings, loaded, transforms, fit_on, run.show_progress, encoding=encoding
         )
-    table = _Table(
-        f"STS Spearman x 100 - {model} (transform fitted on {fit_on})",
-        ("task", "pooling", "transform", "pairs", "all", "mean", "wmean"),
-        text=("task", "pooling", "transform"),
-        formats=dict.fromkeys(("all", "mean", "wmean"), ".2f"),
-    )
-    for score in report.scores:
-        table.add_row(
-            score.task,
-            score.pooling,
-            score.transform + ("" if score.encoding == "float32" else f" / {score.encoding}"),
-            sum(s.n_pairs for s in score.subsets),
-            score.all,
-            score.mean,
-            score.wmean,
-        )
-    _print_table(table, table_format)
+    _print_table(_sts_table(report, f"STS Spearman x 100 - {model} (transform fitted on {fit_on})"), table_format)
     for name in poolings:  # what ran: a name like "model" says little without the folder's modules
         _say(table_format, f"pooling {encoder.describe_pooling(name)}; max_length {encoder.max_length}")
     _save_json(report, json_out)
@@ -153,10 +142,8 @@ def diagnose_command(
     from whitevec.diagnostics import diagnose, write_report
 
     _check_specs([pooling] if pooling else [], split_list(transform))
-    weights = _token_weights(
-        token_weights, token_frequencies, [pooling or _default_pooling(model, "first-last-avg")]
-    )
-    with _options._encoder(model, pooling, run, *weights) as encoder:
+    weights = _token_weights(token_weights, token_frequencies, model, [pooling])
+    with _options._encoder(**run.encoder(model, pooling, *weights)) as encoder:
         report = diagnose(
             encoder,
             texts,
@@ -168,25 +155,8 @@ def diagnose_command(
             show_progress=run.show_progress,
         )
     written = write_report(report, out, json_only=json_only, command="whitevec " + " ".join(sys.argv[1:]))
-    shown = {  # column: (summary key, format)
-        "mean cos": ("mean_cosine", ".3f"),
-        "eff. rank": ("effective_rank", ".1f"),
-        "top-1 var": ("top1_share", ".1%"),
-        "I(W)": ("isotropy_iw", ".3g"),
-        "IsoScore": ("isoscore", ".3f"),
-        "align": ("alignment", ".3f"),
-        "unif": ("uniformity", ".3f"),
-        "STS": ("sts_spearman", ".2f"),
-    }
-    table = _Table(
-        f"Anisotropy - {model}, {encoder.pooling.name}, {report.n_sentences} sentences",
-        ("transform", *shown),
-        text=("transform",),
-        formats={column: spec for column, (_, spec) in shown.items()},
-    )
-    for row in report.summary():
-        table.add_row(row["transform"], *(row[key] for key, _ in shown.values()))
-    _print_table(table, table_format)
+    title = f"Anisotropy - {model}, {encoder.pooling.name}, {report.n_sentences} sentences"
+    _print_table(_anisotropy_table(report, title), table_format)
     for key, note in report.notes.items():
         typer.echo(f"note ({key}): {note}", err=True)
     typer.echo(f"wrote {', '.join(str(p) for p in written.values())}", err=True)
@@ -229,80 +199,125 @@ def eval_retrieval_command(
 ) -> None:
     """Retrieval quality per configuration (transform x encoding): nDCG@10, R@100, MRR@10, code bytes per
     vector, index bytes, build time, p50/p99 latency with and without query encoding, batched QPS."""
-    from whitevec.datasets.retrieval import load_retrieval_dataset
+    from whitevec.workflows import evaluate_retrieval_dataset
 
-    data = load_retrieval_dataset(dataset, data_dir=data_dir)
-    poolings = split_list(pooling) if pooling is not None else [_default_pooling(model, "last-avg")]
-    transforms = split_list(transform)
-    if not poolings:
-        raise BadInputError("give at least one pooling")
-    input_file(fit_on, "--fit-on file", keywords=("corpus",))
     _check_json_file(json_out)
     if plot is not None:
         check_output(plot, "--plot file")
-    dim = check_encoder(model, run.cache)
-    from whitevec.evaluation.retrieval import evaluate_retrieval, plan_configurations
-    from whitevec.index.encodings import split_encoding_list
-
-    _check_specs(poolings, transforms)
-    encodings = split_encoding_list(encoding)
-    plan_configurations(transforms, encodings, dim)  # unknown or unfitting specs fail before the model loads
-    with _options._encoder(model, poolings[0], run) as encoder:
-        report = evaluate_retrieval(
-            encoder,
-            data,
-            transforms,
-            poolings=poolings,
-            encodings=encodings,
-            fit_on=fit_on,
-            kind=kind,
-            metric=metric,
-            backend=backend,
-            uri=uri,
-            latency_queries=latency_queries,
-            show_progress=run.show_progress,
-        )
-    shown = {  # column: format
-        "pooling": "",
-        "transform": "",
-        "encoding": "",
-        "dim": "",
-        "bytes/vec": ",",
-        **dict.fromkeys(("nDCG@10", "R@100", "MRR@10"), ".2f"),
-        "index bytes": ",",
-        "build s": ".2f",
-        **dict.fromkeys(("p50 search ms", "p99 search ms"), ".3f"),
-        **dict.fromkeys(("p50 query ms", "p99 query ms"), ".1f"),
-        "QPS": ",.0f",
-    }
-    table = _Table(
-        f"{data.name} retrieval - {model} ({kind}/{metric}/{backend}, fitted on {fit_on})",
-        tuple(shown),
-        text=("pooling", "transform", "encoding"),
-        formats=shown,
+    report = evaluate_retrieval_dataset(
+        dataset,
+        split_list(transform),
+        encoder=run.encoder(model, None),
+        poolings=None if pooling is None else split_list(pooling),
+        encodings=encoding,
+        fit_on=fit_on,
+        kind=kind,
+        metric=metric,
+        backend=backend,
+        uri=uri,
+        latency_queries=latency_queries,
+        data_dir=data_dir,
+        show_progress=run.show_progress,
+        make_encoder=_options._encoder,
     )
+    title = f"{report.dataset} retrieval - {model} ({kind}/{metric}/{backend}, fitted on {fit_on})"
+    _print_table(_retrieval_table(report, title), table_format)
+    _say(table_format, _retrieval_summary(report))
+    for note in report.notes:
+        typer.echo(f"note: {note}", err=True)
+    if plot is not None:
+        from whitevec.evaluation.frontier import plot_frontier
+
+        plot_frontier(report.scores, plot, title=f"{report.dataset}: nDCG@10 per byte - {model}")
+        typer.echo(f"wrote {plot}", err=True)
+    _save_json(report, json_out)
+
+
+def _sts_table(report: StsReport, title: str) -> _Table:
+    """A row per task, pooling and transform (with its encoding, when not float32): all / mean / wmean."""
+    table = _Table(
+        title,
+        ("task", "pooling", "transform", "pairs", "all", "mean", "wmean"),
+        text=("task", "pooling", "transform"),
+        formats=dict.fromkeys(("all", "mean", "wmean"), ".2f"),
+    )
+    for score in report.scores:
+        table.add_row(
+            score.task,
+            score.pooling,
+            score.transform + ("" if score.encoding == "float32" else f" / {score.encoding}"),
+            sum(s.n_pairs for s in score.subsets),
+            score.all,
+            score.mean,
+            score.wmean,
+        )
+    return table
+
+
+# The anisotropy table: column -> (summary key, format).
+_ANISOTROPY = {
+    "mean cos": ("mean_cosine", ".3f"),
+    "eff. rank": ("effective_rank", ".1f"),
+    "top-1 var": ("top1_share", ".1%"),
+    "I(W)": ("isotropy_iw", ".3g"),
+    "IsoScore": ("isoscore", ".3f"),
+    "align": ("alignment", ".3f"),
+    "unif": ("uniformity", ".3f"),
+    "STS": ("sts_spearman", ".2f"),
+}
+
+
+def _anisotropy_table(report: DiagnosticsReport, title: str) -> _Table:
+    """A row per transform (raw first): the anisotropy measures of its vectors."""
+    table = _Table(
+        title,
+        ("transform", *_ANISOTROPY),
+        text=("transform",),
+        formats={column: spec for column, (_, spec) in _ANISOTROPY.items()},
+    )
+    for row in report.summary():
+        table.add_row(row["transform"], *(row[key] for key, _ in _ANISOTROPY.values()))
+    return table
+
+
+# The retrieval table: column -> format.
+_RETRIEVAL = {
+    "pooling": "",
+    "transform": "",
+    "encoding": "",
+    "dim": "",
+    "bytes/vec": ",",
+    **dict.fromkeys(("nDCG@10", "R@100", "MRR@10"), ".2f"),
+    "index bytes": ",",
+    "build s": ".2f",
+    **dict.fromkeys(("p50 search ms", "p99 search ms"), ".3f"),
+    **dict.fromkeys(("p50 query ms", "p99 query ms"), ".1f"),
+    "QPS": ",.0f",
+}
+
+
+def _retrieval_table(report: RetrievalReport, title: str) -> _Table:
+    """A row per configuration: quality in percent, sizes, build time, latencies and QPS."""
+    table = _Table(title, tuple(_RETRIEVAL), text=("pooling", "transform", "encoding"), formats=_RETRIEVAL)
     for s in report.scores:
         table.add_row(
             *(s.pooling, s.transform, s.encoding, s.dim, s.code_bytes),
             *(100 * v for v in (s.ndcg_10, s.recall_100, s.mrr_10)),
             *(s.index_bytes, s.build_s, s.p50_search_ms, s.p99_search_ms, s.p50_query_ms, s.p99_query_ms, s.qps),
         )
-    _print_table(table, table_format)
-    from whitevec.evaluation.frontier import pareto_front, plot_frontier
+    return table
+
+
+def _retrieval_summary(report: RetrievalReport) -> str:
+    """What the columns mean, and the Pareto front of nDCG@10 against code bytes."""
+    from whitevec.evaluation.frontier import pareto_front
 
     front = pareto_front(report.scores, lambda s: s.code_bytes, lambda s: s.ndcg_10)
-    _say(
-        table_format,
+    return (
         f"{report.scores[0].n_queries} queries, {report.scores[0].n_docs} documents; quality in percent. "
         "bytes/vec = code bytes of one vector. search ms = search + fetch of one embedded query; query ms = "
         "encode (no cache) + transform + search + fetch; QPS = all queries in one batch. build s excludes the "
         f"one-off corpus encoding ({', '.join(f'{k}: {v:.1f} s' for k, v in report.corpus_encode_s.items())}).\n"
         "Pareto front (nDCG@10 per byte): "
-        + ", ".join(f"{s.label} ({s.code_bytes} B, {100 * s.ndcg_10:.2f})" for s in front),
+        + ", ".join(f"{s.label} ({s.code_bytes} B, {100 * s.ndcg_10:.2f})" for s in front)
     )
-    for note in report.notes:
-        typer.echo(f"note: {note}", err=True)
-    if plot is not None:
-        plot_frontier(report.scores, plot, title=f"{data.name}: nDCG@10 per byte - {model}")
-        typer.echo(f"wrote {plot}", err=True)
-    _save_json(report, json_out)

@@ -38,7 +38,7 @@ import shutil
 import socket
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +94,23 @@ def require_ray() -> Any:
     except ImportError:
         raise BadInputError(f"--engine ray needs Ray, which is not installed: {RAY_HINT}") from None
     return ray
+
+
+def check_backend(backend: str) -> None:
+    """The Ray engine writes to Milvus: BadInputError for any other backend."""
+    if backend.strip().lower() != "milvus":
+        raise BadInputError(
+            f"--engine ray writes to Milvus; --backend {backend} is not supported with it. Use --backend milvus "
+            "(a server with --uri http://host:19530, or Milvus Lite), or --engine local for FAISS."
+        )
+
+
+def actor_encoder(encoder: Mapping[str, Any]) -> dict[str, Any]:
+    """The Encoder arguments each actor builds its encoder from: those given, less the vector cache (actors keep
+    none). Token weights are refused: the actors do not take them."""
+    if encoder.get("token_weights") is not None or encoder.get("token_frequencies") is not None:
+        raise BadInputError("--token-weights and --token-frequencies are not supported with --engine ray")
+    return {k: v for k, v in encoder.items() if k not in ("cache", "token_weights", "token_frequencies")}
 
 
 def check_address(address: str) -> None:
@@ -659,11 +676,7 @@ def ray_build(
     """
     started = time.perf_counter()
     target = Path(out).expanduser()
-    if backend.strip().lower() != "milvus":
-        raise BadInputError(
-            f"--engine ray writes to Milvus; --backend {backend} is not supported with it. Use --backend milvus "
-            "(a server with --uri http://host:19530, or Milvus Lite), or --engine local for FAISS."
-        )
+    check_backend(backend)
     require_ray()
     if ray_address:
         check_address(ray_address)

@@ -54,6 +54,7 @@ from whitevec.evaluation.metrics import cosine_rows, non_finite_to_none
 from whitevec.evaluation.retrieval import average_precision, mrr_at_k, ndcg_at_k, recall_at_k
 from whitevec.linalg import unit_rows
 from whitevec.models import DEFAULT_MODEL
+from whitevec.preflight import check_encoder
 from whitevec.transforms import AllButTheTop, Transform, Whitening, make_transform
 from whitevec.tuning.config import TunedConfig
 from whitevec.tuning.selection import (
@@ -418,6 +419,7 @@ def tune(
         show_progress: None: a progress bar on a terminal only.
 
     Raises:
+        ModelNotFoundError: a model (other than those of ``encoders``) cannot be found; before any loads.
         BadInputError: unknown metric, transform, encoding or pooling; constant gold scores; fewer than 2
             items; nonsensical folds, n_boot or budget. A warning (WhitevecWarning) when the dev data is small
             (< 50 pairs or < 10 queries): then ``none`` is kept unless a gain is significant even so.
@@ -435,6 +437,9 @@ def tune(
 
     for pooling in poolings:
         get_pooling(pooling)
+    for model in models:  # every model found (and the cache usable) before the first one loads
+        if model not in (encoders or {}):
+            check_encoder(model, (encoder_options or {}).get("cache", True))
     if folds < 2:
         raise BadInputError(f"folds must be at least 2, got {folds}")
     if n_boot < 100:

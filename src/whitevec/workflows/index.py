@@ -1,0 +1,161 @@
+"""A corpus file built into an index (``whitevec index build``): here (:func:`whitevec.index.build_index`) or on
+Ray (:func:`whitevec.index.ray_engine.ray_build`, the documents kept in Milvus)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from whitevec.datasets.paths import existing_file
+from whitevec.errors import BadInputError
+from whitevec.preflight import check_encoder, check_output, check_texts, existing_folder, input_file
+from whitevec.workflows.engines import check_engine, make
+
+if TYPE_CHECKING:
+    from whitevec.encoder import Encoder
+    from whitevec.index import SearchHit
+
+# The pooling of an index when none is named and the model folder has no sentence-transformers modules.
+INDEX_POOLING = "last-avg"
+
+
+@dataclass(frozen=True)
+class BuiltIndex:
+    """What :func:`build_index_file` wrote: the index folder ``path``; ``description``, the index as
+    :class:`~whitevec.index.Retriever` shows it after a local build, or None after a Ray build."""
+
+    path: Path
+    description: str | None = None
+
+    def __str__(self) -> str:
+        if self.description is None:
+            return f"{self.path} (Ray engine; documents in Milvus)"
+        return f"{self.path}: {self.description}"
+
+
+def build_index_file(
+    corpus: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    encoder: Mapping[str, Any],
+    engine: str = "local",
+    transform: str = "whitening",
+    fit_on: str = "corpus",
+    kind: str = "flat",
+    metric: str = "cosine",
+    backend: str = "faiss",
+    uri: str | None = None,
+    index_params: dict[str, Any] | None = None,
+    ray_address: str | None = None,
+    workers: int | None = None,
+    gpus_per_worker: float = 0.0,
+    fit_sample: int | None = None,
+    fit_seed: int = 0,
+    show_progress: bool | None = None,
+    make_encoder: Callable[..., Encoder] | None = None,
+) -> BuiltIndex:
+    """Encode the corpus file ``corpus``, fit ``transform`` and write the index folder ``out``; the arguments
+    are those of :meth:`whitevec.index.Retriever.build`. ``encoder``'s ``pooling`` None: the model folder's
+    sentence-transformers pooling, else ``last-avg``. Checked first: the corpus (every row parsed), the
+    ``fit_on`` and transform files, the model and its cache, room for the index in ``out``'s folder, the index
+    options against the stored dimension.
+
+    ``engine="ray"``: built by :func:`whitevec.index.ray_engine.ray_build` on ``workers`` actors at
+    ``ray_address`` into Milvus (``backend="milvus"``; ``corpus`` may be a glob of shards; the transform fitted
+    on the corpus, on ``fit_sample`` vectors drawn with ``fit_seed`` when given).
+    """
+    options: dict[str, Any] = dict(kind=kind, metric=metric, backend=backend, uri=uri, index_params=index_params)
+    if check_engine(engine):
+        ray = {"ray_address": ray_address, "workers": workers, "gpus_per_worker": gpus_per_worker}
+        sample = {"fit_sample": fit_sample, "fit_seed": fit_seed}
+        return _build_on_ray(
+            corpus, out, encoder, transform, fit_on, quiet=show_progress is False, **options, **ray, **sample
+        )
+    if fit_sample is not None:
+        raise BadInputError("--fit-sample is for --engine ray; a local build fits on every vector it encodes")
+    from whitevec.datasets.retrieval import read_corpus_file
+
+    docs = read_corpus_file(corpus)
+    input_file(fit_on, "--fit-on file", keywords=("corpus",))
+    _check_transform_file(transform)
+    dim = check_encoder(encoder["model"], encoder.get("cache", True))
+    # Room for the document store (about twice the corpus file, with SQLite's overhead) and float32 vectors.
+    need = 2 * Path(corpus).expanduser().stat().st_size + len(docs) * dim * 4
+    check_output(out, "index folder", need_bytes=need, folder=True)
+    from whitevec.index import Retriever, check_build, stored_dim
+
+    check_build(out, **options, dim=stored_dim(transform, dim))
+    pooling = index_pooling(encoder["model"], encoder.get("pooling"))
+    with (
+        make({**encoder, "pooling": pooling}, make_encoder) as model,
+        Retriever.build(
+            docs, out, encoder=model, transform=transform, fit_on=fit_on, show_progress=show_progress, **options
+        ) as retriever,
+    ):
+        return BuiltIndex(Path(out), repr(retriever))
+
+
+def _build_on_ray(
+    corpus: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    encoder: Mapping[str, Any],
+    transform: str,
+    fit_on: str,
+    **options: Any,
+) -> BuiltIndex:
+    """The Ray build, after what it needs beyond ray_build's own checks: Ray, a Milvus backend, the corpus as
+    the fit data, the transform file, the sample, the model, ``out`` writable."""
+    from whitevec.index.ray_engine import actor_encoder, check_backend, check_fit_sample, ray_build, require_ray
+
+    require_ray()
+    check_backend(options["backend"])
+    if input_file(fit_on, "--fit-on file", keywords=("corpus",)) is not None:
+        raise BadInputError("--engine ray fits the transform on the corpus; leave --fit-on out")
+    _check_transform_file(transform)
+    check_fit_sample(options["fit_sample"], options["fit_seed"])
+    check_encoder(encoder["model"], False)
+    check_output(out, "index folder", folder=True)
+    actors = {**actor_encoder(encoder), "pooling": index_pooling(encoder["model"], encoder.get("pooling"))}
+    return BuiltIndex(ray_build(str(corpus), out, encoder=actors, transform=transform, **options))
+
+
+def _check_transform_file(transform: str) -> None:
+    if transform.strip().lower().endswith(".safetensors"):
+        existing_file(transform, "transform file")
+
+
+def index_pooling(model: str, pooling: str | None) -> str:
+    """``pooling``, or an index's default for ``model``: the folder's own modules (``model``), else last-avg."""
+    if pooling:
+        return pooling
+    from whitevec.models import resolve_model
+    from whitevec.st_config import default_pooling
+
+    return default_pooling(resolve_model(model), INDEX_POOLING)
+
+
+def search_index(
+    index_dir: str | os.PathLike[str],
+    queries: Sequence[str],
+    *,
+    k: int = 10,
+    device: str | None = None,
+    config: str | os.PathLike[str] | None = None,
+) -> list[list[SearchHit]]:
+    """The ``k`` best hits of each query in the index ``index_dir``, queries encoded with the index's own model,
+    pooling and transform. Checked before the index loads: the folder, that it follows the tuned configuration
+    ``config`` when one is given, and that no query is blank (as HTTP /search refuses one)."""
+    existing_folder(index_dir, "index folder")
+    if config is not None:
+        from whitevec.index import read_manifest
+        from whitevec.tuning.config import TunedConfig
+
+        TunedConfig.load(config).check_index(read_manifest(index_dir), where=f"index {index_dir}")
+    check_texts(queries)
+    from whitevec.index import Retriever
+
+    with Retriever.load(index_dir, device=device) as retriever:
+        return retriever.search(queries, k=k)
