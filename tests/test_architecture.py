@@ -30,6 +30,8 @@ FLOORS = {
     "vectors": 4,
     "index": 4,
     "st_export": 4,
+    "token_table": 4,
+    "distill": 4,
     "evaluation": 5,
     "diagnostics": 5,
     "tuning": 5,

@@ -88,6 +88,25 @@ def atomic_dir(path: str | os.PathLike[str], before_swap: Callable[[], None] | N
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def scratch_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary folder beside ``path`` for working files (arrays spilled to disk), removed on exit.
+
+    It is named as :func:`atomic_dir` names its temporaries, so one a killed process left behind is removed by
+    the next write to ``path``. Beside the output rather than in the system's temporary folder, which may be
+    held in memory.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _naming(target):
+        tmp = Path(tempfile.mkdtemp(prefix=_prefix(target), suffix=".scratch.tmp", dir=target.parent))
+    try:
+        with writing_to(tmp):
+            yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 # Faults of the storage: a full disk (or quota), a read-only file system, a refused permission, a failing disk.
 _STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EFBIG)
 # Rust's io::Error ends its text with the code: safetensors' "I/O error: No space left on device (os error 28)".

@@ -593,7 +593,7 @@ class Encoder:
         order = sorted(range(len(texts)), key=lambda i: -len(ids[i]))
         result = {p.name: np.empty((len(texts), self.dim_of(p)), dtype=np.float32) for p in poolings}
         need_hidden = any(p.kind != _POOLER for p in poolings)
-        progress = _progress(len(texts), show_progress, f"encoding with {self.model_path.name}")
+        progress = progress_bar(len(texts), show_progress, f"encoding with {self.model_path.name}")
         with torch.inference_mode(), progress as bar:
             task = bar.add_task("encode", total=len(texts)) if bar is not None else None
             multiple = BF16_LENGTH_MULTIPLE if self.backend == "bf16" else 1
@@ -691,7 +691,7 @@ class Encoder:
         return other
 
     def token_vectors(
-        self, texts: Sequence[str], batch_size: int | None = None
+        self, texts: Sequence[str], batch_size: int | None = None, show_progress: bool | None = None
     ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Per batch of ``texts`` (batched longest first, not in input order): ``(vectors, ids)`` of every real
         non-special token, each vector the mean over this encoder's (mean) pooling layers of that token's hidden
@@ -702,7 +702,9 @@ class Encoder:
         size = batch_size or self.batch_size
         # Longest first, so each batch pads little (the order of the tokens does not matter to moments).
         ordered = sorted(texts, key=len, reverse=True)
-        with torch.inference_mode():
+        progress = progress_bar(len(ordered), show_progress, f"token vectors of {self.model_path.name}")
+        with torch.inference_mode(), progress as bar:
+            task = bar.add_task("tokens", total=len(ordered)) if bar is not None else None
             for start in range(0, len(ordered), size):
                 batch = self.tokenizer(
                     ordered[start : start + size],
@@ -715,6 +717,39 @@ class Encoder:
                 keep = batch["attention_mask"].bool() & ~torch.isin(batch["input_ids"], specials.to(self.device))
                 vectors = sum(outputs.hidden_states[i].float() for i in layers) / len(layers)
                 yield vectors[keep].cpu().numpy(), batch["input_ids"][keep].cpu().numpy()
+                if bar is not None and task is not None:
+                    bar.advance(task, len(ordered[start : start + size]))
+
+    def encode_ids(self, sequences: Sequence[Sequence[int]], batch_size: int | None = None) -> np.ndarray:
+        """Vectors of inputs already turned into token ids (special tokens included, as the model is to see
+        them), pooled by this encoder's pooling over all their positions: float32, one row per input, in input
+        order. For inputs no text tokenises to, such as one vocabulary token between [CLS] and [SEP]."""
+        bad = next((i for i, ids in enumerate(sequences) if not 0 < len(ids) <= self.max_length), None)
+        if bad is not None:
+            raise BadInputError(
+                f"input {bad} has {len(sequences[bad])} token ids; each input needs 1 to {self.max_length}"
+            )
+        pad = int(self.tokenizer.pad_token_id or 0)
+        order = sorted(range(len(sequences)), key=lambda i: -len(sequences[i]))
+        size = batch_size or self.batch_size
+        out = np.empty((len(sequences), self.dim), dtype=np.float32)
+        need_hidden = self.pooling.kind != _POOLER
+        with torch.inference_mode():
+            for start in range(0, len(order), size):
+                rows = order[start : start + size]
+                ids = torch.full((len(rows), len(sequences[rows[0]])), pad, dtype=torch.long)
+                mask = torch.zeros_like(ids)
+                for row, i in enumerate(rows):
+                    ids[row, : len(sequences[i])] = torch.as_tensor(list(sequences[i]), dtype=torch.long)
+                    mask[row, : len(sequences[i])] = 1
+                ids, mask = ids.to(self.device), mask.to(self.device)
+                outputs = self.model(
+                    input_ids=ids, attention_mask=mask, output_hidden_states=need_hidden, return_dict=True
+                )
+                hidden = outputs.hidden_states if need_hidden else None
+                vectors = self._pool(self.pooling, outputs, hidden, mask, self._token_weights(ids, mask))
+                out[rows] = vectors.float().cpu().numpy()
+        return out
 
     def _model_pool(self, outputs: Any, hidden: Any, attention_mask: torch.Tensor) -> torch.Tensor:
         """What sentence-transformers' modules after the Transformer compute, step by step, in float32."""
@@ -759,6 +794,16 @@ def load_tokenizer(model_path: Path, st_config: SentenceTransformersConfig | Non
     return tokenizer
 
 
+def load_model_tokenizer(model: str | os.PathLike[str]) -> tuple[Path, Any]:
+    """``model``'s folder and its tokenizer as an Encoder of it tokenises; loads no weights."""
+    path = resolve_model(model)
+    try:
+        st_config = read_sentence_transformers_config(path)
+    except UnsupportedModuleError:
+        st_config = None
+    return path, load_tokenizer(path, st_config)
+
+
 def token_limit(max_length: int, tokenizer: Any, config: Any) -> int:
     """``max_length`` capped to what the tokenizer and the model's position embeddings allow."""
     limits = [max_length]
@@ -781,12 +826,7 @@ def count_model_frequencies(
 
     if max_length is not None and max_length < 2:
         raise BadInputError(f"max_length must be at least 2 (room for the special tokens), got {max_length}")
-    path = resolve_model(model)
-    try:
-        st_config = read_sentence_transformers_config(path)
-    except UnsupportedModuleError:
-        st_config = None
-    tokenizer = load_tokenizer(path, st_config)
+    path, tokenizer = load_model_tokenizer(model)
     limit = token_limit(
         max_length or read_max_seq_length(path) or FALLBACK_MAX_LENGTH,
         tokenizer,
@@ -920,7 +960,7 @@ class _NoProgress:
         return None
 
 
-def _progress(total: int, show: bool | None, label: str) -> Any:
+def progress_bar(total: int, show: bool | None, label: str) -> Any:
     """A rich progress bar on a terminal for long inputs; nothing otherwise."""
     if show is None:
         show = total >= 512 and sys.stderr.isatty()

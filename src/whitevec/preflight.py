@@ -86,6 +86,19 @@ def check_free_space(folder: str | os.PathLike[str], need_bytes: int) -> None:
         )
 
 
+def available_memory() -> int | None:
+    """Bytes of memory this system can give a process without swapping (``MemAvailable`` in /proc/meminfo);
+    None where that is not known."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # the file counts kiB
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def input_file(value: str | os.PathLike[str], what: str, keywords: Iterable[str] = ()) -> Path | None:
     """An option naming a file or one of ``keywords`` (``--fit-on corpus``): None for a keyword, else the file.
 

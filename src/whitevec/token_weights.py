@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 SCHEMES = ("sif", "usif", "zipf")
 DEFAULT_SIF_A = 1e-3
 DEFAULT_SMOOTHING = 1.0
+# Model2Vec's SIF parameter for weights from the token rank (rank_sif_weights).
+RANK_SIF_A = 1e-4
 FILE_FORMAT = "whitevec-token-frequencies"
 FILE_VERSION = 1
 
@@ -354,6 +356,14 @@ class TokenWeighting:
                 "digest": f.digest()[:16],
             },
         }
+
+
+def rank_sif_weights(n_tokens: int, a: float = RANK_SIF_A) -> np.ndarray:
+    """Model2Vec's token weights when no counts are known (``model2vec.distill``'s ``sif_coefficient``): SIF's
+    ``a / (a + p)`` with ``p`` estimated by Zipf's law from each token's rank ``r`` in the vocabulary's order
+    (0 first), ``p(r) = (1 / (r + 2)) / sum_r' 1 / (r' + 2)``; float64, one weight per rank."""
+    inverse_rank = 1.0 / np.arange(2, n_tokens + 2, dtype=np.float64)
+    return a / (a + inverse_rank / inverse_rank.sum())
 
 
 def read_frequencies(

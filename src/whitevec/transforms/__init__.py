@@ -10,7 +10,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from whitevec.errors import BadInputError, WhitevecWarning
-from whitevec.transforms.base import Transform
+from whitevec.transforms.base import NotAffineError, Transform, is_affine
 from whitevec.transforms.baselines import AllButTheTop, Center, CommonComponentRemoval, Normalize
 from whitevec.transforms.validation import check_vectors
 from whitevec.transforms.whitening import Whitening
@@ -19,15 +19,18 @@ if TYPE_CHECKING:
     from whitevec.transforms.flow import Flow
 
 __all__ = [
+    "AFFINE_SPEC_FORMS",
     "AllButTheTop",
     "Center",
     "CommonComponentRemoval",
     "Flow",
     "Normalize",
+    "NotAffineError",
     "Transform",
     "Whitening",
     "WhitevecWarning",
     "check_vectors",
+    "is_affine",
     "make_transform",
     "whitening_spec",
 ]
@@ -50,6 +53,8 @@ SPEC_FORMS = (
     "pca-K",
     "<whitening form>:gamma=G:beta=B",
 )
+# The forms whose transform is affine (x A + b: Transform.affine), so it folds into a linear step before it.
+AFFINE_SPEC_FORMS = tuple(form for form in SPEC_FORMS if form not in ("none", "raw", "normalize", "flow"))
 # Knobs a whitening-family spec may set after a colon: "whitening-128:gamma=0.5", "pca-64:beta=0".
 _WHITENING_KNOBS = ("gamma", "beta")
 

@@ -45,6 +45,10 @@ class BadParameterError(BadInputError, InvalidParameterError):  # type: ignore[m
     fault, and scikit-learn's ``InvalidParameterError``, which its estimator checks expect."""
 
 
+class NotAffineError(BadInputError):
+    """A transform asked for its affine form (``x A + b``) that has none: it cannot fold into a linear map."""
+
+
 class Count(Interval):  # type: ignore[misc]
     """scikit-learn's ``Interval`` of integers, without ``bool``: ``True`` is not a number of components."""
 
@@ -195,6 +199,18 @@ class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         tags.transformer_tags.preserves_dtype = ["float32"]
         return tags
 
+    # --- affine form -----------------------------------------------------------------------------------
+    def affine(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(A, b)``, float64 of shapes (d, k) and (k,), with ``transform(X) == X @ A + b`` for every ``X``
+        (up to float32 rounding of the output): the form in which a fitted transform folds into whatever is
+        linear before it, such as a static encoder's token table. Affine transforms override this; the rest
+        raise :class:`NotAffineError`."""
+        affine = ", ".join(sorted(klass.__name__ for klass in _REGISTRY.values() if is_affine(klass)))
+        raise NotAffineError(
+            f"{type(self).__name__} is not an affine map x A + b, so it has no affine form (affine transforms: "
+            f"{affine})"
+        )
+
     # --- state -----------------------------------------------------------------------------------------
     def _check_fitted(self) -> None:
         """Raise NotFittedError before a fit, and BadParameterError for a parameter changed since to a value
@@ -341,3 +357,9 @@ class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
             raise CorruptFileError(f"{source} holds parameters {klass.__name__} cannot take: {exc}") from exc
         obj._set_state(arrays, values, device)
         return obj  # type: ignore[return-value]
+
+
+def is_affine(transform: Transform | type[Transform]) -> bool:
+    """Whether a transform (or class) has an affine form :meth:`Transform.affine`, known before any fit."""
+    klass: Any = transform if isinstance(transform, type) else type(transform)
+    return bool(klass.affine is not Transform.affine)

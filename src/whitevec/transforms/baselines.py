@@ -35,6 +35,11 @@ class Center(Transform):
         X = self._apply_input(X)
         return (X - self.mean_).astype(np.float32)
 
+    def affine(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(I, -mu)``."""
+        self._check_fitted()
+        return np.eye(self.n_features_in_), -np.asarray(self.mean_, dtype=np.float64)
+
     def inverse_transform(self, X: Any) -> np.ndarray:
         """``X + mu`` as float32."""
         X = self._apply_input(X)
@@ -109,6 +114,12 @@ class AllButTheTop(Transform):
         centered = X - self.mean_
         return (centered - (centered @ self.directions_.T) @ self.directions_).astype(np.float32)
 
+    def affine(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(P, -mu P)`` with the projection ``P = I - V^T V``."""
+        self._check_fitted()
+        projection = np.eye(self.n_features_in_) - self.directions_.T @ self.directions_
+        return projection, -(self.mean_ @ projection)
+
 
 class CommonComponentRemoval(Transform):
     """SIF's and uSIF's common-component removal: principal directions of the *uncentred* vectors removed.
@@ -167,3 +178,9 @@ class CommonComponentRemoval(Transform):
         """``X - ((X V^T) * lambda) V`` as float32, with ``V = components_``."""
         X = self._apply_input(X)
         return (X - ((X @ self.components_.T) * self.weights_) @ self.components_).astype(np.float32)
+
+    def affine(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(I - V^T diag(lambda) V, 0)``: linear, no shift."""
+        self._check_fitted()
+        V = self.components_
+        return np.eye(self.n_features_in_) - (V.T * self.weights_) @ V, np.zeros(self.n_features_in_)

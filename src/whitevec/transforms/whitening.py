@@ -370,6 +370,12 @@ class Whitening(Transform):
                 raise_non_finite(X, name="X", overflow="the whitened vectors overflow float32")
         return out
 
+    def affine(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(W, -beta mu W)``: ``transform(X) == X W - beta mu W``."""
+        self._check_fitted()
+        W = self._components()
+        return W, -(self.beta * self.mean_) @ W
+
     def inverse_transform(self, X: Any) -> np.ndarray:
         """``X diag(max(lambda, floor)^(gamma/2)) U^T + beta*mu`` as float32; only when k == d."""
         self._check_fitted()

@@ -1,0 +1,308 @@
+"""`whitevec distill`: each step checked against a direct computation (transformers' hidden states, the weight
+formulas, the transform applied after encoding), the folder against Model2Vec's reader, and the bad inputs."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from tokenizers import Tokenizer
+
+import whitevec.distill as distill_module
+from whitevec.distill import distill
+from whitevec.encoder import count_model_frequencies
+from whitevec.errors import BadInputError, DataNotFoundError
+from whitevec.linalg import unit_rows
+from whitevec.static_format import read_static_folder
+from whitevec.token_table import kept_tokens, static_mean
+from whitevec.token_weights import TokenWeighting, rank_sif_weights
+from whitevec.transforms import AFFINE_SPEC_FORMS, SPEC_FORMS, NotAffineError, is_affine, make_transform
+
+from .conftest import VOCAB_WORDS
+
+
+def _texts(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    # Only some words, so the corpus method leaves tokens unseen and falls back for them.
+    words = VOCAB_WORDS[:14]
+    return [" ".join(rng.choice(words) for _ in range(rng.randint(3, 8))) + " ." for _ in range(n)]
+
+
+CORPUS = _texts(24, 0)
+PROBES = [*_texts(12, 1), "guitar piano food", "?"]  # words the corpus lacks; "?" alone is one token
+
+
+@pytest.fixture(scope="module")
+def corpus_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    path.write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def raw_tables(tiny_bert_dir: Path, corpus_file: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Both methods' tables with no PCA, weights or normalisation: the raw token vectors."""
+    root = tmp_path_factory.mktemp("raw")
+    common: dict[str, Any] = {"dims": None, "token_weights": "none", "normalize": False}
+    out: dict[str, Any] = {}
+    for method in ("tokens", "corpus"):
+        result = distill(tiny_bert_dir, root / method, method=method, corpus=corpus_file, **common)
+        out[method] = read_static_folder(result.path)
+        out[f"{method}-result"] = result
+    return out
+
+
+def _model(folder: Path) -> tuple[Any, Any]:
+    from transformers import AutoModel, AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(folder)), AutoModel.from_pretrained(str(folder)).eval()
+
+
+def test_tokens_rows_are_each_token_alone_through_the_model(
+    tiny_bert_dir: Path, raw_tables: dict[str, Any]
+) -> None:
+    tokenizer, model = _model(tiny_bert_dir)
+    table = raw_tables["tokens"].embeddings
+    assert table.shape == (len(tokenizer), model.config.hidden_size) and table.dtype == np.float32
+    ids = torch.tensor([[tokenizer.cls_token_id, i, tokenizer.sep_token_id] for i in range(len(tokenizer))])
+    with torch.no_grad():
+        want = model(input_ids=ids).last_hidden_state.mean(1).numpy()  # Model2Vec: last layer, all positions
+    np.testing.assert_allclose(table, want, atol=1e-5)
+
+
+def test_corpus_rows_are_contextual_means_with_the_tokens_fallback(
+    tiny_bert_dir: Path, raw_tables: dict[str, Any]
+) -> None:
+    tokenizer, model = _model(tiny_bert_dir)
+    sums = np.zeros((len(tokenizer), model.config.hidden_size))
+    counts = np.zeros(len(tokenizer))
+    specials = set(tokenizer.all_special_ids)
+    encoded = tokenizer(CORPUS, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model(**encoded).last_hidden_state.numpy()
+    for row, ids in enumerate(encoded["input_ids"].tolist()):
+        for position, token in enumerate(ids):
+            if token not in specials:  # padding is a special token too
+                sums[token] += hidden[row, position]
+                counts[token] += 1
+    seen = counts > 0
+    table = raw_tables["corpus"].embeddings
+    assert 0 < seen.sum() < len(tokenizer) - len(specials)  # some tokens fall back
+    assert raw_tables["corpus-result"].n_seen == seen.sum()
+    np.testing.assert_allclose(table[seen], sums[seen] / counts[seen, None], atol=1e-5)
+    np.testing.assert_allclose(table[~seen], raw_tables["tokens"].embeddings[~seen], atol=1e-6)
+
+
+def test_pca_is_fitted_on_the_table(tiny_bert_dir: Path, raw_tables: dict[str, Any], tmp_path: Path) -> None:
+    result = distill(tiny_bert_dir, tmp_path / "pca", dims=8, token_weights="none", normalize=False)
+    table = read_static_folder(result.path).embeddings
+    raw = raw_tables["tokens"].embeddings.astype(np.float64)
+    assert table.shape == (raw.shape[0], 8) and result.provenance["dims"] == 8
+    np.testing.assert_allclose(table.mean(0), 0.0, atol=1e-5)  # centred rows
+    variance = table.var(0)
+    assert np.all(np.diff(variance) <= 1e-6)  # the first principal directions, largest first
+    centred = raw - raw.mean(0)
+    top = np.linalg.eigvalsh(centred.T @ centred / len(raw))[::-1][:8]
+    np.testing.assert_allclose(variance, top, rtol=1e-3)
+
+
+@pytest.mark.parametrize("scheme", ["sif-rank", "sif", "usif", "zipf"])
+def test_each_weighting_multiplies_the_rows(
+    tiny_bert_dir: Path, corpus_file: Path, raw_tables: dict[str, Any], tmp_path: Path, scheme: str
+) -> None:
+    result = distill(
+        tiny_bert_dir, tmp_path / scheme, corpus=corpus_file, dims=None, token_weights=scheme, normalize=False
+    )
+    raw = raw_tables["tokens"].embeddings
+    if scheme == "sif-rank":  # Model2Vec's: SIF a=1e-4 over the token rank, no counts
+        weights = rank_sif_weights(raw.shape[0])
+        np.testing.assert_allclose(
+            weights[:3], 1e-4 / (1e-4 + (1 / np.arange(2, 5)) / (1 / np.arange(2, 48)).sum())
+        )
+    else:
+        weights = TokenWeighting(scheme, count_model_frequencies(tiny_bert_dir, CORPUS)).weights()
+    np.testing.assert_allclose(read_static_folder(result.path).embeddings, raw * weights[:, None], atol=1e-6)
+    assert result.provenance["token_weights"]["scheme"] == scheme
+
+
+def test_a_frequency_file_gives_the_counts(
+    tiny_bert_dir: Path, raw_tables: dict[str, Any], tmp_path: Path
+) -> None:
+    counts = count_model_frequencies(tiny_bert_dir, CORPUS)
+    counts.save(tmp_path / "counts.json")
+    result = distill(
+        tiny_bert_dir,
+        tmp_path / "out",
+        dims=None,
+        token_weights="sif",
+        frequencies=tmp_path / "counts.json",
+        normalize=False,
+    )
+    want = raw_tables["tokens"].embeddings * TokenWeighting("sif", counts).weights()[:, None]
+    np.testing.assert_allclose(read_static_folder(result.path).embeddings, want, atol=1e-6)
+
+
+def test_folded_transform_equals_encode_then_transform(
+    tiny_bert_dir: Path, corpus_file: Path, tmp_path: Path
+) -> None:
+    from model2vec import StaticModel
+
+    common: dict[str, Any] = {"method": "corpus", "corpus": corpus_file, "dims": 16, "token_weights": "sif"}
+    plain = read_static_folder(distill(tiny_bert_dir, tmp_path / "plain", normalize=False, **common).path)
+    folded = distill(tiny_bert_dir, tmp_path / "folded", transform="whitening-8", **common)
+    whitening = make_transform("whitening-8")
+    assert whitening is not None
+    whitening.fit(static_mean(plain.embeddings, plain.tokenizer, CORPUS, plain.max_length))
+    want = whitening.transform(static_mean(plain.embeddings, plain.tokenizer, PROBES, plain.max_length))
+    table = read_static_folder(folded.path)
+    got = static_mean(table.embeddings, table.tokenizer, PROBES, table.max_length)
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    # Model2Vec's own reader: the same vectors, L2-normalised as the folder says.
+    model2vec = StaticModel.from_pretrained(str(folded.path), force_download=False)
+    np.testing.assert_allclose(model2vec.encode(PROBES), unit_rows(want), atol=1e-5)
+    assert folded.provenance["transform"] == "whitening-8" and folded.provenance["corpus"]["lines"] == len(CORPUS)
+
+
+def _affine_specs() -> list[str]:
+    forms = [f for f in SPEC_FORMS if f not in ("none", "raw") and "<" not in f]
+    return [
+        f.replace("[-K]", "-3")
+        .replace("-K", "-3")
+        .replace("-D", "-2")
+        .replace("-M", "-2")
+        .replace("betaB", "beta0.5")
+        .replace("gammaG", "gamma0.5")
+        for f in forms
+    ]
+
+
+@pytest.mark.parametrize("spec", _affine_specs())
+def test_affine_form_is_the_transform(spec: str) -> None:
+    """Each transform's affine form gives its outputs; the forms listed as affine are exactly those that have
+    one (flow and normalize refuse)."""
+    transform = make_transform(spec)
+    assert transform is not None
+    listed = any(spec.startswith(form.split("-")[0]) for form in AFFINE_SPEC_FORMS)
+    assert is_affine(transform) == (spec not in ("flow", "normalize")) == listed
+    if not is_affine(transform):
+        with pytest.raises(NotAffineError, match="not an affine map"):
+            transform.affine()
+        return
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 6)) @ rng.normal(size=(6, 6)) + 3.0
+    transform.fit(X)
+    A, b = transform.affine()
+    np.testing.assert_allclose(transform.transform(X), X @ A + b, atol=1e-5 * np.abs(X @ A).max())
+
+
+# --- bad input -----------------------------------------------------------------------------------------------
+@pytest.fixture()
+def no_model_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if distill gets as far as loading the model (or its tokenizer)."""
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the model was loaded before the bad input was found")
+
+    monkeypatch.setattr(distill_module, "load_model_tokenizer", refuse)
+    monkeypatch.setattr(distill_module, "Encoder", refuse)
+
+
+@pytest.mark.usefixtures("no_model_loads")
+def test_a_missing_or_empty_corpus_fails_before_the_model_loads(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(DataNotFoundError, match="no corpus file"):
+        distill(tiny_bert_dir, tmp_path / "out", method="corpus", corpus=tmp_path / "missing.txt")
+    (tmp_path / "empty.txt").write_text("\n  \n")
+    with pytest.raises(BadInputError, match="holds no text"):
+        distill(tiny_bert_dir, tmp_path / "out", method="corpus", corpus=tmp_path / "empty.txt")
+    with pytest.raises(BadInputError, match=r"need.* a corpus"):
+        distill(tiny_bert_dir, tmp_path / "out", method="corpus")
+    with pytest.raises(BadInputError, match=r"need.* a corpus"):
+        distill(tiny_bert_dir, tmp_path / "out", transform="whitening")
+    with pytest.raises(BadInputError, match=r"need.* a corpus"):
+        distill(tiny_bert_dir, tmp_path / "out", token_weights="usif")
+
+
+@pytest.mark.usefixtures("no_model_loads")
+@pytest.mark.parametrize("spec", ["flow", "normalize"])
+def test_a_transform_that_cannot_fold_is_refused_by_name(
+    tiny_bert_dir: Path, corpus_file: Path, tmp_path: Path, spec: str
+) -> None:
+    with pytest.raises(BadInputError, match=rf"cannot fold transform '{spec}'.*linear transforms are: whitening"):
+        distill(tiny_bert_dir, tmp_path / "out", corpus=corpus_file, transform=spec)
+
+
+@pytest.mark.usefixtures("no_model_loads")
+def test_bad_options_fail_before_the_model_loads(tiny_bert_dir: Path, corpus_file: Path, tmp_path: Path) -> None:
+    for options, message in [
+        ({"method": "words"}, "unknown distill method"),
+        ({"dims": 0}, "dims must be"),
+        ({"sample": 0}, "sample must be"),
+        ({"token_weights": "tfidf"}, "unknown token weights"),
+        ({"pooling": "cls"}, "token weights apply inside the token mean"),
+        ({"transform": "whitening-x"}, "unknown transform spec"),
+    ]:
+        with pytest.raises(BadInputError, match=message):
+            distill(tiny_bert_dir, tmp_path / "out", corpus=corpus_file, **options)
+
+
+def test_a_slow_tokenizer_is_refused_naming_what_is_needed(
+    tiny_bert_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model folder whose only tokenizer is a Python one (ProphetNet's WordPiece over the same vocabulary)."""
+    slow = tmp_path / "slow-bert"
+    shutil.copytree(tiny_bert_dir, slow)
+    (slow / "tokenizer.json").unlink()
+    shutil.copy(slow / "vocab.txt", slow / "prophetnet.tokenizer")
+    config = json.loads((slow / "tokenizer_config.json").read_text())
+    config.pop("backend", None)
+    (slow / "tokenizer_config.json").write_text(json.dumps({**config, "tokenizer_class": "ProphetNetTokenizer"}))
+    monkeypatch.setattr(distill_module, "Encoder", None)  # never reached
+    with pytest.raises(
+        BadInputError, match=r"ProphetNetTokenizer\) is a slow \(Python\) tokenizer.*needs a fast one"
+    ):
+        distill(slow, tmp_path / "out")
+
+
+def test_a_table_too_large_for_memory_names_its_size_and_dims(
+    tiny_bert_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    weights = (tiny_bert_dir / "model.safetensors").stat().st_size
+    # Room for the model and a 16-dimensional table of the 46 tokens, not the 32 asked for.
+    monkeypatch.setattr(distill_module, "available_memory", lambda: weights + 3 * 46 * 20 * 4)
+    with monkeypatch.context() as patch:
+        patch.setattr(distill_module, "Encoder", None)  # never reached
+        with pytest.raises(
+            BadInputError,
+            match=r"needs about [\d.]+ MiB .*46 tokens x 32 dimensions.*--dims 16 \(about [\d.]+ MiB\)",
+        ) as caught:
+            distill(tiny_bert_dir, tmp_path / "out", dims=32)
+    assert "is available" in str(caught.value)
+    assert distill(tiny_bert_dir, tmp_path / "out", dims=16).dim == 16
+
+
+def test_an_existing_out_is_refused_unless_overwrite(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "static"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep me")
+    with pytest.raises(BadInputError, match="exists; pass overwrite"):
+        distill(tiny_bert_dir, out, dims=4)
+    assert (out / "mine.txt").read_text() == "keep me"
+    distill(tiny_bert_dir, out, dims=4, overwrite=True)
+    assert not (out / "mine.txt").exists()
+    config = json.loads((out / "config.json").read_text())
+    assert config["whitevec"]["method"] == "tokens" and config["whitevec"]["base_model_fingerprint"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no scratch or temporary left
+
+
+def test_unused_tokens_get_no_vector() -> None:
+    from tokenizers.models import WordLevel
+
+    vocab = {"[PAD]": 0, "[unused0]": 1, "[unused12]": 2, "word": 3, "[UNK]": 4, "other": 5}
+    tokenizer = Tokenizer(WordLevel(vocab, unk_token="[UNK]"))
+    np.testing.assert_array_equal(kept_tokens(tokenizer, 5), [True, False, False, True, True, False])
