@@ -19,6 +19,7 @@ FLOORS = {
     "paths": 1,
     "encoding": 1,
     "token_pooling": 1,
+    "static_format": 1,
     "models": 2,
     "datasets": 2,
     "st_config": 2,
