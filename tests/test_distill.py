@@ -25,6 +25,7 @@ from whitevec.token_weights import TokenWeighting, rank_sif_weights
 from whitevec.transforms import AFFINE_SPEC_FORMS, SPEC_FORMS, NotAffineError, is_affine, make_transform
 
 from .conftest import VOCAB_WORDS
+from .test_cli import run_cli
 
 
 def _texts(n: int, seed: int) -> list[str]:
@@ -306,3 +307,50 @@ def test_unused_tokens_get_no_vector() -> None:
     vocab = {"[PAD]": 0, "[unused0]": 1, "[unused12]": 2, "word": 3, "[UNK]": 4, "other": 5}
     tokenizer = Tokenizer(WordLevel(vocab, unk_token="[UNK]"))
     np.testing.assert_array_equal(kept_tokens(tokenizer, 5), [True, False, False, True, True, False])
+
+
+@pytest.mark.filterwarnings("ignore::whitevec.errors.WhitevecWarning")  # 32-d tiny model, 24 texts
+def test_the_guide_snippet_runs(
+    tiny_bert_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The how-to's Python block, on the tiny BERT (all-MiniLM-L6-v2 takes minutes) and a small corpus."""
+    from .test_readme_snippets import marked_block
+
+    code, page = marked_block(
+        "docs/how-to/static-encoders.md", "tests/test_distill.py::test_the_guide_snippet_runs"
+    )
+    assert '"all-MiniLM-L6-v2"' in code
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my-texts.txt").write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
+    code = code.replace('"all-MiniLM-L6-v2"', repr(str(tiny_bert_dir)))
+    exec(compile(code, str(page), "exec"), {"__name__": "__docs__"})
+    assert capsys.readouterr().out.split()[:2] == ["46", "32"]  # the tiny model: 46 tokens, 32 dims (< 256)
+    assert (tmp_path / "minilm-static" / "model.safetensors").is_file()
+
+
+# --- the command -----------------------------------------------------------------------------------------------
+def test_cli_distils_and_says_what_it_wrote(
+    tiny_bert_dir: Path, corpus_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["distill", str(tiny_bert_dir), "--out", str(tmp_path / "static"), "--method", "corpus"]
+    args += ["--corpus", str(corpus_file), "--dims", "none", "--transform", "whitening-8", "--quiet"]
+    code, _, err = run_cli(args, capsys)
+    assert code == 0, err
+    assert "32 x" not in err and "46 tokens x 8 (corpus, " in err and "whitening-8 folded" in err
+    table = read_static_folder(tmp_path / "static")
+    assert table.embeddings.shape == (46, 8) and table.normalize
+    assert table.provenance["dims"] is None and table.provenance["sample"] == len(CORPUS)
+
+
+@pytest.mark.usefixtures("no_model_loads")
+def test_cli_bad_input_is_one_line_and_exit_2(
+    tiny_bert_dir: Path, corpus_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for args, message in [
+        (["--method", "corpus", "--corpus", str(tmp_path / "none.txt")], "no corpus file at"),
+        (["--dims", "many"], "--dims takes a number of dimensions or none"),
+        (["--transform", "flow", "--corpus", str(corpus_file)], "cannot fold transform 'flow'"),
+    ]:
+        code, _, err = run_cli(["distill", str(tiny_bert_dir), "--out", str(tmp_path / "o"), *args], capsys)
+        assert code == 2 and message in err and "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1

@@ -24,6 +24,7 @@ needs at ``dims``.
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import time
@@ -35,7 +36,6 @@ from typing import Any
 import numpy as np
 
 from whitevec._io import scratch_dir, sha256_file
-from whitevec._version import __version__
 from whitevec.datasets import read_texts_file
 from whitevec.encoder import Encoder, check_weighted_pooling, folder_fingerprint, get_pooling, load_model_tokenizer
 from whitevec.errors import BadInputError, DataNotFoundError
@@ -310,7 +310,11 @@ def _weights(plan: _Plan, encoder: Encoder, kept: np.ndarray) -> tuple[np.ndarra
         raise BadInputError(
             f"the token counts cover {counts.vocab_size} ids, the tokenizer {kept.size}: count them again"
         )
-    return weighting.weights(), weighting.describe()
+    description = weighting.describe()
+    # uSIF's a is infinite when its weights are uniform; JSON has no infinity.
+    if isinstance(description["a"], float) and not math.isfinite(description["a"]):
+        description["a"] = None
+    return weighting.weights(), description
 
 
 def _fold(
@@ -346,5 +350,6 @@ def _provenance(
         "sample_asked": sample,
         "seed": seed,
         "dim": dim,
-        "whitevec_version": __version__,
+        # Model2Vec's config key for its rank weights (static_format writes it as sif_coefficient).
+        "sif_coefficient": RANK_SIF_A if settings["token_weights"]["scheme"] == "sif-rank" else None,
     }

@@ -1,7 +1,8 @@
 """The ``whitevec`` command: argument parsing, one library call, printing. No logic the library lacks.
 
 One module per command group: ``evaluate`` (eval, eval-retrieval, diagnose), ``encode`` (encode, fit,
-frequencies), ``index`` (index build / info / export-faiss, search), ``tune``, ``export`` (export-st), ``serve``.
+frequencies), ``index`` (index build / info / export-faiss, search), ``tune``, ``export`` (export-st),
+``distill``, ``serve``.
 Options are declared once in ``_options`` (the ``Annotated`` aliases, :class:`RunOptions`); printing and the one
 table model are in ``_output``. This module makes the ``app``, registers the commands in the order ``--help``
 lists them, and runs it: bad usage (a missing, unknown or bad option or argument, a group without a command) is
@@ -20,6 +21,7 @@ import typer
 
 from whitevec.cli._options import RunOptions, _group, with_run_options
 from whitevec.cli._output import TableFormat, _print_table, _StdoutClosedError, _Table, _writing_stdout
+from whitevec.cli.distill import distill_command
 from whitevec.cli.encode import encode_command, fit_command, frequencies_app
 from whitevec.cli.evaluate import diagnose_command, eval_command, eval_retrieval_command
 from whitevec.cli.export import export_st_command
@@ -45,6 +47,7 @@ app.command("search")(search_command)
 app.command("eval-retrieval")(eval_retrieval_command)
 app.command("tune")(tune_command)
 app.command("export-st")(export_st_command)
+app.command("distill")(distill_command)
 app.command("serve")(serve_command)
 app.add_typer(frequencies_app, name="frequencies")
 app.add_typer(index_app, name="index")
