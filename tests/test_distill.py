@@ -21,7 +21,7 @@ from whitevec.errors import BadInputError, DataNotFoundError
 from whitevec.linalg import unit_rows
 from whitevec.static_format import read_static_folder
 from whitevec.token_table import kept_tokens, static_mean
-from whitevec.token_weights import TokenWeighting, rank_sif_weights
+from whitevec.token_weights import TokenFrequencies, TokenWeighting, rank_sif_weights
 from whitevec.transforms import AFFINE_SPEC_FORMS, SPEC_FORMS, NotAffineError, is_affine, make_transform
 
 from .conftest import VOCAB_WORDS
@@ -268,6 +268,16 @@ def test_a_slow_tokenizer_is_refused_naming_what_is_needed(
         BadInputError, match=r"ProphetNetTokenizer\) is a slow \(Python\) tokenizer.*needs a fast one"
     ):
         distill(slow, tmp_path / "out")
+
+
+def test_counts_of_another_tokenizer_fail_before_the_model_loads(
+    tiny_bert_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counts = count_model_frequencies(tiny_bert_dir, CORPUS)
+    foreign = TokenFrequencies(counts.counts, counts.n_texts, "another tokenizer", counts.special_ids, model="x")
+    monkeypatch.setattr(distill_module, "Encoder", None)  # never reached
+    with pytest.raises(BadInputError, match="counted with another tokenizer"):
+        distill(tiny_bert_dir, tmp_path / "out", token_weights="sif", frequencies=foreign)
 
 
 def test_a_table_too_large_for_memory_names_its_size_and_dims(

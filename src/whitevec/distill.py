@@ -29,7 +29,7 @@ import os
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,16 +37,22 @@ import numpy as np
 
 from whitevec._io import scratch_dir, sha256_file
 from whitevec.datasets import read_texts_file
-from whitevec.encoder import Encoder, check_weighted_pooling, folder_fingerprint, get_pooling, load_model_tokenizer
+from whitevec.encoder import (
+    Encoder,
+    check_weighted_pooling,
+    count_model_frequencies,
+    folder_fingerprint,
+    get_pooling,
+    load_model_tokenizer,
+)
 from whitevec.errors import BadInputError, DataNotFoundError
-from whitevec.preflight import available_memory, check_output, model_hidden_size
+from whitevec.preflight import available_memory, check_free_space, check_output, model_hidden_size
 from whitevec.static_format import StaticTable, write_static_folder
 from whitevec.token_table import corpus_table, reduce_table, single_token_table, static_mean, static_tokenizer
 from whitevec.token_weights import (
     RANK_SIF_A,
     TokenFrequencies,
     TokenWeighting,
-    count_frequencies,
     rank_sif_weights,
     read_frequencies,
 )
@@ -129,7 +135,8 @@ def distill(
     check_output(target, "--out folder", folder=True)
     path, tokenizer = load_model_tokenizer(model)
     tokens = static_tokenizer(tokenizer, str(model))
-    check_memory(str(model), path, tokens.get_vocab_size(with_added_tokens=True), dims)
+    check_room(str(model), path, tokens.get_vocab_size(with_added_tokens=True), dims, target)
+    counts = _counts(plan, model, tokenizer, max_length)
     encoder = Encoder(model, pooling, max_length, batch_size, device, cache=False)
     with scratch_dir(target) as scratch:
         if plan.method == "corpus":
@@ -138,7 +145,7 @@ def distill(
             raw = single_token_table(encoder, tokens, scratch, show_progress)
         table = reduce_table(raw, dims)
         kept, n_seen = np.array(raw.kept), raw.n_seen
-    weighting = _weights(plan, encoder, kept)
+    weighting = _row_weights(plan.weights, counts, kept)
     if weighting is not None:
         table *= weighting[0].astype(np.float32)[:, None]
     settings = {
@@ -251,13 +258,22 @@ def table_memory(vocab_size: int, dims: int, model_bytes: int) -> int:
     return model_bytes + _TABLE_COPIES * vocab_size * dims * 4
 
 
-def check_memory(model: str, path: Path, vocab_size: int, dims: int | None) -> None:
-    """BadInputError, naming the estimated size and a ``dims`` that fits, when the table at ``dims`` needs more
-    memory than this machine has available (no check where that is unknown)."""
-    available = available_memory()
+def check_room(model: str, path: Path, vocab_size: int, dims: int | None, out: Path) -> None:
+    """Disk beside ``out`` for the scratch table at the model's width and the folder (OSError ENOSPC), and
+    memory for the table at ``dims`` (:func:`check_memory`)."""
     hidden = model_hidden_size(path) or 0
     width = hidden if dims is None else min(dims, hidden or dims)
-    if available is None or width == 0:
+    # Scratch: the raw float32 table and, for corpus, its float64 sums; then the folder's float32 table.
+    check_free_space(out.parent, vocab_size * (hidden * 12 + width * 4))
+    if width:
+        check_memory(model, path, vocab_size, width)
+
+
+def check_memory(model: str, path: Path, vocab_size: int, width: int) -> None:
+    """BadInputError, naming the estimated size and a ``dims`` that fits, when the table at ``width``
+    dimensions needs more memory than this machine has available (no check where that is unknown)."""
+    available = available_memory()
+    if available is None:
         return
     weights = sum(f.stat().st_size for pattern in ("*.safetensors", "*.bin") for f in path.glob(pattern))
     need = table_memory(vocab_size, width, weights)
@@ -282,34 +298,33 @@ def _size(n_bytes: int) -> str:
     return f"{n_bytes / _GIB:.1f} GiB" if n_bytes >= _GIB // 10 else f"{n_bytes / (1 << 20):.1f} MiB"
 
 
-def _weights(plan: _Plan, encoder: Encoder, kept: np.ndarray) -> tuple[np.ndarray, dict[str, Any]] | None:
-    """The weight of each row and its description, or None for ``none``."""
-    if plan.weights == "none":
+def _counts(
+    plan: _Plan, model: str | os.PathLike[str], tokenizer: Any, max_length: int | None
+) -> TokenFrequencies | None:
+    """The token counts count weights need: a frequency file checked against this tokenizer, or a text file or the
+    corpus counted with it (as the Encoder tokenises). Before the model loads: foreign counts fail at once."""
+    if plan.weights not in ("sif", "usif", "zipf"):
         return None
-    if plan.weights == "sif-rank":
-        # Model2Vec ranks the tokens it keeps, in id order.
+    source = plan.frequencies
+    if isinstance(source, TokenFrequencies):
+        source.check_tokenizer(tokenizer, str(model))
+        return source
+    texts = read_texts_file(source) if isinstance(source, Path) else plan.corpus_texts
+    name = source.name if isinstance(source, Path) else str((plan.corpus_info or {}).get("file", ""))
+    return replace(count_model_frequencies(model, texts, max_length), source=name)
+
+
+def _row_weights(
+    scheme: str, counts: TokenFrequencies | None, kept: np.ndarray
+) -> tuple[np.ndarray, dict[str, Any]] | None:
+    """The weight of each row and its description, or None for ``none``."""
+    if scheme == "none":
+        return None
+    if counts is None:  # sif-rank: Model2Vec ranks the tokens it keeps, in id order
         out = np.zeros(kept.size, dtype=np.float64)
         out[kept] = rank_sif_weights(int(kept.sum()))
         return out, {"scheme": "sif-rank", "a": RANK_SIF_A}
-    source = plan.frequencies
-    if isinstance(source, TokenFrequencies):
-        source.check_tokenizer(encoder.tokenizer, encoder.model_name)
-        counts = source
-    else:
-        texts = read_texts_file(source) if isinstance(source, Path) else plan.corpus_texts
-        counts = count_frequencies(
-            encoder.tokenizer,
-            texts,
-            encoder.max_length,
-            model=encoder.model_name,
-            model_fingerprint=encoder.model_fingerprint,
-            source=source.name if isinstance(source, Path) else str((plan.corpus_info or {}).get("file", "")),
-        )
-    weighting = TokenWeighting(plan.weights, counts)
-    if counts.vocab_size != kept.size:
-        raise BadInputError(
-            f"the token counts cover {counts.vocab_size} ids, the tokenizer {kept.size}: count them again"
-        )
+    weighting = TokenWeighting(scheme, counts)
     description = weighting.describe()
     # uSIF's a is infinite when its weights are uniform; JSON has no infinity.
     if isinstance(description["a"], float) and not math.isfinite(description["a"]):
