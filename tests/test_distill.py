@@ -74,7 +74,11 @@ def test_tokens_rows_are_each_token_alone_through_the_model(
     ids = torch.tensor([[tokenizer.cls_token_id, i, tokenizer.sep_token_id] for i in range(len(tokenizer))])
     with torch.no_grad():
         want = model(input_ids=ids).last_hidden_state.mean(1).numpy()  # Model2Vec: last layer, all positions
+    # Model2Vec drops the added tokens but the unknown and padding ones: zero rows here.
+    dropped = [tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id]
+    want[dropped] = 0.0
     np.testing.assert_allclose(table, want, atol=1e-5)
+    assert raw_tables["tokens-result"].provenance["tokens_kept"] == len(tokenizer) - 3
 
 
 def test_corpus_rows_are_contextual_means_with_the_tokens_fallback(
@@ -103,8 +107,10 @@ def test_corpus_rows_are_contextual_means_with_the_tokens_fallback(
 def test_pca_is_fitted_on_the_table(tiny_bert_dir: Path, raw_tables: dict[str, Any], tmp_path: Path) -> None:
     result = distill(tiny_bert_dir, tmp_path / "pca", dims=8, token_weights="none", normalize=False)
     table = read_static_folder(result.path).embeddings
-    raw = raw_tables["tokens"].embeddings.astype(np.float64)
-    assert table.shape == (raw.shape[0], 8) and result.provenance["dims"] == 8
+    assert table.shape == (46, 8) and result.provenance["dims"] == 8
+    kept = [i for i in range(46) if i not in (2, 3, 4)]  # [CLS], [SEP], [MASK]: no row, not in the fit
+    assert not table[[2, 3, 4]].any()
+    table, raw = table[kept], raw_tables["tokens"].embeddings[kept].astype(np.float64)
     np.testing.assert_allclose(table.mean(0), 0.0, atol=1e-5)  # centred rows
     variance = table.var(0)
     assert np.all(np.diff(variance) <= 1e-6)  # the first principal directions, largest first
@@ -121,11 +127,11 @@ def test_each_weighting_multiplies_the_rows(
         tiny_bert_dir, tmp_path / scheme, corpus=corpus_file, dims=None, token_weights=scheme, normalize=False
     )
     raw = raw_tables["tokens"].embeddings
-    if scheme == "sif-rank":  # Model2Vec's: SIF a=1e-4 over the token rank, no counts
-        weights = rank_sif_weights(raw.shape[0])
-        np.testing.assert_allclose(
-            weights[:3], 1e-4 / (1e-4 + (1 / np.arange(2, 5)) / (1 / np.arange(2, 48)).sum())
-        )
+    if scheme == "sif-rank":  # Model2Vec's: SIF a=1e-4 over the rank of the tokens it keeps, no counts
+        kept = [i for i in range(raw.shape[0]) if i not in (2, 3, 4)]  # [CLS], [SEP], [MASK] are dropped
+        weights = np.zeros(raw.shape[0])
+        weights[kept] = 1e-4 / (1e-4 + (1 / np.arange(2, 45)) / (1 / np.arange(2, 45)).sum())
+        np.testing.assert_allclose(weights[kept], rank_sif_weights(len(kept)))
     else:
         weights = TokenWeighting(scheme, count_model_frequencies(tiny_bert_dir, CORPUS)).weights()
     np.testing.assert_allclose(read_static_folder(result.path).embeddings, raw * weights[:, None], atol=1e-6)
@@ -311,12 +317,15 @@ def test_an_existing_out_is_refused_unless_overwrite(tiny_bert_dir: Path, tmp_pa
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no scratch or temporary left
 
 
-def test_unused_tokens_get_no_vector() -> None:
+def test_unused_and_added_tokens_get_no_vector() -> None:
+    """Model2Vec's choice: no [unusedN], no added token but the unknown and padding ones."""
     from tokenizers.models import WordLevel
 
-    vocab = {"[PAD]": 0, "[unused0]": 1, "[unused12]": 2, "word": 3, "[UNK]": 4, "other": 5}
+    vocab = {"[PAD]": 0, "[unused0]": 1, "[unused12]": 2, "word": 3, "[UNK]": 4, "[CLS]": 5, "other": 6, "x": 7}
     tokenizer = Tokenizer(WordLevel(vocab, unk_token="[UNK]"))
-    np.testing.assert_array_equal(kept_tokens(tokenizer, 5), [True, False, False, True, True, False])
+    tokenizer.add_special_tokens(["[PAD]", "[UNK]", "[CLS]"])
+    kept = kept_tokens(tokenizer, 7, keep=[0, 4])
+    np.testing.assert_array_equal(kept, [True, False, False, True, True, False, True, False])
 
 
 @pytest.mark.filterwarnings("ignore::whitevec.errors.WhitevecWarning")  # 32-d tiny model, 24 texts

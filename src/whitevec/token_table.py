@@ -11,9 +11,11 @@ Two ways to give each vocabulary token a vector:
                         special tokens never) over the texts given; a token they never show gets its
                         single-token vector.
 
-Tokens named ``[unusedN]`` (Model2Vec's ``token_remove_pattern``) and ids past the model's embedding matrix
-are not kept: their rows stay zero and no fit sees them. Model2Vec deletes them from the vocabulary instead;
-here the tokenizer is kept whole, so every id means what it meant to the model.
+Model2Vec's distill gives no vector to tokens named ``[unusedN]`` (its ``token_remove_pattern``) nor to added
+tokens other than the unknown and padding ones ([CLS], [SEP], [MASK]: no text brings them in once the
+post-processor is gone); neither does this, nor to ids past the model's embedding matrix. Their rows stay zero
+and no fit sees them. Model2Vec deletes them from the vocabulary instead; here the tokenizer is kept whole, so
+every id means what it meant to the model.
 
 The raw table (vocabulary x the model's width, float32; for ``corpus`` also float64 sums) is a memory map in
 a scratch folder, so memory holds only the table at its final width.
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,12 +78,15 @@ def static_tokenizer(tokenizer: Any, model: str) -> Tokenizer:
     return out
 
 
-def kept_tokens(tokenizer: Tokenizer, model_vocab_size: int) -> np.ndarray:
-    """Per id, whether the token gets a vector: not ``[unusedN]``, and within the model's embedding matrix."""
+def kept_tokens(tokenizer: Tokenizer, model_vocab_size: int, keep: Collection[int] = ()) -> np.ndarray:
+    """Per id, whether the token gets a vector, as Model2Vec's distill chooses: not ``[unusedN]``, not an added
+    token ([CLS], [SEP], [MASK], ...) unless in ``keep`` (the unknown and padding tokens, which Model2Vec keeps),
+    and within the model's embedding matrix."""
     size = tokenizer.get_vocab_size(with_added_tokens=True)
+    added = {int(i) for i in tokenizer.get_added_tokens_decoder()} - {int(i) for i in keep}
     kept = np.zeros(size, dtype=bool)
     for token, index in tokenizer.get_vocab(with_added_tokens=True).items():
-        kept[index] = index < model_vocab_size and UNUSED_TOKEN.fullmatch(token) is None
+        kept[index] = index < model_vocab_size and index not in added and UNUSED_TOKEN.fullmatch(token) is None
     return kept
 
 
@@ -97,7 +102,7 @@ def special_frame(tokenizer: Any) -> tuple[list[int], list[int]]:
 
 def single_token_table(encoder: Encoder, tokenizer: Tokenizer, scratch: Path, show: bool | None) -> TokenTable:
     """Model2Vec's token vectors: each kept token alone through the model (see the module docstring)."""
-    kept = kept_tokens(tokenizer, _model_vocab_size(encoder))
+    kept = _kept(encoder, tokenizer)
     vectors = _spill(scratch / "tokens.npy", (kept.size, encoder.dim), np.float32)
     _single_token_rows(encoder, np.flatnonzero(kept), vectors, show)
     return TokenTable(vectors, kept, 0)
@@ -107,7 +112,7 @@ def corpus_table(
     encoder: Encoder, tokenizer: Tokenizer, texts: Sequence[str], scratch: Path, show: bool | None
 ) -> TokenTable:
     """Each kept token's mean contextual vector over ``texts``; its single-token vector when never seen."""
-    kept = kept_tokens(tokenizer, _model_vocab_size(encoder))
+    kept = _kept(encoder, tokenizer)
     vectors = _spill(scratch / "tokens.npy", (kept.size, encoder.dim), np.float32)
     sums = _spill(scratch / "sums.npy", (kept.size, encoder.dim), np.float64)
     counts = np.zeros(kept.size, dtype=np.int64)
@@ -137,8 +142,10 @@ def _single_token_rows(encoder: Encoder, ids: np.ndarray, out: np.ndarray, show:
                 bar.advance(task, chunk.size)
 
 
-def _model_vocab_size(encoder: Encoder) -> int:
-    return int(encoder.model.get_input_embeddings().weight.shape[0])
+def _kept(encoder: Encoder, tokenizer: Tokenizer) -> np.ndarray:
+    """:func:`kept_tokens` for ``encoder``'s model, keeping its unknown and padding tokens."""
+    keep = [i for i in (encoder.tokenizer.unk_token_id, encoder.tokenizer.pad_token_id) if i is not None]
+    return kept_tokens(tokenizer, int(encoder.model.get_input_embeddings().weight.shape[0]), keep)
 
 
 def _spill(path: Path, shape: tuple[int, int], dtype: type) -> np.ndarray:
