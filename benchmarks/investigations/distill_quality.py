@@ -16,7 +16,8 @@ include the model passes.
         [--configs tokens:sif-rank:none,tokens:sif-rank:whitening,...] [--json FILE]
 
 An investigation, not part of the maintained suite (`make bench`). Backs the distill figures reported for
-issue 31 (item 1: the ``corpus`` method against ``tokens``, raw and with whitening folded).
+issue 31 (item 1: the ``corpus`` method against ``tokens``, raw and with whitening folded; ``sif-rank`` against
+count ``sif`` as the default weights); its output is benchmarks/results/distill_quality.json.
 """
 
 from __future__ import annotations
