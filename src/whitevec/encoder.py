@@ -31,7 +31,6 @@ import json
 import logging
 import os
 import sqlite3
-import sys
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -46,6 +45,7 @@ from whitevec.encoding import COMPUTE_BACKENDS
 from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.models import DEFAULT_MODEL, resolve_model
 from whitevec.preflight import check_device, sqlite_fault, vector_cache_folder
+from whitevec.progress import progress_bar
 from whitevec.st_config import (
     SentenceTransformersConfig,
     UnsupportedModuleError,
@@ -950,29 +950,3 @@ def _quantize_int8(model: Any, device: torch.device) -> Any:
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", UserWarning)
         return quantize_dynamic(model, spec, dtype=torch.qint8)
-
-
-class _NoProgress:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-def progress_bar(total: int, show: bool | None, label: str) -> Any:
-    """A rich progress bar on a terminal for long inputs; nothing otherwise."""
-    if show is None:
-        show = total >= 512 and sys.stderr.isatty()
-    if not show:
-        return _NoProgress()
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    return Progress(
-        TextColumn(label),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        transient=True,
-        console=None,
-    )

@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
-from whitevec.encoder import Encoder, progress_bar
+from whitevec.encoder import Encoder
+from whitevec.progress import progress_bar
 from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.transforms.whitening import Whitening
 
