@@ -27,6 +27,7 @@ FLOORS = {
     "preflight": 3,
     "encoder": 3,
     "static_encoder": 3,
+    "encoders": 3,
     "token_weights": 3,
     "transforms": 3,
     "st_modules": 3,

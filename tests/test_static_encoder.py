@@ -95,7 +95,7 @@ def test_it_is_an_encoder_like_and_describes_itself(tmp_path: Path) -> None:
 
 def test_only_its_own_pooling_and_sane_settings(tmp_path: Path) -> None:
     folder = tiny_static_folder(tmp_path / "static")
-    assert StaticEncoder(folder, "static").pooling == "static"
+    assert StaticEncoder(folder, "static").pooling.name == "static"
     with pytest.raises(BadInputError, match=r"its only pooling is 'static'.*not 'cls'"):
         StaticEncoder(folder, "cls")
     with pytest.raises(BadInputError, match="max_length must be at least 1"):

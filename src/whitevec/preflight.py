@@ -162,7 +162,8 @@ def model_hidden_size(model: str | os.PathLike[str]) -> int | None:
     """
     try:
         config = json.loads((resolve_model(model) / "config.json").read_text(encoding="utf-8"))
-        size = config.get("hidden_size", config.get("d_model"))
+        # hidden_dim: a static encoder folder's table width (Model2Vec's config).
+        size = config.get("hidden_size", config.get("d_model", config.get("hidden_dim")))
     except (OSError, ValueError, AttributeError):  # an unreadable config: the model loader will say why
         return None
     return int(size) if isinstance(size, int) and size > 0 else None

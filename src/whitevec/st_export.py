@@ -31,12 +31,15 @@ from safetensors.numpy import save_file
 
 from whitevec._io import atomic_dir, write_json, writing_to
 from whitevec._version import __version__
-from whitevec.encoder import Encoder, get_pooling
+from whitevec.encoder import Encoder
+from whitevec.encoders import AnyEncoder, load_encoder
 from whitevec.errors import BadInputError, DimensionMismatchError
 from whitevec.index.export import linear_parts
 from whitevec.index.layout import TRANSFORM_FILE
 from whitevec.index.snapshot import IndexSnapshot, read_consistent
 from whitevec.st_config import FLOW_CLASS, LAYER_POOLING_CLASS, MODEL_CONFIG, MODULES_FILE, TRANSFORMER_CONFIG
+from whitevec.static_encoder import StaticEncoder
+from whitevec.static_format import StaticTable, check_new_folder, saved_tokenizer, write_static_folder
 from whitevec.transforms import AllButTheTop, Center, Normalize, Transform, Whitening
 
 EXPORT_RECORD = "whitevec_export.json"
@@ -58,17 +61,12 @@ class ExportedModule:
 
 def check_export_target(out: str | os.PathLike[str], overwrite: bool) -> Path:
     """The output folder, refused when it exists and ``overwrite`` is False (checked before a model loads)."""
-    target = Path(out).expanduser()
-    if target.exists() and not overwrite:
-        raise BadInputError(f"{target} exists; pass overwrite=True (CLI: --overwrite) to replace it")
-    if target.exists() and not target.is_dir():
-        raise BadInputError(f"{target} exists and is not a folder")
-    return target
+    return check_new_folder(out, overwrite)
 
 
 def export_sentence_transformer(
     out: str | os.PathLike[str],
-    encoder: Encoder,
+    encoder: AnyEncoder,
     transform: Transform | None = None,
     *,
     normalize: bool = False,
@@ -77,51 +75,42 @@ def export_sentence_transformer(
 ) -> Path:
     """Write the sentence-transformers folder for ``encoder`` (its model, pooling and max_length), then
     ``transform`` (fitted), then a Normalize when ``normalize``; returns the folder. ``source`` is recorded
-    in ``whitevec_export.json`` (e.g. the index it came from)."""
+    in ``whitevec_export.json`` (e.g. the index it came from). A static encoder is exported as
+    :func:`export_static` says."""
     target = check_export_target(out, overwrite)
-    if encoder.backend != "torch":
-        raise BadInputError(
-            f"the encoder runs with backend {encoder.backend!r}; sentence-transformers computes in float32, so "
-            "export an Encoder with backend='torch'"
-        )
-    if getattr(encoder, "token_weighting", None) is not None:
-        raise BadInputError(
-            "the encoder weighs tokens by frequency (token_weights), which sentence-transformers' Pooling cannot "
-            "do; export an Encoder without token weights"
-        )
-    modules, hidden_states = _pooling_modules(encoder)
+    if isinstance(encoder, StaticEncoder):
+        foldable = _foldable(encoder, transform)  # a transform that cannot follow a static table: refused first
+        if transform is not None:
+            _check_transform(transform, encoder)
+        if foldable:
+            return export_static(
+                target, encoder, transform, normalize=normalize, overwrite=overwrite, source=source
+            )
+        modules = [ExportedModule(_ST + "StaticEmbedding", "")]
+        modules += [ExportedModule(_ST + "Normalize", "Normalize")] if encoder.normalize else []
+
+        def write_input(folder: Path) -> None:
+            _write_static_input(encoder, folder)
+
+    else:
+        _check_exportable(encoder)
+        modules, hidden_states = _pooling_modules(encoder)
+        if transform is not None:
+            _check_transform(transform, encoder)
+
+        def write_input(folder: Path) -> None:
+            _copy_transformer(encoder, folder, hidden_states)
+
     dim = encoder.dim
     if transform is not None:
-        transform._check_fitted()
-        if int(transform.n_features_in_) != dim:
-            raise DimensionMismatchError(
-                f"the transform was fitted on {transform.n_features_in_}-d vectors but {encoder.model_path.name} "
-                f"with pooling {encoder.pooling.name!r} gives {dim}-d vectors"
-            )
         module, dim = _transform_module(transform, dim)
         modules.append(module)
     if normalize:
         modules.append(ExportedModule(_ST + "Normalize", "Normalize"))
     needs_trust = any(not m.kind.startswith("sentence_transformers.") for m in modules)
-    record = {
-        "format_version": 1,
-        "whitevec": __version__,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "model": encoder.model_name,
-        "model_fingerprint": encoder.model_fingerprint,
-        "pooling": encoder.pooling.name,
-        "pooling_detail": encoder.describe_pooling(),
-        "max_length": encoder.max_length,
-        "transform": None
-        if transform is None
-        else {"class": type(transform).__name__, "params": _plain_params(transform)},
-        "normalize": normalize,
-        "dim": dim,
-        "trust_remote_code": needs_trust,
-        "source": source,
-    }
+    record = _record(encoder, transform, normalize, dim, source, trust_remote_code=needs_trust)
     with atomic_dir(target) as tmp:
-        _copy_transformer(encoder, tmp, hidden_states)
+        write_input(tmp)
         entries = []
         for index, module in enumerate(modules):
             folder = "" if module.folder == "" else f"{index}_{module.folder}"
@@ -143,6 +132,118 @@ def export_sentence_transformer(
         with writing_to(tmp / "README.md"):
             (tmp / "README.md").write_text(_card(record), encoding="utf-8")
     return target
+
+
+def _check_exportable(encoder: Encoder) -> None:
+    if encoder.backend != "torch":
+        raise BadInputError(
+            f"the encoder runs with backend {encoder.backend!r}; sentence-transformers computes in float32, so "
+            "export an Encoder with backend='torch'"
+        )
+    if getattr(encoder, "token_weighting", None) is not None:
+        raise BadInputError(
+            "the encoder weighs tokens by frequency (token_weights), which sentence-transformers' Pooling cannot "
+            "do; export an Encoder without token weights"
+        )
+
+
+def _check_transform(transform: Transform, encoder: AnyEncoder) -> None:
+    transform._check_fitted()
+    if int(transform.n_features_in_) != encoder.dim:
+        raise DimensionMismatchError(
+            f"the transform was fitted on {transform.n_features_in_}-d vectors but {encoder.model_path.name} "
+            f"with pooling {encoder.pooling.name!r} gives {encoder.dim}-d vectors"
+        )
+
+
+def _record(
+    encoder: AnyEncoder,
+    transform: Transform | None,
+    normalize: bool,
+    dim: int,
+    source: dict[str, Any] | None,
+    *,
+    trust_remote_code: bool,
+    **more: Any,
+) -> dict[str, Any]:
+    """What ``whitevec_export.json`` records of an export."""
+    return {
+        "format_version": 1,
+        "whitevec": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "model": encoder.model_name,
+        "model_fingerprint": encoder.model_fingerprint,
+        "pooling": encoder.pooling.name,
+        "pooling_detail": encoder.describe_pooling(),
+        "max_length": encoder.max_length,
+        "transform": None
+        if transform is None
+        else {"class": type(transform).__name__, "params": _plain_params(transform)},
+        "normalize": normalize,
+        "dim": dim,
+        "trust_remote_code": trust_remote_code,
+        "source": source,
+        **more,
+    }
+
+
+# --- static encoders --------------------------------------------------------------------------------------
+def _foldable(encoder: StaticEncoder, transform: Transform | None) -> bool:
+    """Whether ``transform`` after ``encoder`` folds into its table: none, Normalize, or a linear transform of
+    vectors the encoder does not normalise first (a shift after normalising would depend on each vector's
+    length). Anything not linear is refused here, by name."""
+    if transform is None or isinstance(transform, Normalize):
+        return True
+    if isinstance(transform, Whitening | Center | AllButTheTop):
+        return not encoder.normalize
+    raise BadInputError(
+        f"a {type(transform).__name__} transform cannot be folded into a static encoder's table: export-st folds "
+        "the linear ones, Whitening, Center, AllButTheTop and Normalize"
+    )
+
+
+def export_static(
+    out: str | os.PathLike[str],
+    encoder: StaticEncoder,
+    transform: Transform | None = None,
+    *,
+    normalize: bool = False,
+    overwrite: bool = False,
+    source: dict[str, Any] | None = None,
+) -> Path:
+    """A static folder with ``transform`` folded into its table: for ``t(x) = A x + b`` every row ``r`` becomes
+    ``A r + b``, so the mean of the new rows is ``t`` of the mean (exact for every text with a token; a text with
+    none gives zeros, where encoding then transforming gives ``b``). The folder is Model2Vec's, loaded alike by
+    ``StaticModel`` and ``SentenceTransformer``; it normalises when the encoder did and no transform shifts after
+    that, when ``transform`` is Normalize, or when ``normalize``. :func:`export_sentence_transformer` calls this
+    for every transform that folds (see ``_foldable``); for a linear transform after a normalising encoder it
+    writes sentence-transformers modules instead (StaticEmbedding, Normalize, Dense), which Model2Vec cannot
+    load."""
+    table = encoder.table
+    rows, dim, folded = table.embeddings, encoder.dim, None
+    if transform is not None and not isinstance(transform, Normalize):
+        _check_transform(transform, encoder)
+        if not _foldable(encoder, transform) or not isinstance(transform, Whitening | Center | AllButTheTop):
+            raise BadInputError("a linear transform after a normalising static encoder cannot be folded")
+        A, b = _affine(transform, dim)
+        rows = (rows.astype(np.float64) @ A.T + b).astype(np.float32)
+        dim = int(A.shape[0])
+        folded = {"class": type(transform).__name__, "params": _plain_params(transform)}
+    normalizes = normalize or isinstance(transform, Normalize) or (table.normalize and folded is None)
+    record = _record(encoder, transform, normalizes, dim, source, trust_remote_code=False, folded=True)
+    provenance = dict(table.provenance)
+    if folded is not None:
+        provenance["folded_transforms"] = [*provenance.get("folded_transforms", []), folded]
+    exported = StaticTable(rows, table.tokenizer, normalizes, encoder.max_length, provenance)
+    return write_static_folder(out, exported, overwrite=overwrite, extra_json={EXPORT_RECORD: record})
+
+
+def _write_static_input(encoder: StaticEncoder, folder: Path) -> None:
+    """The StaticEmbedding module's files at the folder's root: the table and the tokenizer (truncating at the
+    encoder's max_length, as a static folder saves it)."""
+    table = encoder.table
+    save_file({"embeddings": np.ascontiguousarray(table.embeddings)}, str(folder / "model.safetensors"))
+    saved_tokenizer(table, encoder.max_length).save(str(folder / "tokenizer.json"), pretty=False)
 
 
 def _plain_params(transform: Transform) -> dict[str, Any]:
@@ -349,10 +450,10 @@ def export_index(
         return manifest, transform
 
     manifest, transform = read_consistent(folder, read)
-    with Encoder(
+    with load_encoder(
         manifest["model"],
-        get_pooling(manifest["pooling"]),
-        max_length=int(manifest["max_length"]),
+        manifest["pooling"],
+        max_length=manifest["max_length"],
         device=device,
         cache=False,
     ) as encoder:

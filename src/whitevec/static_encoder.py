@@ -17,6 +17,7 @@ import itertools
 import json
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +34,24 @@ from whitevec.static_format import STATIC_POOLING, StaticTable, read_static_fold
 DEFAULT_BATCH_SIZE = 1024
 
 
-def check_static_pooling(pooling: str | None, folder: str | os.PathLike[str]) -> None:
-    """A static folder has one pooling, its own; anything else named is refused in one line."""
-    if pooling is not None and str(pooling) != STATIC_POOLING:
+@dataclass(frozen=True)
+class StaticPooling:
+    """A static folder's one pooling, shaped like the Encoder's ``Pooling`` where callers read it (``name``,
+    ``kind``; no hidden states)."""
+
+    name: str = STATIC_POOLING
+    kind: str = STATIC_POOLING
+    layers: tuple[int, ...] = ()
+
+
+def check_static_pooling(pooling: Any, folder: str | os.PathLike[str]) -> None:
+    """A static folder has one pooling, its own; anything else named (a name, or an object with a ``name``) is
+    refused in one line."""
+    name = getattr(pooling, "name", pooling)
+    if name is not None and str(name) != STATIC_POOLING:
         raise BadInputError(
             f"{folder} is a static encoder folder: its only pooling is {STATIC_POOLING!r} (a token mean), "
-            f"not {str(pooling)!r}"
+            f"not {str(name)!r}"
         )
 
 
@@ -86,7 +99,8 @@ class StaticEncoder:
         self.batch_size = batch_size
         self.dim = self.table.dim
         self.normalize = self.table.normalize
-        self.pooling = STATIC_POOLING
+        self.pooling = StaticPooling()
+        self.backend = "static"  # numpy float32; what describe() and an index manifest record
         self._tokenizer = Tokenizer.from_str(self.table.tokenizer.to_str())
         self._tokenizer.no_padding()
         if self.max_length is None:
@@ -109,7 +123,16 @@ class StaticEncoder:
             self._fingerprint = hashlib.sha256(identity.encode()).hexdigest()
         return self._fingerprint
 
-    def describe_pooling(self, pooling: str | None = None) -> str:
+    def with_pooling(self, pooling: Any) -> StaticEncoder:
+        """Itself, for its own pooling; any other is refused (see ``check_static_pooling``)."""
+        check_static_pooling(pooling, self.model_name)
+        return self
+
+    def dim_of(self, pooling: Any = None) -> int:
+        check_static_pooling(pooling, self.model_name)
+        return self.dim
+
+    def describe_pooling(self, pooling: Any = None) -> str:
         check_static_pooling(pooling, self.model_name)
         return f"{STATIC_POOLING} (token mean{', normalised' if self.normalize else ''})"
 
@@ -123,7 +146,7 @@ class StaticEncoder:
             "pooling_detail": self.describe_pooling(),
             "max_length": self.max_length,
             "dim": self.dim,
-            "backend": "static",
+            "backend": self.backend,
             "normalize": self.normalize,
         }
 
@@ -161,6 +184,18 @@ class StaticEncoder:
                 if bar is not None and task is not None:
                     bar.advance(task, len(batch))
         return out
+
+    def encode_poolings(
+        self,
+        texts: Sequence[str],
+        poolings: Sequence[Any],
+        batch_size: int | None = None,
+        show_progress: bool | None = None,
+    ) -> dict[str, np.ndarray]:
+        """The Encoder's several-poolings call: here one pooling, so ``{"static": vectors}``."""
+        for pooling in poolings:
+            check_static_pooling(pooling, self.model_name)
+        return {STATIC_POOLING: self.encode(texts, batch_size, show_progress)} if poolings else {}
 
     def token_ids(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """``(ids, counts)``: the ids every text keeps (cut, truncated, unknown tokens dropped), concatenated,

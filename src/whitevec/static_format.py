@@ -82,15 +82,16 @@ class StaticTable:
         return int(self.embeddings.shape[1])
 
 
-def _saved_tokenizer(table: StaticTable) -> Tokenizer:
-    """A copy of the tokenizer as Model2Vec saves it: truncation at max_length (so sentence-transformers, which
-    has no limit of its own, truncates too), no padding."""
+def saved_tokenizer(table: StaticTable, max_length: int | None = None) -> Tokenizer:
+    """A copy of the tokenizer as Model2Vec saves it: truncation at ``max_length`` (default the table's; so
+    sentence-transformers, which has no limit of its own, truncates too), no padding."""
+    limit = table.max_length if max_length is None else max_length
     tokenizer = Tokenizer.from_str(table.tokenizer.to_str())
     tokenizer.no_padding()
-    if table.max_length is None:
+    if limit is None:
         tokenizer.no_truncation()
     else:
-        tokenizer.enable_truncation(table.max_length)
+        tokenizer.enable_truncation(limit)
     return tokenizer
 
 
@@ -119,19 +120,34 @@ def _modules(normalize: bool) -> list[dict[str, Any]]:
     return modules
 
 
-def write_static_folder(path: str | os.PathLike[str], table: StaticTable, *, overwrite: bool = False) -> Path:
-    """Write ``table`` as a Model2Vec folder at ``path`` (atomically); an existing ``path`` is refused unless
-    ``overwrite``. Returns the folder."""
-    target = Path(path)
+def check_new_folder(path: str | os.PathLike[str], overwrite: bool) -> Path:
+    """The folder a writer is about to make, refused when it exists and ``overwrite`` is False, or is a file."""
+    target = Path(path).expanduser()
     if target.exists() and not overwrite:
         raise BadInputError(f"{target} exists; pass overwrite=True (CLI: --overwrite) to replace it")
     if target.exists() and not target.is_dir():
         raise BadInputError(f"{target} exists and is not a folder")
+    return target
+
+
+def write_static_folder(
+    path: str | os.PathLike[str],
+    table: StaticTable,
+    *,
+    overwrite: bool = False,
+    extra_json: dict[str, Any] | None = None,
+) -> Path:
+    """Write ``table`` as a Model2Vec folder at ``path`` (atomically); an existing ``path`` is refused unless
+    ``overwrite``. ``extra_json`` maps file names to JSON documents written into the folder too (a record of
+    how it was made). Returns the folder."""
+    target = check_new_folder(path, overwrite)
     with atomic_dir(target) as tmp:
         save_file({"embeddings": np.ascontiguousarray(table.embeddings)}, str(tmp / "model.safetensors"))
-        _saved_tokenizer(table).save(str(tmp / "tokenizer.json"), pretty=False)
+        saved_tokenizer(table).save(str(tmp / "tokenizer.json"), pretty=False)
         write_json(tmp / "config.json", _config(table))
         write_json(tmp / "modules.json", _modules(table.normalize))
+        for name, document in (extra_json or {}).items():
+            write_json(tmp / name, document)
         if table.normalize:
             # sentence-transformers' Normalize has no files; the folder makes the layout whole for other readers.
             (tmp / "1_Normalize").mkdir()

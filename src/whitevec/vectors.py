@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from whitevec._io import atomic_path
-from whitevec.encoder import Encoder
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError
 from whitevec.preflight import check_output
 from whitevec.transforms import Transform, make_transform
+
+if TYPE_CHECKING:
+    from whitevec.encoders import AnyEncoder
 
 
 def load_vectors(path: str | os.PathLike[str]) -> np.ndarray:
@@ -37,7 +40,7 @@ def save_vectors(path: str | os.PathLike[str], vectors: np.ndarray) -> Path:
 
 
 def encode_to_file(
-    encoder: Encoder,
+    encoder: AnyEncoder,
     texts: list[str],
     out: str | os.PathLike[str],
     transform_path: str | os.PathLike[str] | None = None,
@@ -62,7 +65,7 @@ def fit_transform_file(
     *,
     vectors: str | os.PathLike[str] | None = None,
     texts: str | os.PathLike[str] | None = None,
-    encoder: Encoder | None = None,
+    encoder: AnyEncoder | None = None,
     show_progress: bool | None = None,
 ) -> tuple[str, int]:
     """Fit the transform ``spec`` on a .npy matrix or on texts encoded by ``encoder``; save it to ``out``.

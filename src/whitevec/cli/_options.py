@@ -3,7 +3,7 @@
 An option several commands share is an ``Annotated`` alias below (``ModelOpt``, ``DataDirOpt``, ...); the options
 every encoding command ends with (``--max-length`` to ``--quiet``) are the fields of :class:`RunOptions`, which
 :func:`with_run_options` adds to a command and hands it as one ``run``. :func:`_encoder` is the one place a
-command makes its Encoder.
+command makes its encoder (:func:`whitevec.encoders.load_encoder`: a transformers model, or a static folder).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from whitevec.errors import BadInputError
 from whitevec.preflight import parse_device
 
 if TYPE_CHECKING:
-    from whitevec.encoder import Encoder
+    from whitevec.encoders import AnyEncoder
 
 
 def _no_command(ctx: typer.Context) -> None:
@@ -211,13 +211,14 @@ def with_run_options(command: Callable[..., None]) -> Callable[..., None]:
     return with_options
 
 
-def _encoder(**options: Any) -> Encoder:
-    """The one place a command makes its Encoder, from :meth:`RunOptions.encoder`'s arguments. Commands call it
+def _encoder(**options: Any) -> AnyEncoder:
+    """The one place a command makes its encoder, from :meth:`RunOptions.encoder`'s arguments
+    (:func:`whitevec.encoders.load_encoder`: an Encoder, or a StaticEncoder for a static folder). Commands call it
     (or hand it to the library) as ``_options._encoder``, a module attribute, so that tests can replace it here
     to show that a command stops before any model loads."""
-    from whitevec.encoder import Encoder
+    from whitevec.encoders import load_encoder
 
-    return Encoder(**options)
+    return load_encoder(**options)
 
 
 def _token_weights(
@@ -233,6 +234,13 @@ def _token_weights(
         if token_frequencies is not None:
             raise BadInputError("--token-frequencies needs --token-weights (sif, usif or zipf)")
         return None, None
+    from whitevec.encoders import is_static_model
+
+    if is_static_model(model):
+        raise BadInputError(
+            f"{model} is a static encoder folder: --token-weights does not apply, its token weights are already in "
+            "its table"
+        )
     if token_frequencies is None:
         raise BadInputError(f"--token-weights {scheme} needs --token-frequencies FILE (.json counts or a corpus)")
     from whitevec.encoder import check_weighted_pooling, get_pooling
@@ -243,21 +251,20 @@ def _token_weights(
 
 
 def _default_pooling(model: str, fallback: str) -> str:
-    """The pooling a command uses when --pooling is not given: ``model`` for a sentence-transformers folder,
-    else ``fallback``."""
-    from whitevec.models import resolve_model
-    from whitevec.st_config import default_pooling
+    """The pooling a command uses when --pooling is not given: ``static`` for a static encoder folder, ``model``
+    for a sentence-transformers folder, else ``fallback``."""
+    from whitevec.encoders import default_pooling_of
 
-    return default_pooling(resolve_model(model), fallback)
+    return default_pooling_of(model, fallback)
 
 
-def _check_specs(poolings: list[str], transforms: list[str]) -> None:
-    """Reject an unknown pooling or transform spec before the model loads."""
-    from whitevec.encoder import get_pooling
+def _check_specs(model: str, poolings: list[str], transforms: list[str]) -> None:
+    """Reject a pooling ``model`` cannot compute (a static folder: any but ``static``) or an unknown transform
+    spec before the model loads."""
+    from whitevec.encoders import check_poolings
     from whitevec.transforms import make_transform
 
-    for pooling in poolings:
-        get_pooling(pooling)
+    check_poolings(model, poolings)
     for spec in transforms:
         make_transform(spec)
 

@@ -30,7 +30,7 @@ from whitevec.models import DEFAULT_MODEL
 from whitevec.preflight import check_encoder, check_output, model_hidden_size
 
 if TYPE_CHECKING:
-    from whitevec.encoder import Encoder
+    from whitevec.encoders import AnyEncoder
 
 
 @with_run_options
@@ -105,7 +105,7 @@ def fit_command(
         raise BadInputError("--token-weights applies when encoding --texts, not to --vectors")
     from whitevec.vectors import fit_transform_file
 
-    encoding: contextlib.AbstractContextManager[Encoder | None] = (
+    encoding: contextlib.AbstractContextManager[AnyEncoder | None] = (
         contextlib.nullcontext() if texts is None else _options._encoder(**run.encoder(model, pooling, *weights))
     )
     with encoding as encoder:

@@ -85,7 +85,7 @@ def eval_command(
 
     poolings = split_list(pooling) if pooling else [_default_pooling(model, "first-last-avg")]
     transforms = split_list(transform)
-    _check_specs(poolings, transforms)
+    _check_specs(model, poolings, transforms)
     weights = _token_weights(token_weights, token_frequencies, model, poolings)
     with _options._encoder(**run.encoder(model, poolings[0], *weights)) as encoder:
         report = evaluate_sts_poolings(
@@ -141,7 +141,7 @@ def diagnose_command(
     check_encoder(model, run.cache)
     from whitevec.diagnostics import diagnose, write_report
 
-    _check_specs([pooling] if pooling else [], split_list(transform))
+    _check_specs(model, [pooling] if pooling else [], split_list(transform))
     weights = _token_weights(token_weights, token_frequencies, model, [pooling])
     with _options._encoder(**run.encoder(model, pooling, *weights)) as encoder:
         report = diagnose(

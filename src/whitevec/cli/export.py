@@ -35,7 +35,8 @@ def export_st_command(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing --out folder.")] = False,
     device: DeviceOpt = None,
 ) -> None:
-    """Write a sentence-transformers folder: SentenceTransformer(OUT).encode(texts) gives whitevec's vectors."""
+    """Write a sentence-transformers folder: SentenceTransformer(OUT).encode(texts) gives whitevec's vectors. From
+    a static encoder folder: a static folder with the transform folded into its table (linear transforms only)."""
     from whitevec.st_export import check_export_target
 
     check_export_target(out, overwrite)
@@ -51,12 +52,12 @@ def export_st_command(
         if transform is not None:
             existing_file(transform, "transform file")
         check_encoder(model, cache=False)
-        from whitevec.encoder import Encoder
+        from whitevec.encoders import load_encoder
         from whitevec.st_export import export_sentence_transformer
         from whitevec.transforms import Transform
 
         fitted = Transform.load(transform) if transform is not None else None
-        with Encoder(model, pooling, max_length=max_length, device=device, cache=False) as encoder:
+        with load_encoder(model, pooling, max_length=max_length, device=device, cache=False) as encoder:
             written = export_sentence_transformer(
                 out, encoder, fitted, normalize=bool(normalize), overwrite=overwrite
             )

@@ -169,6 +169,7 @@ def _candidates_table(result: TuneResult, several_models: bool) -> _Table:
         "dim",
         "bytes",
         "fit s",
+        "encode ms/1k",
         "dev",
         "gain",
         "95% interval",
@@ -180,7 +181,14 @@ def _candidates_table(result: TuneResult, several_models: bool) -> _Table:
         f"whitevec tune - {result.metric} x 100 on {result.n_dev} dev {items}",
         columns,
         text=("model", "pooling", "transform", "encoding", "sig"),
-        formats={"bytes": ",", "fit s": ".2f", "dev": ".2f", "gain": "+.2f", "test": ".2f"},
+        formats={
+            "bytes": ",",
+            "fit s": ".2f",
+            "encode ms/1k": ",.1f",
+            "dev": ".2f",
+            "gain": "+.2f",
+            "test": ".2f",
+        },
     )
     for row in result.candidates:
         table.add_row(
@@ -191,6 +199,7 @@ def _candidates_table(result: TuneResult, several_models: bool) -> _Table:
             row.dim,
             row.bytes_per_vector,
             row.fit_seconds,
+            row.encode_ms_per_1000,
             row.dev if row.status == "scored" else row.status,
             row.gain,
             None if row.low is None else f"[{row.low:+.2f}, {row.high:+.2f}]",

@@ -32,10 +32,11 @@ from whitevec.diagnostics.metrics import (
 from whitevec.diagnostics.results import DiagnosticsReport, KSweep, SpaceReport
 from whitevec.errors import BadInputError
 from whitevec.evaluation.sts import score_pairs
+from whitevec.static_encoder import StaticEncoder
 from whitevec.transforms import Transform, Whitening, make_transform
 
 if TYPE_CHECKING:
-    from whitevec.encoder import Encoder
+    from whitevec.encoders import AnyEncoder
 
 SWEEP_K = (8, 16, 32, 64, 128, 256)
 POSITIVE_SCORE = 4.0
@@ -218,7 +219,7 @@ def _source_label(given: str | None, task: StsTask | None, default: str) -> str:
 
 
 def diagnose_encoder(
-    encoder: Encoder,
+    encoder: AnyEncoder,
     texts: Sequence[str] | None = None,
     *,
     task: StsTask | None = None,
@@ -299,6 +300,11 @@ def diagnose_encoder(
     freq = None
     if not frequency:
         notes["frequency"] = "frequency link not computed (turned off)"
+    elif isinstance(encoder, StaticEncoder):
+        notes["frequency"] = (
+            "frequency link not computed: it needs a transformers model's contextual token vectors, and a static "
+            "encoder folder has none"
+        )
     else:
         freq = frequency_link(encoder, fit_texts, n_buckets, min_types_per_bucket)
         if not freq.buckets_ok:
@@ -383,7 +389,7 @@ def diagnose_vectors(
 
 
 def diagnose(
-    source: Encoder | Mapping[str, Any],
+    source: AnyEncoder | Mapping[str, Any],
     texts: Sequence[str] | None = None,
     *,
     task: StsTask | None = None,

@@ -50,7 +50,7 @@ from whitevec.evaluation.metrics import non_finite_to_none
 QPS_MIN_SECONDS = 0.3
 
 if TYPE_CHECKING:
-    from whitevec.encoder import Encoder
+    from whitevec.encoders import AnyEncoder
     from whitevec.transforms import Transform
 
 
@@ -263,7 +263,7 @@ def _label(choice: TransformChoice) -> str:
 
 
 def evaluate_retrieval(
-    encoder: Encoder,
+    encoder: AnyEncoder,
     dataset: RetrievalDataset,
     transforms: Sequence[TransformChoice],
     *,
@@ -402,7 +402,7 @@ def _per_index_uri(uri: str, name: str) -> str:
 
 
 def _timings(
-    retriever: Any, timing_encoder: Encoder, texts: Sequence[str], latency_queries: int
+    retriever: Any, timing_encoder: AnyEncoder, texts: Sequence[str], latency_queries: int
 ) -> dict[str, float]:
     """p50/p99 ms of single queries with and without encoding, and batched QPS; NaN when not timed."""
     if latency_queries <= 0 or not texts:

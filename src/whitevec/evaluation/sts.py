@@ -17,17 +17,19 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from whitevec._io import write_json
 from whitevec._version import __version__
 from whitevec.datasets import StsTask, read_texts_file
-from whitevec.encoder import Encoder
 from whitevec.errors import BadInputError
 from whitevec.evaluation.metrics import cosine_rows, non_finite_to_none, spearman100
 from whitevec.transforms import Transform, make_transform
+
+if TYPE_CHECKING:
+    from whitevec.encoders import AnyEncoder
 
 FIT_TARGET = "target"
 FIT_TRAIN = "train"
@@ -117,7 +119,7 @@ def check_tasks(tasks: Sequence[StsTask]) -> None:
 
 
 def evaluate_sts(
-    encoder: Encoder,
+    encoder: AnyEncoder,
     tasks: Sequence[StsTask],
     transforms: Sequence[str] = ("none", "whitening"),
     fit_on: str | os.PathLike[str] = FIT_TARGET,
@@ -196,7 +198,7 @@ def evaluate_sts(
 
 
 def evaluate_sts_poolings(
-    encoder: Encoder,
+    encoder: AnyEncoder,
     poolings: Sequence[str],
     tasks: Sequence[StsTask],
     transforms: Sequence[str] = ("none", "whitening"),
@@ -221,9 +223,8 @@ def evaluate_sts_poolings(
                 texts += fit_sentences(task, fit_on)
         if str(fit_on) not in (FIT_TARGET, FIT_TRAIN):
             texts += read_texts_file(fit_on)
-        encoder.encode_poolings(
-            list(dict.fromkeys(texts)), [e.pooling for e in encoders], show_progress=show_progress
-        )
+        wanted: list[Any] = [e.pooling for e in encoders]  # a static encoder has one pooling: never here
+        encoder.encode_poolings(list(dict.fromkeys(texts)), wanted, show_progress=show_progress)
     report: StsReport | None = None
     for each in encoders:
         part = evaluate_sts(each, tasks, transforms, fit_on, show_progress, encoding=encoding)

@@ -209,7 +209,7 @@ def encoder_fields(encoder: EncoderLike) -> dict[str, Any]:
         "model_fingerprint": info.get("model_fingerprint"),
         "pooling": info["pooling"],
         "layers": info.get("layers"),
-        "max_length": int(info["max_length"]),
+        "max_length": None if info["max_length"] is None else int(info["max_length"]),
         "encoder_dim": int(info["dim"]),
         # The arithmetic the documents were encoded with; loading without an encoder reproduces it.
         "encoder_backend": info.get("backend", "torch"),

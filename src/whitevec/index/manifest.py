@@ -88,7 +88,8 @@ FIELDS: dict[str, tuple[str, Callable[[Any], bool], bool]] = {
     "model_fingerprint": ("a string or null", _optional(_text), True),
     "pooling": ("a string", _text, True),
     "layers": ("a list of integers or null", _optional(_int_list), True),
-    "max_length": ("a positive integer", _integer(1), True),
+    # null: a static encoder folder with no token limit.
+    "max_length": ("a positive integer or null", _optional(_integer(1)), True),
     "encoder_dim": ("a positive integer", _integer(1), True),
     "encoder_backend": ("a string", _text, True),
     "dim": ("a positive integer", _integer(1), True),

@@ -6,9 +6,9 @@ Needs the optional extra ``whitevec[ray]``. The steps, each resumable:
 1. **Plan.** The corpus (one file or a glob of JSONL, CSV/TSV, text or Parquet shards) is cut into units
    (:mod:`whitevec.datasets.shards`): pieces of about ``unit_bytes``, each parsed by a worker with whitevec's
    strict readers, so a bad row is named by file and line and the documents equal the single-process build's.
-2. **Encode.** A Ray Data pipeline maps the units through an actor pool (``workers`` actors, each one
-   :class:`~whitevec.encoder.Encoder`, ``cpus_per_worker`` CPUs and ``gpus_per_worker`` GPUs). Each actor writes
-   one Parquet shard per unit (ids, texts, metadata, raw vectors), the unit's whitening moments
+2. **Encode.** A Ray Data pipeline maps the units through an actor pool (``workers`` actors, each one encoder
+   from :func:`~whitevec.encoders.load_encoder`, ``cpus_per_worker`` CPUs and ``gpus_per_worker`` GPUs). Each
+   actor writes one Parquet shard per unit (ids, texts, metadata, raw vectors), the unit's whitening moments
    (``Whitening.partial_fit``, exact float64) and the ids' 64-bit hashes, each file written under a temporary
    name and renamed. Ray replaces a dead actor and retries its unit; a retried unit rewrites the same files.
    The driver appends each finished unit to ``encoded.log``.
@@ -241,12 +241,14 @@ class EncodeUnits:
         max_text_bytes: int | None = None,
         threads: int = 1,
     ) -> None:
-        import torch
+        from whitevec.encoders import load_encoder
+        from whitevec.static_encoder import StaticEncoder
 
-        from whitevec.encoder import Encoder
+        self.encoder = load_encoder(**encoder, cache=False)
+        if not isinstance(self.encoder, StaticEncoder):  # a static encoder never imports torch
+            import torch
 
-        torch.set_num_threads(max(1, threads))
-        self.encoder = Encoder(**encoder, cache=False)
+            torch.set_num_threads(max(1, threads))
         self.folder = Path(folder)
         self.moments = moments
         self.transform = Transform.load(transform_file) if transform_file else None
@@ -665,7 +667,7 @@ def ray_build(
     transform, flow included, fitted on the driver) instead of exactly from moments merged across workers
     (whitening forms only).
 
-    ``encoder``: the keyword arguments of :class:`~whitevec.encoder.Encoder` (``model``, ``pooling``,
+    ``encoder``: the keyword arguments of :func:`~whitevec.encoders.load_encoder` (``model``, ``pooling``,
     ``max_length``, ``batch_size``, ``device``, ``backend``), made once in each actor and once here to describe
     it in the manifest. Resumes an earlier run of the same build that was killed.
 
@@ -734,9 +736,9 @@ def ray_build(
             _discard_work(folder, state)
             raise
         if not fields:  # every unit was encoded by an earlier run: describe the encoder here
-            from whitevec.encoder import Encoder
+            from whitevec.encoders import load_encoder
 
-            with Encoder(**encoder, cache=False) as loaded:
+            with load_encoder(**encoder, cache=False) as loaded:
                 fields = encoder_fields(loaded)
         total = sum(counts.values())
         source = "corpus" if fit_sample is None else f"corpus sample (seed {fit_seed})"

@@ -158,12 +158,12 @@ class Retriever:
         owns_encoder = encoder is None
         try:
             if encoder is None:
-                from whitevec.encoder import Encoder
+                from whitevec.encoders import load_encoder
 
-                encoder = Encoder(
+                encoder = load_encoder(
                     manifest["model"],
                     manifest["pooling"],
-                    max_length=int(manifest["max_length"]),
+                    max_length=manifest["max_length"],
                     backend=manifest["encoder_backend"],
                     device=device,
                     cache=cache,

@@ -78,14 +78,14 @@ def load_retriever(index_dir: str | os.PathLike[str], compute: str = "index") ->
         if compute == "index":
             retriever: RetrieverLike = Retriever.load(folder, cache=False)
             return retriever
-        from whitevec.encoder import Encoder
+        from whitevec.encoders import load_encoder
         from whitevec.index import read_manifest
 
         manifest = read_manifest(folder.expanduser(), verify=False)
-        encoder = Encoder(
+        encoder = load_encoder(
             manifest["model"],
             manifest["pooling"],
-            max_length=int(manifest["max_length"]),
+            max_length=manifest["max_length"],
             backend=compute,
             cache=False,
         )

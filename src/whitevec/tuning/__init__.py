@@ -6,7 +6,7 @@ significant; :class:`TunedConfig` is the choice, saved as JSON and applied by ``
 """
 
 from whitevec.tuning.config import ConfigMismatchError, TunedConfig, apply_config
-from whitevec.tuning.run import CandidateResult, FoldCheck, TuneResult, check_metric, tune
+from whitevec.tuning.run import CandidateResult, FoldCheck, TuneResult, check_metric, model_poolings, tune
 from whitevec.tuning.space import Candidate, default_transforms
 
 __all__ = [
@@ -19,5 +19,6 @@ __all__ = [
     "apply_config",
     "check_metric",
     "default_transforms",
+    "model_poolings",
     "tune",
 ]

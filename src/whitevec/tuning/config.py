@@ -30,7 +30,7 @@ from whitevec.transforms import make_transform
 from whitevec.tuning.space import canonical_transform
 
 if TYPE_CHECKING:
-    from whitevec.encoder import Encoder
+    from whitevec.encoders import AnyEncoder
     from whitevec.transforms import Transform
 
 CONFIG_FORMAT = "whitevec-tuned-config"
@@ -68,7 +68,7 @@ class TunedConfig:
     dim: int = 0
     bytes_per_vector: int = 0
     metric: str = "spearman"
-    max_length: int = 512
+    max_length: int | None = 512  # None: a static encoder folder with no token limit
     model_fingerprint: str | None = None
     fit_on: str = ""
     selection: dict[str, Any] = field(default_factory=dict)
@@ -119,9 +119,12 @@ class TunedConfig:
         known = {f for f in cls.__dataclass_fields__}
         values = {k: v for k, v in data.items() if k in known}
         try:
-            from whitevec.encoder import get_pooling
+            from whitevec.static_format import STATIC_POOLING
 
-            get_pooling(values["pooling"])
+            if values["pooling"] != STATIC_POOLING:  # a static folder's one pooling
+                from whitevec.encoder import get_pooling
+
+                get_pooling(values["pooling"])
             values["transform"] = canonical_transform(values["transform"])
             values["encoding"] = parse_encoding(values["encoding"]).spec
         except BadInputError as exc:
@@ -133,13 +136,13 @@ class TunedConfig:
         """The configured transform, unfitted (None for ``none``)."""
         return make_transform(self.transform)
 
-    def encoder(self, **options: Any) -> Encoder:
-        """An :class:`whitevec.encoder.Encoder` for the configured model and pooling (``options``: max_length,
-        batch_size, device, cache, backend); checked against the recorded fingerprint."""
-        from whitevec.encoder import Encoder
+    def encoder(self, **options: Any) -> AnyEncoder:
+        """The encoder (:func:`whitevec.encoders.load_encoder`) of the configured model and pooling (``options``:
+        max_length, batch_size, device, cache, backend); checked against the recorded fingerprint."""
+        from whitevec.encoders import load_encoder
 
         options.setdefault("max_length", self.max_length)
-        encoder = Encoder(self.model, self.pooling, **options)
+        encoder = load_encoder(self.model, self.pooling, **options)
         try:
             self.check_encoder(encoder)
         except BaseException:
@@ -183,7 +186,7 @@ def apply_config(
     config: TunedConfig,
     texts: list[str],
     fit_texts: list[str],
-    encoder: Encoder | None = None,
+    encoder: AnyEncoder | None = None,
     show_progress: bool | None = None,
 ) -> np.ndarray:
     """The vectors ``config`` gives ``texts``: encoded with its model and pooling, then its transform fitted on

@@ -26,8 +26,13 @@ Protocol:
    over the dev items (seeded): chosen on k-1 folds, scored with raw on the held-out fold; with test data it
    is scored there. Those are the figures that say what tuning gains; the dev scores of the choice do not.
 
+Each candidate also carries its model's encode cost, ``encode_ms_per_1000``: one timed encode of up to 1,000 of
+the texts, cache off, after the model has encoded them all once; so quality per millisecond can be read off one
+run (a static folder against a transformers model, say). It is a measurement of this run on this machine, not
+part of the choice.
+
 Deterministic for a seed (folds and resamples come from it), except that ``max_seconds`` cuts the candidate
-list where the time runs out (recorded per candidate).
+list where the time runs out (recorded per candidate), and the encode cost.
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ from whitevec.evaluation.retrieval import average_precision, mrr_at_k, ndcg_at_k
 from whitevec.linalg import unit_rows
 from whitevec.models import DEFAULT_MODEL
 from whitevec.preflight import check_encoder
+from whitevec.static_encoder import StaticEncoder
+from whitevec.static_format import STATIC_POOLING
 from whitevec.transforms import AllButTheTop, Transform, Whitening, make_transform
 from whitevec.tuning.config import TunedConfig
 from whitevec.tuning.selection import (
@@ -81,6 +88,8 @@ STS_METRICS = ("spearman",)
 RETRIEVAL_METRICS = ("ndcg@K", "recall@K", "mrr@K", "map")
 MIN_PAIRS = 50
 MIN_QUERIES = 10
+# Texts timed once per model for its encode cost (encode_ms_per_1000).
+ENCODE_COST_SAMPLE = 1000
 
 
 def check_metric(metric: str | None, kind: str) -> str:
@@ -112,6 +121,8 @@ class CandidateResult:
     bytes_per_vector: int
     status: str = "scored"  # or "skipped: ..." / "failed: ..."
     fit_seconds: float = 0.0
+    # The model's encode cost measured in this run (see tune's docstring): milliseconds per 1,000 texts.
+    encode_ms_per_1000: float | None = None
     dev: float | None = None
     gain: float | None = None
     low: float | None = None
@@ -345,6 +356,8 @@ def _fold_ids(n: int, folds: int, seed: int) -> np.ndarray:
 def _encode_poolings(
     encoder: Any, texts: list[str], poolings: Sequence[str], show: bool | None
 ) -> dict[str, np.ndarray]:
+    if isinstance(encoder, StaticEncoder):
+        return encoder.encode_poolings(texts, list(poolings), show_progress=show)
     if hasattr(encoder, "encode_poolings"):
         found = encoder.encode_poolings(texts, list(poolings), show_progress=show)
         # Encoder keys results by canonical pooling name; map back to what was asked.
@@ -354,6 +367,45 @@ def _encode_poolings(
     if len(poolings) != 1:
         raise BadInputError("this encoder computes one pooling only; give one pooling")
     return {poolings[0]: encoder.encode(texts, show_progress=show)}
+
+
+def encode_cost(encoder: Any, texts: Sequence[str], sample: int = ENCODE_COST_SAMPLE) -> float:
+    """Milliseconds per 1,000 texts: one timed encode of the first ``sample`` texts, with the vector cache off
+    (cached vectors would time a disk read), after the encoder has run once."""
+    timed = encoder.without_cache() if hasattr(encoder, "without_cache") else encoder
+    chosen = list(texts[:sample])
+    started = time.perf_counter()
+    timed.encode(chosen, show_progress=False)
+    return 1e6 * (time.perf_counter() - started) / max(1, len(chosen))
+
+
+def model_poolings(
+    models: Sequence[str], poolings: Sequence[str], encoders: Mapping[str, Any] | None
+) -> dict[str, list[str]]:
+    """The poolings each model is tuned with: ``static`` for a static encoder folder (its only one); the asked
+    poolings other than ``static`` for a transformers model (its default pooling when none is left), each
+    checked before anything loads."""
+    from whitevec.encoders import default_pooling_of, is_static_model
+
+    given = dict(encoders or {})
+    asked = [p for p in poolings if p != STATIC_POOLING]
+    out: dict[str, list[str]] = {}
+    for model in models:
+        static = isinstance(given[model], StaticEncoder) if model in given else is_static_model(model)
+        if static:
+            out[model] = [STATIC_POOLING]
+        elif asked:
+            out[model] = list(asked)
+        elif model in given:
+            out[model] = [str(given[model].describe()["pooling"])]
+        else:
+            out[model] = [default_pooling_of(model, "last-avg")]
+    if any(p != STATIC_POOLING for each in out.values() for p in each):
+        from whitevec.encoder import get_pooling
+
+        for pooling in {p for each in out.values() for p in each if p != STATIC_POOLING}:
+            get_pooling(pooling)
+    return out
 
 
 def _progress(show: bool | None, total: int) -> Any:
@@ -401,7 +453,9 @@ def tune(
         dev: scored sentence pairs (an StsTask: all its evaluated pairs; or a list of Pair), or a retrieval
             dataset (corpus, queries, graded qrels; its judged queries are the dev items).
         models, poolings: what to consider; the first model with the first pooling and no transform is the
-            baseline every gain is measured against.
+            baseline every gain is measured against. A model may be a static encoder folder: it is tuned with
+            its one pooling, ``static``, whatever ``poolings`` says (which then applies to the transformers
+            models; ``static`` in it is for the static folders only).
         fit_texts: unlabelled text every transform is fitted on. Default: the sentences of the dev (and test)
             pairs, or the corpus for retrieval.
         test: separate scored pairs to report the choice on (STS). ``test_queries``: query ids of ``dev`` held
@@ -433,13 +487,10 @@ def tune(
     poolings = [str(p) for p in poolings]
     if not models or not poolings:
         raise BadInputError("give at least one model and one pooling")
-    from whitevec.encoder import get_pooling
-
-    for pooling in poolings:
-        get_pooling(pooling)
     for model in models:  # every model found (and the cache usable) before the first one loads
         if model not in (encoders or {}):
             check_encoder(model, (encoder_options or {}).get("cache", True))
+    model_poolings_ = model_poolings(models, poolings, encoders)
     if folds < 2:
         raise BadInputError(f"folds must be at least 2, got {folds}")
     if n_boot < 100:
@@ -512,17 +563,18 @@ def tune(
     info: dict[str, dict[str, Any]] = {}
     for model in models:
         given = (encoders or {}).get(model)
-        encoder = given if given is not None else _make_encoder(model, poolings[0], encoder_options)
+        own = model_poolings_[model]
+        encoder = given if given is not None else _make_encoder(model, own[0], encoder_options)
         try:
-            for pooling in poolings:  # fail on a pooling the model cannot compute before encoding
+            for pooling in own:  # fail on a pooling the model cannot compute before encoding
                 if hasattr(encoder, "with_pooling"):
                     encoder.with_pooling(pooling)
-            found = _encode_poolings(encoder, texts, poolings, show_progress)
-            info[model] = encoder.describe()
+            found = _encode_poolings(encoder, texts, own, show_progress)
+            info[model] = {**encoder.describe(), "encode_ms_per_1000": encode_cost(encoder, texts)}
         finally:
             if given is None:
                 encoder.close()
-        for pooling in poolings:
+        for pooling in own:
             vectors[(model, pooling)] = found[pooling]
 
     # --- candidates, cheapest first (flow last, so a time box cuts the slow ones) --------------------------
@@ -539,7 +591,7 @@ def tune(
         grid = specs if specs is not None else check_transforms(default_transforms(dim, include_flow=include_flow))
         for spec in grid:
             check_transform_for_dim(spec, dim)
-        for pooling in poolings:
+        for pooling in model_poolings_[model]:
             for spec in grid:
                 out_dim = output_dim(spec, dim)
                 for asked in _expand_encodings(encoding_names, out_dim):
@@ -600,6 +652,7 @@ def tune(
             result = CandidateResult(
                 candidate.model, candidate.pooling, candidate.transform, candidate.encoding, dim, size
             )
+            result.encode_ms_per_1000 = info[candidate.model]["encode_ms_per_1000"]
             results.append(result)
             elapsed = time.perf_counter() - started
             if candidate in skipped_plan:
@@ -673,7 +726,7 @@ def tune(
         dim=chosen.dim,
         bytes_per_vector=chosen.bytes_per_vector,
         metric=metric_name,
-        max_length=int(model_info.get("max_length", 512)),
+        max_length=_max_length(model_info),
         model_fingerprint=model_info.get("model_fingerprint"),
         fit_on=f"{len(fit)} unlabelled texts",
         selection={
@@ -706,6 +759,12 @@ def tune(
     result_obj.seconds = round(time.perf_counter() - started, 3)
     config.selection["check"] = result_obj.check_summary()
     return result_obj
+
+
+def _max_length(info: Mapping[str, Any]) -> int | None:
+    """The encoder's token limit for the configuration: None only for a static folder without one."""
+    value = info.get("max_length", 512)
+    return None if value is None else int(value)
 
 
 def _expand_encodings(names: Sequence[str], dim: int) -> list[str]:
@@ -761,9 +820,9 @@ def _pairs(data: StsTask | Sequence[Pair] | None, what: str) -> list[Pair]:
 
 
 def _make_encoder(model: str, pooling: str, options: Mapping[str, Any] | None) -> Any:
-    from whitevec.encoder import Encoder
+    from whitevec.encoders import load_encoder
 
-    return Encoder(model, pooling, **dict(options or {}))
+    return load_encoder(model, pooling, **dict(options or {}))
 
 
 @dataclass
