@@ -5,8 +5,8 @@ Every command, the index, the server, the Ray workers and ``tune`` make their en
 goes wherever a model does. What only a transformers model has is refused for a static folder in one line: another
 pooling than ``static``, a ``backend`` other than float32 (``--compute``), token weights (a static table carries
 its own). The device and the vector cache do not apply to a static folder (numpy on the CPU; encoding again costs
-less than reading a cache) and are ignored. Importing this module imports neither torch nor transformers; only
-loading a transformers model does.
+less than reading a cache) and are ignored. Importing this module imports neither torch nor scipy; loading a
+transformers model imports torch, a static folder scipy's sparse matrices.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from whitevec.errors import BadInputError, ModelNotFoundError
 from whitevec.models import DEFAULT_MODEL, resolve_model
-from whitevec.static_encoder import StaticEncoder, check_static_pooling
-from whitevec.static_format import FOLDER_FILES, STATIC_POOLING, is_static_folder
+from whitevec.static_format import FOLDER_FILES, STATIC_POOLING, check_static_pooling, is_static_folder
 
 if TYPE_CHECKING:
     from whitevec.encoder import Encoder
+    from whitevec.static_encoder import StaticEncoder
 
 AnyEncoder: TypeAlias = "Encoder | StaticEncoder"
 
@@ -95,6 +95,8 @@ def load_encoder(
         check_static_options(
             model, backend=backend, token_weights=token_weights, token_frequencies=token_frequencies
         )
+        from whitevec.static_encoder import StaticEncoder
+
         if batch_size is None:
             return StaticEncoder(model, pooling, max_length=max_length)
         return StaticEncoder(model, pooling, max_length=max_length, batch_size=batch_size)

@@ -11,6 +11,10 @@
   ``-(beta mu) W``, identity activation), a Normalize, or :class:`whitevec.st_modules.FlowModule` for a Flow;
 - an optional Normalize last (an index with the cosine metric stores unit vectors, so its export normalizes).
 
+From a static encoder (:class:`whitevec.static_encoder.StaticEncoder`) a linear transform is folded into the token
+table instead, and the folder is a static folder again (:func:`export_static`); see there for the one case written
+as modules (StaticEmbedding, Normalize, Dense).
+
 ``trust_remote_code=True`` is needed only when a whitevec module is in the folder (sentence-transformers 6
 imports classes outside its own package only when asked to); ``whitevec_export.json`` records what was
 exported. The folder is written atomically and an existing one is replaced only with ``overwrite=True``.

@@ -29,7 +29,7 @@ from whitevec._io import sha256_file
 from whitevec.errors import BadInputError
 from whitevec.models import resolve_model
 from whitevec.progress import progress_bar
-from whitevec.static_format import STATIC_POOLING, StaticTable, read_static_folder
+from whitevec.static_format import STATIC_POOLING, StaticTable, check_static_pooling, read_static_folder
 
 DEFAULT_BATCH_SIZE = 1024
 
@@ -42,17 +42,6 @@ class StaticPooling:
     name: str = STATIC_POOLING
     kind: str = STATIC_POOLING
     layers: tuple[int, ...] = ()
-
-
-def check_static_pooling(pooling: Any, folder: str | os.PathLike[str]) -> None:
-    """A static folder has one pooling, its own; anything else named (a name, or an object with a ``name``) is
-    refused in one line."""
-    name = getattr(pooling, "name", pooling)
-    if name is not None and str(name) != STATIC_POOLING:
-        raise BadInputError(
-            f"{folder} is a static encoder folder: its only pooling is {STATIC_POOLING!r} (a token mean), "
-            f"not {str(name)!r}"
-        )
 
 
 def unknown_token_id(tokenizer: Tokenizer) -> int | None:

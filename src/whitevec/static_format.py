@@ -38,6 +38,17 @@ _ST_STATIC = "sentence_transformers.models.StaticEmbedding"
 _ST_NORMALIZE = "sentence_transformers.models.Normalize"
 
 
+def check_static_pooling(pooling: Any, folder: str | os.PathLike[str]) -> None:
+    """A static folder has one pooling, its own; anything else named (a name, or an object with a ``name``) is
+    refused in one line."""
+    name = getattr(pooling, "name", pooling)
+    if name is not None and str(name) != STATIC_POOLING:
+        raise BadInputError(
+            f"{folder} is a static encoder folder: its only pooling is {STATIC_POOLING!r} (a token mean), "
+            f"not {str(name)!r}"
+        )
+
+
 @dataclass(frozen=True)
 class StaticTable:
     """A static encoder: a token table and the tokenizer whose ids index it.
