@@ -44,7 +44,7 @@ from whitevec.index.snapshot import IndexSnapshot, read_consistent
 from whitevec.st_config import FLOW_CLASS, LAYER_POOLING_CLASS, MODEL_CONFIG, MODULES_FILE, TRANSFORMER_CONFIG
 from whitevec.static_encoder import StaticEncoder
 from whitevec.static_format import StaticTable, check_new_folder, saved_tokenizer, write_static_folder
-from whitevec.transforms import AllButTheTop, Center, Normalize, Transform, Whitening
+from whitevec.transforms import AllButTheTop, Center, Normalize, Transform, Whitening, is_affine
 
 EXPORT_RECORD = "whitevec_export.json"
 _ST = "sentence_transformers.models."
@@ -193,16 +193,16 @@ def _record(
 
 # --- static encoders --------------------------------------------------------------------------------------
 def _foldable(encoder: StaticEncoder, transform: Transform | None) -> bool:
-    """Whether ``transform`` after ``encoder`` folds into its table: none, Normalize, or a linear transform of
-    vectors the encoder does not normalise first (a shift after normalising would depend on each vector's
-    length). Anything not linear is refused here, by name."""
+    """Whether ``transform`` after ``encoder`` folds into its table: none, Normalize, or an affine transform
+    (:meth:`Transform.affine`) of vectors the encoder does not normalise first (a shift after normalising would
+    depend on each vector's length). Anything not affine is refused here, by name."""
     if transform is None or isinstance(transform, Normalize):
         return True
-    if isinstance(transform, Whitening | Center | AllButTheTop):
+    if is_affine(transform):
         return not encoder.normalize
     raise BadInputError(
-        f"a {type(transform).__name__} transform cannot be folded into a static encoder's table: export-st folds "
-        "the linear ones, Whitening, Center, AllButTheTop and Normalize"
+        f"a {type(transform).__name__} transform is not linear, so it cannot be folded into a static encoder's "
+        "table: export-st folds the affine ones (whitening, PCA, centring, all-but-the-top, ...) and Normalize"
     )
 
 
@@ -227,11 +227,11 @@ def export_static(
     rows, dim, folded = table.embeddings, encoder.dim, None
     if transform is not None and not isinstance(transform, Normalize):
         _check_transform(transform, encoder)
-        if not _foldable(encoder, transform) or not isinstance(transform, Whitening | Center | AllButTheTop):
+        if not _foldable(encoder, transform):
             raise BadInputError("a linear transform after a normalising static encoder cannot be folded")
-        A, b = _affine(transform, dim)
-        rows = (rows.astype(np.float64) @ A.T + b).astype(np.float32)
-        dim = int(A.shape[0])
+        A, b = transform.affine()  # transform(X) = X A + b
+        rows = (rows.astype(np.float64) @ A + b).astype(np.float32)
+        dim = int(A.shape[1])
         folded = {"class": type(transform).__name__, "params": _plain_params(transform)}
     normalizes = normalize or isinstance(transform, Normalize) or (table.normalize and folded is None)
     record = _record(encoder, transform, normalizes, dim, source, trust_remote_code=False, folded=True)

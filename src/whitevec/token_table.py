@@ -34,8 +34,8 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from whitevec.encoder import Encoder
-from whitevec.progress import progress_bar
 from whitevec.errors import BadInputError, WhitevecWarning
+from whitevec.progress import progress_bar
 from whitevec.transforms.whitening import Whitening
 
 UNUSED_TOKEN = re.compile(r"\[unused\d+\]")  # Model2Vec's token_remove_pattern

@@ -238,8 +238,8 @@ def _token_weights(
 
     if is_static_model(model):
         raise BadInputError(
-            f"{model} is a static encoder folder: --token-weights does not apply, its token weights are already in "
-            "its table"
+            f"{model} is a static encoder folder: --token-weights does not apply, its token weights are already "
+            "in its table"
         )
     if token_frequencies is None:
         raise BadInputError(f"--token-weights {scheme} needs --token-frequencies FILE (.json counts or a corpus)")

@@ -106,8 +106,8 @@ def check_backend(backend: str) -> None:
 
 
 def actor_encoder(encoder: Mapping[str, Any]) -> dict[str, Any]:
-    """The Encoder arguments each actor builds its encoder from: those given, less the vector cache (actors keep
-    none). Token weights are refused: the actors do not take them."""
+    """The :func:`~whitevec.encoders.load_encoder` arguments each actor builds its encoder from: those given, less
+    the vector cache (actors keep none). Token weights are refused: the actors do not take them."""
     if encoder.get("token_weights") is not None or encoder.get("token_frequencies") is not None:
         raise BadInputError("--token-weights and --token-frequencies are not supported with --engine ray")
     return {k: v for k, v in encoder.items() if k not in ("cache", "token_weights", "token_frequencies")}

@@ -3,8 +3,8 @@ a file, an index or a report out.
 
 Each workflow checks everything it can with light imports first (files, the model and cache, ``out``, the
 options), so a wrong path fails in a fraction of a second, and only then imports torch, an index library or
-scipy and loads the model (``encoder``: the keyword arguments of :class:`whitevec.encoder.Encoder`, made with
-``make_encoder``). Importing this package loads none of them.
+scipy and loads the model (``encoder``: the keyword arguments of :func:`whitevec.encoders.load_encoder`, made
+with ``make_encoder``). Importing this package loads none of them.
 """
 
 from whitevec.workflows.encode import EncodedFile, encode_file

@@ -13,7 +13,7 @@ from whitevec.preflight import check_encoder, check_output, check_output_folder
 from whitevec.workflows.engines import check_engine, make
 
 if TYPE_CHECKING:
-    from whitevec.encoder import Encoder
+    from whitevec.encoders import AnyEncoder
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def encode_file(
     workers: int | None = None,
     gpus_per_worker: float = 0.0,
     show_progress: bool | None = None,
-    make_encoder: Callable[..., Encoder] | None = None,
+    make_encoder: Callable[..., AnyEncoder] | None = None,
 ) -> EncodedFile:
     """Encode a text file (one text a line) into the float32 .npy matrix ``out``, through a saved ``transform``
     file if given. Checked first: the texts, the transform file, the model and its cache, and that ``out`` can be

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from whitevec.errors import BadInputError
 
 if TYPE_CHECKING:
-    from whitevec.encoder import Encoder
+    from whitevec.encoders import AnyEncoder
 
 ENGINES = ("local", "ray")
 
@@ -22,10 +22,11 @@ def check_engine(engine: str) -> bool:
     return value == "ray"
 
 
-def make(encoder: Mapping[str, Any], make_encoder: Callable[..., Encoder] | None = None) -> Encoder:
-    """``make_encoder(**encoder)``; by default an :class:`~whitevec.encoder.Encoder`, torch imported only now."""
+def make(encoder: Mapping[str, Any], make_encoder: Callable[..., AnyEncoder] | None = None) -> AnyEncoder:
+    """``make_encoder(**encoder)``; by default :func:`whitevec.encoders.load_encoder` (an Encoder, torch imported
+    only now, or a StaticEncoder for a static folder)."""
     if make_encoder is None:
-        from whitevec.encoder import Encoder
+        from whitevec.encoders import load_encoder
 
-        make_encoder = Encoder
+        make_encoder = load_encoder
     return make_encoder(**encoder)

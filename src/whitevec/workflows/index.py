@@ -15,7 +15,7 @@ from whitevec.preflight import check_encoder, check_output, check_texts, existin
 from whitevec.workflows.engines import check_engine, make
 
 if TYPE_CHECKING:
-    from whitevec.encoder import Encoder
+    from whitevec.encoders import AnyEncoder
     from whitevec.index import SearchHit
 
 # The pooling of an index when none is named and the model folder has no sentence-transformers modules.
@@ -55,7 +55,7 @@ def build_index_file(
     fit_sample: int | None = None,
     fit_seed: int = 0,
     show_progress: bool | None = None,
-    make_encoder: Callable[..., Encoder] | None = None,
+    make_encoder: Callable[..., AnyEncoder] | None = None,
 ) -> BuiltIndex:
     """Encode the corpus file ``corpus``, fit ``transform`` and write the index folder ``out``; the arguments
     are those of :meth:`whitevec.index.Retriever.build`. ``encoder``'s ``pooling`` None: the model folder's
@@ -128,13 +128,13 @@ def _check_transform_file(transform: str) -> None:
 
 
 def index_pooling(model: str, pooling: str | None) -> str:
-    """``pooling``, or an index's default for ``model``: the folder's own modules (``model``), else last-avg."""
+    """``pooling``, or an index's default for ``model``: ``static`` for a static folder, the folder's own modules
+    (``model``), else last-avg."""
     if pooling:
         return pooling
-    from whitevec.models import resolve_model
-    from whitevec.st_config import default_pooling
+    from whitevec.encoders import default_pooling_of
 
-    return default_pooling(resolve_model(model), INDEX_POOLING)
+    return default_pooling_of(model, INDEX_POOLING)
 
 
 def search_index(

@@ -13,7 +13,7 @@ from whitevec.workflows.engines import make
 from whitevec.workflows.index import index_pooling
 
 if TYPE_CHECKING:
-    from whitevec.encoder import Encoder
+    from whitevec.encoders import AnyEncoder
     from whitevec.evaluation.retrieval import RetrievalReport
 
 
@@ -32,7 +32,7 @@ def evaluate_retrieval_dataset(
     latency_queries: int = 100,
     data_dir: str | os.PathLike[str] | None = None,
     show_progress: bool | None = None,
-    make_encoder: Callable[..., Encoder] | None = None,
+    make_encoder: Callable[..., AnyEncoder] | None = None,
 ) -> RetrievalReport:
     """Score every (pooling, transform, encoding) on ``dataset`` (``cranfield`` or a BEIR-style folder, read
     from ``data_dir``); see :func:`~whitevec.evaluation.retrieval.evaluate_retrieval` for the rest.
@@ -50,13 +50,12 @@ def evaluate_retrieval_dataset(
         raise BadInputError("give at least one pooling")
     input_file(fit_on, "--fit-on file", keywords=("corpus",))
     dim = check_encoder(encoder["model"], encoder.get("cache", True))
-    from whitevec.encoder import get_pooling
+    from whitevec.encoders import check_poolings
     from whitevec.evaluation.retrieval import evaluate_retrieval, plan_configurations
     from whitevec.index.encodings import split_encoding_list
     from whitevec.transforms import make_transform
 
-    for name in names:
-        get_pooling(name)
+    check_poolings(encoder["model"], names)
     for spec in transforms:
         make_transform(spec)
     specs = split_encoding_list(encodings) if isinstance(encodings, str) else list(encodings)
