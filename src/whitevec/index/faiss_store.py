@@ -522,7 +522,7 @@ def encoded_vectors(vectors: np.ndarray, encoding: str, stored: np.ndarray) -> n
         assert store.signs is not None
         return store.signs.unit_signs(unit_rows(vectors, dtype=np.float32, zero_rows="keep"))
     decoded, used, _ = decoded_codes(unit, encoding, "cosine", sample)
-    if used.spec != encoding:
+    if used.spec != parsed.spec:
         raise BadInputError(f"encoding {encoding} became {used.spec} when trained; give {used.spec}")
     out = np.array(vectors, dtype=np.float32, copy=True)
     out[stored] = decoded
@@ -536,7 +536,7 @@ def searched_rankings(docs: np.ndarray, queries: np.ndarray, encoding: str, dept
     unit = unit_rows(docs, dtype=np.float32, zero_rows="keep")
     sample = TRAIN_SAMPLE if unit.shape[0] > TRAIN_SAMPLE else None
     store, _ = coded_store(unit, encoding, "cosine", sample)
-    if store.encoding.spec != encoding:
+    if store.encoding.spec != parse_encoding(encoding).spec:
         raise BadInputError(f"encoding {encoding} became {store.encoding.spec} when trained; give it")
     _, rows = store.search(unit_rows(queries, dtype=np.float32, zero_rows="keep"), depth)
     return rows

@@ -157,9 +157,10 @@ class RescoreVectors:
         dtype = record_dtype(self.form, self.dim)
         with writing_to(path):
             out = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=(self.rows,))
-            if self._disk is not None:
-                for start in range(0, self._disk.shape[0], _COPY_ROWS):
-                    out[start : start + _COPY_ROWS] = self._disk[start : start + _COPY_ROWS]
+            saved = 0 if self._disk is None else int(self._disk.shape[0])
+            for start in range(0, saved, _COPY_ROWS):
+                stop = min(start + _COPY_ROWS, saved)
+                out[start:stop] = self._disk[start:stop]  # type: ignore[index]
             if self._added_ids.size:
                 out[self._added_ids] = self._added
             gone = self._deleted[self._deleted < self.rows]

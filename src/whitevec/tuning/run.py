@@ -555,7 +555,7 @@ def tune(
         for pooling in poolings:
             for spec in grid:
                 out_dim = output_dim(spec, dim)
-                for asked in _expand_encodings(encoding_names, out_dim):
+                for asked in _expand_encodings(encoding_names, out_dim, searched=kind == "retrieval"):
                     try:
                         encoding, lowered = _effective_encoding(asked, out_dim, n_train)
                     except BadInputError as exc:
@@ -724,15 +724,19 @@ def tune(
     return result_obj
 
 
-def _expand_encodings(names: Sequence[str], dim: int) -> list[str]:
+def _expand_encodings(names: Sequence[str], dim: int, *, searched: bool = True) -> list[str]:
     """The encoding specs to try at output dimension ``dim``: ``all`` becomes every spec
     :func:`whitevec.index.encodings.list_encodings` gives (the budget is applied afterwards, to the bytes of the
-    encoding the index would really use); float32 stays first."""
+    encoding the index would really use), without those only a search scores unless ``searched`` (retrieval);
+    float32 stays first."""
     from whitevec.index.encodings import list_encodings
 
     out: list[str] = []
     for name in names:
-        out += list_encodings(dim) if name == ALL_ENCODINGS else [name]
+        if name == ALL_ENCODINGS:
+            out += [e for e in list_encodings(dim) if searched or parse_encoding(e).scoring != "search"]
+        else:
+            out.append(name)
     return list(dict.fromkeys(["float32", *out]))
 
 
