@@ -273,6 +273,9 @@ def test_index_info_reports_bytes(tmp_path: Path, capsys: pytest.CaptureFixture[
         (["--encoding", "pq12", "--transform", "whitening-16"], "d=16; valid M for d=16: 1, 2, 4, 8, 16"),
         (["--encoding", "faiss:IVF8,Flat"], "builds a ivf index; give --kind ivf"),
         (["--backend", "milvus", "--encoding", "pq8", "--kind", "ivf"], "Milvus Lite has no index for kind"),
+        (["--encoding", "float32+rescore"], "+rescore is redundant on float32 codes"),
+        (["--encoding", "rabitq", "--kind", "hnsw", "--metric", "ip"], "searches by L2 only"),
+        (["--backend", "milvus", "--encoding", "sq8+rescore"], "Milvus Lite has no index for kind"),
     ],
 )
 def test_cli_refuses_bad_encodings_before_the_model_loads(

@@ -71,7 +71,7 @@ def test_rescoring_lifts_recall_and_returns_the_float_scores() -> None:
     codes_scores, codes_ids = plain.search(QUERIES, 10)
     scores, ids = rescored.search(QUERIES, 10)
     assert _recall(ids, EXACT) >= _recall(codes_ids, EXACT) + 0.3
-    # Hamming scores are cosines of sign vectors (multiples of 2/64); rescored ones the fp16 vectors' inner products.
+    # Hamming scores are cosines of sign vectors (multiples of 2/64); rescored ones the fp16 vectors' products.
     assert np.allclose(codes_scores * 32, np.round(codes_scores * 32))
     expected = np.einsum("qd,qkd->qk", QUERIES, VECTORS[ids].astype(np.float16).astype(np.float32))
     np.testing.assert_allclose(scores, expected, atol=1e-5)
@@ -265,3 +265,32 @@ def test_tune_budget_counts_memory_and_reports_disk() -> None:
     assert rows["binary-rr+rescore=4"].disk_bytes_per_vector == 16 and rows["binary-rr+rescore=4"].dev is not None
     with pytest.raises(BadInputError, match="scored pairs need one score per pair"):
         tune([], models=[MODEL], encodings=["rabitq"])
+
+
+def test_eval_retrieval_table_shows_disk_bytes_only_when_an_encoding_rescores() -> None:
+    from whitevec.cli.evaluate import _retrieval_table
+    from whitevec.evaluation.retrieval import RetrievalReport, RetrievalScore
+
+    def row(encoding: str, code: int, disk: int) -> RetrievalScore:
+        quality = dict.fromkeys(("recall_10", "recall_100", "mrr_10", "ndcg_10", "map"), 0.5)
+        sizes = {"index_bytes": 100, "folder_bytes": 200, "code_bytes": code, "disk_bytes": disk}
+        return RetrievalScore(
+            "none",
+            "last-avg",
+            64,
+            10,
+            5,
+            **quality,
+            build_s=0.1,
+            p50_query_ms=1.0,
+            p50_search_ms=0.1,
+            encoding=encoding,
+            **sizes,
+        )
+
+    report = RetrievalReport("m", "d", "flat", "cosine", "faiss", "corpus", {})
+    report.scores = [row("float32", 256, 0)]
+    assert "disk B/vec" not in _retrieval_table(report, "t").columns
+    report.scores.append(row("binary+rescore=4", 8, 128))
+    table = _retrieval_table(report, "t")
+    assert table.columns[4:6] == ("bytes/vec", "disk B/vec") and [r[5] for r in table.rows] == [0, 128]
