@@ -6,8 +6,9 @@ For each model (last-avg pooling, cosine), nDCG@10 over Cranfield's 225 judged q
   on the same vectors, with and without re-ranking the top 4 x 10 by the float vectors;
 - whitevec's encodings through ``eval-retrieval``'s own path (a real index per configuration, quality only):
   ``binary`` (sign at the mean), ``binary-rr`` (mean, seeded random rotation), ``itq``, ``rabitq``, each plain and
-  with ``+rescore=K`` for K in 1, 2, 4, 10 (the top K x 10 re-ranked from half-precision vectors on disk), and
-  ``whitening`` then ``binary`` (every direction scaled to unit variance before the sign);
+  with ``+rescore=K`` for K in 1, 2, 4, 10 (the top K x 10 re-ranked from half-precision vectors on disk; the
+  int8 form too at K = 4), and ``whitening`` then ``binary`` (every direction scaled to unit variance before the
+  sign), beside whitened float32;
 - float32 exact search, the reference.
 
 Run: ``WHITEVEC_DATA=../shared/data python benchmarks/investigations/one_bit_cranfield.py [--models M ...]``
@@ -63,6 +64,7 @@ def measure(model: str, data: RetrievalDataset) -> dict[str, float]:
     encodings = ["float32"]
     for code in CODES:
         encodings += [code, *(f"{code}+rescore={k}" for k in MULTIPLIERS)]
+    encodings += ["binary-rr+rescore=4:int8", "rabitq+rescore=4:int8"]  # the int8 form against fp16
     report = evaluate_retrieval(encoder, data, ["none"], encodings=encodings, latency_queries=0)
     whitened = evaluate_retrieval(
         encoder, data, ["whitening"], encodings=["float32", "binary", "binary+rescore=4"], latency_queries=0
