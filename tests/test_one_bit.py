@@ -14,11 +14,19 @@ import numpy as np
 import pytest
 
 from tests.index_helpers import HashEncoder
-from tests.test_encodings import _clustered, _recall
+from tests.test_encodings import _clustered, _recall, assert_estimate_matches_the_file
 from tests.test_tune import retrieval_data
 from whitevec.cli import main
 from whitevec.errors import BadInputError, CorruptFileError
-from whitevec.index import Document, FaissStore, Retriever, check_build, index_size, parse_encoding, read_manifest
+from whitevec.index import (
+    Document,
+    FaissStore,
+    Retriever,
+    check_build,
+    index_size,
+    parse_encoding,
+    read_manifest,
+)
 from whitevec.index.faiss_store import _one_thread, encoded_vectors, searched_rankings
 from whitevec.index.rescore import RESCORE_FILE, RescoreVectors
 from whitevec.index.sign_codes import SIGN_FILE
@@ -64,6 +72,11 @@ def _built(kind: str, encoding: str) -> FaissStore:
 def test_recall_against_exact_above_floor(kind: str, encoding: str) -> None:
     _, ids = _built(kind, encoding).search(QUERIES, 10)
     assert _recall(ids, EXACT) >= FLOORS[(kind, encoding)]
+
+
+@pytest.mark.parametrize(("kind", "encoding"), [("flat", "binary-rr"), ("ivf", "binary-rr"), ("hnsw", "rabitq")])
+def test_bytes_per_vector_match_the_file(tmp_path: Path, kind: str, encoding: str) -> None:
+    assert_estimate_matches_the_file(_built(kind, encoding), tmp_path)
 
 
 def test_rescoring_lifts_recall_and_returns_the_float_scores() -> None:
