@@ -278,6 +278,10 @@ def test_tune_budget_counts_memory_and_reports_disk() -> None:
     assert rows["binary-rr+rescore=4"].disk_bytes_per_vector == 16 and rows["binary-rr+rescore=4"].dev is not None
     with pytest.raises(BadInputError, match="scored pairs need one score per pair"):
         tune([], models=[MODEL], encodings=["rabitq"])
+    from whitevec.evaluation.sts import evaluate_sts
+
+    with pytest.raises(BadInputError, match="evaluate it with eval-retrieval"):
+        evaluate_sts(None, [], encoding="binary+rescore")  # type: ignore[arg-type]
 
 
 def test_eval_retrieval_table_shows_disk_bytes_only_when_an_encoding_rescores() -> None:

@@ -22,8 +22,10 @@ for one already embedded query; ``qps`` is queries a second when all judged quer
 searched in one batch (top 10, repeated for at least :data:`QPS_MIN_SECONDS`).
 
 Each configuration is (pooling, transform, encoding): the encoding (``whitevec.index.encodings``) says how the
-index stores a vector, and ``code_bytes`` is what that costs per vector (the x axis of the quality-per-byte
-frontier, ``whitevec.evaluation.frontier``).
+index stores a vector, ``code_bytes`` is what that costs per vector in memory (the x axis of the quality-per-byte
+frontier, ``whitevec.evaluation.frontier``) and ``disk_bytes`` what it keeps on disk beside (a ``+rescore``
+encoding's vectors). An encoding that re-ranks a shortlist (``+refine``, ``+rescore``) is scored at each measure's
+own depth (k = 10 for the @10 measures), as a user asking for that many would be served.
 """
 
 from __future__ import annotations

@@ -84,8 +84,9 @@ def check_build(
     """Everything about a build that can be checked before any model loads or document is encoded.
 
     Checks the kind, metric, backend and index parameters (the encoding among them, against the kind and metric
-    and the stored dimension ``dim`` when it is known: see :func:`stored_dim`), the URI's form, that ``out`` is absent, empty or
-    an earlier index, and that its parent folder can be written. Returns the earlier index's manifest, if any.
+    and the stored dimension ``dim`` when it is known: see :func:`stored_dim`), the URI's form, that ``out`` is
+    absent, empty or an earlier index, and that its parent folder can be written. Returns the earlier index's
+    manifest, if any.
 
     Raises:
         BadInputError: an unknown choice or parameter, or an ``out`` that must not be replaced.
