@@ -249,7 +249,8 @@ def test_manifest_round_trip_with_the_encoding(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("encoding", "kind"), [("sq8", "flat"), ("pq8x4", "flat"), ("sq4+refine", "flat"), ("pq8x4", "ivf")]
+    ("encoding", "kind"),
+    [("sq8", "flat"), ("pq8x4", "flat"), ("sq4+refine", "flat"), ("pq8x4", "ivf"), ("rabitq-qb0", "flat")],
 )
 def test_export_faiss_of_a_compressed_index_equals_whitevec(tmp_path: Path, encoding: str, kind: str) -> None:
     built = _build(tmp_path / "idx", encoding, kind)

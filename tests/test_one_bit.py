@@ -215,6 +215,18 @@ def test_a_short_rescoring_file_is_refused_even_when_its_size_is_believed(tmp_pa
         RescoreVectors.open_path(path, "fp16", 8)
 
 
+@pytest.mark.parametrize(
+    ("encoding", "needle"), [("itq", "sign codes take"), ("sq8+rescore", "rescoring vectors")]
+)
+def test_export_faiss_refuses_what_one_faiss_file_cannot_hold(tmp_path: Path, encoding: str, needle: str) -> None:
+    from whitevec.index import export_faiss
+
+    _build(tmp_path / "idx", encoding).close()
+    with pytest.raises(BadInputError, match=needle):
+        export_faiss(tmp_path / "idx", tmp_path / "plain.faiss")
+    assert not (tmp_path / "plain.faiss").exists()
+
+
 def test_rescore_on_float32_is_refused_before_any_document_is_read(tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match=r"\+rescore is redundant on float32"):
         check_build(tmp_path / "idx", index_params={"encoding": "float32+rescore"})
