@@ -95,16 +95,20 @@ def test_recall_against_exact_above_floor(kind: str, encoding: str) -> None:
     assert _recall(ids, EXACT) >= FLOORS[(kind, encoding)]
 
 
+def assert_estimate_matches_the_file(store: FaissStore, folder: Path) -> None:
+    """storage_estimate within 5% of the index.faiss ``store`` writes, in all and per vector."""
+    store.save(folder)
+    on_disk = (folder / "index.faiss").stat().st_size
+    params, n = store.params(), store.count
+    per_vector, fixed = storage_estimate(parse_encoding(params["encoding"]), store.kind, params, store.dim)
+    assert abs(fixed + n * per_vector - on_disk) <= 0.05 * on_disk
+    measured_per_vector = (on_disk - fixed) / n
+    assert abs(measured_per_vector - per_vector) <= 0.05 * per_vector
+
+
 @pytest.mark.parametrize(("kind", "encoding"), list(FLOORS))
 def test_bytes_per_vector_match_the_file(tmp_path: Path, kind: str, encoding: str) -> None:
-    store = _built(kind, encoding)
-    store.save(tmp_path)
-    on_disk = (tmp_path / "index.faiss").stat().st_size
-    params = store.params()
-    per_vector, fixed = storage_estimate(parse_encoding(params["encoding"]), kind, params, D)
-    assert abs(fixed + N * per_vector - on_disk) <= 0.05 * on_disk
-    measured_per_vector = (on_disk - fixed) / N
-    assert abs(measured_per_vector - per_vector) <= 0.05 * per_vector
+    assert_estimate_matches_the_file(_built(kind, encoding), tmp_path)
 
 
 def test_opq_rotates_before_pq() -> None:
@@ -245,7 +249,8 @@ def test_manifest_round_trip_with_the_encoding(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("encoding", "kind"), [("sq8", "flat"), ("pq8x4", "flat"), ("sq4+refine", "flat"), ("pq8x4", "ivf")]
+    ("encoding", "kind"),
+    [("sq8", "flat"), ("pq8x4", "flat"), ("sq4+refine", "flat"), ("pq8x4", "ivf"), ("rabitq-qb0", "flat")],
 )
 def test_export_faiss_of_a_compressed_index_equals_whitevec(tmp_path: Path, encoding: str, kind: str) -> None:
     built = _build(tmp_path / "idx", encoding, kind)
@@ -273,6 +278,9 @@ def test_index_info_reports_bytes(tmp_path: Path, capsys: pytest.CaptureFixture[
         (["--encoding", "pq12", "--transform", "whitening-16"], "d=16; valid M for d=16: 1, 2, 4, 8, 16"),
         (["--encoding", "faiss:IVF8,Flat"], "builds a ivf index; give --kind ivf"),
         (["--backend", "milvus", "--encoding", "pq8", "--kind", "ivf"], "Milvus Lite has no index for kind"),
+        (["--encoding", "float32+rescore"], "+rescore is redundant on float32 codes"),
+        (["--encoding", "rabitq", "--kind", "hnsw", "--metric", "ip"], "searches by L2 only"),
+        (["--backend", "milvus", "--encoding", "sq8+rescore"], "Milvus Lite has no index for kind"),
     ],
 )
 def test_cli_refuses_bad_encodings_before_the_model_loads(

@@ -187,8 +187,8 @@ def eval_retrieval_command(
         str,
         typer.Option(
             "--encoding",
-            help="Comma list of encodings: float32, fp16, sq8, sq4, pqM, pqMxB, opqM,pqM, ... (';' between "
-            "faiss:FACTORY strings).",
+            help="Comma list of encodings: float32, fp16, sq8, sq4, pqM, pqMxB, opqM,pqM, binary, rabitq, "
+            "...+rescore, ... (';' between faiss:FACTORY strings).",
         ),
     ] = "float32",
     plot: Annotated[
@@ -198,7 +198,8 @@ def eval_retrieval_command(
     run: RunOptions,
 ) -> None:
     """Retrieval quality per configuration (transform x encoding): nDCG@10, R@100, MRR@10, code bytes per
-    vector, index bytes, build time, p50/p99 latency with and without query encoding, batched QPS."""
+    vector in memory (and on disk, for +rescore), index bytes, build time, p50/p99 latency with and without query
+    encoding, batched QPS."""
     from whitevec.workflows import evaluate_retrieval_dataset
 
     _check_json_file(json_out)
@@ -297,11 +298,17 @@ _RETRIEVAL = {
 
 
 def _retrieval_table(report: RetrievalReport, title: str) -> _Table:
-    """A row per configuration: quality in percent, sizes, build time, latencies and QPS."""
-    table = _Table(title, tuple(_RETRIEVAL), text=("pooling", "transform", "encoding"), formats=_RETRIEVAL)
+    """A row per configuration: quality in percent, sizes (bytes a vector on disk beside those in memory when an
+    encoding rescores), build time, latencies and QPS."""
+    disk = any(s.disk_bytes for s in report.scores)
+    columns = list(_RETRIEVAL)
+    if disk:
+        columns.insert(columns.index("bytes/vec") + 1, "disk B/vec")
+    formats = {**_RETRIEVAL, "disk B/vec": ","}
+    table = _Table(title, tuple(columns), text=("pooling", "transform", "encoding"), formats=formats)
     for s in report.scores:
         table.add_row(
-            *(s.pooling, s.transform, s.encoding, s.dim, s.code_bytes),
+            *(s.pooling, s.transform, s.encoding, s.dim, s.code_bytes, *([s.disk_bytes] if disk else [])),
             *(100 * v for v in (s.ndcg_10, s.recall_100, s.mrr_10)),
             *(s.index_bytes, s.build_s, s.p50_search_ms, s.p99_search_ms, s.p50_query_ms, s.p99_query_ms, s.qps),
         )
@@ -315,7 +322,8 @@ def _retrieval_summary(report: RetrievalReport) -> str:
     front = pareto_front(report.scores, lambda s: s.code_bytes, lambda s: s.ndcg_10)
     return (
         f"{report.scores[0].n_queries} queries, {report.scores[0].n_docs} documents; quality in percent. "
-        "bytes/vec = code bytes of one vector. search ms = search + fetch of one embedded query; query ms = "
+        "bytes/vec = code bytes of one vector in memory (disk B/vec: its rescoring vector on disk). search ms = "
+        "search + fetch of one embedded query; query ms = "
         "encode (no cache) + transform + search + fetch; QPS = all queries in one batch. build s excludes the "
         f"one-off corpus encoding ({', '.join(f'{k}: {v:.1f} s' for k, v in report.corpus_encode_s.items())}).\n"
         "Pareto front (nDCG@10 per byte): "

@@ -56,8 +56,9 @@ EncodingOpt = Annotated[
     str,
     typer.Option(
         "--encoding",
-        help="How vectors are stored: float32, fp16, sq8, sq4, pqM, pqMxB, opqM,pqM, faiss:FACTORY; +refine "
-        "re-ranks exactly.",
+        help="How vectors are stored: float32, fp16, sq8, sq4, pqM, pqMxB, opqM,pqM, binary, binary-rr, itq, "
+        "rabitq[-qbN], faiss:FACTORY; +refine re-ranks from float32 in memory, +rescore[=K][:fp16|:int8] the top "
+        "K x k from vectors on disk.",
     ),
 ]
 
@@ -178,7 +179,8 @@ def index_build_command(
 @index_app.command("info")
 def index_info_command(index_dir: Annotated[Path, typer.Argument(help="Index folder.")]) -> None:
     """Print an index's manifest (checksums verified) as JSON, with its size under "size": encoding, code bytes
-    per vector, index bytes and bytes per vector on disk."""
+    per vector, index bytes, and the bytes a vector costs in memory (ram_bytes_per_vector) and on disk
+    (disk_bytes_per_vector: +rescore's vectors, memory-mapped)."""
     existing_folder(index_dir, "index folder")
     from whitevec.index import index_size, read_manifest
 

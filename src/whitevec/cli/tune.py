@@ -46,8 +46,8 @@ EncodingsOpt = Annotated[
     str,
     typer.Option(
         "--encodings",
-        help="Index encodings to search, comma list (float32, fp16, sq8, sq4, pqM, pqMxB, opqM,pqM), or all. "
-        "float32 is always scored.",
+        help="Index encodings to search, comma list (float32, fp16, sq8, sq4, pqM, pqMxB, opqM,pqM, binary, "
+        "binary-rr, itq, rabitq, any lossy one +rescore), or all. float32 is always scored.",
     ),
 ]
 TuneMetricOpt = Annotated[
@@ -56,7 +56,9 @@ TuneMetricOpt = Annotated[
 MaxBytesOpt = Annotated[
     int | None,
     typer.Option(
-        "--max-bytes-per-vector", help="Score and choose only configurations whose code bytes a vector fit."
+        "--max-bytes-per-vector",
+        help="Score and choose only configurations whose code bytes a vector in memory fit (+rescore's vectors "
+        "on disk not counted).",
     ),
 ]
 MaxSecondsOpt = Annotated[
@@ -159,8 +161,10 @@ def _encodings_and_plot(encodings: str, out: Path, plot: Path | None) -> tuple[l
 
 
 def _candidates_table(result: TuneResult, several_models: bool) -> _Table:
-    """A row per candidate, the chosen one marked '* '; the model column only when several were tuned, the test
-    column only with test data."""
+    """A row per candidate, the chosen one marked '* '; the model column only when several were tuned, the disk
+    bytes (a +rescore encoding's vectors on disk) only when a candidate has them, the test column only with test
+    data."""
+    disk = any(row.disk_bytes_per_vector for row in result.candidates)
     columns = (
         *(("model",) if several_models else ()),
         "pooling",
@@ -168,6 +172,7 @@ def _candidates_table(result: TuneResult, several_models: bool) -> _Table:
         "encoding",
         "dim",
         "bytes",
+        *(("disk bytes",) if disk else ()),
         "fit s",
         "encode ms/1k",
         "dev",
@@ -183,6 +188,7 @@ def _candidates_table(result: TuneResult, several_models: bool) -> _Table:
         text=("model", "pooling", "transform", "encoding", "sig"),
         formats={
             "bytes": ",",
+            "disk bytes": ",",
             "fit s": ".2f",
             "encode ms/1k": ",.1f",
             "dev": ".2f",
@@ -198,6 +204,7 @@ def _candidates_table(result: TuneResult, several_models: bool) -> _Table:
             row.encoding,
             row.dim,
             row.bytes_per_vector,
+            *([row.disk_bytes_per_vector] if disk else []),
             row.fit_seconds,
             row.encode_ms_per_1000,
             row.dev if row.status == "scored" else row.status,
@@ -214,7 +221,9 @@ def _print_choice(result: TuneResult, table_format: TableFormat) -> None:
     chosen = result.chosen
     _say(
         table_format,
-        f"chosen: {chosen.candidate.label} ({chosen.bytes_per_vector:,} bytes per vector); dev gain over none "
+        f"chosen: {chosen.candidate.label} ({chosen.bytes_per_vector:,} bytes per vector"
+        + (f" in memory, {chosen.disk_bytes_per_vector:,} on disk" if chosen.disk_bytes_per_vector else "")
+        + "); dev gain over none "
         f"{chosen.gain:+.2f} [{chosen.low:+.2f}, {chosen.high:+.2f}]"
         + ("" if chosen.significant or chosen is result.baseline else " (not significant: chosen for the budget)"),
     )

@@ -22,8 +22,10 @@ for one already embedded query; ``qps`` is queries a second when all judged quer
 searched in one batch (top 10, repeated for at least :data:`QPS_MIN_SECONDS`).
 
 Each configuration is (pooling, transform, encoding): the encoding (``whitevec.index.encodings``) says how the
-index stores a vector, and ``code_bytes`` is what that costs per vector (the x axis of the quality-per-byte
-frontier, ``whitevec.evaluation.frontier``).
+index stores a vector, ``code_bytes`` is what that costs per vector in memory (the x axis of the quality-per-byte
+frontier, ``whitevec.evaluation.frontier``) and ``disk_bytes`` what it keeps on disk beside (a ``+rescore``
+encoding's vectors). An encoding that re-ranks a shortlist (``+refine``, ``+rescore``) is scored at each measure's
+own depth (k = 10 for the @10 measures), as a user asking for that many would be served.
 """
 
 from __future__ import annotations
@@ -146,7 +148,8 @@ class RetrievalScore:
     index_bytes: int
     folder_bytes: int
     encoding: str = "float32"
-    code_bytes: int = 0  # bytes of one vector's code (see whitevec.index.encodings)
+    code_bytes: int = 0  # bytes of one vector's code, in memory (see whitevec.index.encodings)
+    disk_bytes: int = 0  # bytes of one vector on disk beyond its code: a +rescore encoding's rescoring vector
     p99_query_ms: float = math.nan
     p99_search_ms: float = math.nan
     qps: float = math.nan  # batched: all queries in one search call
@@ -289,6 +292,7 @@ def evaluate_retrieval(
     every timing (latency and QPS: a quality-only run). Indexes go to ``workdir`` (a temporary folder, removed
     afterwards, when not given).
     """
+    from whitevec.index.encodings import parse_encoding
     from whitevec.index.retriever import Retriever
     from whitevec.index.store import ENCODING, store_class
 
@@ -355,10 +359,7 @@ def evaluate_retrieval(
                 )
                 build_s = time.perf_counter() - started
                 with retriever:
-                    depth = min(map_depth, retriever.count)
-                    hits = retriever.search(qtexts, k=depth)
-                    rankings = {q: [h.id for h in row] for q, row in zip(qids, hits, strict=True)}
-                    quality = score_rankings(rankings, dataset.qrels, ks=(10, 100))
+                    quality = _quality(retriever, qids, qtexts, dataset.qrels, min(map_depth, retriever.count))
                     timing = _timings(retriever, timing_encoder, qtexts, latency_queries)
                     stored = retriever.manifest["index_params"].get(ENCODING, encoding)
                     report.scores.append(
@@ -378,12 +379,41 @@ def evaluate_retrieval(
                             folder_bytes=_folder_bytes(out),
                             encoding=stored,
                             code_bytes=_code_bytes(stored, retriever),
+                            disk_bytes=parse_encoding(stored).disk_bytes(retriever.dim),
                             **timing,
                         )
                     )
                 if workdir is None:
                     shutil.rmtree(out, ignore_errors=True)  # a big grid would otherwise fill the scratch disk
     return report
+
+
+def _quality(
+    retriever: Any, qids: list[str], qtexts: list[str], qrels: Mapping[str, Mapping[str, int]], depth: int
+) -> QualityScores:
+    """Recall@10/100, MRR@10, nDCG@10 and MAP of the index's rankings. An encoding that re-ranks a shortlist
+    (``+refine``, ``+rescore``: the top K x k) gives another top 10 at k = 10 than at k = 1000, where the shortlist
+    is most of a small corpus; so each measure is taken from a search of its own depth, as a user asking for that
+    many would get (10: recall@10, MRR@10, nDCG@10; 100: recall@100; ``depth``: MAP)."""
+    from whitevec.index.encodings import parse_encoding
+
+    def ranked(k: int) -> dict[str, list[str]]:
+        hits = retriever.search(qtexts, k=min(k, depth))
+        return {q: [h.id for h in row] for q, row in zip(qids, hits, strict=True)}
+
+    deepest = ranked(depth)
+    quality = score_rankings(deepest, qrels, ks=(10, 100))
+    encoding = parse_encoding(retriever.manifest["index_params"].get("encoding"))
+    if encoding.rescore is None and not encoding.refine:
+        return quality
+    at_10, at_100 = score_rankings(ranked(10), qrels, ks=(10,)), score_rankings(ranked(100), qrels, ks=(100,))
+    return QualityScores(
+        n_queries=quality.n_queries,
+        recall_at={10: at_10.recall_at[10], 100: at_100.recall_at[100]},
+        mrr_10=at_10.mrr_10,
+        ndcg_10=at_10.ndcg_10,
+        map=quality.map,
+    )
 
 
 def _code_bytes(encoding: str, retriever: Any) -> int:

@@ -141,7 +141,13 @@ def evaluate_sts(
     """
     from whitevec.index.encodings import parse_encoding
 
-    encoding = parse_encoding(encoding).spec
+    parsed = parse_encoding(encoding)
+    if parsed.scoring == "search":
+        raise BadInputError(
+            f"encoding {parsed.spec} is scored through an index's search (RaBitQ's estimator, rescoring), which "
+            "gives a pair of sentences no score of its own; evaluate it with eval-retrieval"
+        )
+    encoding = parsed.spec
     check_tasks(tasks)
     if not transforms:
         raise BadInputError("no transform to evaluate; use 'none' for raw vectors")

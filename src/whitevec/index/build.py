@@ -83,9 +83,10 @@ def check_build(
 ) -> dict[str, Any] | None:
     """Everything about a build that can be checked before any model loads or document is encoded.
 
-    Checks the kind, metric, backend and index parameters (the encoding among them, against the stored
-    dimension ``dim`` when it is known: see :func:`stored_dim`), the URI's form, that ``out`` is absent, empty or
-    an earlier index, and that its parent folder can be written. Returns the earlier index's manifest, if any.
+    Checks the kind, metric, backend and index parameters (the encoding among them, against the kind and metric
+    and the stored dimension ``dim`` when it is known: see :func:`stored_dim`), the URI's form, that ``out`` is
+    absent, empty or an earlier index, and that its parent folder can be written. Returns the earlier index's
+    manifest, if any.
 
     Raises:
         BadInputError: an unknown choice or parameter, or an ``out`` that must not be replaced.
@@ -94,8 +95,10 @@ def check_build(
     check_choice(kind, KINDS, "index kind")
     check_choice(metric, METRICS, "metric")
     store_class(backend).check_options(kind.strip().lower(), index_params, uri)
+    encoding = parse_encoding((index_params or {}).get(ENCODING))
+    encoding.check_kind(kind.strip().lower(), metric.strip().lower())
     if dim is not None:
-        parse_encoding((index_params or {}).get(ENCODING)).check_dim(dim)
+        encoding.check_dim(dim)
     target = Path(out).expanduser()
     previous = _check_target(target)
     check_writable_parent(target)

@@ -5,9 +5,11 @@
 for the cosine metric, a ``NormalizationTransform`` after it. Then plain ``faiss.read_index(OUT).search(x, k)``
 on raw encoder vectors ``x`` gives the same ids (internal rows; ``docs.sqlite`` maps them to document ids) and
 scores as whitevec (with one difference: a cosine index with a lossy encoding, sq8 or pq for instance, is
-searched by squared L2, so the file returns ``d = 2 - 2 cos``; whitevec reports ``1 - d / 2``). Any encoding
-exports: the codes, IVF lists, HNSW graph and refinement are inside the stored index. Only linear transforms
-can be expressed this way: Whitening (any k, beta, gamma), Center, or none.
+searched by squared L2, so the file returns ``d = 2 - 2 cos``; whitevec reports ``1 - d / 2``). Every encoding
+exports (RaBitQ with its rotation too: the codes, IVF lists, HNSW graph and refinement are inside the stored
+index) but two: sign codes (a binary index behind whitevec's sign step) and ``+rescore`` (its vectors are a file
+of their own). Only linear transforms can be expressed this way: Whitening (any k, beta, gamma), Center, or
+none.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 
 from whitevec._io import atomic_path
 from whitevec.errors import BadInputError
+from whitevec.index.encodings import parse_encoding
 from whitevec.index.faiss_store import FaissStore
 from whitevec.index.layout import INDEX_FILE, LINEAR_NAMES, TRANSFORM_FILE
 from whitevec.index.snapshot import IndexSnapshot, read_consistent
@@ -58,6 +61,18 @@ def export_faiss(index_dir: str | os.PathLike[str], out: str | os.PathLike[str])
         if manifest["backend"] != "faiss":
             raise BadInputError(
                 f"{folder} keeps its vectors in {manifest['backend']}; export-faiss needs a faiss index"
+            )
+        encoding = parse_encoding(manifest["index_params"].get("encoding"))
+        if encoding.sign or encoding.rescore is not None:
+            raise BadInputError(
+                f"{folder} uses encoding {encoding.spec}: "
+                + (
+                    "sign codes take whitevec's sign step and a faiss binary index, which one float FAISS file "
+                    "cannot hold"
+                    if encoding.sign
+                    else "its rescoring vectors live in a file beside the FAISS index, which the export would drop"
+                )
+                + "; export-faiss works for the other encodings"
             )
         info = manifest["transform"]
         if info and not info["linear"]:

@@ -25,6 +25,9 @@ from whitevec.index.encodings import (
     parse_encoding,
 )
 from whitevec.index.layout import INDEX_FILE
+from whitevec.index.rescore import RESCORE_FILE, RescoreVectors
+from whitevec.index.sign_codes import SIGN_FILE, SignCodes, hamming_scores
+from whitevec.index.sign_codes import code_bytes as sign_code_bytes
 from whitevec.index.store import (
     ENCODING,
     KINDS,
@@ -101,19 +104,39 @@ class FaissStore:
     """A FAISS index of ``dim``-dimensional vectors; ``cosine``/``ip`` use inner product, ``l2`` squared L2.
 
     The index lives in memory and is written to ``index.faiss`` in the version folder; an add works on a copy,
-    so the live index never changes under its readers.
+    so the live index never changes under its readers. Sign codes (``binary``, ``binary-rr``, ``itq``) live in a
+    faiss binary index searched by Hamming distance, their mean and rotation in ``binary.safetensors``; a
+    ``+rescore`` encoding keeps its rescoring vectors in ``rescore.npy``, memory-mapped.
     """
 
     name: ClassVar[str] = "faiss"
     files: ClassVar[tuple[str, ...]] = (INDEX_FILE,)
+    mapped_files: ClassVar[tuple[str, ...]] = (RESCORE_FILE,)
 
     def __init__(self, dim: int, metric: str, kind: str = "flat", params: dict[str, Any] | None = None) -> None:
         self.dim = int(dim)
         self.metric = check_choice(metric, METRICS, "metric")
         self.kind = check_choice(kind, KINDS, "index kind")
         self._params = resolve_params(self.kind, params, DEFAULT_PARAMS)
-        check_encoding(self.kind, self._params, self.dim)
+        check_encoding(self.kind, self._params, self.dim, self.metric)
         self.index: Any = None  # created on the first add (IVF, SQ and PQ need the vectors to train)
+        self.signs: SignCodes | None = None  # the sign step of sign codes, fitted on the first add
+        self.rescore = self._new_rescore()
+
+    def _new_rescore(self) -> RescoreVectors | None:
+        encoding = self.encoding
+        return None if encoding.rescore is None else RescoreVectors(encoding.rescore_form, self.dim)
+
+    @classmethod
+    def files_for(cls, params: dict[str, Any]) -> tuple[str, ...]:
+        """The files an index with these parameters keeps in its folder: ``index.faiss``, and the sign step of
+        sign codes and the rescoring vectors of ``+rescore`` when the encoding has them."""
+        encoding = parse_encoding(params.get(ENCODING))
+        return (
+            INDEX_FILE,
+            *((SIGN_FILE,) if encoding.sign else ()),
+            *((RESCORE_FILE,) if encoding.rescore is not None else ()),
+        )
 
     # --- life cycle -----------------------------------------------------------------------------------------
     @classmethod
@@ -132,30 +155,44 @@ class FaissStore:
 
     @classmethod
     def open(cls, snapshot: IndexSnapshot) -> FaissStore:
-        manifest = snapshot.manifest
+        manifest, folder = snapshot.manifest, snapshot.folder
+        dim = int(manifest["dim"])
         with snapshot.reader(INDEX_FILE) as read:
-            return cls.read(
-                read,
-                snapshot.folder / INDEX_FILE,
-                manifest["dim"],
-                manifest["metric"],
-                manifest["index_kind"],
-                manifest["index_params"],
+            params = manifest["index_params"]
+            store = cls.read(read, folder / INDEX_FILE, dim, manifest["metric"], manifest["index_kind"], params)
+        encoding = store.encoding
+        if encoding.sign:
+            raw = snapshot.read_bytes(SIGN_FILE)
+            store.signs = SignCodes.from_bytes(raw, str(folder / SIGN_FILE), encoding.codec, dim)
+        if store.rescore is not None:
+            snapshot.verify(RESCORE_FILE)
+            store.rescore = RescoreVectors.open(
+                snapshot.pinned(RESCORE_FILE), folder / RESCORE_FILE, encoding.rescore_form, dim
             )
+            if store.rescore.rows < store.count:
+                raise CorruptFileError(
+                    f"{folder / RESCORE_FILE} holds {store.rescore.rows} rescoring vectors for {store.count} "
+                    "codes; rebuild the index"
+                )
+        return store
 
     @classmethod
     def read(
         cls, read: Callable[[int], bytes], source: Path, dim: int, metric: str, kind: str, params: dict[str, Any]
     ) -> FaissStore:
-        """An index from a ``read(n)`` stream of a file written by :meth:`save` (``source`` names it in errors)."""
+        """An index from a ``read(n)`` stream of a file written by :meth:`save` (``source`` names it in errors;
+        ``params`` are the manifest's, taken as they are)."""
         store = cls(dim, metric, kind, None)
         store._params = dict(params)
+        store.rescore = store._new_rescore()
         faiss = _faiss()
+        sign = store.encoding.sign
         try:
-            store.index = faiss.read_index(faiss.PyCallbackIOReader(read))
+            reader = faiss.PyCallbackIOReader(read)
+            store.index = faiss.read_index_binary(reader) if sign else faiss.read_index(reader)
         except RuntimeError as exc:
             raise CorruptFileError(f"{source} is not a readable FAISS index ({exc})") from exc
-        if store.index.d != dim:
+        if store.index.d != (8 * sign_code_bytes(dim) if sign else dim):
             raise CorruptFileError(f"{source} holds {store.index.d}-d vectors, manifest says {dim}")
         store._apply_search_params(store.index)
         return store
@@ -168,19 +205,37 @@ class FaissStore:
         """An independent copy (so that adding can fail without touching the live index)."""
         other = FaissStore(self.dim, self.metric, self.kind, None)
         other._params = dict(self._params)
+        other.signs = self.signs  # fitted once, never changed
+        other.rescore = None if self.rescore is None else self.rescore.staged()
         if self.index is not None:
-            other.index = _faiss().clone_index(self.index)
+            faiss = _faiss()
+            if self.encoding.sign:  # clone_binary_index cannot copy an id map over HNSW: a serialized copy
+                other.index = faiss.deserialize_index_binary(faiss.serialize_index_binary(self.index))
+            else:
+                other.index = faiss.clone_index(self.index)
             other._apply_search_params(other.index)
         return other
 
     def save(self, folder: Path) -> list[str]:
         if self.index is None:
             raise BadInputError("cannot save an empty index; add vectors first")
+        faiss = _faiss()
         with writing_to(folder / INDEX_FILE):
-            _faiss().write_index(self.index, str(folder / INDEX_FILE))
-        return [INDEX_FILE]
+            write = faiss.write_index_binary if self.signs is not None else faiss.write_index
+            write(self.index, str(folder / INDEX_FILE))
+        if self.signs is not None:
+            with writing_to(folder / SIGN_FILE):
+                (folder / SIGN_FILE).write_bytes(self.signs.to_bytes())
+        if self.rescore is not None:
+            self.rescore.save(folder / RESCORE_FILE)
+        return list(self.files_for(self._params))
 
     def reopen(self, folder: Path, manifest: dict[str, Any]) -> FaissStore:
+        """This store on the version now at ``folder``: the rescoring vectors mapped from its file (what was
+        added stops taking memory)."""
+        encoding = self.encoding
+        if self.rescore is not None:
+            self.rescore = RescoreVectors.open_path(folder / RESCORE_FILE, encoding.rescore_form, self.dim)
         return self
 
     def abandon(self, ids: np.ndarray) -> None:
@@ -188,6 +243,7 @@ class FaissStore:
 
     def drop(self) -> None:
         self.index = None
+        self.rescore = self._new_rescore()
 
     def close(self) -> None:
         return None
@@ -219,27 +275,33 @@ class FaissStore:
         return np.ascontiguousarray(vectors[sample_rows(vectors.shape[0], size, TRAIN_SEED)])
 
     def _create_index(self, first: np.ndarray) -> Any:
-        faiss = _faiss()
-        metric = self._faiss_metric()
         train = self.training_rows(first)
         encoding = self.encoding
         if self.kind == "ivf" and encoding.codec != "factory":
             self._params["nlist"] = self._params["nlist"] or default_nlist(train.shape[0])
         encoding, params, notes = fit_to_training(encoding, self.kind, self._params, train.shape[0])
         if notes:
-            warnings.warn("; ".join(notes), WhitevecWarning, stacklevel=4)
+            warnings.warn("; ".join(notes), WhitevecWarning, stacklevel=5)
         self._params = {**params, ENCODING: encoding.spec}
+        if train.shape[0] < encoding.min_training(self.dim):
+            raise BadInputError(
+                f"encoding {encoding.spec} needs at least {encoding.min_training(self.dim)} training vectors; got "
+                f"{train.shape[0]}"
+            )
+        index = self._sign_index(train) if encoding.sign else self._float_index(train)
+        self._apply_search_params(index)
+        return index
+
+    def _float_index(self, train: np.ndarray) -> Any:
+        faiss = _faiss()
+        encoding, metric = self.encoding, self._faiss_metric()
         if encoding.codec == "factory":
             inner = check_factory_dim(encoding, self.dim, metric)
         else:
-            inner = faiss.index_factory(self.dim, factory_string(encoding, self.kind, self._params), metric)
-        layers = index_layers(inner)
-        for layer in layers:
-            if hasattr(layer, "hnsw"):
-                layer.hnsw.efConstruction = self._params["efConstruction"]
-                self._params["M"] = int(layer.hnsw.nb_neighbors(1))
-            if isinstance(layer, faiss.IndexIVF):
-                self._params["nlist"] = int(layer.nlist)
+            factory = factory_string(encoding, self.kind, self._params, self.dim)
+            inner = faiss.index_factory(self.dim, factory, metric)
+        for layer in index_layers(inner):
+            self._record_structure(layer)
             storage = faiss.downcast_index(layer.storage) if hasattr(layer, "storage") else None
             for pq_index in (layer, storage):
                 if isinstance(pq_index, faiss.IndexPQ | faiss.IndexIVFPQ):
@@ -247,27 +309,47 @@ class FaissStore:
                     # pre-filtering, which whitevec never uses; it made training 5-10x slower (4000 x 32).
                     pq_index.do_polysemous_training = False
         if not inner.is_trained:
-            if train.shape[0] < encoding.min_training():
-                raise BadInputError(
-                    f"encoding {encoding.spec} needs at least {encoding.min_training()} training vectors; got "
-                    f"{train.shape[0]}"
-                )
             # A small training set trains on one thread (see SMALL_TRAIN): faster when the cores are shared.
             with _one_thread() if train.shape[0] <= SMALL_TRAIN else contextlib.nullcontext():
                 inner.train(train)
-        index = faiss.IndexIDMap2(inner)
-        self._apply_search_params(index)
-        return index
+        return faiss.IndexIDMap2(inner)
+
+    def _sign_index(self, train: np.ndarray) -> Any:
+        """Sign codes: the sign step fitted on ``train``, and a faiss binary index of its codes (an IVF's lists
+        trained on the training vectors' codes)."""
+        faiss = _faiss()
+        with _one_thread() if train.shape[0] <= SMALL_TRAIN else contextlib.nullcontext():
+            self.signs = SignCodes(self.encoding.codec).fit(train)
+            inner = faiss.index_binary_factory(
+                self.signs.n_bits, factory_string(self.encoding, self.kind, self._params, self.dim)
+            )
+            for layer in binary_layers(inner):
+                self._record_structure(layer)
+            if not inner.is_trained:
+                inner.train(self.signs.encode(train))
+        return faiss.IndexBinaryIDMap2(inner)
+
+    def _record_structure(self, layer: Any) -> None:
+        """HNSW's efConstruction set and M, IVF's nlist recorded as faiss built them."""
+        if hasattr(layer, "hnsw"):
+            layer.hnsw.efConstruction = self._params["efConstruction"]
+            self._params["M"] = int(layer.hnsw.nb_neighbors(1))
+        if hasattr(layer, "nlist") and hasattr(layer, "nprobe"):
+            self._params["nlist"] = int(layer.nlist)
 
     def _apply_search_params(self, index: Any) -> None:
         faiss = _faiss()
-        for layer in index_layers(index):
+        layers = binary_layers(index) if self.encoding.sign else index_layers(index)
+        for layer in layers:
             if hasattr(layer, "hnsw") and "efSearch" in self._params:
                 layer.hnsw.efSearch = self._params["efSearch"]
-            if isinstance(layer, faiss.IndexIVF) and "nprobe" in self._params:
+            if hasattr(layer, "nlist") and hasattr(layer, "nprobe") and "nprobe" in self._params:
                 layer.nprobe = self._params["nprobe"]
             if isinstance(layer, faiss.IndexRefine):
                 layer.k_factor = float(self._params.get("refine_factor") or 1)
+            storage = faiss.downcast_index(layer.storage) if isinstance(layer, faiss.IndexHNSWRaBitQ) else layer
+            if isinstance(storage, faiss.IndexRaBitQ | faiss.IndexIVFRaBitQ):
+                storage.qb = int(self.encoding.qb if self.encoding.qb is not None else storage.qb)
 
     @property
     def count(self) -> int:
@@ -283,48 +365,74 @@ class FaissStore:
         ids64, x = check_vectors_for(self, ids, vectors)
         if self.index is None:
             self.index = self._create_index(x)
-        self.index.add_with_ids(x, ids64)
+        if self.rescore is not None:
+            self.rescore.add(ids64, x)  # first: it refuses what it cannot keep before the codes change
+        self.index.add_with_ids(x if self.signs is None else self.signs.encode(x), ids64)
 
     def delete(self, ids: np.ndarray) -> None:
         if self.index is not None:
             self.index.remove_ids(np.ascontiguousarray(ids, dtype=np.int64))
+        if self.rescore is not None:
+            self.rescore.delete(ids)
 
     def _work_per_query(self) -> int:
         """About how many multiply-adds one query's search takes (distances only): what decides whether
-        faiss's thread pool is worth waking."""
+        faiss's thread pool is worth waking. A Hamming distance over d bits counts as d / 32 (popcounts of 64
+        bits at a time)."""
         n = int(self.index.ntotal)
+        dim = self.dim if self.signs is None else max(1, self.dim // 32)
         if self.kind == "hnsw":  # efSearch candidates, each comparing its 2M neighbours on the base layer
-            work = int(self._params.get("efSearch") or 16) * 2 * int(self._params.get("M") or 32) * self.dim
+            work = int(self._params.get("efSearch") or 16) * 2 * int(self._params.get("M") or 32) * dim
         elif self.kind == "ivf":
             nlist = max(1, int(self._params.get("nlist") or 1))
             probed = min(nlist, int(self._params.get("nprobe") or 1))
-            work = (nlist + probed * n // nlist) * self.dim
+            work = (nlist + probed * n // nlist) * dim
         else:
-            work = n * self.dim
+            work = n * dim
         return work
 
     def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         x = np.ascontiguousarray(vectors, dtype=np.float32)
         if self.index is None:
             return np.zeros((x.shape[0], k), np.float32), np.full((x.shape[0], k), -1, np.int64)
+        encoding = self.encoding
+        # With rescoring the codes find K x k candidates (no more than there are) for the vectors on disk to order.
+        wanted = k if encoding.rescore is None else max(k, min(encoding.rescore * k, self.count))
         # From distance_compute_blas_threshold query floats on, faiss computes distances with its OpenBLAS,
         # whose threads would spin beside torch's (whitevec._threads).
         blas = x.size >= int(getattr(_faiss().cvar, "distance_compute_blas_threshold", 0))
         small = x.shape[0] * self._work_per_query() < POOL_WORK
         with _one_thread() if small else contextlib.nullcontext(), one_blas_thread(when=blas):
-            scores, ids = self.index.search(x, k)
-        if self._l2_for_cosine:
-            scores = 1.0 - scores / 2.0  # back to cosine (see _l2_for_cosine)
+            if self.signs is not None:
+                distances, ids = self.index.search(self.signs.encode(x), wanted)
+                scores = hamming_scores(distances, self.dim, self.metric)
+            else:
+                scores, ids = self.index.search(x, wanted)
+                if self._l2_for_cosine:
+                    scores = 1.0 - scores / 2.0  # back to cosine (see _l2_for_cosine)
+        if self.rescore is not None:
+            scores, ids = self.rescore.rescore(x, ids, k, self.metric)
         return scores, ids
 
 
-def check_encoding(kind: str, params: dict[str, Any], dim: int | None) -> None:
-    """Refuse an encoding that cannot work with ``kind`` and ``params`` (and the dimension, when known) before
-    any data is read: PQ's M must divide d; an expert factory string sets its own structure, so it must match
-    ``kind`` and leave nlist / M to the string."""
+def binary_layers(index: Any) -> list[Any]:
+    """A faiss binary index and the one inside its id map, each downcast to its class."""
+    import faiss
+
+    outer = faiss.downcast_IndexBinary(index)
+    inner = getattr(outer, "index", None)
+    return [outer] if inner is None else [outer, faiss.downcast_IndexBinary(inner)]
+
+
+def check_encoding(kind: str, params: dict[str, Any], dim: int | None, metric: str | None = None) -> None:
+    """Refuse an encoding that cannot work with ``kind`` and ``params`` (and the dimension and metric, when
+    known) before any data is read: PQ's M must divide d; HNSW over RaBitQ searches by L2 only; an expert factory
+    string sets its own structure, so it must match ``kind`` and leave nlist / M to the string."""
     encoding = parse_encoding(params.get(ENCODING))
     if dim is not None:
         encoding.check_dim(dim)
+    if metric is not None:
+        encoding.check_kind(kind, metric)
     if encoding.codec != "factory":
         return
     structure = factory_kind(encoding)
@@ -342,31 +450,44 @@ def check_encoding(kind: str, params: dict[str, Any], dim: int | None) -> None:
             raise BadInputError(f"the faiss factory string {encoding.factory!r} sets {name}; do not give it too")
 
 
+def coded_store(
+    vectors: np.ndarray, encoding: str | Encoding, metric: str = "cosine", train_sample: int | None = None
+) -> tuple[FaissStore, list[str]]:
+    """A flat :class:`FaissStore` with ``encoding`` holding ``vectors`` as rows 0..n-1 (its codes trained on them,
+    or on ``train_sample`` of them drawn as the store draws them), and the store's notes (bits lowered for too
+    few training vectors: :func:`whitevec.index.encodings.fit_to_training`)."""
+    x = np.ascontiguousarray(vectors, dtype=np.float32)
+    store = FaissStore(
+        x.shape[1], metric, "flat", {ENCODING: parse_encoding(encoding).spec, "train_sample": train_sample}
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", WhitevecWarning)
+        store.add(np.arange(x.shape[0], dtype=np.int64), x)
+    return store, [str(w.message) for w in caught if issubclass(w.category, WhitevecWarning)]
+
+
 def decoded_codes(
     vectors: np.ndarray, encoding: str | Encoding, metric: str = "cosine", train_sample: int | None = None
 ) -> tuple[np.ndarray, Encoding, list[str]]:
-    """``vectors`` as a flat :class:`FaissStore` with ``encoding`` stores them, decoded: the store trains its
-    codes on them (or on ``train_sample`` of them, drawn as the store draws them), adds them, and each stored code
-    is decoded back to a float32 vector. Returns (decoded vectors, the encoding used, the store's notes): the
-    encoding is the one asked for unless too few training vectors lowered its bits
-    (:func:`whitevec.index.encodings.fit_to_training`), which the notes then say.
+    """``vectors`` as a flat :class:`FaissStore` with ``encoding`` stores them, decoded (:func:`coded_store`):
+    each stored code decoded back to a float32 vector. Returns (decoded vectors, the encoding used, the store's
+    notes): the encoding is the one asked for unless too few training vectors lowered its bits, which the notes
+    then say. Only codes a search compares as vectors decode (``Encoding.scoring == "decoded"``).
 
     ``vectors`` are given as the index would store them (:func:`whitevec.index.store.stored_form`: unit rows for
     ``cosine``). An index scores a float query against these decoded vectors (asymmetric search): for ``cosine``
     on lossy codes ``1 - |q - decoded|^2 / 2`` (see :attr:`FaissStore._l2_for_cosine`); see
     :func:`cosine_scores`.
     """
-    x = np.ascontiguousarray(vectors, dtype=np.float32)
     wanted = parse_encoding(encoding)
-    if wanted.codec == "factory" or wanted.refine:
-        raise BadInputError(f"encoding {wanted.spec}: only plain codes (no faiss: string, no +refine) are decoded")
-    store = FaissStore(x.shape[1], metric, "flat", {ENCODING: wanted.spec, "train_sample": train_sample})
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", WhitevecWarning)
-        store.add(np.arange(x.shape[0], dtype=np.int64), x)
-    notes = [str(w.message) for w in caught if issubclass(w.category, WhitevecWarning)]
+    if wanted.scoring != "decoded":
+        raise BadInputError(
+            f"encoding {wanted.spec}: only plain codes decode to vectors a search compares (no faiss: string, "
+            "+refine, +rescore, sign codes or RaBitQ)"
+        )
+    store, notes = coded_store(vectors, wanted, metric, train_sample)
     inner = _faiss().downcast_index(store.index.index)  # inside the id map; ids 0..n-1 are rows 0..n-1
-    decoded = np.ascontiguousarray(inner.reconstruct_n(0, x.shape[0]), dtype=np.float32)
+    decoded = np.ascontiguousarray(inner.reconstruct_n(0, store.count), dtype=np.float32)
     return decoded, store.encoding, notes
 
 
@@ -377,31 +498,58 @@ TRAIN_SAMPLE = 100_000
 def encoded_vectors(vectors: np.ndarray, encoding: str, stored: np.ndarray) -> np.ndarray:
     """``vectors`` as an index with ``encoding`` compares them: ``float32`` keeps them as they are; otherwise the
     rows ``stored`` (the stored side: the documents, or every sentence of the pairs) are unit-normalised as a
-    cosine index stores them, a flat FAISS store with that encoding trains its codes on them (all of them, or a
-    seeded sample of :data:`TRAIN_SAMPLE`) and stores them, and they come back decoded
-    (:func:`decoded_codes`: the index's own factory string, training and codes). The
-    other rows (queries) stay float, as in faiss's asymmetric search."""
+    cosine index stores them and a flat FAISS store with that encoding trains its codes on them (all of them, or
+    a seeded sample of :data:`TRAIN_SAMPLE`), with the index's own factory string, training and codes.
+
+    Decoded codes (:func:`decoded_codes`): the stored rows come back decoded, the other rows (queries) stay
+    float, as in faiss's asymmetric search. Sign codes: every row, queries too, becomes its code as a unit +-1
+    vector (the index codes its queries; the inner product of two is the index's score ``1 - 2 h / d``, so the
+    ranking is the Hamming ranking exactly). RaBitQ, ``+refine`` and ``+rescore`` score through the index's own
+    search (:func:`searched_rankings`), not through vectors: BadInputError here."""
     if encoding == "float32":
         return vectors
+    parsed = parse_encoding(encoding)
+    if parsed.scoring == "search":
+        raise BadInputError(
+            f"encoding {encoding} is scored through the index's own search (RaBitQ's estimator, refinement and "
+            "rescoring have no vectors to compare), which needs queries and documents: retrieval data"
+        )
     rows = vectors[stored]
     sample = TRAIN_SAMPLE if rows.shape[0] > TRAIN_SAMPLE else None
-    decoded, used, _ = decoded_codes(
-        unit_rows(rows, dtype=np.float32, zero_rows="keep"), encoding, "cosine", sample
-    )
-    if used.spec != encoding:
+    unit = unit_rows(rows, dtype=np.float32, zero_rows="keep")
+    if parsed.scoring == "signs":
+        store, _ = coded_store(unit, parsed, "cosine", sample)
+        assert store.signs is not None
+        return store.signs.unit_signs(unit_rows(vectors, dtype=np.float32, zero_rows="keep"))
+    decoded, used, _ = decoded_codes(unit, encoding, "cosine", sample)
+    if used.spec != parsed.spec:
         raise BadInputError(f"encoding {encoding} became {used.spec} when trained; give {used.spec}")
     out = np.array(vectors, dtype=np.float32, copy=True)
     out[stored] = decoded
     return out
 
 
+def searched_rankings(docs: np.ndarray, queries: np.ndarray, encoding: str, depth: int) -> np.ndarray:
+    """Each query's top ``depth`` document rows as a flat cosine FAISS store with ``encoding`` returns them (its
+    codes trained on the unit-normalised ``docs``, or a seeded sample of :data:`TRAIN_SAMPLE`): the scoring of
+    encodings that only a search can reproduce (RaBitQ, ``+refine``, ``+rescore``). Rows -1 where fewer."""
+    unit = unit_rows(docs, dtype=np.float32, zero_rows="keep")
+    sample = TRAIN_SAMPLE if unit.shape[0] > TRAIN_SAMPLE else None
+    store, _ = coded_store(unit, encoding, "cosine", sample)
+    if store.encoding.spec != parse_encoding(encoding).spec:
+        raise BadInputError(f"encoding {encoding} became {store.encoding.spec} when trained; give it")
+    _, rows = store.search(unit_rows(queries, dtype=np.float32, zero_rows="keep"), depth)
+    return rows
+
+
 def cosine_scores(queries: np.ndarray, stored: np.ndarray, encoding: str | Encoding) -> np.ndarray:
     """The scores a ``cosine`` FAISS store with ``encoding`` gives unit ``queries`` against ``stored`` vectors
-    (unit rows for float32; :func:`decoded_codes` for a lossy encoding): inner products for float32, and
-    ``1 - |q - x|^2 / 2`` for lossy codes, which the store searches by L2 (the same ranking on exact unit
-    vectors). (n_queries, n_stored) float32."""
+    (unit rows for float32; :func:`decoded_codes` for a lossy encoding; unit sign vectors for sign codes, which
+    are their own scores): inner products for float32 and sign codes, and ``1 - |q - x|^2 / 2`` for lossy codes,
+    which the store searches by L2 (the same ranking on exact unit vectors). (n_queries, n_stored) float32."""
     sims = np.asarray(queries, dtype=np.float32) @ np.asarray(stored, dtype=np.float32).T
-    if parse_encoding(encoding).codec == "float32":
+    parsed = parse_encoding(encoding)
+    if parsed.codec == "float32" or parsed.sign:
         return sims
     half_norms = 0.5 * np.einsum("ij,ij->i", stored, stored, dtype=np.float64).astype(np.float32)
     return np.float32(0.5) + sims - half_norms[None, :]

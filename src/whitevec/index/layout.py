@@ -3,7 +3,8 @@
 DIR/manifest.json           what built it, counts, versions, sha256 of every file below and of itself
 DIR/transform.safetensors   the fitted transform (absent for transform "none")
 DIR/docs.sqlite             row -> id, text, metadata (JSON)
-DIR/...                     what the vector store keeps there (FAISS: index.faiss; Milvus Lite: milvus.db/)
+DIR/...                     what the vector store keeps there (FAISS: index.faiss, and binary.safetensors for
+                            sign codes, rescore.npy for +rescore; Milvus Lite: milvus.db/)
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from whitevec.errors import CorruptFileError
 from whitevec.index.manifest import MANIFEST
-from whitevec.index.store import KINDS, METRICS, store_class, store_names
+from whitevec.index.store import KINDS, METRICS, store_files, store_names
 from whitevec.transforms import Center, Transform, Whitening
 
 TRANSFORM_FILE = "transform.safetensors"
@@ -34,7 +35,7 @@ def check_index_manifest(manifest: dict[str, Any], folder: Path) -> None:
     in_milvus = manifest.get("docs") == "milvus"
     if in_milvus and manifest["backend"] != "milvus":
         raise CorruptFileError(f"{where}: documents kept in Milvus need the milvus backend")
-    expected = {*store_class(manifest["backend"]).files} | (set() if in_milvus else {DOCS_FILE})
+    expected = {*store_files(manifest)} | (set() if in_milvus else {DOCS_FILE})
     if manifest["transform"] is not None:
         expected.add(TRANSFORM_FILE)
         if manifest["transform"]["file"] != TRANSFORM_FILE:

@@ -82,7 +82,7 @@ def milvus_index_type(kind: str, encoding: Encoding, uri: str | None) -> tuple[s
     lite = uri is None or is_local_uri(uri)
     table = LITE_INDEX_TYPES if lite else _MILVUS_TYPES
     key = (kind, encoding.codec)
-    if encoding.refine or key not in table:
+    if encoding.refine or encoding.rescore is not None or key not in table:
         where = "Milvus Lite" if lite else "the Milvus backend"
         supported = ", ".join(f"{k}+{c} ({t})" for (k, c), t in table.items())
         raise BadInputError(
@@ -171,6 +171,11 @@ class MilvusStore:
 
     name: ClassVar[str] = "milvus"
     files: ClassVar[tuple[str, ...]] = ()  # the Lite data folder is a database, not a checksummed file
+    mapped_files: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def files_for(cls, params: dict[str, Any]) -> tuple[str, ...]:
+        return cls.files
 
     def __init__(
         self,

@@ -32,7 +32,7 @@ from whitevec.index.layout import DOCS_FILE, TRANSFORM_FILE, check_index_manifes
 from whitevec.index.manifest import SELF_CHECKSUM, write_manifest
 from whitevec.index.milvus_store import MilvusDocs, MilvusStore
 from whitevec.index.snapshot import IndexSnapshot, read_consistent
-from whitevec.index.store import VectorStore, store_class, stored_form
+from whitevec.index.store import VectorStore, store_class, store_files, stored_form
 from whitevec.preflight import check_device, check_texts
 from whitevec.transforms import Transform
 
@@ -191,7 +191,7 @@ class Retriever:
     def index_bytes(self) -> int:
         """Bytes of the vector store's files in the index folder (0 when the vectors live in Milvus)."""
         files = self.manifest["files"]
-        return sum(int(files[name]["bytes"]) for name in type(self.store).files)
+        return sum(int(files[name]["bytes"]) for name in store_files(self.manifest))
 
     def effective_k(self, k: int) -> int:
         """``k`` clamped to the number of documents (logged); BadInputError when below 1 or not an integer."""

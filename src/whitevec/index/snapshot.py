@@ -139,8 +139,20 @@ class IndexSnapshot:
             handle = self._handles[name]
         except KeyError:
             raise CorruptFileError(f"{self.folder / MANIFEST} does not list {name}; rebuild the index") from None
+        size, listed = os.fstat(handle.fileno()).st_size, self.manifest["files"][name]["bytes"]
+        if size != listed:
+            # Before any hashing: a truncated file says so (a file rows are mapped from must not be read short).
+            raise CorruptFileError(
+                f"index file {self.folder / name} is {size} bytes, the manifest says {listed} (truncated or "
+                "damaged since the build); rebuild the index"
+            )
         handle.seek(0)
         return handle
+
+    def pinned(self, name: str) -> BinaryIO:
+        """The open handle of a listed file of this version, at its start (for a library that maps it; it stays
+        open until the snapshot closes, the mapping beyond)."""
+        return self._handle(name)
 
     def _check_digest(self, name: str, digest: str) -> None:
         if digest != self.manifest["files"][name]["sha256"]:

@@ -46,10 +46,16 @@ class VectorStore(Protocol):
     """What an index needs from a place that keeps vectors and searches them."""
 
     name: ClassVar[str]  # the manifest's "backend" and the CLI's --backend value
-    files: ClassVar[tuple[str, ...]]  # the files it keeps in a version folder (checksummed in the manifest)
+    files: ClassVar[tuple[str, ...]]  # the files it keeps in every version folder (checksummed in the manifest)
+    mapped_files: ClassVar[tuple[str, ...]]  # those of its files kept on disk and memory-mapped, not loaded
     dim: int
     metric: str
     kind: str
+
+    @classmethod
+    def files_for(cls, params: dict[str, Any]) -> tuple[str, ...]:
+        """The files a version with these index parameters keeps: :attr:`files` and those its encoding adds."""
+        ...
 
     # --- life cycle -----------------------------------------------------------------------------------------
     @classmethod
@@ -208,19 +214,41 @@ def stored_form(transform: Transform | None, vectors: np.ndarray, metric: str) -
         return np.ascontiguousarray(out, dtype=np.float32)
 
 
+def store_files(manifest: dict[str, Any]) -> tuple[str, ...]:
+    """The files of an index's vector store, from its manifest (the backend's and its encoding's)."""
+    return store_class(manifest["backend"]).files_for(manifest["index_params"])
+
+
 def index_size(manifest: dict[str, Any]) -> dict[str, Any]:
-    """How much an index's vectors cost, from its manifest: the encoding, its code bytes a vector (the quantity
-    an encoding trades against quality), the bytes of the store's files in the folder (``index_bytes``; 0 when
-    the vectors live in Milvus) and those per vector (ids, links and trained tables included)."""
+    """How much an index's vectors cost, from its manifest, in memory and on disk.
+
+    ``code_bytes_per_vector`` and ``rescore_bytes_per_vector``: what the encoding keeps a vector (its code in
+    memory, the quantity an encoding trades against quality; its rescoring vector on disk). ``index_bytes``: the
+    store's files in the folder (0 when the vectors live in Milvus); ``ram_bytes`` those a load reads into memory
+    (codes, ids, links, trained tables), ``disk_bytes`` those it memory-maps (``+rescore``'s vectors); each also
+    per vector."""
     params = manifest["index_params"]
     encoding = parse_encoding(params.get(ENCODING))
     files = manifest["files"]
-    stored = store_class(manifest["backend"]).files
-    index_bytes = sum(int(files[name]["bytes"]) for name in stored if name in files)
+    stored = [name for name in store_files(manifest) if name in files]
+    mapped = set(store_class(manifest["backend"]).mapped_files)
+    index_bytes = sum(int(files[name]["bytes"]) for name in stored)
+    disk_bytes = sum(int(files[name]["bytes"]) for name in stored if name in mapped)
+    ram_bytes = index_bytes - disk_bytes
     count = int(manifest["count"])
+    dim = int(manifest["dim"])
+
+    def per_vector(total: int) -> float | None:
+        return round(total / count, 2) if total and count else None
+
     return {
         "encoding": encoding.spec,
-        "code_bytes_per_vector": encoding.code_bytes(int(manifest["dim"])) or None,
+        "code_bytes_per_vector": encoding.code_bytes(dim) or None,
+        "rescore_bytes_per_vector": encoding.disk_bytes(dim),
         "index_bytes": index_bytes,
-        "bytes_per_vector": round(index_bytes / count, 2) if index_bytes and count else None,
+        "bytes_per_vector": per_vector(index_bytes),
+        "ram_bytes": ram_bytes,
+        "ram_bytes_per_vector": per_vector(ram_bytes),
+        "disk_bytes": disk_bytes,
+        "disk_bytes_per_vector": per_vector(disk_bytes) or 0,
     }

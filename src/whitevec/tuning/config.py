@@ -66,7 +66,7 @@ class TunedConfig:
     transform: str
     encoding: str = "float32"
     dim: int = 0
-    bytes_per_vector: int = 0
+    bytes_per_vector: int = 0  # in memory (the code)
     metric: str = "spearman"
     max_length: int | None = 512  # None: a static encoder folder with no token limit
     model_fingerprint: str | None = None
@@ -74,6 +74,7 @@ class TunedConfig:
     selection: dict[str, Any] = field(default_factory=dict)
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     whitevec: str = __version__
+    disk_bytes_per_vector: int = 0  # on disk: a +rescore encoding's rescoring vector (absent before: 0)
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": CONFIG_FORMAT, "version": CONFIG_VERSION, **asdict(self)}

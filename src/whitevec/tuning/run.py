@@ -57,6 +57,7 @@ from whitevec.datasets.sts import Pair, StsTask, check_scores_vary
 from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.evaluation.metrics import cosine_rows, non_finite_to_none
 from whitevec.evaluation.retrieval import average_precision, mrr_at_k, ndcg_at_k, recall_at_k
+from whitevec.index.encodings import parse_encoding
 from whitevec.linalg import unit_rows
 from whitevec.models import DEFAULT_MODEL
 from whitevec.preflight import check_encoder
@@ -76,11 +77,13 @@ from whitevec.tuning.space import (
     ALL_ENCODINGS,
     Candidate,
     check_encodings,
+    check_pair_encodings,
     check_transform_for_dim,
     check_transforms,
     cost_key,
     default_transforms,
     encoding_bytes,
+    encoding_disk_bytes,
     output_dim,
 )
 
@@ -118,7 +121,7 @@ class CandidateResult:
     transform: str
     encoding: str
     dim: int
-    bytes_per_vector: int
+    bytes_per_vector: int  # in memory: the code (the budget counts these)
     status: str = "scored"  # or "skipped: ..." / "failed: ..."
     fit_seconds: float = 0.0
     # The model's encode cost measured in this run (see tune's docstring): milliseconds per 1,000 texts.
@@ -132,6 +135,7 @@ class CandidateResult:
     test: float | None = None
     folds: list[float] = field(default_factory=list)  # its score on each held-out fold (k-fold check)
     chosen: bool = False
+    disk_bytes_per_vector: int = 0  # on disk: a +rescore encoding's rescoring vector
 
     @property
     def candidate(self) -> Candidate:
@@ -270,13 +274,20 @@ def _per_query_scores(
     encoding: str = "float32",
 ) -> np.ndarray:
     """Each query's metric under exact search over the documents as a flat cosine index with ``encoding`` scores
-    them (ties broken by document order): cosine for float32; against decoded codes (``doc_vectors`` from
-    :func:`whitevec.index.faiss_store.encoded_vectors`), the index's own score
-    (:func:`whitevec.index.faiss_store.cosine_scores`)."""
-    from whitevec.index.faiss_store import cosine_scores
+    them (ties broken by document order): cosine for float32; against decoded codes or sign codes
+    (``doc_vectors`` from :func:`whitevec.index.faiss_store.encoded_vectors`), the index's own score
+    (:func:`whitevec.index.faiss_store.cosine_scores`); for RaBitQ and ``+rescore``, the ranking of a flat store's
+    own search at the metric's depth (:func:`whitevec.index.faiss_store.searched_rankings`)."""
+    from whitevec.index.faiss_store import cosine_scores, searched_rankings
 
     score_of, depth = _query_metric(metric)
     depth = min(depth, len(doc_ids))
+    if parse_encoding(encoding).scoring == "search":
+        rankings = searched_rankings(doc_vectors, query_vectors, encoding, depth)
+        return np.array(
+            [score_of([doc_ids[i] for i in row if i >= 0], qrels[j]) for j, row in enumerate(rankings)],
+            dtype=np.float64,
+        )
     if encoding == "float32":
         docs = unit_rows(doc_vectors, dtype=np.float32, zero_rows="keep")
     else:
@@ -483,6 +494,8 @@ def tune(
     metric_name = check_metric(metric, kind)
     specs = check_transforms(transforms) if transforms is not None else None
     encoding_names = check_encodings(encodings)
+    if kind == "sts":
+        check_pair_encodings(encoding_names)
     models = [str(m) for m in models]
     poolings = [str(p) for p in poolings]
     if not models or not poolings:
@@ -594,7 +607,7 @@ def tune(
         for pooling in model_poolings_[model]:
             for spec in grid:
                 out_dim = output_dim(spec, dim)
-                for asked in _expand_encodings(encoding_names, out_dim):
+                for asked in _expand_encodings(encoding_names, out_dim, searched=kind == "retrieval"):
                     try:
                         encoding, lowered = _effective_encoding(asked, out_dim, n_train)
                     except BadInputError as exc:
@@ -653,6 +666,7 @@ def tune(
                 candidate.model, candidate.pooling, candidate.transform, candidate.encoding, dim, size
             )
             result.encode_ms_per_1000 = info[candidate.model]["encode_ms_per_1000"]
+            result.disk_bytes_per_vector = encoding_disk_bytes(candidate.encoding, dim)
             results.append(result)
             elapsed = time.perf_counter() - started
             if candidate in skipped_plan:
@@ -667,7 +681,8 @@ def tune(
                         last_space[key] = _fit_apply(candidate, raw, fit_rows, scored_rows, shared_fits)
                     space, result.fit_seconds = last_space[key]
                     coded = time.perf_counter()
-                    stored = encoded_vectors(space, candidate.encoding, stored_rows)
+                    searched = parse_encoding(candidate.encoding).scoring == "search"  # coded in the scoring
+                    stored = space if searched else encoded_vectors(space, candidate.encoding, stored_rows)
                     result.fit_seconds += time.perf_counter() - coded
                     dev_items, test_items = _item_scores(
                         kind, stored, dev_index, test_index, dev, metric_name, candidate.encoding
@@ -725,6 +740,7 @@ def tune(
         encoding=chosen.encoding,
         dim=chosen.dim,
         bytes_per_vector=chosen.bytes_per_vector,
+        disk_bytes_per_vector=chosen.disk_bytes_per_vector,
         metric=metric_name,
         max_length=_max_length(model_info),
         model_fingerprint=model_info.get("model_fingerprint"),
@@ -767,15 +783,19 @@ def _max_length(info: Mapping[str, Any]) -> int | None:
     return None if value is None else int(value)
 
 
-def _expand_encodings(names: Sequence[str], dim: int) -> list[str]:
+def _expand_encodings(names: Sequence[str], dim: int, *, searched: bool = True) -> list[str]:
     """The encoding specs to try at output dimension ``dim``: ``all`` becomes every spec
     :func:`whitevec.index.encodings.list_encodings` gives (the budget is applied afterwards, to the bytes of the
-    encoding the index would really use); float32 stays first."""
+    encoding the index would really use), without those only a search scores unless ``searched`` (retrieval);
+    float32 stays first."""
     from whitevec.index.encodings import list_encodings
 
     out: list[str] = []
     for name in names:
-        out += list_encodings(dim) if name == ALL_ENCODINGS else [name]
+        if name == ALL_ENCODINGS:
+            out += [e for e in list_encodings(dim) if searched or parse_encoding(e).scoring != "search"]
+        else:
+            out.append(name)
     return list(dict.fromkeys(["float32", *out]))
 
 
@@ -798,6 +818,10 @@ def _effective_encoding(spec: str, dim: int, n_train: int) -> tuple[str, str | N
     encoding = parse_encoding(spec)
     encoding.check_dim(dim)
     used, _, notes = fit_to_training(encoding, "flat", {}, n_train)
+    if n_train < used.min_training(dim):
+        raise BadInputError(
+            f"{used.spec} needs at least {used.min_training(dim)} training vectors at d={dim}; got {n_train}"
+        )
     return used.spec, ("; ".join(notes) if notes else None)
 
 

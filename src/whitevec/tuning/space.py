@@ -7,12 +7,14 @@ dimensions is a rotation (beta 0: cosines exactly those of ``none``) or a centri
 
 Encodings (how the index stores each vector) are the last axis: the index's own encoding specs
 (:func:`whitevec.index.encodings.parse_encoding`: ``float32``, ``fp16``, ``sq8``, ``sq4``, ``pqM``, ``pqMxB``,
-``opqM,pqM``), or ``all``: every spec :func:`whitevec.index.encodings.list_encodings` gives a candidate's output
-dimension. A candidate's bytes per vector are the encoding's code bytes at its output dimension
+``opqM,pqM``, the 1-bit ``binary``, ``binary-rr``, ``itq``, ``rabitq``, any lossy one with ``+rescore``), or
+``all``: every spec :func:`whitevec.index.encodings.list_encodings` gives a candidate's output dimension. A
+candidate's bytes per vector are the encoding's code bytes in memory at its output dimension
 (:meth:`whitevec.index.encodings.Encoding.code_bytes`, the figure ``whitevec index info`` reports as
 ``code_bytes_per_vector`` and the compression frontier's x axis; the 8-byte id every index keeps per vector is
-the same for all candidates and left out). ``float32`` is always scored: ``none`` stored as float32 is the
-baseline.
+the same for all candidates and left out); a ``+rescore`` encoding's vectors on disk are reported beside them
+(:meth:`whitevec.index.encodings.Encoding.disk_bytes`), not counted. ``float32`` is always scored: ``none``
+stored as float32 is the baseline.
 """
 
 from __future__ import annotations
@@ -110,8 +112,9 @@ candidate's output dimension (within ``max_bytes_per_vector``)."""
 
 def check_encodings(names: Sequence[str]) -> list[str]:
     """Canonical, de-duplicated encoding specs with ``float32`` first (the baseline stores float32), or ``all``;
-    raises BadInputError listing the valid forms for an unknown spec, and for the two tune cannot score by
-    decoding codes: an expert ``faiss:`` string (its size is known only after a build) and ``+refine``."""
+    raises BadInputError listing the valid forms for an unknown spec, and for the two tune does not score: an
+    expert ``faiss:`` string (its size is known only after a build) and ``+refine`` (float32 vectors in memory
+    beside the codes)."""
     out = ["float32"]
     for name in names:
         if not isinstance(name, str) or not name.strip():
@@ -123,21 +126,40 @@ def check_encodings(names: Sequence[str]) -> list[str]:
         if encoding.codec == "factory":
             raise BadInputError(
                 f"encoding {name!r}: tune searches whitevec's encodings (float32, fp16, sq8, sq4, pqM, pqMxB, "
-                "opqM,pqM); an expert faiss string's size is known only after a build"
+                "opqM,pqM, binary, binary-rr, itq, rabitq, +rescore); an expert faiss string's size is known only "
+                "after a build"
             )
         if encoding.refine:
             raise BadInputError(
-                f"encoding {name!r}: tune scores the decoded codes; +refine re-ranks a shortlist with the float "
-                f"vectors, which that cannot reproduce. Tune {encoding.spec.removesuffix('+refine')} and add "
+                f"encoding {name!r}: tune does not score +refine (float32 vectors in memory beside the codes); "
+                f"tune {encoding.spec.removesuffix('+refine')} or its +rescore form (vectors on disk), and add "
                 "+refine when you build the index"
             )
         out.append(encoding.spec)
     return list(dict.fromkeys(out))
 
 
+def check_pair_encodings(names: Sequence[str]) -> None:
+    """Refuse, for scored pairs, the encodings only an index's search can score (RaBitQ, ``+rescore``): a pair
+    needs one score between its two sentences, which a search over stored codes does not give."""
+    for name in names:
+        if name != ALL_ENCODINGS and parse_encoding(name).scoring == "search":
+            raise BadInputError(
+                f"encoding {name!r} is scored through an index's search (RaBitQ's estimator, rescoring), which "
+                "ranks documents for queries; scored pairs need one score per pair. Tune it on retrieval data "
+                "(--dataset), or give binary, binary-rr or itq (scored as their sign codes)"
+            )
+
+
 def encoding_bytes(encoding: str, dim: int) -> int:
-    """Code bytes one vector of dimension ``dim`` takes under ``encoding`` (see the module docstring)."""
+    """Code bytes one vector of dimension ``dim`` takes in memory under ``encoding`` (see the module docstring;
+    what ``--max-bytes-per-vector`` counts)."""
     return parse_encoding(encoding).code_bytes(dim)
+
+
+def encoding_disk_bytes(encoding: str, dim: int) -> int:
+    """Bytes one vector of dimension ``dim`` takes on disk beyond its code: a ``+rescore`` rescoring vector."""
+    return parse_encoding(encoding).disk_bytes(dim)
 
 
 def check_transforms(specs: Sequence[str]) -> list[str]:

@@ -1,0 +1,325 @@
+"""1-bit encodings (binary, binary-rr, itq, rabitq) and rescoring from disk (+rescore): parsing and bytes, recall
+against exact search, save / load / add / delete, a rescoring file missing or truncated, dimensions that are not
+a multiple of 8, index info, and tune's budget counting memory."""
+
+from __future__ import annotations
+
+import functools
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.index_helpers import HashEncoder
+from tests.test_encodings import _clustered, _recall, assert_estimate_matches_the_file
+from tests.test_tune import retrieval_data
+from whitevec.cli import main
+from whitevec.errors import BadInputError, CorruptFileError
+from whitevec.index import (
+    Document,
+    FaissStore,
+    Retriever,
+    check_build,
+    index_size,
+    parse_encoding,
+    read_manifest,
+)
+from whitevec.index.faiss_store import _one_thread, encoded_vectors, searched_rankings
+from whitevec.index.rescore import RESCORE_FILE, RescoreVectors
+from whitevec.index.sign_codes import SIGN_FILE
+from whitevec.transforms import WhitevecWarning
+
+N, D = 2000, 64
+VECTORS = _clustered(N, D, seed=0)
+QUERIES = _clustered(60, D, seed=1)
+EXACT = np.argsort(-(QUERIES @ VECTORS.T), axis=1)[:, :10]
+KIND_PARAMS: dict[str, dict[str, Any]] = {
+    "flat": {},
+    "ivf": {"nlist": 16, "nprobe": 16},
+    "hnsw": {"M": 16, "efSearch": 128},
+}
+# Recall@10 against exact search (2000 x 64 clustered unit vectors, 60 queries); each floor about 0.1 below what
+# faiss 1.15.1 gave when written (in brackets). 64 bits cannot keep the order of 10 close neighbours; a random
+# ranking scores 0.005. With +rescore (K = 4 unless given) the top K x 10 are re-ranked from vectors on disk: fp16
+# restores the exact order; int8 with one scale a vector blurs these clusters' close neighbours (its error is
+# comparable to their cosine gaps; on Cranfield's MiniLM vectors int8 costs 0.06 nDCG@10 of exact search).
+FLOORS: dict[tuple[str, str], float] = {
+    ("flat", "binary"): 0.34,  # [0.443]
+    ("flat", "binary-rr"): 0.45,  # [0.565]
+    ("flat", "itq"): 0.45,  # [0.563]
+    ("flat", "rabitq"): 0.4,  # [0.497]
+    ("flat", "binary-rr+rescore"): 0.9,  # [0.993]
+    ("flat", "rabitq+rescore=10:int8"): 0.84,  # [0.940]
+    ("ivf", "binary-rr"): 0.45,  # [0.565] nprobe = nlist: exhaustive
+    ("ivf", "rabitq+rescore"): 0.9,  # [0.993]
+    ("hnsw", "itq+rescore"): 0.9,  # [0.993]
+    ("hnsw", "rabitq"): 0.4,  # [0.507]
+}
+
+
+@functools.cache
+def _built(kind: str, encoding: str) -> FaissStore:
+    store = FaissStore(D, "cosine", kind, {"encoding": encoding, **KIND_PARAMS[kind]})
+    with _one_thread():  # faiss's thread pool only slows small builds down on a shared machine (5 s against 1)
+        store.add(np.arange(N), VECTORS)
+    return store
+
+
+@pytest.mark.parametrize(("kind", "encoding"), list(FLOORS))
+def test_recall_against_exact_above_floor(kind: str, encoding: str) -> None:
+    _, ids = _built(kind, encoding).search(QUERIES, 10)
+    assert _recall(ids, EXACT) >= FLOORS[(kind, encoding)]
+
+
+@pytest.mark.parametrize(("kind", "encoding"), [("flat", "binary-rr"), ("ivf", "binary-rr"), ("hnsw", "rabitq")])
+def test_bytes_per_vector_match_the_file(tmp_path: Path, kind: str, encoding: str) -> None:
+    assert_estimate_matches_the_file(_built(kind, encoding), tmp_path)
+
+
+def test_rescoring_lifts_recall_and_returns_the_float_scores() -> None:
+    plain, rescored = _built("flat", "binary-rr"), _built("flat", "binary-rr+rescore")
+    codes_scores, codes_ids = plain.search(QUERIES, 10)
+    scores, ids = rescored.search(QUERIES, 10)
+    assert _recall(ids, EXACT) >= _recall(codes_ids, EXACT) + 0.3
+    # Hamming scores are cosines of sign vectors (multiples of 2/64); rescored ones the fp16 vectors' products.
+    assert np.allclose(codes_scores * 32, np.round(codes_scores * 32))
+    expected = np.einsum("qd,qkd->qk", QUERIES, VECTORS[ids].astype(np.float16).astype(np.float32))
+    np.testing.assert_allclose(scores, expected, atol=1e-5)
+    assert (np.diff(scores, axis=1) <= 1e-7).all()
+
+
+def test_parse_forms_bytes_and_refusals() -> None:
+    assert parse_encoding("BINARY-RR + RESCORE").spec == "binary-rr+rescore=4"
+    assert parse_encoding("rabitq-qb4").spec == "rabitq" and parse_encoding("rabitq-qb0").qb == 0
+    assert parse_encoding("sq8+rescore=10:int8").spec == "sq8+rescore=10:int8"
+    sizes = {s: (parse_encoding(s).code_bytes(384), parse_encoding(s).disk_bytes(384)) for s in ("binary", "itq")}
+    assert sizes == {"binary": (48, 0), "itq": (48, 0)}
+    assert parse_encoding("rabitq+rescore").code_bytes(384) == 56 and parse_encoding("rabitq").code_bytes(30) == 12
+    assert parse_encoding("binary+rescore").disk_bytes(384) == 768
+    assert parse_encoding("binary+rescore:int8").disk_bytes(384) == 388
+    for spec, needle in [
+        ("float32+rescore", "redundant on float32"),
+        ("fp16+rescore", "redundant on fp16"),
+        ("sq8+refine+rescore", "choose one"),
+        ("binary+refine", r"use binary\+rescore"),
+        ("binary+rescore=0", "K >= 1"),
+        ("binary+rescore:bf16", "not 'bf16'"),
+        ("rabitq-qb9", "0-8 bits"),
+        ("binary+rescore+rescore", "repeated suffix"),
+    ]:
+        with pytest.raises(BadInputError, match=needle):
+            parse_encoding(spec)
+    with pytest.raises(BadInputError, match="searches by L2 only"):
+        FaissStore(16, "ip", "hnsw", {"encoding": "rabitq"})
+
+
+def test_a_dimension_not_a_multiple_of_8_is_padded_without_changing_the_ranking() -> None:
+    x, q = _clustered(500, 30, seed=2), _clustered(20, 30, seed=3)
+    store = FaissStore(30, "cosine", "flat", {"encoding": "binary"})
+    store.add(np.arange(500), x)
+    assert store.signs is not None and store.signs.encode(x).shape == (500, 4) and store.index.d == 32
+    scores, ids = store.search(q, 500)
+    mean = x.mean(axis=0)
+    hamming = ((q[:, None, :] > mean) != (x[None, :, :] > mean)).sum(axis=2)  # over the 30 real bits only
+    np.testing.assert_allclose(scores, 1 - 2 * np.take_along_axis(hamming, ids, axis=1) / 30, atol=1e-6)
+    assert (np.diff(np.take_along_axis(hamming, ids, axis=1), axis=1) >= 0).all()
+
+
+def test_itq_needs_as_many_training_vectors_as_dimensions() -> None:
+    with pytest.raises(BadInputError, match="at least 30 training vectors; got 20"):
+        FaissStore(30, "cosine", "flat", {"encoding": "itq"}).add(np.arange(20), _clustered(20, 30, seed=4))
+
+
+# --- through the Retriever: files, manifest, load, add, refusals -------------------------------------------
+DOCS = [Document(f"d{i}", f"text number {i}") for i in range(600)]
+TEXTS = [f"query {i}" for i in range(12)]
+
+
+def _build(folder: Path, encoding: str, kind: str = "flat", dim: int = 24) -> Retriever:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WhitevecWarning)
+        return Retriever.build(
+            DOCS,
+            folder,
+            encoder=HashEncoder(dim=dim),  # type: ignore[arg-type]
+            transform="none",
+            kind=kind,
+            index_params={"encoding": encoding, **KIND_PARAMS[kind]},
+        )
+
+
+def _ids(retriever: Retriever) -> list[list[str]]:
+    return [[h.id for h in row] for row in retriever.search(TEXTS, 5)]
+
+
+@pytest.mark.parametrize(
+    ("encoding", "kind", "files"),
+    [
+        ("binary", "hnsw", {"index.faiss", SIGN_FILE}),
+        ("rabitq-qb0", "ivf", {"index.faiss"}),
+        ("binary-rr+rescore", "flat", {"index.faiss", SIGN_FILE, RESCORE_FILE}),
+        ("rabitq+rescore:int8", "flat", {"index.faiss", RESCORE_FILE}),
+    ],
+)
+def test_saves_loads_and_searches_the_same(tmp_path: Path, encoding: str, kind: str, files: set[str]) -> None:
+    built = _build(tmp_path / "idx", encoding, kind)
+    before = _ids(built)
+    built.close()
+    manifest = read_manifest(tmp_path / "idx")
+    assert set(manifest["files"]) == files | {"docs.sqlite"}
+    with Retriever.load(tmp_path / "idx", encoder=HashEncoder(dim=24)) as loaded:  # type: ignore[arg-type]
+        assert _ids(loaded) == before
+        store: Any = loaded.store
+        assert store.encoding.spec == parse_encoding(encoding).spec
+        if store.rescore is not None:
+            assert isinstance(store.rescore._disk, np.memmap)  # mapped from the file, not read into memory
+
+
+def test_index_info_reports_memory_and_disk_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _build(tmp_path / "idx", "binary-rr+rescore=2:int8").close()
+    assert main(["index", "info", str(tmp_path / "idx")]) == 0
+    size = json.loads(capsys.readouterr().out)["size"]
+    folder = tmp_path / "idx"
+    ram = (folder / "index.faiss").stat().st_size + (folder / SIGN_FILE).stat().st_size
+    disk = (folder / RESCORE_FILE).stat().st_size
+    assert size["code_bytes_per_vector"] == 3 and size["rescore_bytes_per_vector"] == 28
+    assert size["ram_bytes"] == ram and size["disk_bytes"] == disk and size["index_bytes"] == ram + disk
+    assert size["ram_bytes_per_vector"] == round(ram / len(DOCS), 2)
+    assert 28 <= size["disk_bytes_per_vector"] <= 28.5  # one int8 record a vector and the .npy header
+    assert size == index_size(read_manifest(folder))
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated"])
+def test_a_damaged_rescoring_file_is_refused_by_name(tmp_path: Path, damage: str) -> None:
+    _build(tmp_path / "idx", "binary+rescore").close()
+    path = tmp_path / "idx" / RESCORE_FILE
+    if damage == "missing":
+        path.unlink()
+    else:
+        path.write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(CorruptFileError, match=f"{RESCORE_FILE} is (missing|.*truncated)"):
+        Retriever.load(tmp_path / "idx", encoder=HashEncoder(dim=24))  # type: ignore[arg-type]
+
+
+def test_a_short_rescoring_file_is_refused_even_when_its_size_is_believed(tmp_path: Path) -> None:
+    # What the manifest's sizes stop first: the file's own header promising more records than it holds.
+    store = FaissStore(8, "ip", "flat", {"encoding": "sq8+rescore"})
+    store.add(np.arange(50), _clustered(50, 8, seed=5))
+    store.save(tmp_path)
+    path = tmp_path / RESCORE_FILE
+    path.write_bytes(path.read_bytes()[:-16])
+    with pytest.raises(CorruptFileError, match=r"rescore\.npy is \d+ bytes; its 50 records need"):
+        RescoreVectors.open_path(path, "fp16", 8)
+
+
+@pytest.mark.parametrize(
+    ("encoding", "needle"), [("itq", "sign codes take"), ("sq8+rescore", "rescoring vectors")]
+)
+def test_export_faiss_refuses_what_one_faiss_file_cannot_hold(tmp_path: Path, encoding: str, needle: str) -> None:
+    from whitevec.index import export_faiss
+
+    _build(tmp_path / "idx", encoding).close()
+    with pytest.raises(BadInputError, match=needle):
+        export_faiss(tmp_path / "idx", tmp_path / "plain.faiss")
+    assert not (tmp_path / "plain.faiss").exists()
+
+
+def test_rescore_on_float32_is_refused_before_any_document_is_read(tmp_path: Path) -> None:
+    with pytest.raises(BadInputError, match=r"\+rescore is redundant on float32"):
+        check_build(tmp_path / "idx", index_params={"encoding": "float32+rescore"})
+
+
+def test_adds_and_deletes_keep_codes_and_rescoring_records_together(tmp_path: Path) -> None:
+    built = _build(tmp_path / "idx", "rabitq+rescore")
+    new = [Document("n1", "a new text"), Document("n2", "another new text")]
+    assert built.add(new) == 602
+    vectors = built.embed(["a new text", "another new text"])
+    assert [row[0].id for row in built.search_vectors(vectors, 1)] == ["n1", "n2"]  # found, rescored
+    records = np.load(tmp_path / "idx" / RESCORE_FILE)
+    np.testing.assert_array_equal(records["vector"][600:], vectors.astype(np.float16))
+    built.close()
+    # A delete at the store: the id leaves the codes and its record is zeroed in the next version's file.
+    with Retriever.load(tmp_path / "idx", encoder=HashEncoder(dim=24)) as loaded:  # type: ignore[arg-type]
+        staged: Any = loaded.store.stage_add(tmp_path / "next")
+    staged.delete(np.array([600]))
+    _, ids = staged.search(vectors, 3)
+    assert 600 not in ids and ids[1, 0] == 601
+    (tmp_path / "next").mkdir()
+    staged.save(tmp_path / "next")
+    saved = np.load(tmp_path / "next" / RESCORE_FILE)
+    assert saved.shape == (602,) and not saved["vector"][600].any() and saved["vector"][601].any()
+    assert staged.reopen(tmp_path / "next", {}).search(vectors, 1)[1][1, 0] == 601
+
+
+def test_eval_and_tune_score_1_bit_codes_as_the_index_ranks() -> None:
+    x, q = _clustered(400, 16, seed=6), _clustered(30, 16, seed=7)
+    rows = np.arange(400)
+    space = encoded_vectors(np.vstack([x, q]), "binary-rr", rows)
+    store = FaissStore(16, "cosine", "flat", {"encoding": "binary-rr"})
+    store.add(rows, x)
+    scores, _ = store.search(q, 400)
+    np.testing.assert_allclose(np.sort(space[400:] @ space[:400].T, axis=1)[:, ::-1], scores, atol=1e-6)
+    with pytest.raises(BadInputError, match="scored through the index's own search"):
+        encoded_vectors(x, "rabitq", rows)
+    plus = FaissStore(16, "cosine", "flat", {"encoding": "rabitq+rescore"})
+    plus.add(rows, x)
+    np.testing.assert_array_equal(searched_rankings(x, q, "rabitq+rescore", 10), plus.search(q, 10)[1])
+
+
+def test_tune_budget_counts_memory_and_reports_disk() -> None:
+    from tests.test_tune import MODEL, TableEncoder
+    from whitevec.tuning import tune
+
+    data, table = retrieval_data(20)
+    result = tune(
+        data,
+        models=[MODEL],
+        encoders={MODEL: TableEncoder(table)},
+        transforms=["none"],
+        encodings=["binary-rr+rescore", "rabitq", "sq8"],
+        max_bytes_per_vector=4,
+        include_flow=False,
+        n_boot=200,
+    )
+    rows = {c.encoding: c for c in result.candidates}
+    assert set(rows) == {"float32", "binary-rr+rescore=4"}  # rabitq (9 B) and sq8 (8 B) over 4 B in memory
+    assert rows["binary-rr+rescore=4"].bytes_per_vector == 1
+    assert rows["binary-rr+rescore=4"].disk_bytes_per_vector == 16 and rows["binary-rr+rescore=4"].dev is not None
+    with pytest.raises(BadInputError, match="scored pairs need one score per pair"):
+        tune([], models=[MODEL], encodings=["rabitq"])
+    from whitevec.evaluation.sts import evaluate_sts
+
+    with pytest.raises(BadInputError, match="evaluate it with eval-retrieval"):
+        evaluate_sts(None, [], encoding="binary+rescore")  # type: ignore[arg-type]
+
+
+def test_eval_retrieval_table_shows_disk_bytes_only_when_an_encoding_rescores() -> None:
+    from whitevec.cli.evaluate import _retrieval_table
+    from whitevec.evaluation.retrieval import RetrievalReport, RetrievalScore
+
+    def row(encoding: str, code: int, disk: int) -> RetrievalScore:
+        quality = dict.fromkeys(("recall_10", "recall_100", "mrr_10", "ndcg_10", "map"), 0.5)
+        sizes = {"index_bytes": 100, "folder_bytes": 200, "code_bytes": code, "disk_bytes": disk}
+        return RetrievalScore(
+            "none",
+            "last-avg",
+            64,
+            10,
+            5,
+            **quality,
+            build_s=0.1,
+            p50_query_ms=1.0,
+            p50_search_ms=0.1,
+            encoding=encoding,
+            **sizes,
+        )
+
+    report = RetrievalReport("m", "d", "flat", "cosine", "faiss", "corpus", {})
+    report.scores = [row("float32", 256, 0)]
+    assert "disk B/vec" not in _retrieval_table(report, "t").columns
+    report.scores.append(row("binary+rescore=4", 8, 128))
+    table = _retrieval_table(report, "t")
+    assert table.columns[4:6] == ("bytes/vec", "disk B/vec") and [r[5] for r in table.rows] == [0, 128]
