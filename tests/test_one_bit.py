@@ -43,7 +43,8 @@ KIND_PARAMS: dict[str, dict[str, Any]] = {
 }
 # Recall@10 against exact search (2000 x 64 clustered unit vectors, 60 queries); each floor about 0.1 below what
 # faiss 1.15.1 gave when written (in brackets). 64 bits cannot keep the order of 10 close neighbours; a random
-# ranking scores 0.005. With +rescore (K = 4 unless given) the top K x 10 are re-ranked from vectors on disk: fp16
+# ranking scores 0.005. With +rescore (K = 10 for sign codes, 4 for RaBitQ, unless given) the top K x 10 are
+# re-ranked from vectors on disk: fp16
 # restores the exact order; int8 with one scale a vector blurs these clusters' close neighbours (its error is
 # comparable to their cosine gaps; on Cranfield's MiniLM vectors int8 costs 0.06 nDCG@10 of exact search).
 FLOORS: dict[tuple[str, str], float] = {
@@ -92,7 +93,8 @@ def test_rescoring_lifts_recall_and_returns_the_float_scores() -> None:
 
 
 def test_parse_forms_bytes_and_refusals() -> None:
-    assert parse_encoding("BINARY-RR + RESCORE").spec == "binary-rr+rescore=4"
+    assert parse_encoding("BINARY-RR + RESCORE").spec == "binary-rr+rescore=10"
+    assert parse_encoding("rabitq+rescore").spec == "rabitq+rescore=4"
     assert parse_encoding("rabitq-qb4").spec == "rabitq" and parse_encoding("rabitq-qb0").qb == 0
     assert parse_encoding("sq8+rescore=10:int8").spec == "sq8+rescore=10:int8"
     sizes = {s: (parse_encoding(s).code_bytes(384), parse_encoding(s).disk_bytes(384)) for s in ("binary", "itq")}
@@ -285,9 +287,11 @@ def test_tune_budget_counts_memory_and_reports_disk() -> None:
         n_boot=200,
     )
     rows = {c.encoding: c for c in result.candidates}
-    assert set(rows) == {"float32", "binary-rr+rescore=4"}  # rabitq (9 B) and sq8 (8 B) over 4 B in memory
-    assert rows["binary-rr+rescore=4"].bytes_per_vector == 1
-    assert rows["binary-rr+rescore=4"].disk_bytes_per_vector == 16 and rows["binary-rr+rescore=4"].dev is not None
+    assert set(rows) == {"float32", "binary-rr+rescore=10"}  # rabitq (9 B) and sq8 (8 B) over 4 B in memory
+    assert rows["binary-rr+rescore=10"].bytes_per_vector == 1
+    assert (
+        rows["binary-rr+rescore=10"].disk_bytes_per_vector == 16 and rows["binary-rr+rescore=10"].dev is not None
+    )
     with pytest.raises(BadInputError, match="scored pairs need one score per pair"):
         tune([], models=[MODEL], encodings=["rabitq"])
     from whitevec.evaluation.sts import evaluate_sts

@@ -5,7 +5,8 @@ For each model (last-avg pooling, cosine), nDCG@10 over Cranfield's 225 judged q
 - sign at 0 (sentence-transformers' ``quantize_embeddings(..., "binary")``: no centring), computed here with numpy
   on the same vectors, with and without re-ranking the top 4 x 10 by the float vectors;
 - whitevec's encodings through ``eval-retrieval``'s own path (a real index per configuration, quality only):
-  ``binary`` (sign at the mean), ``binary-rr`` (mean, seeded random rotation), ``itq``, ``rabitq``, each plain and
+  ``binary`` (sign at the mean), ``binary-rr`` (mean, seeded random rotation), ``itq``, ``rabitq`` (and faiss's
+  RaBitQ without whitevec's rotation, ``faiss:RaBitQ``), each plain and
   with ``+rescore=K`` for K in 1, 2, 4, 10 (the top K x 10 re-ranked from half-precision vectors on disk; the
   int8 form too at K = 4), and ``whitening`` then ``binary`` (every direction scaled to unit variance before the
   sign), beside whitened float32;
@@ -65,6 +66,7 @@ def measure(model: str, data: RetrievalDataset) -> dict[str, float]:
     for code in CODES:
         encodings += [code, *(f"{code}+rescore={k}" for k in MULTIPLIERS)]
     encodings += ["binary-rr+rescore=4:int8", "rabitq+rescore=4:int8"]  # the int8 form against fp16
+    encodings.append("faiss:RaBitQ")  # faiss's RaBitQ without the random rotation whitevec's rabitq puts first
     report = evaluate_retrieval(encoder, data, ["none"], encodings=encodings, latency_queries=0)
     whitened = evaluate_retrieval(
         encoder, data, ["whitening"], encodings=["float32", "binary", "binary+rescore=4"], latency_queries=0

@@ -23,7 +23,7 @@ spec                 what is stored per vector (d = stored dimension)       code
 Any of them (but ``faiss:``) may end in ``+refine``: the stored float32 vectors re-rank the top
 ``refine_factor * k`` candidates exactly (faiss ``IndexRefineFlat``), at 4 d more bytes a vector in memory.
 Any lossy one may end in ``+rescore[=K][:fp16|:int8]`` instead: the top ``K * k`` candidates (K defaults to
-:data:`DEFAULT_RESCORE`) are re-ranked by the float query against the vectors kept in a file on disk and
+:data:`DEFAULT_SIGN_RESCORE` for sign codes, :data:`DEFAULT_RESCORE` for the others) are re-ranked by the float query against the vectors kept in a file on disk and
 memory-mapped (half precision, 2 d bytes a vector, or int8 with one float32 scale, d + 4): memory holds the codes
 only (:mod:`whitevec.index.rescore`). The sign codes (:mod:`whitevec.index.sign_codes`) are searched by Hamming
 distance (faiss ``IndexBinaryFlat`` / ``IndexBinaryIVF`` / ``IndexBinaryHNSW``).
@@ -52,11 +52,13 @@ SIGN_CODECS = ("binary", "binary-rr", "itq")  # whitevec.index.sign_codes, searc
 RABITQ_CORRECTION_BYTES = 8  # faiss's RaBitQ keeps two float32 factors per vector beside its bits
 DEFAULT_RABITQ_QB = 4  # faiss's own default: queries quantized to 4 bits a dimension (0: float queries)
 MAX_RABITQ_QB = 8
-# The top K x k candidates a "+rescore" re-ranks. Measured on Cranfield (all-MiniLM-L6-v2, nDCG@10; float32
-# 37.36): binary-rr 32.94 unrescored, 34.17 / 36.39 / 37.07 / 37.39 at K = 1 / 2 / 4 / 10; rabitq 35.75, then
-# 36.52 / 37.31 / 37.31 / 37.36. K = 4 is the smallest that keeps both within 1% of float32 (docs/how-to/
-# index-and-compress.md, benchmarks/investigations/one_bit_cranfield.py).
+# The top K x k candidates a "+rescore" re-ranks when K is not given: the smallest K of 1, 2, 4, 10 keeping a
+# code within 1% of float32 nDCG@10 on Cranfield for both all-MiniLM-L6-v2 (float32 37.36) and all-mpnet-base-v2
+# (39.14), with a step of margin where one was reached early (benchmarks/investigations/one_bit_cranfield.py,
+# docs/notes/one-bit-codes.md). Sign codes (binary-rr) need 10: 99.2% / 98.7% at 4, 100.1% / 99.7% at 10.
+# RaBitQ is there from 2 (99.9% / 99.9%); 4, also for the codes not measured (SQ, PQ), keeps a margin.
 DEFAULT_RESCORE = 4
+DEFAULT_SIGN_RESCORE = 10
 RESCORE_FORMS = {"fp16": "half precision, 2 d bytes", "int8": "int8 with one float32 scale a vector, d + 4 bytes"}
 
 FORMS = (
@@ -256,7 +258,8 @@ def _with_suffixes(base: Encoding, suffixes: list[str], spec: str) -> Encoding:
                 )
             encoding = replace(encoding, refine=True)
         elif rescore and encoding.rescore is None:
-            multiplier = DEFAULT_RESCORE if rescore.group(1) is None else int(rescore.group(1))
+            default = DEFAULT_SIGN_RESCORE if encoding.sign else DEFAULT_RESCORE
+            multiplier = default if rescore.group(1) is None else int(rescore.group(1))
             form = rescore.group(2) or "fp16"
             if multiplier < 1:
                 raise BadInputError(f"encoding {spec!r}: +rescore=K needs K >= 1 (the top K x k are re-ranked)")
