@@ -23,10 +23,11 @@ spec                 what is stored per vector (d = stored dimension)       code
 Any of them (but ``faiss:``) may end in ``+refine``: the stored float32 vectors re-rank the top
 ``refine_factor * k`` candidates exactly (faiss ``IndexRefineFlat``), at 4 d more bytes a vector in memory.
 Any lossy one may end in ``+rescore[=K][:fp16|:int8]`` instead: the top ``K * k`` candidates (K defaults to
-:data:`DEFAULT_SIGN_RESCORE` for sign codes, :data:`DEFAULT_RESCORE` for the others) are re-ranked by the float query against the vectors kept in a file on disk and
-memory-mapped (half precision, 2 d bytes a vector, or int8 with one float32 scale, d + 4): memory holds the codes
-only (:mod:`whitevec.index.rescore`). The sign codes (:mod:`whitevec.index.sign_codes`) are searched by Hamming
-distance (faiss ``IndexBinaryFlat`` / ``IndexBinaryIVF`` / ``IndexBinaryHNSW``).
+:data:`DEFAULT_SIGN_RESCORE` for sign codes, :data:`DEFAULT_RESCORE` for the others) are re-ranked by the
+float query against the vectors kept in a file on disk and memory-mapped (half precision, 2 d bytes a vector,
+or int8 with one float32 scale, d + 4): memory holds the codes only (:mod:`whitevec.index.rescore`). The sign
+codes (:mod:`whitevec.index.sign_codes`) are searched by Hamming distance (faiss ``IndexBinaryFlat`` /
+``IndexBinaryIVF`` / ``IndexBinaryHNSW``).
 
 The encoding composes with every index kind: ``flat`` searches all codes, ``ivf`` gives IVF-SQ / IVF-PQ
 (residuals encoded), ``hnsw`` gives HNSW-SQ / HNSW-PQ. PQ and IVF learn centroids, and k-means wants about
