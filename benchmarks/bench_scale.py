@@ -295,7 +295,18 @@ def markdown(result: dict[str, Any]) -> str:
         ],
         "",
     ]
+    binary = RESULTS / "binary_scale.json"
+    if binary.exists():
+        from bench_binary import report_lines
+
+        lines += report_lines(json.loads(binary.read_text()))
     return "\n".join(lines)
+
+
+def render() -> None:
+    """docs/results/scale.md from the saved results (scale.json, and binary_scale.json when there)."""
+    DOC.write_text(markdown(json.loads((RESULTS / "scale.json").read_text())), encoding="utf-8")
+    print(f"wrote {DOC}")
 
 
 def main() -> None:
@@ -317,8 +328,7 @@ def main() -> None:
         worker(args.worker[0], args.worker[1], int(args.worker[2]))
         return
     if args.render_only:
-        DOC.write_text(markdown(json.loads((RESULTS / "scale.json").read_text())), encoding="utf-8")
-        print(f"wrote {DOC}")
+        render()
         return
     repeats = sorted({int(r) for r in args.repeats.split(",")})
     if not repeats or repeats[0] < 1 or repeats[-1] > len(CASE_COPIES):

@@ -9,11 +9,14 @@ Three parts, each saved to docs/results/compression-PART.json, and a report asse
   corpus against the corpus plus half of the queries (both scored on the other half).
 - ``timing`` (exclusive lock; the load average is recorded): 1M synthetic 768-d vectors, IVF-PQ against flat
   raw-768: build, batched QPS, memory (code bytes and process RSS), recall@10 of IVF-PQ against exact search.
+- ``binary`` (shared lock; no timing): the 1-bit end, sign codes and RaBitQ with and without rescoring from
+  disk, against sentence-transformers' binary quantization on the same vectors (``compression_binary.py``).
 
 Run:
     flock -s /work/cpu.lock python benchmarks/results_compression.py --part quality
     flock -s /work/cpu.lock python benchmarks/results_compression.py --part knobs
     flock -x /work/cpu.lock python benchmarks/results_compression.py --part timing
+    flock -s /work/cpu.lock python benchmarks/results_compression.py --part binary
     python benchmarks/results_compression.py --part report
 """
 
@@ -32,7 +35,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import compression_binary
 from machine import facts_markdown, machine_facts, results_header
+from synthetic import clustered_unit_vectors
 from whitevec._io import atomic_path
 from whitevec.datasets.retrieval import load_retrieval_dataset
 from whitevec.evaluation.frontier import pareto_front, plot_frontier
@@ -132,6 +137,18 @@ def part_knobs(models: list[str]) -> None:
     )
 
 
+def part_binary(models: list[str]) -> None:
+    from whitevec.encoder import Encoder
+
+    dataset = load_retrieval_dataset("cranfield")
+    # As in part_quality: a run for one model keeps the other's results.
+    reports = [r for r in (_load("binary") or {}).get("reports", []) if r["model"] not in models]
+    for model in models:
+        with Encoder(model, "last-avg", max_length=MAX_LENGTH) as encoder:
+            reports.append(compression_binary.measure(encoder, dataset))
+        _save("binary", {"machine": machine_facts("faiss-cpu", "sentence-transformers"), "reports": reports})
+
+
 def _rss_bytes() -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -149,19 +166,9 @@ def part_timing(n: int, n_queries: int, flat_queries: int) -> None:
 
     load = os.getloadavg()[0]
     threads = faiss.omp_get_max_threads()
-    rng = np.random.default_rng(0)
     d = 768
     started = time.perf_counter()
-    basis = rng.standard_normal((64, d), dtype=np.float32)
-    centres = 3.0 * rng.standard_normal((4096, 64), dtype=np.float32)
-    x = np.empty((n, d), dtype=np.float32)
-    for start in range(0, n, 100_000):
-        rows = min(100_000, n - start)
-        latent = centres[rng.integers(0, len(centres), rows)] + rng.standard_normal((rows, 64), dtype=np.float32)
-        block = latent @ basis + rng.standard_normal((rows, d), dtype=np.float32)
-        x[start : start + rows] = block / np.linalg.norm(block, axis=1, keepdims=True)
-    q = x[rng.choice(n, n_queries, replace=False)] + 0.05 * rng.standard_normal((n_queries, d), dtype=np.float32)
-    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    x, q = clustered_unit_vectors(n, n_queries, d)
     generate_s = time.perf_counter() - started
     ids = np.arange(n, dtype=np.int64)
     rows: dict[str, Any] = {}
@@ -300,13 +307,13 @@ def _table(scores: list[RetrievalScore]) -> list[str]:
 
 
 def part_report() -> None:
-    quality, knobs, timing = _load("quality"), _load("knobs"), _load("timing")
+    quality, knobs, timing, binary = _load("quality"), _load("knobs"), _load("timing"), _load("binary")
     text = ["# Compressed indexes: retrieval quality per byte (Cranfield)", ""]
-    measured = [part["machine"] for part in (quality, knobs, timing) if part]
+    measured = [part["machine"] for part in (quality, knobs, timing, binary) if part]
     text += [
         results_header(
             "`flock -s /work/cpu.lock python benchmarks/results_compression.py --part quality` (and "
-            "`--part knobs`; `flock -x ... --part timing`; then `--part report`)",
+            "`--part knobs`, `--part binary`; `flock -x ... --part timing`; then `--part report`)",
             *measured,
         ),
         "",
@@ -387,6 +394,8 @@ def part_report() -> None:
             f"({ivfpq['rss_growth_bytes'] / max(flat['rss_growth_bytes'], 1):.3f} of the RSS growth).",
             "",
         ]
+    if binary:
+        text += compression_binary.report_lines({**binary, "machine_text": facts_markdown(binary["machine"])})
     out = OUT / "compression.md"
     with atomic_path(out) as tmp:
         tmp.write_text("\n".join(text), encoding="utf-8")
@@ -395,7 +404,7 @@ def part_report() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", choices=("quality", "knobs", "timing", "report"), required=True)
+    parser.add_argument("--part", choices=("quality", "knobs", "timing", "binary", "report"), required=True)
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--queries", type=int, default=1000, help="IVF-PQ queries timed (batched)")
@@ -409,6 +418,8 @@ def main() -> None:
         part_knobs(models)
     elif args.part == "timing":
         part_timing(args.n, args.queries, args.flat_queries)
+    elif args.part == "binary":
+        part_binary(models)
     part_report()
 
 

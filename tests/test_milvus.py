@@ -9,13 +9,17 @@ import numpy as np
 import pytest
 
 from tests.index_helpers import HashEncoder
-from whitevec.errors import BadInputError, DataNotFoundError, WhitevecError
+from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError, WhitevecError
 from whitevec.index import Document, FaissStore, Retriever
 
 pytest.importorskip("pymilvus", reason="the Milvus tests need pip install 'whitevec[milvus]'")
 pytest.importorskip("milvus_lite", reason="the Milvus tests need milvus-lite (local file URIs)")
 
-from whitevec.index.milvus_store import MilvusStore
+from pymilvus import DataType
+
+from tests.milvus_fake import FakeMilvusClient
+from whitevec.index.milvus_store import MilvusStore, check_documents_encoding
+from whitevec.index.sign_codes import SIGN_FILE, SignCodes
 
 
 @pytest.mark.parametrize(("metric", "kind"), [("ip", "flat"), ("l2", "flat"), ("ip", "hnsw")])
@@ -162,10 +166,124 @@ def test_milvus_lite_sq8_matches_faiss_sq8(tmp_path: Path, kind: str, params: di
 
 @pytest.mark.parametrize(
     ("kind", "encoding"),
-    [("ivf", "pq8"), ("hnsw", "pq8"), ("flat", "sq8"), ("hnsw", "fp16"), ("ivf", "sq8+refine")],
+    [
+        ("ivf", "pq8"),
+        ("hnsw", "pq8"),
+        ("flat", "sq8"),
+        ("hnsw", "fp16"),
+        ("ivf", "sq8+refine"),
+        # Milvus Lite 3.2.2 has no BINARY_VECTOR field (create_collection refuses it) and no IVF_RABITQ (the
+        # build fails and Lite searches every float vector silently): both are refused up front.
+        ("flat", "binary"),
+        ("ivf", "binary-rr"),
+        ("flat", "itq"),
+        ("ivf", "rabitq"),
+        ("flat", "rabitq"),
+    ],
 )
 def test_milvus_lite_names_what_it_supports(tmp_path: Path, kind: str, encoding: str) -> None:
     with pytest.raises(BadInputError, match=r"Milvus Lite has no index .* ivf\+sq8 \(IVF_SQ8\), .*hnsw\+sq8"):
         MilvusStore.check_options(kind, {"encoding": encoding}, None)
     with pytest.raises(BadInputError, match="Milvus Lite has no index"):
         MilvusStore(str(tmp_path / "m.db"), "c1", 24, "ip", kind, {"encoding": encoding}, create=True)
+
+
+# --- 1-bit codes on a Milvus server (Milvus Lite has none): against an in-memory fake of the server client ----
+SERVER = "http://milvus.invalid:19530"
+
+
+@pytest.fixture
+def fake_server(monkeypatch: pytest.MonkeyPatch) -> type[FakeMilvusClient]:
+    import pymilvus
+
+    monkeypatch.setattr(pymilvus, "MilvusClient", FakeMilvusClient)
+    monkeypatch.setattr(FakeMilvusClient, "collections", {})
+    return FakeMilvusClient
+
+
+@pytest.mark.parametrize(("codec", "dim"), [("binary", 20), ("binary-rr", 24), ("itq", 24)])
+def test_sign_codes_on_a_milvus_server_are_the_faiss_stores(
+    tmp_path: Path, fake_server: type[FakeMilvusClient], codec: str, dim: int
+) -> None:
+    """The same codes as the FAISS store (same sign step, same bytes), as BINARY_VECTOR rows of dim bits rounded
+    up to bytes, searched by HAMMING: every query's top-10 scores equal the FAISS store's."""
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(300, dim)).astype(np.float32) + 0.3
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    queries = vectors[:30] + 0.2 * rng.normal(size=(30, dim)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    ids = np.arange(300, dtype=np.int64)
+    on_faiss = FaissStore(dim, "cosine", "flat", {"encoding": codec})
+    on_faiss.add(ids, vectors)
+    milvus = MilvusStore(SERVER, "c1", dim, "cosine", "flat", {"encoding": codec}, create=True)
+    assert milvus.index_type == "BIN_FLAT"
+    milvus.add(ids, vectors)
+    collection = fake_server.collections["c1"]
+    field = next(f for f in collection["schema"].fields if f.name == "vector")
+    assert field.dtype == DataType.BINARY_VECTOR and field.params["dim"] == 8 * ((dim + 7) // 8)
+    assert collection["index"]["index_type"] == "BIN_FLAT" and collection["index"]["metric_type"] == "HAMMING"
+    assert milvus.signs is not None
+    assert collection["rows"][7]["vector"] == milvus.signs.encode(vectors[7:8]).tobytes()
+    f_scores, f_ids = on_faiss.search(queries, 10)
+    m_scores, m_ids = milvus.search(queries, 10)
+    np.testing.assert_allclose(m_scores, f_scores, atol=1e-6)  # equal Hamming distances, best first
+    assert np.mean([len(set(a) & set(b)) / 10 for a, b in zip(f_ids, m_ids, strict=True)]) >= 0.9  # ties aside
+    # the sign step is saved beside the manifest; a store reading it codes queries the same way
+    assert milvus.save(tmp_path) == [SIGN_FILE]
+    again = SignCodes.from_bytes((tmp_path / SIGN_FILE).read_bytes(), SIGN_FILE, codec, dim)
+    np.testing.assert_array_equal(again.encode(queries), milvus.signs.encode(queries))
+
+
+def test_milvus_server_index_types_for_one_bit_codes(fake_server: type[FakeMilvusClient]) -> None:
+    store = MilvusStore(SERVER, "c2", 32, "ip", "ivf", {"encoding": "binary-rr", "nlist": 4}, create=True)
+    assert store.index_type == "BIN_IVF_FLAT" and fake_server.collections["c2"]["index"]["nlist"] == 4
+    rabitq = MilvusStore(SERVER, "c3", 32, "ip", "ivf", {"encoding": "rabitq-qb6"}, create=True)
+    index = fake_server.collections["c3"]["index"]
+    assert index["index_type"] == "IVF_RABITQ" and index["metric_type"] == "IP"
+    assert rabitq._type_search_params == {"rbq_query_bits": 6}
+    for kind, encoding, message in [
+        ("hnsw", "binary", "the Milvus backend has no index for kind 'hnsw' with encoding 'binary'"),
+        ("flat", "rabitq", r"supports .*ivf\+rabitq \(IVF_RABITQ\)"),
+        ("flat", "binary+rescore", "does not rescore"),
+        ("ivf", "rabitq+rescore=10", "does not rescore"),
+    ]:
+        with pytest.raises(BadInputError, match=message):
+            MilvusStore.check_options(kind, {"encoding": encoding}, SERVER)
+
+
+def test_ray_engine_refuses_sign_codes_on_milvus() -> None:
+    with pytest.raises(BadInputError, match="--engine ray does not write 1-bit sign codes"):
+        check_documents_encoding({"encoding": "itq"})
+    check_documents_encoding({"encoding": "rabitq"})
+
+
+def test_an_index_of_sign_codes_on_a_milvus_server_keeps_its_sign_step(
+    tmp_path: Path, fake_server: type[FakeMilvusClient]
+) -> None:
+    encoder = HashEncoder(dim=20)
+    docs = [Document(f"d{i}", f"text number {i}") for i in range(120)]
+    queries = [f"text number {i}" for i in range(0, 120, 12)]
+    out = tmp_path / "idx"
+    built = Retriever.build(
+        docs,
+        out,
+        encoder=encoder,
+        transform="none",
+        backend="milvus",
+        uri=SERVER,
+        index_params={"encoding": "itq"},
+    )  # type: ignore[arg-type]
+    assert SIGN_FILE in built.manifest["files"] and built.store.index_type == "BIN_FLAT"
+    before = [[(h.id, h.score) for h in row] for row in built.search(queries, 5)]
+    assert [row[0][0] for row in before] == [f"d{i}" for i in range(0, 120, 12)]  # each text finds itself
+    built.close()
+    with Retriever.load(out, encoder=encoder) as loaded:  # type: ignore[arg-type]
+        assert [[(h.id, h.score) for h in row] for row in loaded.search(queries, 5)] == before
+        loaded.add([Document("new", "a brand new text")])  # the next version keeps the same sign step
+        assert loaded.search(["a brand new text"], 1)[0][0].id == "new"
+        kept = SignCodes.from_bytes((out / SIGN_FILE).read_bytes(), SIGN_FILE, "itq", 20)
+        assert built.store.signs is not None and built.store.signs.rotation_ is not None
+        np.testing.assert_array_equal(kept.rotation_, built.store.signs.rotation_)
+    (out / SIGN_FILE).write_bytes(b"damaged")
+    with pytest.raises(CorruptFileError):
+        Retriever.load(out, encoder=encoder)  # type: ignore[arg-type]

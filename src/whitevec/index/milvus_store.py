@@ -4,6 +4,15 @@
 Needs the optional extra ``whitevec[milvus]`` (``pymilvus``, ``milvus-lite``). Vectors arrive transformed (and
 normalised for cosine); the collection uses metric IP for ``cosine``/``ip`` and L2 (squared) for ``l2``, so
 scores mean the same as with FAISS. One collection per index, named in the manifest.
+
+1-bit codes (a Milvus server; Milvus Lite 3.2 has neither binary vectors nor RaBitQ, and says so): the sign
+encodings ``binary``, ``binary-rr`` and ``itq`` are stored as ``BINARY_VECTOR`` rows made by the FAISS store's own
+:class:`~whitevec.index.sign_codes.SignCodes` (fitted on the first add, saved beside the manifest as
+``binary.safetensors``, so queries are coded the same way) and searched by ``HAMMING`` with ``BIN_FLAT``
+(kind flat) or ``BIN_IVF_FLAT`` (kind ivf); scores are the FAISS store's ``1 - 2 h / d``. ``rabitq`` maps to
+``IVF_RABITQ`` (kind ivf; Milvus draws its own rotation, and ``rbq_query_bits`` takes the query bits).
+``+rescore`` is refused on Milvus: Milvus would hold the rescoring vectors in its own memory (IVF_RABITQ's
+``refine``), which is what rescoring from disk avoids; use ``--backend faiss`` for it.
 """
 
 from __future__ import annotations
@@ -21,11 +30,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from whitevec._io import writing_to
 from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError, WhitevecError
-from whitevec.index.encodings import Encoding, parse_encoding
+from whitevec.index.encodings import SIGN_CODECS, Encoding, parse_encoding
 from whitevec.index.layout import MILVUS_LOCAL
 from whitevec.index.manifest import MANIFEST
+from whitevec.index.sign_codes import SIGN_FILE, SignCodes, code_bytes, hamming_scores
 from whitevec.index.store import (
     ENCODING,
     KINDS,
@@ -67,7 +78,11 @@ _MILVUS_TYPES: dict[tuple[str, str], str] = {
     ("hnsw", "fp16"): "HNSW_SQ",
     ("hnsw", "sq4"): "HNSW_SQ",
     ("hnsw", "pq"): "HNSW_PQ",
+    **{("flat", codec): "BIN_FLAT" for codec in SIGN_CODECS},
+    **{("ivf", codec): "BIN_IVF_FLAT" for codec in SIGN_CODECS},
+    ("ivf", "rabitq"): "IVF_RABITQ",
 }
+_BINARY_TYPES = ("BIN_FLAT", "BIN_IVF_FLAT")  # BINARY_VECTOR fields, metric HAMMING
 _HNSW_SQ_TYPES = {"sq8": "SQ8", "fp16": "FP16", "sq4": "SQ4U"}
 LITE_INDEX_TYPES: dict[tuple[str, str], str] = {
     key: value
@@ -82,7 +97,12 @@ def milvus_index_type(kind: str, encoding: Encoding, uri: str | None) -> tuple[s
     lite = uri is None or is_local_uri(uri)
     table = LITE_INDEX_TYPES if lite else _MILVUS_TYPES
     key = (kind, encoding.codec)
-    if encoding.refine or encoding.rescore is not None or key not in table:
+    if encoding.rescore is not None:
+        raise BadInputError(
+            f"encoding {encoding.spec!r}: the Milvus backend does not rescore (Milvus would keep the rescoring "
+            "vectors in its own memory); use --backend faiss for +rescore, or drop it"
+        )
+    if encoding.refine or key not in table:
         where = "Milvus Lite" if lite else "the Milvus backend"
         supported = ", ".join(f"{k}+{c} ({t})" for (k, c), t in table.items())
         raise BadInputError(
@@ -95,6 +115,17 @@ def milvus_index_type(kind: str, encoding: Encoding, uri: str | None) -> tuple[s
     elif encoding.codec == "pq":
         extra.update(m=encoding.m, nbits=encoding.nbits)
     return table[key], extra
+
+
+def check_documents_encoding(params: dict[str, Any] | None) -> None:
+    """Refuse sign codes in a collection that keeps the documents (``--engine ray``): its shards are written by
+    a resumable pipeline, and the codes' mean and rotation would have to be fitted before the first shard."""
+    encoding = parse_encoding((params or {}).get(ENCODING))
+    if encoding.sign:
+        raise BadInputError(
+            f"encoding {encoding.spec!r}: --engine ray does not write 1-bit sign codes to Milvus; build with "
+            "--engine local, or use float32, sq8 or rabitq"
+        )
 
 
 def _pymilvus() -> Any:
@@ -175,7 +206,8 @@ class MilvusStore:
 
     @classmethod
     def files_for(cls, params: dict[str, Any]) -> tuple[str, ...]:
-        return cls.files
+        """The files a version keeps in its folder: the sign step of sign codes (their rows live in Milvus)."""
+        return (SIGN_FILE,) if parse_encoding(params.get(ENCODING)).sign else ()
 
     def __init__(
         self,
@@ -200,6 +232,8 @@ class MilvusStore:
         self.encoding = parse_encoding(self._params[ENCODING])
         self.encoding.check_dim(self.dim)
         self.index_type, self._type_params = milvus_index_type(self.kind, self.encoding, self.uri)
+        # The sign step of a BINARY_VECTOR collection: fitted on the first add, or read from SIGN_FILE.
+        self.signs: SignCodes | None = None
         # What the manifest records: None when the data lives in the index folder (Milvus Lite there).
         self.stored_uri = stored_uri
         self.docs = docs  # the collection holds the documents' scalar fields (see DOC_TEXT_BYTES)
@@ -280,6 +314,11 @@ class MilvusStore:
         uri = manifest["backend_uri"]
         store = connect(uri) if uri else snapshot.by_path(MILVUS_LOCAL, connect)
         store.visible_rows = manifest["count"]
+        if store.binary:
+            data = snapshot.read_bytes(SIGN_FILE)
+            store.signs = SignCodes.from_bytes(
+                data, str(snapshot.folder / SIGN_FILE), store.encoding.codec, store.dim
+            )
         return store
 
     @classmethod
@@ -319,13 +358,20 @@ class MilvusStore:
             stored_uri=None,
             docs=self.docs,
         )
+        staged.signs = self.signs
         return staged
 
     def save(self, folder: Path) -> list[str]:
         self.client.flush(self.collection)
         if self.stored_uri is None:
             self.release()  # Milvus Lite must let go of its files before the folder is renamed
-        return []
+        if not self.binary:
+            return []
+        if self.signs is None:
+            raise BadInputError("cannot save an empty index of sign codes; add vectors first")
+        with writing_to(folder / SIGN_FILE):
+            (folder / SIGN_FILE).write_bytes(self.signs.to_bytes())
+        return [SIGN_FILE]
 
     def reopen(self, folder: Path, manifest: dict[str, Any]) -> MilvusStore:
         store = self
@@ -335,6 +381,7 @@ class MilvusStore:
                 store = MilvusStore(
                     here, self.collection, self.dim, self.metric, self.kind, self._params, docs=self.docs
                 )
+                store.signs = self.signs
         store.visible_rows = manifest["count"]
         return store
 
@@ -345,8 +392,34 @@ class MilvusStore:
             self.delete(ids)
 
     @property
+    def binary(self) -> bool:
+        """Whether the collection holds sign codes (a BINARY_VECTOR field searched by Hamming distance)."""
+        return self.index_type in _BINARY_TYPES
+
+    @property
     def _milvus_metric(self) -> str:
+        if self.binary:
+            return "HAMMING"
         return "L2" if self.metric == "l2" else "IP"
+
+    @property
+    def _type_search_params(self) -> dict[str, Any]:
+        """Search parameters of the index type: IVF_RABITQ takes the encoding's query bits (0: float queries)."""
+        if self.index_type == "IVF_RABITQ":
+            return {"rbq_query_bits": int(self.encoding.qb or 0)}
+        return {}
+
+    def _field_values(self, x: np.ndarray, *, fit: bool = False) -> list[Any]:
+        """The ``vector`` field's values for float rows ``x``: lists of floats, or for sign codes the packed bytes
+        of ``SignCodes.encode`` (the codes the FAISS store makes; ``fit``: fit the sign step on ``x`` first when
+        it has none yet)."""
+        if not self.binary:
+            return [v.tolist() for v in x]
+        if self.signs is None:
+            if not fit:
+                raise WhitevecError(f"Milvus collection {self.collection!r} has no sign codes fitted yet")
+            self.signs = SignCodes(self.encoding.codec).fit(x)
+        return [bytes(code) for code in self.signs.encode(x)]
 
     def _create(self) -> None:
         pymilvus = _pymilvus()
@@ -355,7 +428,10 @@ class MilvusStore:
             raise BadInputError(f"Milvus collection {self.collection!r} already exists at {self.uri}")
         schema = self.client.create_schema(auto_id=False, enable_dynamic_field=False)
         schema.add_field("id", DataType.INT64, is_primary=True)
-        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=self.dim)
+        if self.binary:  # Milvus counts a binary vector's dimension in bits, a multiple of 8
+            schema.add_field("vector", DataType.BINARY_VECTOR, dim=8 * code_bytes(self.dim))
+        else:
+            schema.add_field("vector", DataType.FLOAT_VECTOR, dim=self.dim)
         if self.docs:
             schema.add_field("doc_id", DataType.VARCHAR, max_length=DOC_TEXT_BYTES)
             schema.add_field("text", DataType.VARCHAR, max_length=DOC_TEXT_BYTES)
@@ -387,10 +463,11 @@ class MilvusStore:
 
     def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
         ids64, x = check_vectors_for(self, ids, vectors)
+        values = self._field_values(x, fit=True)
         for start in range(0, len(ids64), _INSERT_BATCH):
             stop = start + _INSERT_BATCH
             rows = [
-                {"id": int(i), "vector": v.tolist()} for i, v in zip(ids64[start:stop], x[start:stop], strict=True)
+                {"id": int(i), "vector": v} for i, v in zip(ids64[start:stop], values[start:stop], strict=True)
             ]
             self.client.insert(self.collection, rows)
         self.client.flush(self.collection)
@@ -409,8 +486,8 @@ class MilvusStore:
             raise WhitevecError(f"Milvus collection {self.collection!r} keeps no documents")
         ids64, x = check_vectors_for(self, ids, vectors)
         rows = [
-            {"id": int(i), "vector": v.tolist(), "doc_id": d, "text": t, "metadata": m}
-            for i, v, d, t, m in zip(ids64, x, doc_ids, texts, metadata, strict=True)
+            {"id": int(i), "vector": v, "doc_id": d, "text": t, "metadata": m}
+            for i, v, d, t, m in zip(ids64, self._field_values(x), doc_ids, texts, metadata, strict=True)
         ]
         self.client.upsert(self.collection, rows)
 
@@ -443,10 +520,10 @@ class MilvusStore:
         if self.kind == "hnsw":
             search_params["params"] = {"ef": max(self._params["efSearch"], k)}
         elif self.kind == "ivf":
-            search_params["params"] = {"nprobe": self._params["nprobe"]}
+            search_params["params"] = {"nprobe": self._params["nprobe"], **self._type_search_params}
         results = self.client.search(
             self.collection,
-            data=x.tolist(),
+            data=self._field_values(x),
             limit=k,
             output_fields=["id"],
             search_params=search_params,
@@ -458,6 +535,8 @@ class MilvusStore:
             for col, hit in enumerate(list(hits)[:k]):
                 ids[row, col] = int(hit["id"])
                 scores[row, col] = float(hit["distance"])
+        if self.binary:  # Hamming distances as the FAISS store scores them
+            scores = np.where(ids >= 0, hamming_scores(scores, self.dim, self.metric), 0.0).astype(np.float32)
         return scores, ids
 
     def drop(self) -> None:

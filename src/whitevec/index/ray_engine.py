@@ -65,7 +65,7 @@ from whitevec.index.build import (
 from whitevec.index.faiss_store import faiss_version
 from whitevec.index.layout import MILVUS_LOCAL, TRANSFORM_FILE
 from whitevec.index.manifest import write_manifest
-from whitevec.index.milvus_store import DOC_TEXT_BYTES, MilvusStore, is_local_uri
+from whitevec.index.milvus_store import DOC_TEXT_BYTES, MilvusStore, check_documents_encoding, is_local_uri
 from whitevec.index.store import check_choice, sample_rows, stored_form
 from whitevec.transforms import Transform
 from whitevec.transforms.whitening import Whitening
@@ -683,6 +683,7 @@ def ray_build(
     if ray_address:
         check_address(ray_address)
     check_build(target, kind=kind, metric=metric, backend="milvus", uri=uri, index_params=index_params)
+    check_documents_encoding(index_params)
     kind, metric = kind.strip().lower(), check_choice(metric, ("cosine", "ip", "l2"), "metric")
     check_fit_sample(fit_sample, fit_seed)
     fitted, spec, needs_fit = _transform_plan(transform, sampled=fit_sample is not None)
