@@ -79,7 +79,7 @@ class RowEncoder:
         self.dim = dim
 
     def describe(self) -> dict[str, Any]:
-        return {"model": "synthetic-rows", "pooling": "none", "max_length": 0, "dim": self.dim}
+        return {"model": "synthetic-rows", "pooling": "none", "max_length": 1, "dim": self.dim}
 
     def encode(
         self, texts: Sequence[str], batch_size: int | None = None, show_progress: bool | None = None
