@@ -18,7 +18,7 @@ pytest.importorskip("milvus_lite", reason="the Milvus tests need milvus-lite (lo
 from pymilvus import DataType
 
 from tests.milvus_fake import FakeMilvusClient
-from whitevec.index.milvus_store import MilvusStore, check_documents_encoding
+from whitevec.index.milvus_store import MilvusStore
 from whitevec.index.sign_codes import SIGN_FILE, SignCodes
 
 
@@ -249,12 +249,6 @@ def test_milvus_server_index_types_for_one_bit_codes(fake_server: type[FakeMilvu
     ]:
         with pytest.raises(BadInputError, match=message):
             MilvusStore.check_options(kind, {"encoding": encoding}, SERVER)
-
-
-def test_ray_engine_refuses_sign_codes_on_milvus() -> None:
-    with pytest.raises(BadInputError, match="--engine ray does not write 1-bit sign codes"):
-        check_documents_encoding({"encoding": "itq"})
-    check_documents_encoding({"encoding": "rabitq"})
 
 
 def test_an_index_of_sign_codes_on_a_milvus_server_keeps_its_sign_step(

@@ -484,3 +484,18 @@ def test_cli_checks_fit_sample_before_anything_runs(
     code, _, err = run_cli([*argv, *extra], capsys)
     assert code != 0 and message in err and "Traceback" not in err
     assert not (tmp_path / "i").exists()
+
+
+def test_ray_build_refuses_sign_codes_before_it_starts(tmp_path: Path, corpus: Path) -> None:
+    from whitevec.index.ray_engine import ray_build
+
+    with pytest.raises(BadInputError, match="--engine ray does not write 1-bit sign codes"):
+        ray_build(
+            corpus,
+            tmp_path / "i",
+            encoder={"model": "unused"},
+            uri="http://milvus.invalid:19530",
+            index_params={"encoding": "binary-rr"},
+            workers=1,
+        )
+    assert not (tmp_path / "i").exists()
