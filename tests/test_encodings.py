@@ -280,7 +280,8 @@ def test_index_info_reports_bytes(tmp_path: Path, capsys: pytest.CaptureFixture[
         (["--backend", "milvus", "--encoding", "pq8", "--kind", "ivf"], "Milvus Lite has no index for kind"),
         (["--encoding", "float32+rescore"], "+rescore is redundant on float32 codes"),
         (["--encoding", "rabitq", "--kind", "hnsw", "--metric", "ip"], "searches by L2 only"),
-        (["--backend", "milvus", "--encoding", "sq8+rescore"], "Milvus Lite has no index for kind"),
+        (["--backend", "milvus", "--encoding", "sq8+rescore"], "the Milvus backend does not rescore"),
+        (["--backend", "milvus", "--encoding", "binary"], "Milvus Lite has no index for kind 'flat' with encoding"),
     ],
 )
 def test_cli_refuses_bad_encodings_before_the_model_loads(
