@@ -247,7 +247,7 @@ def _against(pairs: Sequence[dict[str, Any]]) -> str:
 
 
 def _model_lines(report: dict[str, Any]) -> list[str]:
-    f = report["findings"]
+    f = findings(report["rows"])  # from the rows, so that a report saved before a new statement renders too
     ref = f["float32_ndcg_10"]
     rows = report["rows"]
     lines = [f"### {report['model']}", "", f"Exact float32: nDCG@10 {100 * ref:.2f}.", ""]
