@@ -119,6 +119,7 @@ def test_every_command_with_a_device_option_is_found() -> None:
     # The list the two tests below run over: if this changes, a command gained or lost --device.
     assert [" ".join(words) for words in _device_commands()] == [
         "diagnose",
+        "distill",
         "encode",
         "eval",
         "eval-retrieval",
