@@ -48,7 +48,7 @@ from whitevec.errors import BadInputError
 POINTS_PER_CENTROID = 39  # faiss's k-means warns below 39 training points per centroid
 MIN_PQ_BITS = 4  # below 16 centroids per sub-quantizer PQ codes carry too little to be worth it
 DEFAULT_PQ_BITS = 8
-ID_BYTES = 8  # an int64 id per vector: IndexIDMap2's map, and an IVF list's ids
+ID_BYTES = 8  # an int64 id per vector: the IndexIDMap's ids, and an IVF list's ids
 SIGN_CODECS = ("binary", "binary-rr", "itq")  # whitevec.index.sign_codes, searched by Hamming distance
 RABITQ_CORRECTION_BYTES = 8  # faiss's RaBitQ keeps two float32 factors per vector beside its bits
 DEFAULT_RABITQ_QB = 4  # faiss's own default: queries quantized to 4 bits a dimension (0: float queries)
