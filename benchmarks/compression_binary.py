@@ -227,8 +227,8 @@ def report_lines(part: dict[str, Any]) -> list[str]:
         "`quantize_embeddings(vectors, 'ubinary')` (the sign at 0) searched by `semantic_search_faiss` "
         "(IndexBinaryFlat), rescored by its own `rescore_multiplier` (the float query against the 0/1 codes), "
         "on the same unit vectors. nDCG@10 by whitevec's metric code; in brackets the share of exact float32's. "
-        "RAM: the code bytes a vector in memory (whitevec's index also keeps an 8-byte id a vector, and faiss's "
-        "id map its reverse map in memory: see scale.md for the resident memory at 1M vectors); disk: the "
+        "RAM: the code bytes a vector in memory (whitevec's index also keeps an 8-byte id a vector: see "
+        "scale.md for the resident memory at 1M vectors); disk: the "
         "rescoring vector on disk (memory-mapped).",
         "",
     ]
