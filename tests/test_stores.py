@@ -1,23 +1,36 @@
-"""The vector-store protocol: every registered backend implements it whole, a failed add leaves every backend's
-index as it was, and FAISS's one-thread searches do not reach other threads."""
+"""The two store protocols. Vector stores: every registered backend implements the protocol whole, a failed add
+leaves every backend's index as it was, and FAISS's one-thread searches do not reach other threads. Document
+stores: every registered one implements its protocol, and an index whose documents live there gives them back
+(ids, texts, metadata) and adds to them or refuses the add in one line."""
 
 from __future__ import annotations
 
+import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.index_helpers import HashEncoder, sentences
-from whitevec.index import Document, Retriever, VectorStore, store_names
-from whitevec.index import retriever as retriever_module
-from whitevec.index.store import store_class
+from whitevec.errors import BadInputError
+from whitevec.index import Document, DocumentStore, Retriever, VectorStore, document_store_names, store_names
+from whitevec.index import docstore as docstore_module
+from whitevec.index.documents import document_store_class
+from whitevec.index.store import store_class, stored_form
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
-# Methods and properties, and the two class attributes (annotations only on the protocol).
-PROTOCOL_MEMBERS = sorted({name for name in vars(VectorStore) if not name.startswith("_")} | {"name", "files"})
+
+def _members(protocol: type) -> list[str]:
+    """Methods and properties, and the two class attributes (annotations only on the protocol)."""
+    return sorted({name for name in vars(protocol) if not name.startswith("_")} | {"name", "files"})
+
+
+PROTOCOL_MEMBERS = _members(VectorStore)
+DOCUMENT_PROTOCOL_MEMBERS = _members(DocumentStore)
 
 
 @pytest.mark.parametrize("name", store_names())
@@ -54,7 +67,7 @@ def test_a_failed_add_leaves_the_index_whole(
     def full_disk(*args: Any, **kwargs: Any) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(retriever_module, "write_docs", full_disk)
+    monkeypatch.setattr(docstore_module, "write_docs", full_disk)
     with pytest.raises(OSError, match="No space"):
         retriever.add([Document("new", "a brand new dog")])
     monkeypatch.undo()
@@ -156,3 +169,74 @@ def test_concurrent_adds_to_a_shared_collection_do_not_collide(tmp_path: Path) -
         assert loaded.count == 21 and loaded.store.count == 21
         winner = next(k for k, v in outcomes.items() if v == "added")
         assert loaded.search([f"a new dog {winner}"], k=1)[0][0].id == winner
+
+
+# --- document stores -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", document_store_names())
+def test_every_registered_document_store_implements_the_protocol(name: str) -> None:
+    cls = document_store_class(name)
+    missing = [member for member in DOCUMENT_PROTOCOL_MEMBERS if not hasattr(cls, member)]
+    assert missing == [] and cls.name == name
+    assert {"open", "stage_add", "reopen", "close", "get", "existing_ids", "next_row"} <= set(
+        DOCUMENT_PROTOCOL_MEMBERS
+    )
+
+
+def _documents_in_sqlite(out: Path, docs: list[Document], encoder: Any) -> None:
+    Retriever.build(docs, out, encoder=encoder, transform="none").close()
+
+
+def _documents_in_milvus(out: Path, docs: list[Document], encoder: Any) -> None:
+    """An index whose documents live in its Milvus collection, as --engine ray writes one (the collection is
+    filled here, without Ray: a local Milvus build, its documents moved into a collection that keeps them)."""
+    from whitevec.index.manifest import write_manifest
+    from whitevec.index.milvus_store import MilvusStore, new_collection_name
+    from whitevec.index.snapshot import read_manifest
+
+    Retriever.build(docs, out, encoder=encoder, transform="none", backend="milvus").close()
+    manifest = read_manifest(out)
+    store = MilvusStore(
+        str(out / "milvus.db"), new_collection_name(), manifest["dim"], "cosine", create=True, docs=True
+    )
+    vectors = stored_form(None, encoder.encode([d.text for d in docs]), "cosine")
+    metadata = [None if d.metadata is None else json.dumps(d.metadata) for d in docs]
+    store.upsert_documents(np.arange(len(docs)), vectors, [d.id for d in docs], [d.text for d in docs], metadata)
+    store.flush()
+    store.release()
+    (out / "docs.sqlite").unlink()
+    write_manifest(out, {**manifest, "milvus_collection": store.collection, "docs": "milvus"}, [])
+
+
+# How a test writes an index whose documents live in each registered store, and whether that store takes adds.
+DOCUMENT_WRITERS: dict[str, tuple[Callable[[Path, list[Document], Any], None], bool]] = {
+    "sqlite": (_documents_in_sqlite, True),
+    "milvus": (_documents_in_milvus, False),
+}
+
+
+def test_every_registered_document_store_is_tested_here() -> None:
+    assert sorted(DOCUMENT_WRITERS) == sorted(document_store_names())
+
+
+@pytest.mark.parametrize("name", document_store_names())
+def test_every_document_store_gives_its_documents_back(tmp_path: Path, name: str) -> None:
+    if name == "milvus" and "milvus" not in _backends():
+        pytest.skip("needs whitevec[milvus]")
+    write, takes_adds = DOCUMENT_WRITERS[name]
+    encoder: Any = HashEncoder()
+    docs = [Document(f"d{i}", t, {"n": i} if i % 3 == 0 else None) for i, t in enumerate(sentences(30, seed=4))]
+    out = tmp_path / "idx"
+    write(out, docs, encoder)
+    with Retriever.load(out, encoder=encoder) as retriever:
+        documents: DocumentStore = retriever._docs
+        assert type(documents).name == name and documents.count == 30
+        assert documents.get([0, 7, 29, 30, -1]) == {0: docs[0], 7: docs[7], 29: docs[29]}
+        hit = retriever.search([docs[6].text], k=1)[0][0]
+        assert (hit.id, hit.text, hit.metadata) == ("d6", docs[6].text, {"n": 6})
+        if takes_adds:
+            assert retriever.add([Document("new", "a brand new dog", {"n": -1})]) == 31
+            assert retriever._docs.get([30]) == {30: Document("new", "a brand new dog", {"n": -1})}
+        else:
+            with pytest.raises(BadInputError, match="adding to it is not supported"):
+                retriever.add([Document("new", "a brand new dog")])
+            assert retriever.count == 30 and retriever._docs.count == 30

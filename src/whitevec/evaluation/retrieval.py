@@ -292,26 +292,14 @@ def evaluate_retrieval(
     every timing (latency and QPS: a quality-only run). Indexes go to ``workdir`` (a temporary folder, removed
     afterwards, when not given).
     """
-    from whitevec.index.encodings import parse_encoding
-    from whitevec.index.retriever import Retriever
-    from whitevec.index.store import ENCODING, store_class
-
     if not transforms:
         raise BadInputError("give at least one transform (e.g. none,whitening)")
     if latency_queries < 0:
         raise BadInputError(f"latency_queries must be >= 0, got {latency_queries}")
     plan, skipped = plan_configurations(transforms, encodings, int(encoder.dim))
-    for _, encoding in plan:
-        store_class(backend).check_options(kind, {**(index_params or {}), ENCODING: encoding}, uri)
-    queries = dataset.judged_queries()
-    if query_ids is not None:
-        unknown = [q for q in query_ids if q not in queries]
-        if unknown:
-            raise BadInputError(f"query ids not among the judged queries of {dataset.name}: {unknown[:5]}")
-        queries = {q: queries[q] for q in query_ids}
-    if not queries:
-        raise BadInputError(f"dataset {dataset.name} has no query with a relevant document")
-    qids, qtexts = list(queries), list(queries.values())
+    _check_backend(plan, backend, kind, index_params, uri)
+    queries = _judged_queries(dataset, query_ids)
+    run = _Run(dataset, queries, fit_on, kind, metric, backend, uri, index_params, map_depth, latency_queries)
     pooling_names = list(poolings) if poolings else [encoder.pooling.name]
     report = RetrievalReport(
         model=encoder.model_name,
@@ -321,16 +309,12 @@ def evaluate_retrieval(
         backend=backend,
         fit_on=fit_on,
         corpus_encode_s={},
-        latency_queries=min(latency_queries, len(qtexts)),
+        latency_queries=min(latency_queries, len(queries)),
         machine=machine_description(),
         date=time.strftime("%Y-%m-%d %H:%M %Z"),
         notes=list(dataset.notes) + skipped,
     )
-    corpus_texts = [d.text for d in dataset.corpus]
-    # One forward pass fills the vector cache for every pooling; builds then read vectors from the cache.
-    started = time.perf_counter()
-    encoder.encode_poolings(corpus_texts + qtexts, pooling_names, show_progress=show_progress)
-    report.corpus_encode_s = {"+".join(pooling_names): round(time.perf_counter() - started, 3)}
+    report.corpus_encode_s = _encode_once(encoder, run, pooling_names, show_progress)
     with tempfile.TemporaryDirectory(prefix="whitevec-eval-") as scratch:
         base = Path(workdir) if workdir is not None else Path(scratch)
         for pooling in pooling_names:
@@ -339,53 +323,127 @@ def evaluate_retrieval(
             timing_encoder = pooled.without_cache()
             for number, (choice, encoding) in enumerate(plan):
                 label = _label(choice)
-                transform = choice[1] if isinstance(choice, tuple) else choice
                 safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{label}-{encoding}")
                 out = base / f"{dataset.name}-{pooled.pooling.name.replace(':', '_')}-{number}-{safe}"
-                params = {**(index_params or {}), ENCODING: encoding}
-                started = time.perf_counter()
-                retriever = Retriever.build(
-                    dataset.corpus,
-                    out,
-                    encoder=pooled,
-                    transform=copy.deepcopy(transform) if not isinstance(transform, str) else transform,
-                    fit_on=fit_on,
-                    kind=kind,
-                    metric=metric,
-                    backend=backend,
-                    uri=None if uri is None else _per_index_uri(uri, out.name),
-                    index_params=params,
-                    show_progress=show_progress,
-                )
-                build_s = time.perf_counter() - started
+                retriever, build_s = run.build(out, pooled, choice, encoding, show_progress)
                 with retriever:
-                    quality = _quality(retriever, qids, qtexts, dataset.qrels, min(map_depth, retriever.count))
-                    timing = _timings(retriever, timing_encoder, qtexts, latency_queries)
-                    stored = retriever.manifest["index_params"].get(ENCODING, encoding)
-                    report.scores.append(
-                        RetrievalScore(
-                            transform=label,
-                            pooling=pooled.pooling.name,
-                            dim=retriever.dim,
-                            n_docs=retriever.count,
-                            n_queries=quality.n_queries,
-                            recall_10=quality.recall_at[10],
-                            recall_100=quality.recall_at[100],
-                            mrr_10=quality.mrr_10,
-                            ndcg_10=quality.ndcg_10,
-                            map=quality.map,
-                            build_s=round(build_s, 3),
-                            index_bytes=retriever.index_bytes,
-                            folder_bytes=_folder_bytes(out),
-                            encoding=stored,
-                            code_bytes=_code_bytes(stored, retriever),
-                            disk_bytes=parse_encoding(stored).disk_bytes(retriever.dim),
-                            **timing,
-                        )
-                    )
+                    report.scores.append(run.score(retriever, label, encoding, build_s, timing_encoder))
                 if workdir is None:
                     shutil.rmtree(out, ignore_errors=True)  # a big grid would otherwise fill the scratch disk
     return report
+
+
+def _index_params(given: dict[str, Any] | None, encoding: str) -> dict[str, Any]:
+    from whitevec.index.store import ENCODING
+
+    return {**(given or {}), ENCODING: encoding}
+
+
+def _check_backend(
+    plan: list[tuple[TransformChoice, str]],
+    backend: str,
+    kind: str,
+    index_params: dict[str, Any] | None,
+    uri: str | None,
+) -> None:
+    """Refuse, before any encoding, an encoding or parameter the backend cannot take."""
+    from whitevec.index.store import store_class
+
+    for _, encoding in plan:
+        store_class(backend).check_options(kind, _index_params(index_params, encoding), uri)
+
+
+def _judged_queries(dataset: RetrievalDataset, query_ids: Sequence[str] | None) -> dict[str, str]:
+    """``{query id: text}`` of the judged queries to score: all, or those of ``query_ids`` (checked)."""
+    queries = dataset.judged_queries()
+    if query_ids is not None:
+        unknown = [q for q in query_ids if q not in queries]
+        if unknown:
+            raise BadInputError(f"query ids not among the judged queries of {dataset.name}: {unknown[:5]}")
+        queries = {q: queries[q] for q in query_ids}
+    if not queries:
+        raise BadInputError(f"dataset {dataset.name} has no query with a relevant document")
+    return queries
+
+
+@dataclass
+class _Run:
+    """One evaluation: the dataset and the queries scored, and how each index is built (the same fit, kind,
+    metric, backend and parameters for all; the pooling, transform and encoding vary) and scored."""
+
+    dataset: RetrievalDataset
+    queries: dict[str, str]
+    fit_on: str
+    kind: str
+    metric: str
+    backend: str
+    uri: str | None
+    index_params: dict[str, Any] | None
+    map_depth: int
+    latency_queries: int
+
+    def build(
+        self, out: Path, encoder: AnyEncoder, choice: TransformChoice, encoding: str, show_progress: bool | None
+    ) -> tuple[Any, float]:
+        """The index of one configuration at ``out``, loaded, and its build seconds."""
+        from whitevec.index.retriever import Retriever
+
+        transform = choice[1] if isinstance(choice, tuple) else choice
+        started = time.perf_counter()
+        retriever = Retriever.build(
+            self.dataset.corpus,
+            out,
+            encoder=encoder,
+            transform=copy.deepcopy(transform) if not isinstance(transform, str) else transform,
+            fit_on=self.fit_on,
+            kind=self.kind,
+            metric=self.metric,
+            backend=self.backend,
+            uri=None if self.uri is None else _per_index_uri(self.uri, out.name),
+            index_params=_index_params(self.index_params, encoding),
+            show_progress=show_progress,
+        )
+        return retriever, time.perf_counter() - started
+
+    def score(
+        self, retriever: Any, label: str, encoding: str, build_s: float, timing_encoder: AnyEncoder
+    ) -> RetrievalScore:
+        """One index's quality on the queries, its timings and its size."""
+        from whitevec.index.encodings import parse_encoding
+        from whitevec.index.store import ENCODING
+
+        qids, qtexts = list(self.queries), list(self.queries.values())
+        quality = _quality(retriever, qids, qtexts, self.dataset.qrels, min(self.map_depth, retriever.count))
+        timing = _timings(retriever, timing_encoder, qtexts, self.latency_queries)
+        stored = retriever.manifest["index_params"].get(ENCODING, encoding)
+        return RetrievalScore(
+            transform=label,
+            pooling=timing_encoder.pooling.name,
+            dim=retriever.dim,
+            n_docs=retriever.count,
+            n_queries=quality.n_queries,
+            recall_10=quality.recall_at[10],
+            recall_100=quality.recall_at[100],
+            mrr_10=quality.mrr_10,
+            ndcg_10=quality.ndcg_10,
+            map=quality.map,
+            build_s=round(build_s, 3),
+            index_bytes=retriever.index_bytes,
+            folder_bytes=_folder_bytes(retriever.path),
+            encoding=stored,
+            code_bytes=_code_bytes(stored, retriever),
+            disk_bytes=parse_encoding(stored).disk_bytes(retriever.dim),
+            **timing,
+        )
+
+
+def _encode_once(encoder: AnyEncoder, run: _Run, poolings: list[str], show: bool | None) -> dict[str, float]:
+    """One forward pass over the corpus and the queries fills the vector cache for every pooling (the builds then
+    read their vectors from it); its seconds, keyed by the poolings."""
+    started = time.perf_counter()
+    texts = [d.text for d in run.dataset.corpus] + list(run.queries.values())
+    encoder.encode_poolings(texts, poolings, show_progress=show)
+    return {"+".join(poolings): round(time.perf_counter() - started, 3)}
 
 
 def _quality(

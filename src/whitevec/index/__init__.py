@@ -5,10 +5,12 @@
 >>> Retriever.load("idx").search(["how do wings stall?"], k=5)                        # doctest: +SKIP
 """
 
-# The vector stores register themselves by name when their modules are imported (whitevec.index.store).
+# The vector stores and document stores register themselves by name when their modules are imported
+# (whitevec.index.store, whitevec.index.documents).
 from whitevec.datasets.retrieval import Document, read_corpus_file
-from whitevec.index import faiss_store, milvus_store  # noqa: F401
+from whitevec.index import docstore, faiss_store, milvus_store  # noqa: F401
 from whitevec.index.build import build_index, check_build, stored_dim
+from whitevec.index.documents import DocumentStore, document_store_names
 from whitevec.index.encodings import Encoding, list_encodings, parse_encoding, storage_estimate
 from whitevec.index.export import export_faiss
 from whitevec.index.faiss_store import FaissStore
@@ -20,6 +22,7 @@ __all__ = [
     "KINDS",
     "METRICS",
     "Document",
+    "DocumentStore",
     "Encoding",
     "FaissStore",
     "Retriever",
@@ -28,6 +31,7 @@ __all__ = [
     "build_index",
     "check_build",
     "check_encoder",
+    "document_store_names",
     "export_faiss",
     "index_size",
     "list_encodings",

@@ -1,4 +1,5 @@
-"""docs.sqlite: the documents of an index. ``row`` (int64, the id the vector backend knows) -> user ``id``,
+"""docs.sqlite: the documents of an index, the document store every local build writes (``sqlite`` in the
+registry of :mod:`whitevec.index.documents`). ``row`` (int64, the id the vector backend knows) -> user ``id``,
 ``text`` and ``metadata`` (JSON text or NULL). ``id`` is UNIQUE, so SQLite itself refuses a duplicate."""
 
 from __future__ import annotations
@@ -8,10 +9,16 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from whitevec._io import sqlite_uri, writing_to
 from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError, CorruptFileError
+from whitevec.index.documents import register_document_store
+from whitevec.index.layout import DOCS_FILE
+
+if TYPE_CHECKING:
+    from whitevec.index.snapshot import IndexSnapshot
 
 _SCHEMA = "CREATE TABLE docs (row INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, text TEXT NOT NULL, metadata TEXT)"
 
@@ -53,13 +60,17 @@ def _metadata_json(doc: Document) -> str | None:
         raise BadInputError(f"document {doc.id!r} has metadata that is not JSON ({exc})") from None
 
 
+@register_document_store
 class DocStore:
-    """Read access to docs.sqlite (thread-safe: one connection behind a lock).
+    """Read access to docs.sqlite (thread-safe: one connection behind a lock); adds write a new file.
 
     Opened read-only and ``immutable``: a published index's files are never changed in place (a new version
     is written beside and swapped in), so SQLite needs no locks or journal look-ups, and the open file stays
     readable after a newer build has replaced and removed it.
     """
+
+    name: ClassVar[str] = "sqlite"
+    files: ClassVar[tuple[str, ...]] = (DOCS_FILE,)
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -76,6 +87,31 @@ class DocStore:
             raise CorruptFileError(f"{path} is not a readable document store ({exc})") from exc
         self._lock = threading.Lock()
 
+    # --- life cycle -----------------------------------------------------------------------------------------
+    @classmethod
+    def check_manifest(cls, manifest: dict[str, Any]) -> str | None:
+        return None  # beside any vector store
+
+    @classmethod
+    def open(cls, snapshot: IndexSnapshot) -> DocStore:
+        """SQLite opens only a path: checked to be the pinned version's (:meth:`IndexSnapshot.by_path`); the
+        file's checksum is checked through the pinned handle."""
+        docs = snapshot.by_path(DOCS_FILE, cls)
+        try:
+            snapshot.verify(DOCS_FILE)
+        except BaseException:
+            docs.close()
+            raise
+        return docs
+
+    def stage_add(self, folder: Path, docs: Sequence[Document], start_row: int) -> list[str]:
+        self.copy_to(folder / DOCS_FILE)
+        write_docs(folder / DOCS_FILE, docs, start_row=start_row)
+        return [DOCS_FILE]
+
+    def reopen(self, folder: Path) -> DocStore:
+        return DocStore(folder / DOCS_FILE)
+
     def copy_to(self, path: Path) -> None:
         """Write this store's documents to a new file ``path`` (SQLite's online backup: a consistent copy)."""
         with writing_to(path):
@@ -86,6 +122,7 @@ class DocStore:
             finally:
                 target.close()
 
+    # --- data -----------------------------------------------------------------------------------------------
     @property
     def count(self) -> int:
         with self._lock:

@@ -2,7 +2,8 @@
 
 DIR/manifest.json           what built it, counts, versions, sha256 of every file below and of itself
 DIR/transform.safetensors   the fitted transform (absent for transform "none")
-DIR/docs.sqlite             row -> id, text, metadata (JSON)
+DIR/docs.sqlite             row -> id, text, metadata (JSON), unless the documents live elsewhere (the manifest's
+                            ``docs``: :mod:`whitevec.index.documents`)
 DIR/...                     what the vector store keeps there (FAISS: index.faiss, and binary.safetensors for
                             sign codes, rescore.npy for +rescore; Milvus Lite: milvus.db/)
 """
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from whitevec.errors import CorruptFileError
+from whitevec.index.documents import document_store_class, document_store_names, documents_name
 from whitevec.index.manifest import MANIFEST
 from whitevec.index.store import KINDS, METRICS, store_files, store_names
 from whitevec.transforms import Center, Transform, Whitening
@@ -29,13 +31,20 @@ LINEAR_NAMES = ", ".join(cls.__name__ for cls in LINEAR_TRANSFORMS)
 def check_index_manifest(manifest: dict[str, Any], folder: Path) -> None:
     """What the manifest's schema cannot say alone: known choices, and the files this kind of index has."""
     where = folder / MANIFEST
-    for field, allowed in (("metric", METRICS), ("index_kind", KINDS), ("backend", store_names())):
-        if manifest[field] not in allowed:
-            raise CorruptFileError(f"{where}: unknown {field} {manifest[field]!r}; valid: {', '.join(allowed)}")
-    in_milvus = manifest.get("docs") == "milvus"
-    if in_milvus and manifest["backend"] != "milvus":
-        raise CorruptFileError(f"{where}: documents kept in Milvus need the milvus backend")
-    expected = {*store_files(manifest)} | (set() if in_milvus else {DOCS_FILE})
+    docs = documents_name(manifest)
+    for field, value, allowed in (
+        ("metric", manifest["metric"], METRICS),
+        ("index_kind", manifest["index_kind"], KINDS),
+        ("backend", manifest["backend"], store_names()),
+        ("docs", docs, document_store_names()),
+    ):
+        if value not in allowed:
+            raise CorruptFileError(f"{where}: unknown {field} {value!r}; valid: {', '.join(allowed)}")
+    documents = document_store_class(docs)
+    problem = documents.check_manifest(manifest)
+    if problem is not None:
+        raise CorruptFileError(f"{where}: {problem}")
+    expected = {*store_files(manifest), *documents.files}
     if manifest["transform"] is not None:
         expected.add(TRANSFORM_FILE)
         if manifest["transform"]["file"] != TRANSFORM_FILE:

@@ -33,6 +33,7 @@ import numpy as np
 from whitevec._io import writing_to
 from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError, WhitevecError
+from whitevec.index.documents import register_document_store
 from whitevec.index.encodings import SIGN_CODECS, Encoding, parse_encoding
 from whitevec.index.layout import MILVUS_LOCAL
 from whitevec.index.manifest import MANIFEST
@@ -308,7 +309,7 @@ class MilvusStore:
                 manifest["index_kind"],
                 manifest["index_params"],
                 stored_uri=manifest["backend_uri"],
-                docs=manifest.get("docs") == "milvus",
+                docs=manifest.get("docs") == MilvusDocs.name,
             )
 
         uri = manifest["backend_uri"]
@@ -600,15 +601,47 @@ def _stop_lite_server(path: str) -> None:
         server_manager_instance.release_server(path)
 
 
+@register_document_store
 class MilvusDocs:
     """The documents of an index built with ``--engine ray``, read from the scalar fields of its Milvus
-    collection (through the vector store's handle), with the read interface of ``docstore.DocStore``. Adding
-    documents to such an index is not supported (rebuild it)."""
+    collection (``milvus`` in the registry of :mod:`whitevec.index.documents`). It opens its own handle on the
+    collection (an in-process Milvus Lite server is shared between handles). Adding documents to such an index
+    is not supported (rebuild it)."""
+
+    name: ClassVar[str] = "milvus"
+    files: ClassVar[tuple[str, ...]] = ()  # in the collection (and, for in-folder Lite data, in milvus.db/)
 
     def __init__(self, store: MilvusStore, where: str) -> None:
         self.store = store
         self.where = where
 
+    # --- life cycle -----------------------------------------------------------------------------------------
+    @classmethod
+    def check_manifest(cls, manifest: dict[str, Any]) -> str | None:
+        if manifest["backend"] != MilvusStore.name:
+            return "documents kept in Milvus need the milvus backend"
+        return None
+
+    @classmethod
+    def open(cls, snapshot: IndexSnapshot) -> MilvusDocs:
+        return cls(MilvusStore.open(snapshot), str(snapshot.folder))
+
+    def stage_add(self, folder: Path, docs: Sequence[Document], start_row: int) -> list[str]:
+        raise self._refuse()
+
+    def reopen(self, folder: Path) -> MilvusDocs:
+        raise self._refuse()
+
+    def close(self) -> None:
+        self.store.close()
+
+    def _refuse(self) -> BadInputError:
+        return BadInputError(
+            f"the index at {self.where} keeps its documents in Milvus (built with --engine ray); adding to it is "
+            "not supported: rebuild it with the new documents"
+        )
+
+    # --- data -----------------------------------------------------------------------------------------------
     @property
     def count(self) -> int:
         visible = self.store.visible_rows
@@ -623,20 +656,8 @@ class MilvusDocs:
             for row, (doc_id, text, meta) in self.store.documents(wanted).items()
         }
 
-    def _refuse(self) -> BadInputError:
-        return BadInputError(
-            f"the index at {self.where} keeps its documents in Milvus (built with --engine ray); adding to it is "
-            "not supported: rebuild it with the new documents"
-        )
-
     def existing_ids(self, ids: Sequence[str]) -> list[str]:
         raise self._refuse()
 
     def next_row(self) -> int:
         raise self._refuse()
-
-    def copy_to(self, path: Path) -> None:
-        raise self._refuse()
-
-    def close(self) -> None:
-        """The collection handle belongs to the vector store, which closes it."""

@@ -39,6 +39,7 @@ import socket
 import time
 import urllib.parse
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,13 @@ from whitevec.index.build import (
 from whitevec.index.faiss_store import faiss_version
 from whitevec.index.layout import MILVUS_LOCAL, TRANSFORM_FILE
 from whitevec.index.manifest import write_manifest
-from whitevec.index.milvus_store import DOC_TEXT_BYTES, MilvusStore, check_documents_encoding, is_local_uri
+from whitevec.index.milvus_store import (
+    DOC_TEXT_BYTES,
+    MilvusDocs,
+    MilvusStore,
+    check_documents_encoding,
+    is_local_uri,
+)
 from whitevec.index.store import check_choice, sample_rows, stored_form
 from whitevec.transforms import Transform
 from whitevec.transforms.whitening import Whitening
@@ -76,7 +83,6 @@ RAY_HINT = "pip install 'whitevec[ray]'"
 STATE = "state.json"
 ENCODED_LOG = "encoded.log"
 INSERTED_LOG = "inserted.log"
-MILVUS_DOCS = "milvus"
 _CONNECT_TIMEOUT_S = 5.0
 _WRITE_ROWS = 1000
 
@@ -677,7 +683,98 @@ def ray_build(
             build of ``out`` running; nothing half-built is left looking complete (no manifest is written).
     """
     started = time.perf_counter()
-    target = Path(out).expanduser()
+    plan = _plan_build(
+        corpus,
+        Path(out).expanduser(),
+        encoder=encoder,
+        transform=transform,
+        kind=kind,
+        metric=metric,
+        backend=backend,
+        uri=uri,
+        index_params=index_params,
+        ray_address=ray_address,
+        unit_bytes=unit_bytes,
+        fit_sample=fit_sample,
+        fit_seed=fit_seed,
+    )
+    pool = _Pool(ray_address, workers, cpus_per_worker, gpus_per_worker, quiet)
+    with build_lock(plan.target):
+        folder = work_folder(plan.target)
+        state = _open_work(folder, plan.config)
+        encoded = _encode_and_fit(plan, pool, folder, state)
+        store = _open_collection(folder, state, encoded.dim, plan.metric, plan.kind, plan.index_params, plan.uri)
+        try:
+            _write_vectors(store, folder, plan.units, encoded.counts, plan.fitted, plan.metric)
+            replaced = _publish(plan, encoded, folder, store, started)
+        finally:
+            store.close()
+        shutil.rmtree(folder, ignore_errors=True)
+        if replaced is not None:
+            with contextlib.suppress(BadInputError):
+                MilvusStore.discard(replaced)
+        return plan.target
+
+
+@dataclass
+class _BuildPlan:
+    """A checked build: where it goes, what it stores, the transform to fit, the units of the corpus, and the
+    configuration a resumed run must match (``state.json``)."""
+
+    target: Path
+    encoder: dict[str, Any]
+    fitted: Transform | None  # fitted here (needs_fit), or given fitted, or None
+    spec: str | None
+    needs_fit: bool
+    fit_sample: int | None
+    fit_seed: int
+    kind: str
+    metric: str
+    uri: str | None
+    index_params: dict[str, Any] | None
+    units: list[CorpusUnit]
+    config: dict[str, Any]
+
+
+@dataclass
+class _Pool:
+    """Where and how wide the encoding runs: the Ray address and the actor pool's size and resources."""
+
+    address: str | None
+    workers: int | None
+    cpus_per_worker: float
+    gpus_per_worker: float
+    quiet: bool
+
+
+@dataclass
+class _Encoded:
+    """What the encode and fit steps leave: rows per unit, the actors' description of their encoder, the rows
+    the transform was fitted on, and the stored dimension."""
+
+    counts: dict[int, int]
+    fields: dict[str, Any]
+    fit_rows: int
+    dim: int
+
+
+def _plan_build(
+    corpus: str | os.PathLike[str],
+    target: Path,
+    *,
+    encoder: dict[str, Any],
+    transform: str | Transform | None,
+    kind: str,
+    metric: str,
+    backend: str,
+    uri: str | None,
+    index_params: dict[str, Any] | None,
+    ray_address: str | None,
+    unit_bytes: int | None,
+    fit_sample: int | None,
+    fit_seed: int,
+) -> _BuildPlan:
+    """Step 1: everything checked that can be before Ray starts, and the corpus cut into units."""
     check_backend(backend)
     require_ray()
     if ray_address:
@@ -704,93 +801,114 @@ def ray_build(
         "index_params": index_params,
         "uri": uri,
     }
-    with build_lock(target):
-        folder = work_folder(target)
-        state = _open_work(folder, config)
-        fields: dict[str, Any] = {}
-        try:
-            with ray_session(ray_address, quiet=quiet) as ray:
-                counts = encode_units(
-                    ray,
-                    units,
-                    folder,
-                    folder / ENCODED_LOG,
-                    encoder,
-                    workers=workers,
-                    cpus_per_worker=cpus_per_worker,
-                    gpus_per_worker=gpus_per_worker,
-                    moments=needs_fit and fit_sample is None,
-                    max_text_bytes=DOC_TEXT_BYTES,
-                    described=fields,
-                )
-            _check_ids(folder, units, counts)
-            rows = 0
-            if needs_fit and fit_sample is not None:
-                assert fitted is not None
-                rows = fit_on_sample(folder, units, counts, fitted, fit_sample, fit_seed)
-            elif needs_fit:
-                assert isinstance(fitted, Whitening)
-                rows = _merge_moments(folder, units, counts, fitted)
-        except RayConnectionError:
-            raise  # nothing wrong with the build: keep its work for the next run
-        except BadInputError:
-            _discard_work(folder, state)
-            raise
-        if not fields:  # every unit was encoded by an earlier run: describe the encoder here
-            from whitevec.encoders import load_encoder
+    return _BuildPlan(
+        target,
+        encoder,
+        fitted,
+        spec,
+        needs_fit,
+        fit_sample,
+        fit_seed,
+        kind,
+        metric,
+        uri,
+        index_params,
+        units,
+        config,
+    )
 
-            with load_encoder(**encoder, cache=False) as loaded:
-                fields = encoder_fields(loaded)
-        total = sum(counts.values())
-        source = "corpus" if fit_sample is None else f"corpus sample (seed {fit_seed})"
-        info = None if fitted is None or spec is None else transform_info(fitted, spec, source, rows)
-        dim = int(fitted.transform(np.zeros((1, fields["encoder_dim"]), np.float32)).shape[1]) if fitted else None
-        dim = dim or int(fields["encoder_dim"])
-        store = _open_collection(folder, state, dim, metric, kind, index_params, uri)
-        try:
-            _write_vectors(store, folder, units, counts, fitted, metric)
-            if store.count != total:
-                raise WhitevecError(
-                    f"Milvus collection {store.collection} holds {store.count} rows after the build, expected "
-                    f"{total}; run the build again (it resumes from {folder})"
-                )
-            params, location = store.params(), store.location()
-            store.release()
-            replaced: list[dict[str, Any] | None] = [None]
 
-            def note_replaced() -> None:
-                replaced[0] = _check_target(target)
+def _encode_and_fit(plan: _BuildPlan, pool: _Pool, folder: Path, state: dict[str, Any]) -> _Encoded:
+    """Steps 2 and 3: encode the units not yet encoded, check the ids, fit the transform (on a sample, or from
+    the merged moments). A bad input removes the work; an unreachable cluster keeps it for the next run."""
+    fields: dict[str, Any] = {}
+    try:
+        with ray_session(pool.address, quiet=pool.quiet) as ray:
+            counts = encode_units(
+                ray,
+                plan.units,
+                folder,
+                folder / ENCODED_LOG,
+                plan.encoder,
+                workers=pool.workers,
+                cpus_per_worker=pool.cpus_per_worker,
+                gpus_per_worker=pool.gpus_per_worker,
+                moments=plan.needs_fit and plan.fit_sample is None,
+                max_text_bytes=DOC_TEXT_BYTES,
+                described=fields,
+            )
+        _check_ids(folder, plan.units, counts)
+        rows = 0
+        if plan.needs_fit and plan.fit_sample is not None:
+            assert plan.fitted is not None
+            rows = fit_on_sample(folder, plan.units, counts, plan.fitted, plan.fit_sample, plan.fit_seed)
+        elif plan.needs_fit:
+            assert isinstance(plan.fitted, Whitening)
+            rows = _merge_moments(folder, plan.units, counts, plan.fitted)
+    except RayConnectionError:
+        raise  # nothing wrong with the build: keep its work for the next run
+    except BadInputError:
+        _discard_work(folder, state)
+        raise
+    if not fields:  # every unit was encoded by an earlier run: describe the encoder here
+        from whitevec.encoders import load_encoder
 
-            with atomic_dir(target, before_swap=note_replaced) as tmp:
-                names: list[str] = []
-                if fitted is not None:
-                    fitted.save(tmp / TRANSFORM_FILE)
-                    names.append(TRANSFORM_FILE)
-                if uri is None:
-                    os.replace(folder / MILVUS_LOCAL, tmp / MILVUS_LOCAL)
-                manifest = {
-                    **fields,
-                    "dim": dim,
-                    "transform": info,
-                    "metric": metric,
-                    "index_kind": kind,
-                    "index_params": params,
-                    "count": total,
-                    "backend": "milvus",
-                    **location,
-                    "docs": MILVUS_DOCS,
-                    "faiss": faiss_version(),
-                    "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                    "build_seconds": round(time.perf_counter() - started, 3),
-                }
-                write_manifest(tmp, manifest, names)
-        finally:
-            store.close()
-        shutil.rmtree(folder, ignore_errors=True)
-        if replaced[0] is not None:
-            with contextlib.suppress(BadInputError):
-                MilvusStore.discard(replaced[0])
-        return target
+        with load_encoder(**plan.encoder, cache=False) as loaded:
+            fields = encoder_fields(loaded)
+    encoder_dim = int(fields["encoder_dim"])
+    dim = int(plan.fitted.transform(np.zeros((1, encoder_dim), np.float32)).shape[1]) if plan.fitted else None
+    return _Encoded(counts, fields, rows, dim or encoder_dim)
+
+
+def _publish(
+    plan: _BuildPlan, encoded: _Encoded, folder: Path, store: MilvusStore, started: float
+) -> dict[str, Any] | None:
+    """Step 5: check the collection holds every row, then swap in the index folder (the transform, Milvus Lite's
+    data when it lives in the folder, the manifest last); returns the manifest of the version it replaced."""
+    total = sum(encoded.counts.values())
+    if store.count != total:
+        raise WhitevecError(
+            f"Milvus collection {store.collection} holds {store.count} rows after the build, expected "
+            f"{total}; run the build again (it resumes from {folder})"
+        )
+    source = "corpus" if plan.fit_sample is None else f"corpus sample (seed {plan.fit_seed})"
+    fitted = plan.fitted
+    info = (
+        None
+        if fitted is None or plan.spec is None
+        else transform_info(fitted, plan.spec, source, encoded.fit_rows)
+    )
+    params, location = store.params(), store.location()
+    store.release()
+    replaced: list[dict[str, Any] | None] = [None]
+
+    def note_replaced() -> None:
+        replaced[0] = _check_target(plan.target)
+
+    with atomic_dir(plan.target, before_swap=note_replaced) as tmp:
+        names: list[str] = []
+        if fitted is not None:
+            fitted.save(tmp / TRANSFORM_FILE)
+            names.append(TRANSFORM_FILE)
+        if plan.uri is None:
+            os.replace(folder / MILVUS_LOCAL, tmp / MILVUS_LOCAL)
+        manifest = {
+            **encoded.fields,
+            "dim": encoded.dim,
+            "transform": info,
+            "metric": plan.metric,
+            "index_kind": plan.kind,
+            "index_params": params,
+            "count": total,
+            "backend": "milvus",
+            **location,
+            "docs": MilvusDocs.name,
+            "faiss": faiss_version(),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "build_seconds": round(time.perf_counter() - started, 3),
+        }
+        write_manifest(tmp, manifest, names)
+    return replaced[0]
 
 
 def _open_collection(

@@ -3,7 +3,8 @@
 ``Retriever.build`` writes an index folder (:mod:`whitevec.index.build`; the layout is in
 :mod:`whitevec.index.layout`); ``Retriever.load`` opens one consistent version of it
 (:mod:`whitevec.index.snapshot`). The vector store is whichever backend the manifest names
-(:mod:`whitevec.index.store`): nothing here depends on which.
+(:mod:`whitevec.index.store`), the document store whichever ``docs`` names (:mod:`whitevec.index.documents`):
+nothing here depends on which.
 
 ``k`` larger than the number of documents is clamped to that number, with a logged warning
 (``logging.getLogger("whitevec.index.retriever")``); ``k`` below 1 is a BadInputError.
@@ -27,10 +28,9 @@ from whitevec._io import atomic_dir, writers_lock, writing_to
 from whitevec.datasets.retrieval import Document, check_unique_ids
 from whitevec.errors import BadInputError, CorruptFileError, DimensionMismatchError
 from whitevec.index.build import as_documents, build_index, encoder_fields
-from whitevec.index.docstore import DocStore, write_docs
-from whitevec.index.layout import DOCS_FILE, TRANSFORM_FILE, check_index_manifest
+from whitevec.index.documents import DocumentStore, documents_of
+from whitevec.index.layout import TRANSFORM_FILE, check_index_manifest
 from whitevec.index.manifest import SELF_CHECKSUM, write_manifest
-from whitevec.index.milvus_store import MilvusDocs, MilvusStore
 from whitevec.index.snapshot import IndexSnapshot, read_consistent
 from whitevec.index.store import VectorStore, store_class, store_files, stored_form
 from whitevec.preflight import check_device, check_texts
@@ -69,7 +69,7 @@ class Retriever:
         encoder: EncoderLike,
         transform: Transform | None,
         store: VectorStore,
-        docs: DocStore | MilvusDocs,
+        docs: DocumentStore,
         *,
         owns_encoder: bool = False,
     ) -> None:
@@ -291,13 +291,12 @@ class Retriever:
             with atomic_dir(self.path) as tmp:
                 staged = self.store.stage_add(tmp)
                 staged.add(ids, vectors)
-                files = [DOCS_FILE, *staged.save(tmp)]
+                files = [*staged.save(tmp)]
                 if transform_bytes is not None:
                     with writing_to(tmp / TRANSFORM_FILE):
                         (tmp / TRANSFORM_FILE).write_bytes(transform_bytes)
                     files.append(TRANSFORM_FILE)
-                self._docs.copy_to(tmp / DOCS_FILE)
-                write_docs(tmp / DOCS_FILE, items, start_row=start)
+                files = [*self._docs.stage_add(tmp, items, start), *files]
                 written = write_manifest(tmp, manifest, files)
         except BaseException:
             if staged is not None:
@@ -308,7 +307,7 @@ class Retriever:
             with contextlib.suppress(Exception):
                 self.store = self.store.reopen(self.path, self.manifest)
             raise
-        docs = DocStore(self.path / DOCS_FILE)
+        docs = self._docs.reopen(self.path)
         self._docs.close()
         self._docs = docs
         self.store = staged.reopen(self.path, written)
@@ -379,35 +378,29 @@ def check_encoder(encoder: EncoderLike, manifest: dict[str, Any]) -> None:
 
 def _open_version(
     snapshot: IndexSnapshot, device: str
-) -> tuple[dict[str, Any], Transform | None, VectorStore, DocStore | MilvusDocs]:
+) -> tuple[dict[str, Any], Transform | None, VectorStore, DocumentStore]:
     """Manifest, transform (on ``device``, for one that runs on torch), vectors and documents of one pinned
     version (see :mod:`whitevec.index.snapshot`)."""
     manifest, folder = snapshot.manifest, snapshot.folder
     check_index_manifest(manifest, folder)
-    # The path-only opens first, while the pinned version is most likely still the current one.
-    in_milvus = manifest.get("docs") == "milvus"
-    docs: DocStore | MilvusDocs | None = None if in_milvus else snapshot.by_path(DOCS_FILE, DocStore)
+    # The documents first: a store that opens them by path (SQLite) does so while the pinned version is most
+    # likely still the current one.
+    docs = documents_of(manifest).open(snapshot)
     store: VectorStore | None = None
     try:
-        if docs is not None:
-            snapshot.verify(DOCS_FILE)
         transform = (
             Transform.from_bytes(snapshot.read_bytes(TRANSFORM_FILE), str(folder / TRANSFORM_FILE), device=device)
             if manifest["transform"] is not None
             else None
         )
         store = store_class(manifest["backend"]).open(snapshot)
-        if docs is None:
-            assert isinstance(store, MilvusStore)
-            docs = MilvusDocs(store, str(folder))
         if docs.count != manifest["count"] or store.count < manifest["count"]:
             raise CorruptFileError(
                 f"index at {folder} is inconsistent: manifest count {manifest['count']}, documents {docs.count}, "
                 f"vectors {store.count}; rebuild the index"
             )
     except BaseException:
-        if docs is not None:
-            docs.close()
+        docs.close()
         if store is not None:
             store.close()
         raise

@@ -251,8 +251,6 @@ def create_app(retriever: RetrieverLike, settings: ServeSettings | None = None) 
         settings.batch_wait_ms,
         settings.batch_regroup_fraction,
     )
-    manifest = public_manifest(dict(retriever.manifest))
-    SearchRequest, EmbedRequest = request_models(settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -264,22 +262,41 @@ def create_app(retriever: RetrieverLike, settings: ServeSettings | None = None) 
         version=__version__,
         summary="Search an index of whitened sentence vectors.",
         lifespan=lifespan,
-        docs_url=None,  # served below from local files, under the page's CSP
+        docs_url=None,  # served by _add_page_routes from local files, under the page's CSP
         redoc_url=None,
         swagger_ui_oauth2_redirect_url=None,
     )
     app.state.settings = settings
     app.state.worker = worker
     app.state.retriever = retriever
+    _add_error_handlers(app, settings)
+    guard = _key_guard(settings)
+    _add_service_routes(app, retriever, worker, settings, guard)
+    _add_recall_routes(app, retriever, worker, settings, guard)
+    _add_page_routes(app)
+    _add_middleware(app, worker, settings)
+    return app
 
+
+# The dependencies of a keyed route (which document the API key header in OpenAPI) and its refusals (401).
+KeyGuard = tuple[list[Any], tuple[int, ...]]
+
+
+def _key_guard(settings: ServeSettings) -> KeyGuard:
+    """The dependencies that document the API key header in OpenAPI (ApiKeyMiddleware checks it, before any body
+    is read), and the refusal (401) a keyed route can give; neither without a key."""
+    if settings.api_key is None:
+        return [], ()
     key_header = APIKeyHeader(
         name=API_KEY_HEADER,
         auto_error=False,
         description=f"Needed when the server was started with {API_KEY_ENV} set.",
     )
-    # Only documents the header in OpenAPI; ApiKeyMiddleware checks it before any body is read.
-    secured = [Security(key_header)] if settings.api_key is not None else []
-    key_refusal = (401,) if settings.api_key is not None else ()
+    return [Security(key_header)], (401,)
+
+
+def _add_error_handlers(app: FastAPI, settings: ServeSettings) -> None:
+    """Bad requests as 422 with one line naming the limit, a stopped worker as 503, faults as a logged 500."""
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -300,6 +317,14 @@ def create_app(retriever: RetrieverLike, settings: ServeSettings | None = None) 
     async def _bug(_: Request, exc: Exception) -> JSONResponse:
         logger.exception("unexpected error while serving a request")
         return JSONResponse({"detail": "internal server error (logged on the server)"}, status_code=500)
+
+
+def _add_service_routes(
+    app: FastAPI, retriever: RetrieverLike, worker: RetrieverWorker, settings: ServeSettings, guard: KeyGuard
+) -> None:
+    """/health (open) and /info."""
+    manifest = public_manifest(dict(retriever.manifest))
+    secured, key_refusal = guard
 
     @app.get("/health", response_model=HealthResponse, responses=_responses(400, 500, 503), tags=["service"])
     async def health() -> HealthResponse:
@@ -325,6 +350,14 @@ def create_app(retriever: RetrieverLike, settings: ServeSettings | None = None) 
         """The index manifest (model, pooling, transform, dims, metric, kind, count, versions, checksums),
         without file paths, and the request limits."""
         return InfoResponse(manifest=manifest, count=int(retriever.count), limits=settings.public())
+
+
+def _add_recall_routes(
+    app: FastAPI, retriever: RetrieverLike, worker: RetrieverWorker, settings: ServeSettings, guard: KeyGuard
+) -> None:
+    """POST /search and /embed: the texts go to the worker thread, the answer is shaped here."""
+    SearchRequest, EmbedRequest = request_models(settings)
+    secured, key_refusal = guard
 
     async def search(body: Any, request: Request) -> Response:
         """The k documents nearest each query: ids, scores and texts, best first."""
@@ -354,6 +387,10 @@ def create_app(retriever: RetrieverLike, settings: ServeSettings | None = None) 
             tags=["recall"],
         )(endpoint)
 
+
+def _add_page_routes(app: FastAPI) -> None:
+    """The search page at /, the API docs at /docs (Swagger UI from local files), and their static files."""
+
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
         return FileResponse(STATIC_DIR / "index.html", media_type="text/html", headers=PAGE_HEADERS)
@@ -374,7 +411,10 @@ def create_app(retriever: RetrieverLike, settings: ServeSettings | None = None) 
 
     app.mount("/static", with_headers(StaticFiles(directory=STATIC_DIR), PAGE_HEADERS), name="static")
 
-    # Added last runs first: the arrival count, the Host, then the key, then the body.
+
+def _add_middleware(app: FastAPI, worker: RetrieverWorker, settings: ServeSettings) -> None:
+    """The checks before a route runs. Added last runs first: the arrival count, the Host, then the key, then
+    the body."""
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s)
     if settings.api_key is not None:
         open_paths = {"/health", "/", "/docs", app.openapi_url}
@@ -390,4 +430,3 @@ def create_app(retriever: RetrieverLike, settings: ServeSettings | None = None) 
     if "*" not in hosts and (settings.api_key is None or hosts):
         app.add_middleware(HostCheckMiddleware, allowed=hosts)
     app.add_middleware(ArrivalMiddleware, worker=worker, paths=frozenset({"/search", "/embed"}))
-    return app

@@ -37,6 +37,7 @@ list where the time runs out (recorded per candidate), and the encode cost.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import os
@@ -44,7 +45,7 @@ import re
 import sys
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -419,24 +420,31 @@ def model_poolings(
     return out
 
 
-def _progress(show: bool | None, total: int) -> Any:
+@contextlib.contextmanager
+def _progress(show: bool | None, total: int) -> Iterator[Callable[[], None]]:
+    """A progress bar over ``total`` candidates (``show`` None: on a terminal only); yields its advance."""
     if show is None:
         show = sys.stderr.isatty()
     if not show:
-        return None
+        yield lambda: None
+        return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    return Progress(
+    with Progress(
         TextColumn("tuning {task.fields[what]}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=Console(stderr=True),
         transient=True,
-    )
+    ) as progress:
+        task = progress.add_task("tune", total=total, what="candidates")
+        yield lambda: progress.advance(task)
 
 
+# Over 80 lines only by its 19 documented keyword arguments: the body is the module docstring's protocol, one
+# step a call (check, items, encode, plan, score, choose, check by folds, configuration).
 def tune(
     dev: StsTask | Sequence[Pair] | RetrievalDataset,
     *,
@@ -496,14 +504,66 @@ def tune(
     encoding_names = check_encodings(encodings)
     if kind == "sts":
         check_pair_encodings(encoding_names)
-    models = [str(m) for m in models]
-    poolings = [str(p) for p in poolings]
-    if not models or not poolings:
+    models, poolings = _check_options(models, poolings, encoders, encoder_options)
+    model_poolings_ = model_poolings(models, poolings, encoders)
+    _check_run_options(folds, n_boot, max_bytes_per_vector, max_seconds)
+    items = _gather_items(kind, metric_name, dev, test, test_queries, fit_texts)
+    notes = list(items.notes)
+    for note in notes:
+        warnings.warn(note, WhitevecWarning, stacklevel=2)
+    vectors, info = _encode_texts(model_poolings_, items.texts, encoders, encoder_options, show_progress)
+    grid = _Grid(model_poolings_, specs, encoding_names, include_flow, max_bytes_per_vector)
+    plan = _plan_candidates(grid, info, items, notes)
+    box = _TimeBox(started, max_seconds)
+    results, scored = _score_candidates(plan, vectors, info, items, box, show_progress)
+    if box.cut:
+        notes.append(f"{box.cut} candidates not scored: the time box of {max_seconds:g} s ran out")
+    choice = _choose_on_dev(scored, items, n_boot, seed, max_bytes_per_vector)
+    checks = [] if items.n_test else _check_by_folds(scored, items, folds, n_boot, seed, max_bytes_per_vector)
+    config = _tuned_config(scored, choice, info, items, seed, n_boot)
+    result = TuneResult(
+        kind=kind,
+        metric=metric_name,
+        n_dev=items.n_dev,
+        n_test=items.n_test,
+        n_fit=len(items.fit),
+        seed=seed,
+        n_boot=n_boot,
+        folds=folds,
+        max_bytes_per_vector=max_bytes_per_vector,
+        candidates=results,
+        config=config,
+        checks=checks,
+        notes=notes,
+    )
+    result.seconds = round(time.perf_counter() - started, 3)
+    config.selection["check"] = result.check_summary()
+    return result
+
+
+# --- the steps of a run ----------------------------------------------------------------------------------------
+def _check_options(
+    models: Sequence[str],
+    poolings: Sequence[str],
+    encoders: Mapping[str, Any] | None,
+    encoder_options: Mapping[str, Any] | None,
+) -> tuple[list[str], list[str]]:
+    """The models and poolings as lists of names; every model to load found (and the cache usable) before the
+    first one loads."""
+    model_names = [str(m) for m in models]
+    pooling_names = [str(p) for p in poolings]
+    if not model_names or not pooling_names:
         raise BadInputError("give at least one model and one pooling")
-    for model in models:  # every model found (and the cache usable) before the first one loads
+    for model in model_names:
         if model not in (encoders or {}):
             check_encoder(model, (encoder_options or {}).get("cache", True))
-    model_poolings_ = model_poolings(models, poolings, encoders)
+    return model_names, pooling_names
+
+
+def _check_run_options(
+    folds: int, n_boot: int, max_bytes_per_vector: int | None, max_seconds: float | None
+) -> None:
+    """The options of the choice and its check, refused before any model loads."""
     if folds < 2:
         raise BadInputError(f"folds must be at least 2, got {folds}")
     if n_boot < 100:
@@ -512,72 +572,120 @@ def tune(
         raise BadInputError(f"max_bytes_per_vector must be a positive number of bytes, got {max_bytes_per_vector}")
     if max_seconds is not None and max_seconds <= 0:
         raise BadInputError(f"max_seconds must be positive, got {max_seconds}")
-    notes: list[str] = []
 
-    # --- the items -------------------------------------------------------------------------------------
+
+@dataclass
+class _Items:
+    """The labelled items of a run: the texts to encode (each once), the fit texts, the gold scores (pairs), and
+    the rows of the texts each dev and test item reads (see :func:`_item_rows`)."""
+
+    kind: str
+    metric: str
+    data: Any  # the dev data: a retrieval run ranks its corpus's ids
+    texts: list[str]
+    fit: list[str]
+    n_dev: int
+    n_test: int
     gold: np.ndarray | None = None
     test_gold: np.ndarray | None = None
-    texts: list[str]
-    if kind == "sts":
-        dev_pairs = _pairs(dev, "dev")  # type: ignore[arg-type]
-        test_pairs = _pairs(test, "test") if test is not None else []
-        check_scores_vary(dev_pairs, "the dev data")
-        gold = np.array([p.score for p in dev_pairs], dtype=np.float64)
-        if test_pairs:
-            check_scores_vary(test_pairs, "the test data")
-            test_gold = np.array([p.score for p in test_pairs], dtype=np.float64)
-        pair_texts = [s for p in [*dev_pairs, *test_pairs] for s in (p.sentence1, p.sentence2)]
-        fit = list(dict.fromkeys(fit_texts if fit_texts is not None else pair_texts))
-        texts = list(dict.fromkeys([*pair_texts, *fit]))
-        n_dev, n_test = len(dev_pairs), len(test_pairs)
-        if n_dev < MIN_PAIRS:
-            notes.append(
-                f"only {n_dev} dev pairs (fewer than {MIN_PAIRS}): too few for a stable choice; none is kept "
-                "unless a gain is significant even so"
-            )
-    else:
-        assert isinstance(dev, RetrievalDataset)
-        judged = dev.judged_queries()
-        held = set(test_queries or ())
-        unknown = sorted(held - set(judged))
-        if unknown:
-            raise BadInputError(
-                f"test query ids not among the judged queries of {dev.name}: {', '.join(unknown[:5])}"
-            )
-        dev_q = [q for q in judged if q not in held]
-        test_q = [q for q in judged if q in held]
-        if len(dev_q) < 2:
-            raise BadInputError(
-                f"{len(dev_q)} judged dev queries; tuning needs at least 2 (and 10 for a stable choice)"
-            )
-        doc_texts = [d.text for d in dev.corpus]
-        # The corpus as an index fits on it (Retriever.build): every document, a repeated text as often as it
-        # occurs, so that ``index build --config`` gives the vectors scored here (on Cranfield one repeated
-        # document moved pca-128 + sq8 by 0.18 nDCG@10 when fitted on the distinct texts only).
-        fit = list(dict.fromkeys(fit_texts)) if fit_texts is not None else doc_texts
-        texts = list(dict.fromkeys([*doc_texts, *(judged[q] for q in [*dev_q, *test_q]), *fit]))
-        n_dev, n_test = len(dev_q), len(test_q)
-        if n_dev < MIN_QUERIES:
-            notes.append(
-                f"only {n_dev} judged dev queries (fewer than {MIN_QUERIES}): too few for a stable choice; none "
-                "is kept unless a gain is significant even so"
-            )
-    if kind == "sts" and n_dev < 2:
-        raise BadInputError(f"{n_dev} dev pairs; tuning needs at least 2 (and {MIN_PAIRS} for a stable choice)")
-    if not fit:
-        raise BadInputError("no unlabelled text to fit the transforms on")
-    for note in notes:
-        warnings.warn(note, WhitevecWarning, stacklevel=2)
+    notes: list[str] = field(default_factory=list)
+    dev_rows: _Rows = field(default_factory=lambda: _Rows())
+    test_rows: _Rows | None = None
+    fit_rows: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    scored_rows: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    stored_rows: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
-    # --- vectors, once per model -----------------------------------------------------------------------
-    row_of = {t: i for i, t in enumerate(texts)}
-    fit_rows = np.array([row_of[t] for t in fit], dtype=np.int64)
+
+def _gather_items(
+    kind: str,
+    metric: str,
+    dev: Any,
+    test: Any,
+    test_queries: Sequence[str] | None,
+    fit_texts: Sequence[str] | None,
+) -> _Items:
+    """The dev (and test) items, checked, and the texts they read; notes when the dev data is small."""
+    if kind == "sts":
+        items = _sts_items(dev, test, fit_texts, metric)
+    else:
+        items = _retrieval_items(dev, test_queries, fit_texts, metric)
+    if kind == "sts" and items.n_dev < 2:
+        raise BadInputError(
+            f"{items.n_dev} dev pairs; tuning needs at least 2 (and {MIN_PAIRS} for a stable choice)"
+        )
+    if not items.fit:
+        raise BadInputError("no unlabelled text to fit the transforms on")
+    row_of = {t: i for i, t in enumerate(items.texts)}
+    items.fit_rows = np.array([row_of[t] for t in items.fit], dtype=np.int64)
+    items.dev_rows, items.test_rows = _item_rows(kind, dev, test, test_queries, row_of)
+    items.scored_rows, items.stored_rows = _scored_rows(items.dev_rows, items.test_rows)
+    return items
+
+
+def _sts_items(dev: Any, test: Any, fit_texts: Sequence[str] | None, metric: str) -> _Items:
+    dev_pairs = _pairs(dev, "dev")
+    test_pairs = _pairs(test, "test") if test is not None else []
+    check_scores_vary(dev_pairs, "the dev data")
+    gold = np.array([p.score for p in dev_pairs], dtype=np.float64)
+    test_gold = None
+    if test_pairs:
+        check_scores_vary(test_pairs, "the test data")
+        test_gold = np.array([p.score for p in test_pairs], dtype=np.float64)
+    pair_texts = [s for p in [*dev_pairs, *test_pairs] for s in (p.sentence1, p.sentence2)]
+    fit = list(dict.fromkeys(fit_texts if fit_texts is not None else pair_texts))
+    texts = list(dict.fromkeys([*pair_texts, *fit]))
+    items = _Items("sts", metric, dev, texts, fit, len(dev_pairs), len(test_pairs), gold, test_gold)
+    if items.n_dev < MIN_PAIRS:
+        items.notes.append(
+            f"only {items.n_dev} dev pairs (fewer than {MIN_PAIRS}): too few for a stable choice; none is kept "
+            "unless a gain is significant even so"
+        )
+    return items
+
+
+def _retrieval_items(
+    dev: RetrievalDataset, test_queries: Sequence[str] | None, fit_texts: Sequence[str] | None, metric: str
+) -> _Items:
+    judged = dev.judged_queries()
+    held = set(test_queries or ())
+    unknown = sorted(held - set(judged))
+    if unknown:
+        raise BadInputError(f"test query ids not among the judged queries of {dev.name}: {', '.join(unknown[:5])}")
+    dev_q = [q for q in judged if q not in held]
+    test_q = [q for q in judged if q in held]
+    if len(dev_q) < 2:
+        raise BadInputError(
+            f"{len(dev_q)} judged dev queries; tuning needs at least 2 (and 10 for a stable choice)"
+        )
+    doc_texts = [d.text for d in dev.corpus]
+    # The corpus as an index fits on it (Retriever.build): every document, a repeated text as often as it
+    # occurs, so that ``index build --config`` gives the vectors scored here (on Cranfield one repeated
+    # document moved pca-128 + sq8 by 0.18 nDCG@10 when fitted on the distinct texts only).
+    fit = list(dict.fromkeys(fit_texts)) if fit_texts is not None else doc_texts
+    texts = list(dict.fromkeys([*doc_texts, *(judged[q] for q in [*dev_q, *test_q]), *fit]))
+    items = _Items("retrieval", metric, dev, texts, fit, len(dev_q), len(test_q))
+    if items.n_dev < MIN_QUERIES:
+        items.notes.append(
+            f"only {items.n_dev} judged dev queries (fewer than {MIN_QUERIES}): too few for a stable choice; none "
+            "is kept unless a gain is significant even so"
+        )
+    return items
+
+
+def _encode_texts(
+    model_poolings_: dict[str, list[str]],
+    texts: list[str],
+    encoders: Mapping[str, Any] | None,
+    options: Mapping[str, Any] | None,
+    show_progress: bool | None,
+) -> tuple[dict[tuple[str, str], np.ndarray], dict[str, dict[str, Any]]]:
+    """Every text encoded once per model, all its poolings from one pass: ``{(model, pooling): vectors}``, and
+    each model's description (dimension, max_length, fingerprint) with its encode cost."""
     vectors: dict[tuple[str, str], np.ndarray] = {}
     info: dict[str, dict[str, Any]] = {}
-    for model in models:
+    for model, own in model_poolings_.items():
         given = (encoders or {}).get(model)
-        own = model_poolings_[model]
-        encoder = given if given is not None else _make_encoder(model, own[0], encoder_options)
+        encoder = given if given is not None else _make_encoder(model, own[0], options)
         try:
             for pooling in own:  # fail on a pooling the model cannot compute before encoding
                 if hasattr(encoder, "with_pooling"):
@@ -589,151 +697,232 @@ def tune(
                 encoder.close()
         for pooling in own:
             vectors[(model, pooling)] = found[pooling]
+    return vectors, info
 
-    # --- candidates, cheapest first (flow last, so a time box cuts the slow ones) --------------------------
-    from whitevec.index.faiss_store import TRAIN_SAMPLE, encoded_vectors
 
-    dev_index, test_index = _item_rows(kind, dev, test, test_queries, row_of)
-    scored_rows, stored_rows = _scored_rows(dev_index, test_index)
-    n_train = min(stored_rows.size, TRAIN_SAMPLE)
+@dataclass
+class _Grid:
+    """What the user asked to consider: the axes of the candidate grid, and the budget."""
+
+    poolings: dict[str, list[str]]  # model -> the poolings it is tuned with
+    specs: list[str] | None  # None: each model's default transforms
+    encodings: list[str]
+    include_flow: bool
+    budget: int | None  # max bytes per vector
+
+
+@dataclass
+class _Plan:
+    """The candidates to score, baseline first, flow last; those the plan already knows it cannot score, with
+    the reason (an encoding that cannot take the transform's output)."""
+
+    candidates: list[Candidate]
+    skipped: dict[Candidate, str]
+
+
+def _plan_candidates(grid: _Grid, info: dict[str, dict[str, Any]], items: _Items, notes: list[str]) -> _Plan:
+    """Every candidate of the grid, cheapest first and flow last (so a time box cuts the slow ones); those over
+    the budget left out (the baseline excepted). Notes what was lowered, skipped or left out."""
+    from whitevec.index.faiss_store import TRAIN_SAMPLE
+
+    n_train = min(items.stored_rows.size, TRAIN_SAMPLE)
     plan: list[Candidate] = []
-    skipped_plan: dict[Candidate, str] = {}  # left out before fitting: an encoding that cannot take the candidate
+    skipped: dict[Candidate, str] = {}
     over_budget = 0
-    for model in models:
+    for model, poolings in grid.poolings.items():
         dim = int(info[model]["dim"])
-        grid = specs if specs is not None else check_transforms(default_transforms(dim, include_flow=include_flow))
-        for spec in grid:
+        specs = grid.specs
+        if specs is None:
+            specs = check_transforms(default_transforms(dim, include_flow=grid.include_flow))
+        for spec in specs:
             check_transform_for_dim(spec, dim)
-        for pooling in model_poolings_[model]:
-            for spec in grid:
+        for pooling in poolings:
+            for spec in specs:
                 out_dim = output_dim(spec, dim)
-                for asked in _expand_encodings(encoding_names, out_dim, searched=kind == "retrieval"):
+                for asked in _expand_encodings(grid.encodings, out_dim, searched=items.kind == "retrieval"):
                     try:
                         encoding, lowered = _effective_encoding(asked, out_dim, n_train)
                     except BadInputError as exc:
                         reason = str(exc).split("; ")[0]
-                        skipped_plan[Candidate(model, pooling, spec, asked)] = f"skipped: {_short(reason)}"
+                        skipped[Candidate(model, pooling, spec, asked)] = f"skipped: {_short(reason)}"
                         if str(exc) not in notes:
                             notes.append(str(exc))
                         plan.append(Candidate(model, pooling, spec, asked))
                         continue
                     if lowered and lowered not in notes:
                         notes.append(lowered)
-                    candidate = Candidate(model, pooling, spec, encoding)
                     baseline = not plan
                     if (
                         not baseline
-                        and max_bytes_per_vector is not None
-                        and encoding_bytes(encoding, out_dim) > max_bytes_per_vector
+                        and grid.budget is not None
+                        and encoding_bytes(encoding, out_dim) > grid.budget
                     ):
                         over_budget += 1
                         continue
-                    plan.append(candidate)
+                    plan.append(Candidate(model, pooling, spec, encoding))
     plan = list(dict.fromkeys(plan))  # two asked encodings may come to the same one (pq96, pq96x5)
-    if max_bytes_per_vector is not None:
-        within = [c for c in plan[1:] if c not in skipped_plan]
+    _note_plan(plan, skipped, grid.budget, over_budget, notes)
+    plan.sort(key=lambda c: c.family == "flow")  # stable: the order above otherwise
+    return _Plan(plan, skipped)
+
+
+def _note_plan(
+    plan: list[Candidate], skipped: dict[Candidate, str], budget: int | None, over_budget: int, notes: list[str]
+) -> None:
+    """Refuse a budget no candidate fits; note the candidates left out or skipped."""
+    if budget is not None:
+        within = [c for c in plan[1:] if c not in skipped]
         if not within:
             raise BadInputError(
-                f"no candidate fits in {max_bytes_per_vector} bytes per vector (the encodings' code bytes at each "
+                f"no candidate fits in {budget} bytes per vector (the encodings' code bytes at each "
                 "transform's output dimension); raise --max-bytes-per-vector, or add smaller encodings (sq4, pqM "
                 "with a small M) or lower-dimensional transforms (whitening-K)"
             )
         if over_budget:
             notes.append(
-                f"{over_budget} candidates over the budget of {max_bytes_per_vector} bytes per vector left out "
+                f"{over_budget} candidates over the budget of {budget} bytes per vector left out "
                 "(none / float32 is scored as the baseline all the same)"
             )
-    if skipped_plan:
+    if skipped:
         notes.append(
-            f"{len(skipped_plan)} candidates skipped: their encoding does not fit the transform's output (above)"
+            f"{len(skipped)} candidates skipped: their encoding does not fit the transform's output (above)"
         )
-    plan.sort(key=lambda c: c.family == "flow")  # stable: the order above otherwise
-    scored: list[_Scored] = []
+
+
+@dataclass
+class _TimeBox:
+    """``max_seconds`` from the start of the run: candidates with a transform are not fitted once it is spent."""
+
+    started: float
+    max_seconds: float | None
+    cut: int = 0  # candidates left unscored because it ran out
+
+    def spent(self, candidate: Candidate) -> bool:
+        over = self.max_seconds is not None and time.perf_counter() - self.started > self.max_seconds
+        return over and candidate.transform != "none"
+
+
+def _score_candidates(
+    plan: _Plan,
+    vectors: dict[tuple[str, str], np.ndarray],
+    info: dict[str, dict[str, Any]],
+    items: _Items,
+    box: _TimeBox,
+    show_progress: bool | None,
+) -> tuple[list[CandidateResult], list[_Scored]]:
+    """One result row per planned candidate; the scored ones with their per-item scores (baseline first)."""
     results: list[CandidateResult] = []
-    shared_fits: dict[tuple[str, str, str], tuple[Transform, float]] = {}
-    last_space: dict[tuple[str, str, str], tuple[np.ndarray, float]] = {}  # encodings of one transform share it
-    progress = _progress(show_progress, len(plan))
-    task = None
-    if progress is not None:
-        progress.__enter__()
-        task = progress.add_task("tune", total=len(plan), what="candidates")
-    try:
-        for candidate in plan:
+    scored: list[_Scored] = []
+    fits = _Fits()
+    with _progress(show_progress, len(plan.candidates)) as advance:
+        for candidate in plan.candidates:
             raw = vectors[(candidate.model, candidate.pooling)]
             dim = output_dim(candidate.transform, raw.shape[1])
-            size = encoding_bytes(candidate.encoding, dim)
             result = CandidateResult(
-                candidate.model, candidate.pooling, candidate.transform, candidate.encoding, dim, size
+                candidate.model,
+                candidate.pooling,
+                candidate.transform,
+                candidate.encoding,
+                dim,
+                encoding_bytes(candidate.encoding, dim),
             )
             result.encode_ms_per_1000 = info[candidate.model]["encode_ms_per_1000"]
             result.disk_bytes_per_vector = encoding_disk_bytes(candidate.encoding, dim)
             results.append(result)
-            elapsed = time.perf_counter() - started
-            if candidate in skipped_plan:
-                result.status = skipped_plan[candidate]
-            elif max_seconds is not None and elapsed > max_seconds and candidate.transform != "none":
-                result.status = f"skipped: time box of {max_seconds:g} s spent"
+            if candidate in plan.skipped:
+                result.status = plan.skipped[candidate]
+            elif box.spent(candidate):
+                result.status = f"skipped: time box of {box.max_seconds:g} s spent"
+                box.cut += 1
             else:
                 try:
-                    key = (candidate.model, candidate.pooling, candidate.transform)
-                    if key not in last_space:
-                        last_space.clear()
-                        last_space[key] = _fit_apply(candidate, raw, fit_rows, scored_rows, shared_fits)
-                    space, result.fit_seconds = last_space[key]
-                    coded = time.perf_counter()
-                    searched = parse_encoding(candidate.encoding).scoring == "search"  # coded in the scoring
-                    stored = space if searched else encoded_vectors(space, candidate.encoding, stored_rows)
-                    result.fit_seconds += time.perf_counter() - coded
-                    dev_items, test_items = _item_scores(
-                        kind, stored, dev_index, test_index, dev, metric_name, candidate.encoding
-                    )
-                    scored.append(_Scored(result, dev_items, test_items))
+                    scored.append(_score_candidate(candidate, result, raw, items, fits))
                 except BadInputError as exc:
                     result.status = f"failed: {exc}"
-            if progress is not None and task is not None:
-                progress.advance(task)
-    finally:
-        if progress is not None:
-            progress.__exit__(None, None, None)
+            advance()
     if not scored or scored[0].result is not results[0]:
         raise BadInputError("the baseline (no transform) could not be scored")
-    skipped = [r for r in results if r.status.startswith("skipped: time box")]
-    if skipped:
-        notes.append(f"{len(skipped)} candidates not scored: the time box of {max_seconds:g} s ran out")
+    return results, scored
 
-    # --- choose on all dev items, and check the procedure -------------------------------------------------
-    all_items = np.arange(n_dev)
-    choice, gains = _choose(kind, scored, gold, all_items, n_boot, seed, max_bytes_per_vector)
+
+@dataclass
+class _Fits:
+    """Fits reused across candidates: one whitening (or All-but-the-Top) fit per model and pooling serves all
+    its variants, and the transformed vectors of one transform serve each of its encodings."""
+
+    shared: dict[tuple[str, str, str], tuple[Transform, float]] = field(default_factory=dict)
+    last_space: dict[tuple[str, str, str], tuple[np.ndarray, float]] = field(default_factory=dict)
+
+
+def _score_candidate(
+    candidate: Candidate, result: CandidateResult, raw: np.ndarray, items: _Items, fits: _Fits
+) -> _Scored:
+    """Fit (or reuse) the candidate's transform, store the vectors with its encoding, score every item."""
+    from whitevec.index.faiss_store import encoded_vectors
+
+    key = (candidate.model, candidate.pooling, candidate.transform)
+    if key not in fits.last_space:
+        fits.last_space.clear()
+        fits.last_space[key] = _fit_apply(candidate, raw, items.fit_rows, items.scored_rows, fits.shared)
+    space, result.fit_seconds = fits.last_space[key]
+    coded = time.perf_counter()
+    searched = parse_encoding(candidate.encoding).scoring == "search"  # coded in the scoring
+    stored = space if searched else encoded_vectors(space, candidate.encoding, items.stored_rows)
+    result.fit_seconds += time.perf_counter() - coded
+    dev_items, test_items = _item_scores(
+        items.kind, stored, items.dev_rows, items.test_rows, items.data, items.metric, candidate.encoding
+    )
+    return _Scored(result, dev_items, test_items)
+
+
+def _choose_on_dev(scored: list[_Scored], items: _Items, n_boot: int, seed: int, budget: int | None) -> int:
+    """The choice on all dev items (index into ``scored``), marked; every candidate's gain recorded."""
+    choice, gains = _choose(items.kind, scored, items.gold, np.arange(items.n_dev), n_boot, seed, budget)
     for s, g in zip(scored, gains, strict=True):
         s.result.dev, s.result.gain, s.result.low, s.result.high = g.score, g.gain, g.low, g.high
         s.result.bound, s.result.significant = g.bound, g.significant
         if s.test_items is not None:
-            s.result.test = _statistic(kind, s.test_items, test_gold, np.arange(n_test))
+            s.result.test = _statistic(items.kind, s.test_items, items.test_gold, np.arange(items.n_test))
     scored[choice].result.chosen = True
+    return choice
+
+
+def _check_by_folds(
+    scored: list[_Scored], items: _Items, folds: int, n_boot: int, seed: int, budget: int | None
+) -> list[FoldCheck]:
+    """The procedure checked by k-fold over the dev items: chosen without each fold, scored on it beside raw
+    (each candidate's fold scores recorded too)."""
+    kind, gold, n_dev = items.kind, items.gold, items.n_dev
     checks: list[FoldCheck] = []
-    if not n_test:
-        fold_of = _fold_ids(n_dev, min(folds, n_dev), seed)
-        for fold in range(min(folds, n_dev)):
-            inside, held_out = np.flatnonzero(fold_of != fold), np.flatnonzero(fold_of == fold)
-            if inside.size < 2 or held_out.size < 2:
-                continue
-            if kind == "sts" and (np.ptp(gold[inside]) == 0 or np.ptp(gold[held_out]) == 0):  # type: ignore[index]
-                continue
-            pick, _ = _choose(kind, scored, gold, inside, n_boot, seed + 1 + fold, max_bytes_per_vector)
-            for s in scored:
-                s.result.folds.append(_statistic(kind, s.dev_items, gold, held_out))
-            checks.append(
-                FoldCheck(
-                    fold,
-                    int(held_out.size),
-                    scored[pick].result.candidate.label,
-                    _statistic(kind, scored[0].dev_items, gold, held_out),
-                    _statistic(kind, scored[pick].dev_items, gold, held_out),
-                )
+    fold_of = _fold_ids(n_dev, min(folds, n_dev), seed)
+    for fold in range(min(folds, n_dev)):
+        inside, held_out = np.flatnonzero(fold_of != fold), np.flatnonzero(fold_of == fold)
+        if inside.size < 2 or held_out.size < 2:
+            continue
+        if kind == "sts" and (np.ptp(gold[inside]) == 0 or np.ptp(gold[held_out]) == 0):  # type: ignore[index]
+            continue
+        pick, _ = _choose(kind, scored, gold, inside, n_boot, seed + 1 + fold, budget)
+        for s in scored:
+            s.result.folds.append(_statistic(kind, s.dev_items, gold, held_out))
+        checks.append(
+            FoldCheck(
+                fold,
+                int(held_out.size),
+                scored[pick].result.candidate.label,
+                _statistic(kind, scored[0].dev_items, gold, held_out),
+                _statistic(kind, scored[pick].dev_items, gold, held_out),
             )
+        )
+    return checks
+
+
+def _tuned_config(
+    scored: list[_Scored], choice: int, info: dict[str, dict[str, Any]], items: _Items, seed: int, n_boot: int
+) -> TunedConfig:
+    """The chosen candidate as a configuration ``index build --config`` and ``apply_config`` read."""
     chosen = scored[choice].result
     model_info = info[chosen.model]
-    config = TunedConfig(
+    return TunedConfig(
         model=chosen.model,
         pooling=chosen.pooling,
         transform=chosen.transform,
@@ -741,40 +930,22 @@ def tune(
         dim=chosen.dim,
         bytes_per_vector=chosen.bytes_per_vector,
         disk_bytes_per_vector=chosen.disk_bytes_per_vector,
-        metric=metric_name,
+        metric=items.metric,
         max_length=_max_length(model_info),
         model_fingerprint=model_info.get("model_fingerprint"),
-        fit_on=f"{len(fit)} unlabelled texts",
+        fit_on=f"{len(items.fit)} unlabelled texts",
         selection={
             "dev_score": chosen.dev,
             "baseline_dev_score": scored[0].result.dev,
             "gain": chosen.gain,
             "ci95": [chosen.low, chosen.high],
             "significant": chosen.significant,
-            "n_dev": n_dev,
+            "n_dev": items.n_dev,
             "n_candidates": len(scored),
             "seed": seed,
             "n_boot": n_boot,
         },
     )
-    result_obj = TuneResult(
-        kind=kind,
-        metric=metric_name,
-        n_dev=n_dev,
-        n_test=n_test,
-        n_fit=len(fit),
-        seed=seed,
-        n_boot=n_boot,
-        folds=folds,
-        max_bytes_per_vector=max_bytes_per_vector,
-        candidates=results,
-        config=config,
-        checks=checks,
-        notes=notes,
-    )
-    result_obj.seconds = round(time.perf_counter() - started, 3)
-    config.selection["check"] = result_obj.check_summary()
-    return result_obj
 
 
 def _max_length(info: Mapping[str, Any]) -> int | None:
