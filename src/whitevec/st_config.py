@@ -197,6 +197,28 @@ def read_sentence_transformers_config(folder: Path) -> SentenceTransformersConfi
     if not kinds or kinds[0] != "Transformer" or str(modules[0].get("path", "")) != "":
         raise refuse("the first module is not a Transformer stored in the folder itself")
     settings = _json(folder / TRANSFORMER_CONFIG) if (folder / TRANSFORMER_CONFIG).is_file() else {}
+    _check_transformer_settings(folder, settings, refuse)
+    pooler_output = settings.get("module_output_name") == "sentence_embedding"
+    modes, layers, steps = _read_modules(
+        folder, kinds[1:], modules[1:], ("pooler",) if pooler_output else (), refuse
+    )
+    if not modes and layers is None:
+        raise refuse("no Pooling module (token vectors, not sentence vectors, come out)")
+    if settings.get("do_lower_case") not in (None, False, True):
+        raise refuse(f"do_lower_case={settings['do_lower_case']!r}")
+    return SentenceTransformersConfig(
+        folder=folder,
+        max_seq_length=read_max_seq_length(folder),
+        do_lower_case=bool(settings.get("do_lower_case", False)),
+        pooling_modes=modes,
+        layers=layers,
+        steps=tuple(steps),
+    )
+
+
+def _check_transformer_settings(folder: Path, settings: dict[str, Any], refuse: Any) -> None:
+    """Refuse a Transformer setting (``sentence_bert_config.json``), task or default prompt that changes what
+    the transformer computes."""
     for key, value in settings.items():
         if key in _NEUTRAL_TRANSFORMER_KEYS or value in (None, {}, []):
             continue
@@ -222,11 +244,15 @@ def read_sentence_transformers_config(folder: Path) -> SentenceTransformersConfi
     if model_config.get("default_prompt_name"):
         raise refuse(f"a default prompt ({model_config['default_prompt_name']!r} in {MODEL_CONFIG})")
 
-    pooler_output = settings.get("module_output_name") == "sentence_embedding"
-    modes: tuple[str, ...] = ("pooler",) if pooler_output else ()
+
+def _read_modules(
+    folder: Path, kinds: list[str], modules: list[dict[str, Any]], modes: tuple[str, ...], refuse: Any
+) -> tuple[tuple[str, ...], tuple[int, ...] | None, list[Step]]:
+    """The pooling modes (or the averaged layers) and the steps after pooling of the modules after the
+    Transformer; ``modes``: those the Transformer's own output already gives (its pooler)."""
     layers: tuple[int, ...] | None = None
     steps: list[Step] = []
-    for kind, module in zip(kinds[1:], modules[1:], strict=True):
+    for kind, module in zip(kinds, modules, strict=True):
         sub = folder / str(module.get("path", ""))
         if kind in ("Pooling", "LayerMeanPooling"):
             if modes or layers is not None or steps:
@@ -248,18 +274,7 @@ def read_sentence_transformers_config(folder: Path) -> SentenceTransformersConfi
                 raise refuse(f"a Normalize of {config['module_input_name']!r}")
             steps.append(("normalize", None))
         # Dropout: the identity when encoding.
-    if not modes and layers is None:
-        raise refuse("no Pooling module (token vectors, not sentence vectors, come out)")
-    if settings.get("do_lower_case") not in (None, False, True):
-        raise refuse(f"do_lower_case={settings['do_lower_case']!r}")
-    return SentenceTransformersConfig(
-        folder=folder,
-        max_seq_length=read_max_seq_length(folder),
-        do_lower_case=bool(settings.get("do_lower_case", False)),
-        pooling_modes=modes,
-        layers=layers,
-        steps=tuple(steps),
-    )
+    return modes, layers, steps
 
 
 def _pooling_modes(config: dict[str, Any], refuse: Any) -> tuple[str, ...]:

@@ -255,17 +255,8 @@ def diagnose_encoder(
     Raises:
         BadInputError: no texts and no task, fewer than two sentences, NaN or constant vectors, a bad spec.
     """
-    texts = _texts_to_diagnose(texts, task, max_sentences)
-    if texts is None:
-        raise BadInputError("diagnose needs texts or an STS task to take sentences from")
     notes: dict[str, str] = {}
-    fit_texts = _unique(texts)
-    if max_sentences is not None and len(fit_texts) > max_sentences:
-        fit_texts = fit_texts[:max_sentences]
-        notes["sentences"] = f"limited to the first {max_sentences} sentences"
-    if len(fit_texts) < 2:
-        raise BadInputError(f"diagnose needs at least two distinct non-empty texts, got {len(fit_texts)}")
-    keep: set[str] | None = set(fit_texts) if max_sentences is not None else None
+    fit_texts, keep = _sentences(texts, task, max_sentences, notes)
     for spec in transforms:
         make(spec)  # reject a bad spec before encoding
     # Without a cut, the task's pairs are encoded too (beyond the texts) so that every pair can be scored.
@@ -278,25 +269,11 @@ def diagnose_encoder(
     row_of = {t: i for i, t in enumerate(every)}
     fit_rows = np.arange(len(fit_texts))
     check_matrix(raw[fit_rows], "raw sentence vectors")
-    spaces: dict[str, tuple[np.ndarray, float]] = {}
-    curves: dict[str, np.ndarray] = {}
-    for spec in transforms:
-        transform = make(spec)
-        started = time.perf_counter()
-        if transform is None:
-            spaces[spec] = (raw, 0.0)
-        else:
-            transform.fit(raw[fit_rows])
-            spaces[spec] = (np.asarray(transform.transform(raw)), time.perf_counter() - started)
-            history = getattr(transform, "history_", None)  # a Flow's loss curve
-            if isinstance(history, np.ndarray) and history.size:
-                curves[spec] = history
-
+    spaces, curves = _fit_spaces(raw, fit_rows, transforms, make)
     scored = keep if keep is not None else set(row_of)
     reports, sweep = _measure_spaces(spaces, raw, fit_rows, row_of, scored, task, sweep_k, max_pairs, seed, notes)
     for each in reports:
         each.loss_curve = curves.get(each.transform)
-
     freq = None
     if not frequency:
         notes["frequency"] = "frequency link not computed (turned off)"
@@ -319,6 +296,44 @@ def diagnose_encoder(
         notes,
         _settings(transforms, max_sentences, max_pairs, seed),
     )
+
+
+def _sentences(
+    texts: Sequence[str] | None, task: StsTask | None, max_sentences: int | None, notes: dict[str, str]
+) -> tuple[list[str], set[str] | None]:
+    """The distinct sentences to diagnose (the transforms are fitted on them), and, under a ``max_sentences``
+    cut, the set that pairs must stay within (None: no cut)."""
+    chosen = _texts_to_diagnose(texts, task, max_sentences)
+    if chosen is None:
+        raise BadInputError("diagnose needs texts or an STS task to take sentences from")
+    fit_texts = _unique(chosen)
+    if max_sentences is not None and len(fit_texts) > max_sentences:
+        fit_texts = fit_texts[:max_sentences]
+        notes["sentences"] = f"limited to the first {max_sentences} sentences"
+    if len(fit_texts) < 2:
+        raise BadInputError(f"diagnose needs at least two distinct non-empty texts, got {len(fit_texts)}")
+    return fit_texts, (set(fit_texts) if max_sentences is not None else None)
+
+
+def _fit_spaces(
+    raw: np.ndarray, fit_rows: np.ndarray, transforms: Sequence[str], make: Callable[[str], Transform | None]
+) -> tuple[dict[str, tuple[np.ndarray, float]], dict[str, np.ndarray]]:
+    """Each transform fitted on the fit rows and applied to every row: ``{spec: (vectors, fit seconds)}``, and
+    the loss curves of those that keep one (a Flow's ``history_``)."""
+    spaces: dict[str, tuple[np.ndarray, float]] = {}
+    curves: dict[str, np.ndarray] = {}
+    for spec in transforms:
+        transform = make(spec)
+        started = time.perf_counter()
+        if transform is None:
+            spaces[spec] = (raw, 0.0)
+            continue
+        transform.fit(raw[fit_rows])
+        spaces[spec] = (np.asarray(transform.transform(raw)), time.perf_counter() - started)
+        history = getattr(transform, "history_", None)
+        if isinstance(history, np.ndarray) and history.size:
+            curves[spec] = history
+    return spaces, curves
 
 
 def diagnose_vectors(

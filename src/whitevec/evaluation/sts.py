@@ -139,20 +139,7 @@ def evaluate_sts(
         BadInputError: no task or transform, a bad transform spec, or a task with an evaluated subset whose
             gold scores are all equal (see :func:`check_tasks`), before anything is encoded.
     """
-    from whitevec.index.encodings import parse_encoding
-
-    parsed = parse_encoding(encoding)
-    if parsed.scoring == "search":
-        raise BadInputError(
-            f"encoding {parsed.spec} is scored through an index's search (RaBitQ's estimator, rescoring), which "
-            "gives a pair of sentences no score of its own; evaluate it with eval-retrieval"
-        )
-    encoding = parsed.spec
-    check_tasks(tasks)
-    if not transforms:
-        raise BadInputError("no transform to evaluate; use 'none' for raw vectors")
-    for spec in transforms:
-        make(spec)  # reject a bad spec before any encoding
+    encoding = _check_run(tasks, transforms, make, encoding)
     report = StsReport(model=encoder.describe())
     file_sentences = None if str(fit_on) in (FIT_TARGET, FIT_TRAIN) else fit_sentences(tasks[0], fit_on)
     fit_label = str(fit_on) if file_sentences is None else f"file:{Path(fit_on).name}"
@@ -162,19 +149,11 @@ def evaluate_sts(
         vectors = encoder.encode(every, show_progress=show_progress)
         row_of = {text: i for i, text in enumerate(every)}
         fit_matrix = vectors[[row_of[t] for t in fit_texts]]
+        stored = np.unique([row_of[t] for t in task.evaluated_sentences()])
         for spec in transforms:
             transform = make(spec)
             started = time.perf_counter()
-            if transform is not None:
-                transform.fit(fit_matrix)
-                space = np.asarray(transform.transform(vectors))
-            else:
-                space = vectors
-            if encoding != "float32":
-                from whitevec.index.faiss_store import encoded_vectors
-
-                stored = np.unique([row_of[t] for t in task.evaluated_sentences()])
-                space = encoded_vectors(np.asarray(space, dtype=np.float32), encoding, stored)
+            space = _fitted_space(transform, vectors, fit_matrix, encoding, stored)
             elapsed = time.perf_counter() - started
 
             def vectors_of(
@@ -201,6 +180,44 @@ def evaluate_sts(
                 )
             )
     return report
+
+
+def _check_run(
+    tasks: Sequence[StsTask], transforms: Sequence[str], make: Callable[[str], Transform | None], encoding: str
+) -> str:
+    """The encoding's canonical spec, once the encoding, the tasks and every transform spec are checked (before
+    anything is encoded)."""
+    from whitevec.index.encodings import parse_encoding
+
+    parsed = parse_encoding(encoding)
+    if parsed.scoring == "search":
+        raise BadInputError(
+            f"encoding {parsed.spec} is scored through an index's search (RaBitQ's estimator, rescoring), which "
+            "gives a pair of sentences no score of its own; evaluate it with eval-retrieval"
+        )
+    check_tasks(tasks)
+    if not transforms:
+        raise BadInputError("no transform to evaluate; use 'none' for raw vectors")
+    for spec in transforms:
+        make(spec)  # reject a bad spec before any encoding
+    return parsed.spec
+
+
+def _fitted_space(
+    transform: Transform | None, vectors: np.ndarray, fit_matrix: np.ndarray, encoding: str, stored: np.ndarray
+) -> np.ndarray:
+    """``vectors`` through ``transform`` fitted on ``fit_matrix``; with an encoding other than float32, the
+    ``stored`` rows (the evaluated sentences) as that encoding decodes them."""
+    if transform is not None:
+        transform.fit(fit_matrix)
+        space = np.asarray(transform.transform(vectors))
+    else:
+        space = vectors
+    if encoding == "float32":
+        return space
+    from whitevec.index.faiss_store import encoded_vectors
+
+    return encoded_vectors(np.asarray(space, dtype=np.float32), encoding, stored)
 
 
 def evaluate_sts_poolings(
