@@ -120,22 +120,60 @@ def test_latent_of_correlated_gaussian_is_standard_normal() -> None:
     assert np.max(np.abs(np.cov(Z.T) - np.eye(d))) < 0.15
 
 
-def test_defaults_gaussianise_a_correlated_gaussian() -> None:
-    # The case an invertible linear map solves exactly; the defaults (only the seed given) must get there.
-    rng = np.random.default_rng(0)
+def _gaussian_family(seed: int) -> np.ndarray:
+    """6,000 rows of ``N(0, I) @ A + 2`` with ``A`` a seeded 16 x 16 normal matrix: the correlated Gaussians an
+    invertible linear map solves exactly, from well conditioned (seed 2: A's condition number 17) to badly
+    (seed 1: 179)."""
+    rng = np.random.default_rng(seed)
     mixing = rng.standard_normal((16, 16))
-    X = rng.standard_normal((6000, 16)) @ mixing + 2
-    assert np.max(np.abs(np.cov(X.T) - np.eye(16))) > 5 and np.max(np.abs(X.mean(axis=0))) > 1.5
-    flow = Flow(seed=0).fit(X)
+    return rng.standard_normal((6000, 16)) @ mixing + 2
+
+
+def _assert_gaussianised(flow: Flow, X: np.ndarray) -> None:
     Z = flow.transform(X).astype(np.float64)
     # Every entry of the covariance, diagonal and off-diagonal, within 0.1 of I, and every mean within 0.1 of 0
     # (sampling error alone on 6000 rows: ~0.013 for a mean, ~0.018 for a covariance entry).
     assert np.max(np.abs(np.cov(Z.T) - np.eye(16))) < 0.1
     assert np.max(np.abs(Z.mean(axis=0))) < 0.1
-    # The loss curve is kept: one row per check, and the held-out loss fell.
+
+
+def test_defaults_gaussianise_a_correlated_gaussian() -> None:
+    # The case an invertible linear map solves exactly; the defaults (only the seed given) must get there.
+    X = _gaussian_family(0)
+    assert np.max(np.abs(np.cov(X.T) - np.eye(16))) > 5 and np.max(np.abs(X.mean(axis=0))) > 1.5
+    flow = Flow(seed=0).fit(X)
+    _assert_gaussianised(flow, X)
+    # The loss curve is kept: one row per check, and the held-out loss fell (from the principal-axes start,
+    # already the linear solution, by about 0.01 bits/dim).
     steps, train, val = flow.history_.T
     assert steps[0] == flow.validation_interval and steps[-1] == flow.n_steps_
-    assert val.min() < val[0] - 0.1 and np.isfinite(train).all()
+    assert val.min() < val[0] and np.isfinite(train).all()
+
+
+def test_defaults_gaussianise_the_worst_conditioned_member_of_the_family() -> None:
+    # Data seed 1 with flow seed 1 missed the criterion most from a random rotation (largest |cov - I| 0.183;
+    # flow seed 0: 0.124); the whole family, 5 data seeds x 2 flow seeds, is in docs/notes/flow-budget.md.
+    X = _gaussian_family(1)
+    _assert_gaussianised(Flow(seed=1).fit(X), X)
+
+
+@pytest.mark.parametrize("data_seed", range(5))
+def test_the_principal_axes_start_whitens_the_family_exactly(data_seed: int) -> None:
+    # What lets the defaults meet the criterion on the whole family within the budget, checked cheaply: after
+    # the data-dependent init alone (no training step), the latent of the init rows is the PCA whitening of
+    # those rows, whatever the conditioning and the seed of the random weights.
+    from whitevec.transforms.flow_layers import Glow
+
+    x = torch.tensor(_gaussian_family(data_seed)[:4096], dtype=torch.float32)
+    for flow_seed in (0, 1):
+        module = Glow(
+            16, 2, 3, 32, 1, affine=False, mixing="lu", generator=torch.Generator().manual_seed(flow_seed)
+        )
+        module.data_init(x, principal_axes=True)
+        with torch.no_grad():
+            z = module(x)[0].double().numpy()
+        # actnorm scales by the 1/n standard deviation, np.cov divides by n - 1: 1/4095 = 0.00024 apart
+        assert np.max(np.abs(np.cov(z.T) - np.eye(16))) < 1e-3 and np.max(np.abs(z.mean(axis=0))) < 1e-3
 
 
 def test_schedule_warms_up_then_decays() -> None:

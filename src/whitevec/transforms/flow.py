@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import sys
 import warnings
+from dataclasses import dataclass, field
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
@@ -67,6 +68,13 @@ class Flow(Transform):
     mixing:
         ``"lu"``: learned invertible linear map (Glow's 1x1 convolution, LU-parameterised); ``"reverse"``: fixed
         reversal of the dimensions, which is what BERT-flow's published configs (``"permutation": true``) use.
+    mixing_init:
+        How the learned linear maps start. ``"pca"``: the first one as the rotation onto the principal axes of
+        the vectors reaching it at the data-dependent init, so that with the next actnorm (its scales floored as
+        Whitening's eps=1e-6 floors eigenvalues) the flow starts at PCA whitening: a correlated Gaussian is then
+        gaussianised within the budget whatever its conditioning (docs/notes/flow-budget.md); the others as
+        random rotations. ``"random"``: all random rotations, as in Glow and BERT-flow (the earlier default; an
+        ill-conditioned input's weakest directions may stay under-scaled after ``max_steps``).
     lr, max_steps, batch_size:
         Peak Adam learning rate, the budget in optimisation steps (whatever the number of rows: small data is
         passed over several times, large data less than once), and rows per step.
@@ -99,6 +107,7 @@ class Flow(Transform):
         "coupling": [StrOptions({"additive", "affine"})],
         "hidden_layers": [Count(Integral, 0, None, closed="left")],
         "mixing": [StrOptions({"lu", "reverse"})],
+        "mixing_init": [StrOptions({"pca", "random"})],
         "lr": [Interval(Real, 0, None, closed="neither")],
         "max_steps": [Count(Integral, 1, None, closed="left")],
         "lr_schedule": [StrOptions({"cosine", "constant"})],
@@ -133,6 +142,7 @@ class Flow(Transform):
         coupling: str = "additive",
         hidden_layers: int = 1,
         mixing: str = "lu",
+        mixing_init: str = "pca",
         lr: float = LR,
         max_steps: int = MAX_STEPS,
         lr_schedule: str = "cosine",
@@ -154,6 +164,7 @@ class Flow(Transform):
         self.coupling = coupling
         self.hidden_layers = hidden_layers
         self.mixing = mixing
+        self.mixing_init = mixing_init
         self.lr = lr
         self.max_steps = max_steps
         self.lr_schedule = lr_schedule
@@ -198,8 +209,32 @@ class Flow(Transform):
         """Fit the flow by maximum likelihood on the rows of ``X`` (n, d); returns ``self``."""
         # At least 2 rows: one held out when validating, and a batch needs 2.
         data = self._fit_input(X, min_rows=2)
-        n, dim = data.shape
+        dim = data.shape[1]
         generator = torch.Generator().manual_seed(int(self.seed))
+        train, val = self._split(data, generator)
+        module = self._build(dim, generator)
+        module.data_init(train[:_INIT_ROWS], principal_axes=self.mixing_init == "pca")
+        run = self._train(module, train, val, generator, *self._budget(len(train)))
+        for name, value in module.state_dict().items():
+            if not torch.isfinite(value).all():
+                raise BadInputError(
+                    f"Flow training left a non-finite value in {name}; try a smaller learning rate than "
+                    f"lr={self.lr:g}"
+                )
+        module.eval()
+        self.module_ = module
+        self.n_features_in_ = dim
+        self.n_steps_ = run.steps
+        self.best_step_ = run.best_step
+        self.stopped_early_ = run.stopped_early
+        self.val_bits_per_dim_ = run.best_val if len(val) else None
+        self.history_ = np.array(run.history, dtype=np.float64).reshape(-1, 3)
+        return self
+
+    def _split(self, data: np.ndarray, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(train, validation)`` rows as tensors on the device, the validation share drawn with the seed;
+        BadInputError when fewer than a batch of rows are left to train on."""
+        n, dim = data.shape
         order = torch.randperm(n, generator=generator)
         n_val = round(n * self.validation_fraction) if self.validation_fraction > 0 else 0
         if self.validation_fraction > 0:
@@ -215,36 +250,38 @@ class Flow(Transform):
             warnings.warn(
                 f"fitting a {dim}-dimensional flow on {n_train} rows: the density is poorly determined with "
                 "fewer rows than twice the dimension, and the latent may not be close to N(0, I)",
-                stacklevel=2,
+                stacklevel=3,
             )
-        module = self._build(dim, generator)
         tensor = torch.from_numpy(data).to(device=self.device, dtype=self._torch_dtype())
-        train = tensor[order[n_val:].to(self.device)]
-        val = tensor[order[:n_val].to(self.device)]
-        module.data_init(train[:_INIT_ROWS])
+        return tensor[order[n_val:].to(self.device)], tensor[order[:n_val].to(self.device)]
 
-        total_steps, patience_steps = self._budget(n_train)
-        check_every = self.validation_interval
+    def _train(
+        self,
+        module: Glow,
+        train: torch.Tensor,
+        val: torch.Tensor,
+        generator: torch.Generator,
+        total_steps: int,
+        patience_steps: int | None,
+    ) -> _Run:
+        """Adam on shuffled full batches under the schedule for ``total_steps``, the held-out loss checked every
+        ``validation_interval`` steps; the best checked state is loaded back into ``module``."""
+        n_train, dim = train.shape
         optimizer = torch.optim.Adam(_param_groups(module, self.lr), lr=self.lr, foreach=True)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, self._lr_factor(total_steps))
-
         best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
-        best_val = math.inf
-        best_step = 0
-        history: list[list[float]] = []
+        run = _Run()
         running, running_count = 0.0, 0
-        stopped_early = False
-        step = 0
         with _Progress(self._show(), total_steps) as bar:
-            while step < total_steps and not stopped_early:
+            while run.steps < total_steps and not run.stopped_early:
                 perm = torch.randperm(n_train, generator=generator).to(self.device)
                 # Full batches only: a short last batch would be a noisier step at the same learning rate.
                 for start in range(0, n_train - self.batch_size + 1, self.batch_size):
-                    if step >= total_steps:
+                    if run.steps >= total_steps:
                         break
-                    step += 1
-                    batch = train[perm[start : start + self.batch_size]]
-                    loss = _bits_per_dim(module.log_prob(batch), dim)
+                    run.steps += 1
+                    step = run.steps
+                    loss = _bits_per_dim(module.log_prob(train[perm[start : start + self.batch_size]]), dim)
                     self._check_finite(loss, step, total_steps, "training")
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
@@ -252,41 +289,27 @@ class Flow(Transform):
                     scheduler.step()
                     running += float(loss.detach())
                     running_count += 1
-                    if step % check_every and step != total_steps:
+                    if step % self.validation_interval and step != total_steps:
                         bar(step, float(loss.detach()), None)
                         continue
                     train_bpd = running / running_count
                     running, running_count = 0.0, 0
-                    val_bpd = self._evaluate(module, val, dim, step, total_steps) if n_val else math.nan
-                    history.append([float(step), train_bpd, val_bpd])
-                    bar(step, train_bpd, val_bpd if n_val else None)
-                    if not n_val:
+                    val_bpd = self._evaluate(module, val, dim, step, total_steps) if len(val) else math.nan
+                    run.history.append([float(step), train_bpd, val_bpd])
+                    bar(step, train_bpd, val_bpd if len(val) else None)
+                    if not len(val):
                         continue
-                    if val_bpd < best_val:
-                        best_val, best_step = val_bpd, step
+                    if val_bpd < run.best_val:
+                        run.best_val, run.best_step = val_bpd, step
                         best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
-                    elif patience_steps is not None and step - best_step >= patience_steps:
-                        stopped_early = True
+                    elif patience_steps is not None and step - run.best_step >= patience_steps:
+                        run.stopped_early = True
                         break
-        if n_val:
+        if len(val):
             module.load_state_dict(best_state)
         else:
-            best_step = step
-        for name, value in module.state_dict().items():
-            if not torch.isfinite(value).all():
-                raise BadInputError(
-                    f"Flow training left a non-finite value in {name}; try a smaller learning rate than "
-                    f"lr={self.lr:g}"
-                )
-        module.eval()
-        self.module_ = module
-        self.n_features_in_ = dim
-        self.n_steps_ = step
-        self.best_step_ = best_step
-        self.stopped_early_ = stopped_early
-        self.val_bits_per_dim_ = best_val if n_val else None
-        self.history_ = np.array(history, dtype=np.float64).reshape(-1, 3)
-        return self
+            run.best_step = run.steps
+        return run
 
     def _show(self) -> bool:
         if self.show_progress is None:
@@ -395,6 +418,18 @@ class Flow(Transform):
             raise CorruptFileError(f"saved Flow weights do not fit its parameters: {exc}") from exc
         module.eval()
         self.module_ = module
+
+
+@dataclass
+class _Run:
+    """How a training run went: steps taken, the best held-out check (its step and bits/dim), whether patience
+    ran out, and the loss curve (step, mean training bits/dim since the last check, held-out bits/dim)."""
+
+    steps: int = 0
+    best_step: int = 0
+    best_val: float = math.inf
+    stopped_early: bool = False
+    history: list[list[float]] = field(default_factory=list)
 
 
 def _param_groups(module: Glow, lr: float) -> list[dict[str, Any]]:

@@ -20,6 +20,11 @@ from torch import nn
 # step can neither blow a value up nor collapse it (the sigmoid(raw + 2) of Glow only contracts and starts off
 # the identity). e^2 ~ 7.4 per step is plenty; several steps compose.
 _LOG_SCALE_CLAMP = 2.0
+# With the principal-axes start, an actnorm scales no axis by more than 1 / (this x its largest standard
+# deviation): the eigenvalue floor of Whitening(eps=1e-6) (docs/notes/eps-floor.md). Sentence vectors are often
+# rank-deficient (all-MiniLM-L6-v2 last-avg on STS-B: smallest / largest eigenvalue 1.7e-19), and scaling their
+# null directions up to unit variance turned float32 rounding into latents of 1e15 (docs/notes/flow-budget.md).
+PRINCIPAL_AXES_STD_FLOOR = 1e-3
 
 
 def _uniform_(tensor: torch.Tensor, fan_in: int, generator: torch.Generator) -> None:
@@ -54,6 +59,7 @@ class ActNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(dim))
         self.logs = nn.Parameter(torch.zeros(dim))
         self.pending_init = False
+        self.relative_floor = 0.0  # see PRINCIPAL_AXES_STD_FLOOR
 
     @torch.no_grad()
     def initialize_from(self, x: torch.Tensor) -> None:
@@ -61,7 +67,8 @@ class ActNorm(nn.Module):
         std = x.std(dim=0, unbiased=False)
         self.bias.copy_(-mean)
         # The floor keeps a constant dimension from turning into an infinite scale.
-        self.logs.copy_(-torch.log(std.clamp_min(1e-6)))
+        floor = max(1e-6, self.relative_floor * float(std.max()))
+        self.logs.copy_(-torch.log(std.clamp_min(floor)))
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.pending_init:
@@ -79,7 +86,9 @@ class InvertibleLinear(nn.Module):
 
     ``P`` (a permutation) and ``sign_s`` are fixed; ``L`` (unit lower), ``U`` (zero-diagonal upper) and ``log_s``
     are learned. ``log|det W| = sum(log_s)`` costs O(d) instead of a determinant, and ``W`` stays invertible for
-    any finite parameters. Initialised from the LU decomposition of a random rotation, as in Glow.
+    any finite parameters. Starts as the LU decomposition of a random rotation, as in Glow; with
+    ``pending_init`` set, the first batch through it (the data-dependent init, :meth:`Glow.data_init`) makes it
+    the rotation onto that batch's principal axes instead (:meth:`initialize_from`).
     """
 
     perm: torch.Tensor
@@ -88,11 +97,10 @@ class InvertibleLinear(nn.Module):
     def __init__(self, dim: int, generator: torch.Generator) -> None:
         super().__init__()
         q, _ = torch.linalg.qr(torch.randn(dim, dim, generator=generator, dtype=torch.float64))
-        p, lower, upper = torch.linalg.lu(q)
-        s = torch.diagonal(upper)
+        p, lower, upper, s = _lu_of(q)
         # Built in float64; the owner casts the whole module to its working dtype. P is kept as the index
         # vector sigma with P[j, sigma[j]] = 1, so applying it is a gather, not a d x d product.
-        self.register_buffer("perm", torch.argmax(p, dim=1))
+        self.register_buffer("perm", p)
         self.register_buffer("sign_s", torch.sign(s))
         # L's strict lower triangle and U's strict upper triangle share one d x d parameter (its diagonal is
         # unused: L's is 1, U's is sign_s * exp(log_s)). tril/triu cost one elementwise pass each per step,
@@ -102,6 +110,23 @@ class InvertibleLinear(nn.Module):
         self.lu = nn.Parameter(lower.tril(-1) + upper.triu(1))
         self.log_s = nn.Parameter(torch.log(torch.abs(s)))
         self.dim = dim
+        self.pending_init = False
+
+    @torch.no_grad()
+    def initialize_from(self, x: torch.Tensor) -> None:
+        """Become the rotation onto the principal axes of ``x`` (largest variance first; still a rotation, so
+        ``log|det W| = 0`` as at Glow's init). The next step's actnorm then scales each axis to unit variance
+        (floored): the flow starts at PCA whitening of its input, and training begins from the linear solution
+        instead of having to reach it (an ill-conditioned input's weak directions take Adam more than the
+        default budget to scale up from a random rotation; docs/notes/flow-budget.md)."""
+        rows = x.double()
+        centred = rows - rows.mean(dim=0)
+        _, axes = torch.linalg.eigh(centred.T @ centred / max(rows.shape[0] - 1, 1))
+        p, lower, upper, s = _lu_of(axes.T.flip(0))
+        self.perm.copy_(p)
+        self.sign_s.copy_(torch.sign(s))
+        self.lu.copy_(lower.tril(-1) + upper.triu(1))
+        self.log_s.copy_(torch.log(torch.abs(s)))
 
     def scale(self) -> torch.Tensor:
         """The diagonal of ``U``."""
@@ -128,6 +153,9 @@ class InvertibleLinear(nn.Module):
         return cached[1]
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.pending_init:
+            self.initialize_from(x)
+            self.pending_init = False
         # x W^T = ((x U^T) L^T) P^T, applied factor by factor: O(n d^2) per batch, where forming W would
         # cost O(d^3), which at d = 768 dominates a batch of 64.
         if not torch.is_grad_enabled():
@@ -144,6 +172,12 @@ class InvertibleLinear(nn.Module):
         # Invert in float64: a float32 inverse of a 768 x 768 matrix loses digits the round trip needs.
         w_inv = torch.linalg.inv(self.weight())
         return (y.double() @ w_inv.T).to(y.dtype)
+
+
+def _lu_of(rotation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(sigma, L, U, diag U)`` of ``rotation = P L U`` (float64), ``P[j, sigma[j]] = 1``."""
+    p, lower, upper = torch.linalg.lu(rotation)
+    return torch.argmax(p, dim=1), lower, upper, torch.diagonal(upper)
 
 
 class ReversePermutation(nn.Module):
@@ -308,11 +342,19 @@ class Glow(nn.Module):
         z, logdet = self.forward(x)
         return standard_normal_log_prob(z) + logdet
 
-    def data_init(self, x: torch.Tensor) -> None:
-        """Data-dependent actnorm init: one forward pass in which every actnorm sets itself from its input."""
+    def data_init(self, x: torch.Tensor, principal_axes: bool = False) -> None:
+        """Data-dependent init: one forward pass in which every actnorm sets itself from its input; with
+        ``principal_axes`` the first invertible linear map too (:meth:`InvertibleLinear.initialize_from`), so
+        that the next actnorm whitens (its scales floored at :data:`PRINCIPAL_AXES_STD_FLOOR`) and the flow
+        starts at PCA whitening. The later maps keep their random rotations: rotating whitened vectors keeps them
+        white, while another principal-axes start would scale the floored directions up once more."""
         for module in self.modules():
             if isinstance(module, ActNorm):
                 module.pending_init = True
+                module.relative_floor = PRINCIPAL_AXES_STD_FLOOR if principal_axes else 0.0
+        first = next((m for m in self.modules() if isinstance(m, InvertibleLinear)), None)
+        if principal_axes and first is not None:
+            first.pending_init = True
         with torch.no_grad():
             self.forward(x)
 
