@@ -23,6 +23,7 @@ from whitevec._io import atomic_path
 from whitevec.datasets.retrieval import load_retrieval_dataset
 from whitevec.encoder import Encoder
 from whitevec.evaluation.retrieval import RetrievalReport, RetrievalScore, evaluate_retrieval
+from whitevec.transforms import Flow
 
 # The token limit these figures were taken with (before a folder's max_seq_length became the default).
 MAX_LENGTH = 512
@@ -150,7 +151,8 @@ def write_results(
         "",
         f"Data: Cranfield 1400 ({len(dataset.corpus)} documents, {judged} judged queries, 1837 judgments). "
         "Every transform is fitted on the corpus vectors; exact flat FAISS index, cosine metric (vectors "
-        "L2-normalised after the transform). Quality in percent.",
+        "L2-normalised after the transform). Quality in percent. `flow`: `Flow()`'s defaults, the first"
+        f" invertible linear map started at `mixing_init={Flow().mixing_init!r}`.",
         "",
         *table(reports),
         "",
