@@ -40,17 +40,31 @@ from whitevec.transforms.flow import Flow
 X = np.load(sys.argv[1])
 method = sys.argv[2]
 est = Flow(show_progress=False) if method == "flow" else Whitening()
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def high_water_kib():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+# Imports peak above what a fit adds (ru_maxrss can never be reset): reset the high-water mark (Linux 4.0+) so
+# the peak read after the fit is the fit's own.
+try:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+except OSError:
+    pass
+base = int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
 load = os.getloadavg()[0]
 t0, c0 = time.perf_counter(), time.process_time()
 est.fit(X)
 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
 Z = est.transform(X)
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = high_water_kib()
 out = {"wall_s": wall, "cpu_s": cpu, "rss_before_fit_mib": base / 1024, "peak_rss_mib": peak / 1024,
        "load_avg_1min": load, "torch_threads": torch.get_num_threads(), "finite": bool(np.isfinite(Z).all())}
 if method == "flow":
-    out.update(steps=est.n_steps_, best_step=est.best_step_, val_bits_per_dim=est.val_bits_per_dim_,
+    out.update(params={k: est.get_params()[k] for k in ("levels", "depth", "width", "coupling", "lr",
+                                                        "max_steps", "batch_size", "mixing_init")},
+               steps=est.n_steps_, best_step=est.best_step_, val_bits_per_dim=est.val_bits_per_dim_,
                latent_std=float(Z.std()))
 print(json.dumps(out))
 """
@@ -73,6 +87,7 @@ def _run(path: Path, method: str) -> dict[str, Any]:
 
 def main() -> None:
     rows: list[dict[str, Any]] = []
+    load_before = " ".join(f"{v:.2f}" for v in os.getloadavg())
     with tempfile.TemporaryDirectory() as tmp:
         for model in MODELS:
             X = _vectors(model)
@@ -93,15 +108,19 @@ def main() -> None:
                 print(json.dumps(rows[-1]), flush=True)
     facts = machine_facts()
     facts["omp_num_threads"] = os.environ.get("OMP_NUM_THREADS")
+    facts["load_before"] = load_before
+    flow_run = next(r for r in rows if r["method"] == "flow")  # the same defaults for every model
+    flow_params = ", ".join(f"{k} {v}" for k, v in flow_run["params"].items())
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "flow_fit.json").write_text(json.dumps({"machine": facts, "runs": rows}, indent=2) + "\n")
     lines = [
         "# Flow vs Whitening: fit time and peak memory (STS-B target vectors, first-last-avg)",
         "",
         f"{facts['date']}; {facts['cpu']}; {facts['cores']} cores; torch {facts['versions']['torch']}; "
-        f"OMP_NUM_THREADS={facts['omp_num_threads']}. Flow with default parameters (levels 2, depth 3, "
-        "width 32, additive, lr 1e-3, one epoch, batch 64). Peak RSS is the fitting subprocess's high-water "
-        "mark (ru_maxrss), including interpreter, torch and the vectors; 'added' is peak minus RSS before fit.",
+        f"OMP_NUM_THREADS={facts['omp_num_threads']}; load average before {facts['load_before']}. Flow with "
+        f"its default parameters ({flow_params}). Peak RSS is the fitting subprocess's high-water mark (VmHWM, "
+        "reset just before the fit), including interpreter, torch and the vectors; 'added' is peak minus RSS "
+        "before fit.",
         "",
         "| model | n x d | method | fit wall s | fit CPU s | peak RSS MiB | added MiB | load avg |",
         "|---|---|---|---:|---:|---:|---:|---:|",
