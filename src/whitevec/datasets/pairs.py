@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from whitevec.datasets.paths import existing_file, read_lines
-from whitevec.datasets.rows import bad_row, delimited_rows, header_columns, json_object
+from whitevec.datasets.rows import bad_row, header_columns, json_object, read_delimited_file
 from whitevec.datasets.sts import Pair, StsTask
 from whitevec.errors import BadInputError
 
@@ -113,26 +113,23 @@ def _read_jsonl(file: Path) -> list[Pair]:
     return pairs
 
 
+def _pair_columns(file: Path, line_no: int, fields: list[str]) -> tuple[tuple[int, int, int], int]:
+    """The header's (sentence1, sentence2, score) column positions and its width; a missing column refused."""
+    header = [h.lower() for h in header_columns(file, line_no, fields)]
+    missing = [c for c in ("sentence1", "sentence2") if c not in header]
+    score_col = next((c for c in _SCORE_NAMES if c in header), None)
+    if score_col is None:
+        missing.append("score")
+    if missing:
+        raise bad_row(file, line_no, f"header lacks column(s) {', '.join(missing)}")
+    return (header.index("sentence1"), header.index("sentence2"), header.index(str(score_col))), len(header)
+
+
 def _read_delimited(file: Path, delimiter: str) -> list[Pair]:
-    rows = delimited_rows(file, read_lines(file, BadInputError), delimiter)
-    if not rows:
-        return []
-    first_no, first = rows[0]
-    if any(h.strip().lower() in ("sentence1", "sentence2") for h in first):
-        header = [h.lower() for h in header_columns(file, first_no, first)]
-        missing = [c for c in ("sentence1", "sentence2") if c not in header]
-        score_col = next((c for c in _SCORE_NAMES if c in header), None)
-        if score_col is None:
-            missing.append("score")
-        if missing:
-            raise bad_row(file, first_no, f"header lacks column(s) {', '.join(missing)}")
-        cols = (header.index("sentence1"), header.index("sentence2"), header.index(str(score_col)))
-        width = len(header)
-        body = rows[1:]
-    else:
-        cols = (0, 1, 2)
-        width = 3
-        body = rows
+    rows = read_delimited_file(file, delimiter)
+    has_header = bool(rows) and any(h.strip().lower() in ("sentence1", "sentence2") for h in rows[0][1])
+    cols, width = _pair_columns(file, *rows[0]) if has_header else ((0, 1, 2), 3)
+    body = rows[1:] if has_header else rows
     kind = "TAB" if delimiter == "\t" else "comma"
     pairs = []
     for line_no, fields in body:

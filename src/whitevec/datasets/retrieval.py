@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from whitevec.datasets.paths import existing_file, read_lines, resolve_data_dir
-from whitevec.datasets.rows import bad_row, delimited_rows, header_columns, json_object
+from whitevec.datasets.rows import bad_row, header_columns, json_object, read_delimited_file
 from whitevec.errors import BadInputError, DataNotFoundError
 
 CRANFIELD_GAIN = {1: 4, 2: 3, 3: 2, 4: 1, 5: 0, -1: 0}
@@ -149,7 +149,7 @@ def jsonl_corpus(file: Path, lines: list[str], first_line: int = 1, first_doc: i
 
 
 def read_delimited_corpus(file: Path, delimiter: str) -> list[Document]:
-    rows = delimited_rows(file, read_lines(file, BadInputError), delimiter)
+    rows = read_delimited_file(file, delimiter)
     if not rows:
         return []
     header_no, first = rows[0]
@@ -242,7 +242,7 @@ def read_beir(folder: str | os.PathLike[str], split: str = "test") -> RetrievalD
     check_unique_ids(query_docs, where=str(query_file))
     all_queries = {d.id: d.text for d in query_docs}
     qrels: dict[str, dict[str, int]] = {}
-    for line_no, fields in delimited_rows(qrel_file, read_lines(qrel_file, BadInputError), "\t"):
+    for line_no, fields in read_delimited_file(qrel_file, "\t"):
         if line_no == 1 and not _is_number(fields[-1]):
             continue  # the header row, "query-id corpus-id score"
         if len(fields) != 3:

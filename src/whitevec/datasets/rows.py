@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from whitevec.datasets.paths import read_lines
 from whitevec.errors import BadInputError
 
 # csv refuses fields over 131,072 characters by default, a guard against runaway quoting in streamed input.
@@ -74,6 +75,11 @@ def delimited_rows(file: Path, lines: list[str], delimiter: str) -> list[tuple[i
             ) from None
         raise bad_row(file, reader.line_num or start, f"bad CSV ({exc}); {_CSV_HINT}") from None
     return rows
+
+
+def read_delimited_file(file: Path, delimiter: str) -> list[tuple[int, list[str]]]:
+    """:func:`delimited_rows` of a user's CSV or TSV file (not UTF-8: a BadInputError naming it)."""
+    return delimited_rows(file, read_lines(file, BadInputError), delimiter)
 
 
 def header_columns(file: Path, line_no: int, fields: list[str]) -> list[str]:
