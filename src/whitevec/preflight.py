@@ -133,6 +133,22 @@ def check_texts(texts: Sequence[str], what: str = "queries") -> list[str]:
     return items
 
 
+def not_one_string(texts: Sequence[str]) -> Sequence[str]:
+    """``texts``, refused when it is one string (a sequence of characters, which would pass as one text each)."""
+    if isinstance(texts, str):
+        raise BadInputError("texts must be a sequence of strings, not a single string")
+    return texts
+
+
+def nonblank_texts(texts: Sequence[str], when_none: str) -> list[str]:
+    """The texts of ``texts`` that are not blank; one string, or no text left, refused (``when_none``: the
+    error's words for the second)."""
+    kept = [text for text in not_one_string(texts) if text.strip()]
+    if not kept:
+        raise BadInputError(when_none)
+    return kept
+
+
 def existing_folder(path: str | os.PathLike[str], what: str) -> Path:
     """``path`` with ``~`` expanded, or DataNotFoundError naming it as ``what`` when it is not a folder."""
     folder = Path(path).expanduser()

@@ -43,6 +43,7 @@ import numpy as np
 
 from whitevec._io import atomic_path
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError
+from whitevec.preflight import nonblank_texts
 
 if TYPE_CHECKING:
     from whitevec.transforms.whitening import Whitening
@@ -263,11 +264,7 @@ def count_frequencies(
     smoothing: float = DEFAULT_SMOOTHING,
 ) -> TokenFrequencies:
     """Count the non-special tokens of ``texts`` with ``tokenizer`` (truncated at ``max_length`` tokens)."""
-    if isinstance(texts, str):
-        raise BadInputError("texts must be a sequence of strings, not a single string")
-    texts = [t for t in texts if t.strip()]
-    if not texts:
-        raise BadInputError("token frequencies need at least one non-empty text to count")
+    texts = nonblank_texts(texts, "token frequencies need at least one non-empty text to count")
     return TokenFrequencies(
         counts=count_token_ids(tokenizer, texts, max_length),
         n_texts=len(texts),

@@ -26,6 +26,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from whitevec.errors import BadInputError
+from whitevec.preflight import nonblank_texts
 from whitevec.token_weights import count_token_ids
 
 if TYPE_CHECKING:
@@ -154,11 +155,7 @@ def frequency_link(
     batch_size: int | None = None,
 ) -> FrequencyLink:
     """Spearman's rho of token frequency against static and contextual token norms, and bucket means."""
-    if isinstance(texts, str):
-        raise BadInputError("texts must be a sequence of strings, not a single string")
-    texts = [t for t in texts if t.strip()]
-    if not texts:
-        raise BadInputError("the frequency link needs a corpus with at least one non-empty text")
+    texts = nonblank_texts(texts, "the frequency link needs a corpus with at least one non-empty text")
     if n_buckets < 1 or min_types_per_bucket < 1:
         raise BadInputError(
             f"n_buckets and min_types_per_bucket must be at least 1, got {n_buckets}, {min_types_per_bucket}"

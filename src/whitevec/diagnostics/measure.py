@@ -32,6 +32,7 @@ from whitevec.diagnostics.metrics import (
 from whitevec.diagnostics.results import DiagnosticsReport, KSweep, SpaceReport
 from whitevec.errors import BadInputError
 from whitevec.evaluation.sts import score_pairs
+from whitevec.preflight import not_one_string
 from whitevec.static_encoder import StaticEncoder
 from whitevec.transforms import Transform, Whitening, make_transform
 
@@ -196,9 +197,7 @@ def _texts_to_diagnose(
         raise BadInputError(f"max_sentences must be at least 2, got {max_sentences}")
     if texts is None and task is not None:
         texts = _unique([*task.evaluated_sentences(), *task.sentences("target")])
-    if texts is not None and isinstance(texts, str):
-        raise BadInputError("texts must be a sequence of strings, not a single string")
-    return texts
+    return None if texts is None else not_one_string(texts)
 
 
 def _settings(labels: Sequence[str], max_sentences: int | None, max_pairs: int, seed: int) -> dict[str, Any]:
