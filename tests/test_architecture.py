@@ -4,7 +4,11 @@
 from __future__ import annotations
 
 import ast
+import re
+import subprocess
 from pathlib import Path
+
+import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "whitevec"
@@ -100,3 +104,23 @@ def test_lower_floors_never_import_higher_ones() -> None:
         f"{a} -> {b}" for a, targets in _graph().items() if a != "whitevec" for b in targets if floor(b) > floor(a)
     )
     assert upward == []
+
+
+def test_no_tracked_file_keeps_merge_conflict_markers() -> None:
+    # ARCHITECTURE.md once kept a merge's <<<<<<< / >>>>>>> lines for a session, unseen by every other check.
+    root = SRC.parent
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "*.md", "*.py", "*.toml", "*.yml", "*.yaml", "*.cfg", "*.txt", "Makefile"],
+        cwd=root,
+        capture_output=True,
+        check=False,
+    )
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout")
+    marker = re.compile(r"^(<{7}|>{7})( |$)", re.MULTILINE)
+    kept = [
+        name
+        for name in listed.stdout.decode().split("\0")
+        if name and (root / name).is_file() and marker.search((root / name).read_text(errors="replace"))
+    ]
+    assert kept == []
