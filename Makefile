@@ -16,10 +16,13 @@ PIP_TOOLS ?= pip==26.3 pip-tools==7.7.0
 LOCK_ARGS := --allow-unsafe --all-build-deps --strip-extras --no-emit-index-url --no-emit-find-links --extra=$(LOCK_EXTRAS) \
   --upgrade-package='$(TORCH_PIN)' --output-file=$(LOCK) pyproject.toml
 LOCK_FLAGS ?=
+# The peer for docs/results/static.md: Model2Vec's distiller needs transformers<5.4, so it gets a venv of its own.
+M2V_VENV ?= .venv-m2v
+M2V_REQS := benchmarks/peers/model2vec/requirements.txt
 # test-latest: the newest releases pyproject's ranges allow, in a venv of their own (drift before users see it).
 LATEST_VENV ?= .venv-latest
 
-.PHONY: install lock demo test test-latest docs lint results-sts bench clean
+.PHONY: install lock demo test test-latest docs lint results-sts bench clean peer-m2v
 
 # The venv is rebuilt from nothing whenever the lock changes, so it holds the locked set and nothing else.
 # The copy of the lock marks a venv installed from it (tests/test_lock.py then compares the two).
@@ -69,7 +72,15 @@ docs: install
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 clean:
-	rm -rf $(VENV) $(LATEST_VENV) $(LOCK_VENV) out site .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LATEST_VENV) $(LOCK_VENV) $(M2V_VENV) out site .pytest_cache .mypy_cache .ruff_cache
+
+$(M2V_VENV)/.installed: $(M2V_REQS)
+	$(PYTHON) -m venv --clear $(M2V_VENV)
+	$(M2V_VENV)/bin/python -m pip install -q --upgrade pip
+	$(M2V_VENV)/bin/python -m pip install -q -r $(M2V_REQS)
+	cp $(M2V_REQS) $@
+
+peer-m2v: $(M2V_VENV)/.installed
 
 bench: install
 	$(PY) benchmarks/run_all.py
