@@ -24,12 +24,13 @@ Needs WHITEVEC_DATA (the shared data), all-mpnet-base-v2 and m3e-small fetched.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
@@ -337,81 +338,64 @@ def run_peer(models: list[str], redo: bool, log: Callable[[str], None]) -> dict[
     return records
 
 
-def derived_weights(model: str, raw: Any, weights: str, corpus: Path) -> tuple[np.ndarray, dict[str, Any]]:
-    """The row weights ``whitevec distill --token-weights WEIGHTS`` multiplies the unweighted table by:
-    sif-rank over the kept rows (the non-zero ones) in id order; sif / usif from counts of the corpus with the
-    model's tokenizer. Checked against a real distill for all-MiniLM-L6-v2 (``verify_derived``)."""
+@contextlib.contextmanager
+def model_passes_once() -> Iterator[dict[tuple[str, str], Any]]:
+    """Inside, whitevec.distill computes each model's raw token table once per method (the model passes: every
+    token alone, or the corpus) and hands a copy to the later distills of that model and method; every other
+    step (PCA, weights, counts, fold, the folder) runs in full each time. Yields {(model, method): seconds of the
+    model passes}."""
+    import whitevec.distill as module
+    from whitevec.token_table import TokenTable
+
+    seconds: dict[tuple[str, str], float] = {}
+    saved = {name: getattr(module, name) for name in ("single_token_table", "corpus_table")}
+    done: dict[tuple[str, str], TokenTable] = {}
+
+    def reusing(name: str, method: str) -> Callable[..., TokenTable]:
+        def reuse(encoder: Any, *args: Any) -> TokenTable:
+            key = (encoder.model_name, method)
+            if key not in done:
+                started = time.perf_counter()
+                table = saved[name](encoder, *args)
+                done.clear()  # one model's tables at a time
+                done[key] = TokenTable(np.array(table.vectors), np.array(table.kept), table.n_seen)
+                seconds[key] = round(time.perf_counter() - started, 1)
+            raw = done[key]
+            return TokenTable(raw.vectors.copy(), raw.kept.copy(), raw.n_seen)
+
+        return reuse
+
+    module.single_token_table = reusing("single_token_table", "tokens")  # type: ignore[assignment]
+    module.corpus_table = reusing("corpus_table", "corpus")  # type: ignore[assignment]
+    try:
+        yield seconds
+    finally:
+        for name, function in saved.items():
+            setattr(module, name, function)
+
+
+def check_fold(model: str, corpus: Path) -> dict[str, Any]:
+    """The deployable folder (``tokens``, sif-rank, whitening folded, fitted on every corpus line, normalised;
+    also the timing part's whitevec folder) against what the quality part does instead: whitening fitted on the
+    unnormalised tokens/sif-rank folder's vectors of the corpus and applied, then normalised (STS-B sentences)."""
     from whitevec.datasets import read_texts_file
-    from whitevec.encoder import load_model_tokenizer
-    from whitevec.token_weights import TokenWeighting, count_frequencies, rank_sif_weights
-
-    if weights == "sif-rank":
-        kept = np.any(raw.embeddings != 0, axis=1)
-        if "tokens_kept" in raw.provenance and int(kept.sum()) != raw.provenance["tokens_kept"]:
-            raise SystemExit(f"{model}: {int(kept.sum())} non-zero rows, but {raw.provenance['tokens_kept']} kept")
-        out = np.zeros(kept.size)
-        out[kept] = rank_sif_weights(int(kept.sum()))
-        return out, {"scheme": "sif-rank"}
-    _, tokenizer = load_model_tokenizer(model)
-    counts = count_frequencies(
-        tokenizer, read_texts_file(corpus), raw.provenance.get("model_max_length"), source=corpus.name
-    )
-    weighting = TokenWeighting(weights, counts)
-    return weighting.weights(), weighting.describe()
-
-
-def write_weighted(model: str, method: str, corpus: Path) -> None:
-    """The sif-rank, sif and usif folders from the unweighted one (weights multiply rows after the PCA, so the
-    single-token and corpus passes need not run again)."""
-    from whitevec.static_format import StaticTable, read_static_folder, write_static_folder
-
-    raw = read_static_folder(static_folder(model, method, "none"))
-    for weights in WEIGHTS[1:]:
-        factor, described = derived_weights(model, raw, weights, corpus)
-        provenance = {**raw.provenance, "token_weights": described, "derived_from": f"{model}-{method}-none"}
-        table = StaticTable(
-            (raw.embeddings * factor[:, None]).astype(np.float32),
-            raw.tokenizer,
-            raw.normalize,
-            raw.max_length,
-            provenance,
-        )
-        write_static_folder(static_folder(model, method, weights), table, overwrite=True)
-
-
-def verify_derived(model: str, corpus: Path, log: Callable[[str], None]) -> dict[str, Any]:
-    """Two real distills of ``model`` checked against what the quality part evaluates: ``tokens`` with sif
-    weights (its table against the derived sif folder), and the deployable default (sif-rank, whitening-128
-    folded, fitted on every corpus line, normalised) against whitening-128 fitted on the derived sif-rank
-    folder's means of the corpus, applied to STS-B sentences. Also the timing part's whitevec folder."""
     from whitevec.distill import distill
-    from whitevec.static_format import read_static_folder
 
-    common = {"method": "tokens", "corpus": corpus, "sample": None, "dims": DIMS, "overwrite": True}
-    check = cache_folder("static") / f"{model}-check-sif"
-    distill(model, check, token_weights="sif", normalize=False, show_progress=False, **common)
-    derived = read_static_folder(static_folder(model, "tokens", "sif")).embeddings
-    sif_gap = float(np.abs(read_static_folder(check).embeddings - derived).max())
     started = time.perf_counter()
-    result = distill(model, deploy_folder(model), token_weights="sif-rank", transform="whitening-128", **common)
+    distill(model, deploy_folder(model), method="tokens", corpus=corpus, sample=None, dims=DIMS,
+            token_weights="sif-rank", transform="whitening", overwrite=True, show_progress=False)  # fmt: skip
     seconds = time.perf_counter() - started
+    plain = static_encoder(static_folder(model, "tokens", "sif-rank"))
+    whitening = make_transform("whitening")
+    assert whitening is not None
+    whitening.fit(plain.encode(read_texts_file(corpus), show_progress=False))
     texts = load_sts_task("stsb").sentences("target")
-    fitted = make_transform("whitening-128")
-    assert fitted is not None
-    weighted = static_encoder(static_folder(model, "tokens", "sif-rank"))
-    from whitevec.datasets import read_texts_file
-
-    fitted.fit(weighted.encode(read_texts_file(corpus), show_progress=False))
-    expected = unit_rows(np.asarray(fitted.transform(weighted.encode(texts, show_progress=False))))
+    expected = unit_rows(np.asarray(whitening.transform(plain.encode(texts, show_progress=False))))
     folded = static_encoder(deploy_folder(model)).encode(texts, show_progress=False)
-    fold_gap = float(np.abs(folded - expected).max())
-    log(f"{model}: derived sif table vs distill {sif_gap:.2e}; folded whitening-128 vs applied {fold_gap:.2e}")
     return {
-        "sif_table_max_abs_diff": sif_gap,
-        "folded_vs_applied_max_abs_diff": fold_gap,
-        "deploy_folder": deploy_folder(model).name,
-        "deploy_distill_seconds": round(seconds, 1),
-        "deploy_dim": result.dim,
+        "folder": deploy_folder(model).name,
+        "folded_vs_applied_max_abs_diff": float(np.abs(folded - expected).max()),
+        "distill_seconds_without_model_passes": round(seconds, 1),
     }
 
 
@@ -420,39 +404,34 @@ def deploy_folder(model: str) -> Path:
 
 
 def run_distill(models: list[str], log: Callable[[str], None]) -> dict[str, Any]:
-    """whitevec distill of each model by each method, unweighted and unnormalised (so a transform fitted on its
-    sentence vectors is the one a fold would fit), then the weighted folders derived from it."""
+    """whitevec distill of each model by each method under each token weighting, unnormalised (so that a
+    transform fitted on its sentence vectors is the one a fold would fit); the model passes run once per method
+    (``model_passes_once``)."""
     from whitevec.distill import distill
 
     records: dict[str, Any] = {}
-    for model in models:
-        corpus = corpus_file(model)
-        for method in METHODS:
-            load_before = os.getloadavg()
-            result = distill(
-                model,
-                static_folder(model, method, "none"),
-                method=method,
-                corpus=corpus if method == "corpus" else None,
-                dims=DIMS,
-                token_weights="none",
-                normalize=False,
-                overwrite=True,
-                show_progress=False,
-            )
-            write_weighted(model, method, corpus)
-            records[f"{model} {method}"] = {
-                "distill_seconds": round(result.seconds, 1),
-                "load_average_before": [round(x, 2) for x in load_before],
-                "n_texts": result.n_texts,
-                "n_seen": result.n_seen,
-                "vocab": result.vocab_size,
-                "dim": result.dim,
-                "provenance": result.provenance,
-            }
-            log(f"{model} {method}: {result.seconds:.0f} s")
-        if model == ENGLISH[0]:
-            records[f"{model} checks"] = verify_derived(model, corpus, log)
+    with model_passes_once() as passes:
+        for model in models:
+            corpus = corpus_file(model)
+            for method, weights in [(m, w) for m in METHODS for w in WEIGHTS]:
+                load_before = os.getloadavg()
+                result = distill(model, static_folder(model, method, weights), method=method, corpus=corpus,
+                                 dims=DIMS, token_weights=weights, normalize=False, overwrite=True,
+                                 show_progress=False)  # fmt: skip
+                records[f"{model} {method}/{weights}"] = {
+                    "seconds": round(result.seconds, 1),
+                    "load_average_before": [round(x, 2) for x in load_before],
+                    "vocab": result.vocab_size,
+                    "dim": result.dim,
+                    "n_texts": result.n_texts,
+                    "n_seen": result.n_seen,
+                    "provenance": result.provenance,
+                }
+                log(f"{model} {method}/{weights}: {result.seconds:.0f} s")
+            for method in METHODS:
+                records[f"{model} {method}/none"]["model_pass_seconds"] = passes[(model, method)]
+            if model == ENGLISH[0]:
+                records[f"{model} fold check"] = check_fold(model, corpus)
     return records
 
 
@@ -740,14 +719,21 @@ def distill_lines(data: dict[str, Any]) -> list[str]:
         load = " / ".join(f"{x:.1f}" for x in record["load_average_before"])
         lines.append(f"| {model} | Model2Vec `{record['call']}` | {record['distill_seconds']:.0f} | {load} | "
                      f"{record['vocab']} x {record['dim']} {record['dtype']} | {fmt_int(size)} |")  # fmt: skip
+    rest: list[float] = []
     for key, record in data.get("distill", {}).items():
-        if "distill_seconds" not in record:
+        if "model_pass_seconds" not in record:
+            rest += [record["seconds"]] if "seconds" in record else []
             continue
-        model, method = key.split(" ")
-        size = sizes.get(f"{model} {method}/none", {}).get("table_bytes")
+        model, system = key.split(" ")
+        size = sizes.get(f"{model} {system}", {}).get("table_bytes")
         load = " / ".join(f"{x:.1f}" for x in record["load_average_before"])
-        lines.append(f"| {model} | whitevec distill --method {method} | {record['distill_seconds']:.0f} | "
-                     f"{load} | {record['vocab']} x {record['dim']} float32 | {fmt_int(size)} |")  # fmt: skip
+        lines.append(f"| {model} | `whitevec distill --method {system.split('/')[0]} --token-weights none` | "
+                     f"{record['seconds']:.0f} (model passes {record['model_pass_seconds']:.0f}) | {load} | "
+                     f"{record['vocab']} x {record['dim']} float32 | {fmt_int(size)} |")  # fmt: skip
+    if rest:
+        lines += ["", f"The other token weightings of each model and method reuse that method's model passes "
+                      f"(benchmarks/results_static.py's `model_passes_once`): {min(rest):.0f} to "
+                      f"{max(rest):.0f} s each for the rest of distill (PCA, counts, weights, the folder)."]  # fmt: skip
     return lines
 
 
@@ -796,16 +782,18 @@ def check_lines(data: dict[str, Any]) -> list[str]:
     lines = []
     for model, gap in quality.get("equality", {}).items():
         lines.append(f"- whitevec's StaticEncoder against Model2Vec's StaticModel.encode on the peer folder of "
-                     f"{model}, STS-B sentences: largest difference {gap:.1e}.")  # fmt: skip
+                     f"{model}, STS-B sentences: largest difference {gap:.1e} (Model2Vec returns its "
+                     "table's float16, whitevec float32; float16 rounds a unit vector's entries at about "
+                     "5e-4).")  # fmt: skip
     for key, record in data.get("distill", {}).items():
-        if key.endswith(" checks"):
-            lines += [
-                f"- {key[:-7]}: the sif folder derived from the unweighted table against a real `distill "
-                f"--token-weights sif`: largest difference {record['sif_table_max_abs_diff']:.1e}.",
-                f"- {key[:-7]}: `distill --token-weights sif-rank --transform whitening-128` (folded, fitted on "
-                f"every corpus line) against whitening-128 fitted and applied to the derived sif-rank folder's "
-                f"vectors, normalised: largest difference {record['folded_vs_applied_max_abs_diff']:.1e}.",
-            ]
+        if key.endswith(" fold check"):
+            lines.append(
+                f"- {key.split(' ')[0]}: `distill --token-weights sif-rank --transform whitening` (whitening "
+                "folded into the table, fitted on every corpus line, normalised) against whitening fitted on the "
+                "unnormalised tokens/sif-rank folder's corpus vectors and applied, then normalised, on the STS-B "
+                f"sentences: largest difference {record['folded_vs_applied_max_abs_diff']:.1e}. So a row's "
+                "transform, fitted and applied here, is the folder that folds it."
+            )
     return lines
 
 
@@ -945,19 +933,32 @@ def main() -> None:
         print(message, file=sys.stderr, flush=True)
 
     json_path = args.out / f"{STEM}.json"
-    data: dict[str, Any] = json.loads(json_path.read_text()) if json_path.is_file() else {}
+
+    def saved() -> dict[str, Any]:
+        # Read again just before writing: another part may have run meanwhile; each part writes only its own.
+        return json.loads(json_path.read_text()) if json_path.is_file() else {}
+
     started = time.perf_counter()
     run = {"command": "python benchmarks/results_static.py " + " ".join(sys.argv[1:])}
     if args.part == "peer":
-        data["peer"] = {**data.get("peer", {}), **run_peer(models, args.redo, log)}
+        records = run_peer(models, args.redo, log)
+        data = saved()
+        data["peer"] = {**data.get("peer", {}), **records}
     elif args.part == "distill":
-        data["distill"] = {**data.get("distill", {}), **run_distill(models, log)}
+        records = run_distill(models, log)
+        data = saved()
+        data["distill"] = {**data.get("distill", {}), **records}
         data["distill_run"] = {**run, "machine": machine_facts(), "seconds": round(time.perf_counter() - started)}
     elif args.part == "quality":
         new = {**run_quality(models, log), **run, "machine": machine_facts("model2vec", "tokenizers", "scipy")}
+        data = saved()
         data["quality"] = merge_quality(data.get("quality"), new, models)
     elif args.part == "timing":
-        data["timing"] = run_timing(args, log)
+        timing = run_timing(args, log)
+        data = saved()
+        data["timing"] = timing
+    else:
+        data = saved()
     args.out.mkdir(parents=True, exist_ok=True)
     with atomic_path(json_path) as tmp:
         tmp.write_text(json.dumps(data, indent=1) + "\n")
