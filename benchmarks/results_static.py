@@ -12,7 +12,8 @@ Parts (each runnable alone; each replaces its own section of static.json, then t
     make peer-m2v                                           # the peer's venv, .venv-m2v
     python benchmarks/results_static.py --part peer        # Model2Vec's distill (in .venv-m2v) -> ~/.cache
     python benchmarks/results_static.py --part distill     # whitevec distill, both methods -> ~/.cache (kept
-                                                            # where a folder already holds the same table)
+                                                            # where a folder already holds the same table;
+                                                            # --redo distils again, for the distill seconds)
     python benchmarks/results_static.py --part quality     # STS, Chinese, Cranfield, sizes (deterministic)
     python benchmarks/results_static.py --part timing      # encode sentences/s, a static index's /search p50
     python benchmarks/results_static.py --part render      # the page from static.json only (static_page.py)
@@ -424,14 +425,15 @@ def distilled_already(folder: Path, model: str, settings: dict[str, Any]) -> dic
     return provenance if found == asked else None
 
 
-def distill_once(model: str, folder: Path, settings: dict[str, Any]) -> dict[str, Any]:
+def distill_once(model: str, folder: Path, settings: dict[str, Any], redo: bool = False) -> dict[str, Any]:
     """``whitevec.distill`` of ``model`` into ``folder`` with ``settings``, unless the folder already holds that
-    table (then it is kept: ``reused``). The record: seconds and load (a run here), shape, provenance."""
+    table (then it is kept: ``reused``; ``redo`` distils it again). The record: seconds and load (a run here),
+    shape, provenance."""
     from safetensors import safe_open
 
     from whitevec.distill import distill
 
-    provenance = distilled_already(folder, model, settings)
+    provenance = None if redo else distilled_already(folder, model, settings)
     if provenance is not None:
         with safe_open(str(folder / "model.safetensors"), "np") as handle:
             vocab, dim = handle.get_slice(handle.keys()[0]).get_shape()
@@ -450,7 +452,7 @@ def distill_once(model: str, folder: Path, settings: dict[str, Any]) -> dict[str
     }
 
 
-def check_fold(model: str, corpus: Path) -> dict[str, Any]:
+def check_fold(model: str, corpus: Path, redo: bool = False) -> dict[str, Any]:
     """The deployable folder (``tokens``, sif-rank, whitening folded, fitted on every corpus line, normalised;
     also the timing part's whitevec folder) against what the quality part does instead: whitening fitted on the
     unnormalised tokens/sif-rank folder's vectors of the corpus and applied, then normalised (STS-B sentences).
@@ -459,7 +461,7 @@ def check_fold(model: str, corpus: Path) -> dict[str, Any]:
 
     settings = {"method": "tokens", "corpus": corpus, "sample": None, "dims": DIMS, "token_weights": "sif-rank",
                 "transform": "whitening"}  # fmt: skip
-    record = distill_once(model, deploy_folder(model), settings)
+    record = distill_once(model, deploy_folder(model), settings, redo)
     plain = static_encoder(static_folder(model, "tokens", "sif-rank"))
     whitening = make_transform("whitening")
     assert whitening is not None
@@ -480,7 +482,9 @@ def deploy_folder(model: str) -> Path:
     return cache_folder("static") / f"{model}-deploy"
 
 
-def run_distill(models: list[str], methods: list[str], log: Callable[[str], None]) -> dict[str, Any]:
+def run_distill(
+    models: list[str], methods: list[str], log: Callable[[str], None], redo: bool = False
+) -> dict[str, Any]:
     """whitevec distill of each model by each method under each token weighting, unnormalised (so that a
     transform fitted on its sentence vectors is the one a fold would fit); a folder already holding its table is
     kept; the model passes run at most once per model and method (``model_passes_once``)."""
@@ -492,14 +496,14 @@ def run_distill(models: list[str], methods: list[str], log: Callable[[str], None
             for weights in WEIGHTS:
                 settings = {"method": method.split("-")[0], "corpus": corpus, "dims": DIMS,
                             "token_weights": weights, "normalize": False}  # fmt: skip
-                record = distill_once(model, static_folder(model, method, weights), settings)
+                record = distill_once(model, static_folder(model, method, weights), settings, redo)
                 records[f"{model} {method}/{weights}"] = {**record, "corpus": CORPUS_OF[method]}
                 done = "kept (already distilled)" if "reused" in record else f"{record['seconds']:.0f} s"
                 log(f"{model} {method}/{weights}: {done}")
             if passes.key in passes.seconds:
                 records[f"{model} {method}/none"]["model_pass_seconds"] = passes.seconds[passes.key]
             if model == ENGLISH[0] and method == "tokens":
-                records[f"{model} fold check"] = check_fold(model, corpus_file(model))
+                records[f"{model} fold check"] = check_fold(model, corpus_file(model), redo)
                 log(f"{model} fold check: {records[f'{model} fold check']}")
     return records
 
@@ -631,7 +635,7 @@ def main() -> None:
     parser.add_argument("--part", choices=["peer", "distill", "quality", "timing", "render"], default="render")
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--methods", default=",".join(METHODS), help="distill: the tables to make")
-    parser.add_argument("--redo", action="store_true", help="peer: distil again over folders already there")
+    parser.add_argument("--redo", action="store_true", help="peer, distill: distil again over folders there")
     parser.add_argument("--texts", type=int, default=4000, help="timing: STS-B sentences encoded")
     parser.add_argument("--reps", type=int, default=5, help="timing: passes of the contextual model")
     parser.add_argument("--static-reps", type=int, default=30, help="timing: passes of each static encoder")
@@ -665,7 +669,7 @@ def main() -> None:
         data = saved()
         data["peer"] = {**data.get("peer", {}), **records}
     elif args.part == "distill":
-        records = run_distill(models, [m for m in args.methods.split(",") if m], log)
+        records = run_distill(models, [m for m in args.methods.split(",") if m], log, args.redo)
         data = saved()
         data["distill"] = merge_distill(data.get("distill", {}), records)
         data["distill_run"] = {**run, "machine": machine_facts(), "seconds": round(time.perf_counter() - started)}
