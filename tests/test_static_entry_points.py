@@ -82,6 +82,32 @@ def test_cli_encode_eval_fit_diagnose_with_a_static_folder(
     assert code == 0 and "a static encoder folder has none" in err, err
 
 
+def test_cli_leaves_the_batch_size_to_each_encoder(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A static encoder tokenises 1024 texts at a time, a model runs 64: the CLI imposes neither unless asked.
+    import whitevec.cli._options as options
+    from whitevec.encoder import Encoder
+    from whitevec.static_encoder import DEFAULT_BATCH_SIZE
+
+    made: list[object] = []
+
+    def recording_encoder(**kwargs: object) -> object:
+        encoder = load_encoder(**kwargs)  # type: ignore[arg-type]
+        made.append(encoder)
+        return encoder
+
+    monkeypatch.setattr(options, "_encoder", recording_encoder)
+    for model, extra in ((files["static"], []), (files["static"], ["--batch-size", "7"]), (files["bert"], [])):
+        argv = ["encode", str(files["corpus"]), "-o", str(tmp_path / "v.npy"), "-m", str(model), "-q", *extra]
+        code, _, err = run_cli(argv, capsys)
+        assert code == 0, err
+    static, asked, model = made
+    assert isinstance(static, StaticEncoder) and static.batch_size == DEFAULT_BATCH_SIZE == 1024
+    assert isinstance(asked, StaticEncoder) and asked.batch_size == 7
+    assert isinstance(model, Encoder) and model.batch_size == 64
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -78,7 +78,14 @@ MaxLengthOpt = Annotated[
         help="Tokens kept per text, longer ones truncated (default: the model's max_seq_length, else 512).",
     ),
 ]
-BatchOpt = Annotated[int, typer.Option("--batch-size", help="Texts per forward pass.")]
+BatchOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--batch-size",
+        min=1,
+        help="Texts per forward pass (default: the encoder's own, 64 for a model, 1024 for a static encoder).",
+    ),
+]
 DeviceOpt = Annotated[
     str | None,
     # The form is checked as the option is parsed (no torch import); whether this machine has the device, by the
@@ -150,7 +157,8 @@ class RunOptions:
     """How an encoding command runs its model: the options each of them ends with, in this order."""
 
     max_length: int | None = _option(None, MaxLengthOpt)
-    batch_size: int = _option(64, BatchOpt)
+    # None: each encoder's own default (a static encoder tokenises 1024 texts at a time, a model runs 64).
+    batch_size: int | None = _option(None, BatchOpt)
     device: str | None = _option(None, DeviceOpt)
     no_cache: bool = _option(False, NoCacheOpt)
     compute: str = _option("torch", ComputeOpt)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from whitevec.cli._options import BatchOpt, DeviceOpt, QuietOpt
+from whitevec.cli._options import DeviceOpt, QuietOpt
 from whitevec.errors import BadInputError
 
 
@@ -82,7 +82,9 @@ def distill_command(
         typer.Option("--max-length", help="Tokens kept per text (the folder's, and the corpus passes')."),
     ] = 512,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing --out folder.")] = False,
-    batch_size: BatchOpt = 64,
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", min=1, help="Texts per forward pass of the model.")
+    ] = 64,
     device: DeviceOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
