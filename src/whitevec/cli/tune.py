@@ -62,7 +62,12 @@ MaxBytesOpt = Annotated[
     ),
 ]
 MaxSecondsOpt = Annotated[
-    float | None, typer.Option("--max-seconds", help="Stop fitting new candidates after this long.")
+    float | None,
+    typer.Option(
+        "--max-seconds",
+        help="Stop fitting new candidates once this many seconds have passed since the run began (encoding "
+        "included).",
+    ),
 ]
 FoldsOpt = Annotated[int, typer.Option("--folds", help="k of the k-fold check without test data.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of folds and bootstrap resamples.")]

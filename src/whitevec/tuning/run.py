@@ -486,7 +486,8 @@ def tune(
         metric: ``spearman`` for pairs; ``ndcg@10`` (default), ``recall@K``, ``mrr@K`` or ``map`` for retrieval.
         max_bytes_per_vector: only candidates whose code bytes per vector fit are fitted and scored (and the
             baseline); BadInputError when none does.
-        max_seconds: stop fitting further candidates after this many seconds (encoding not counted).
+        max_seconds: stop fitting further candidates once this many seconds have passed since the call began
+            (encoding the texts included: a wall-clock budget for the whole run).
         encoders: model name -> an already made encoder (e.g. an :class:`whitevec.encoder.Encoder`); other
             models are loaded with ``encoder_options`` and closed afterwards.
         show_progress: None: a progress bar on a terminal only.
