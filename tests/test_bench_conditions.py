@@ -5,6 +5,7 @@ measured."""
 from __future__ import annotations
 
 import fcntl
+import json
 import re
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from benchmarks import bench_serve
 from benchmarks.machine import RunConditions, command_line, conditions_sentence, exclusive_lock
 
 REPO = Path(__file__).resolve().parents[1]
+HISTORIES = sorted((REPO / "benchmarks" / "results").glob("*history*.jsonl"))
 # What a page says when it claims a lock or a machine nobody else used.
 LOCK_CLAIM = re.compile(r"flock|\block\b|no other (benchmark|test|job)|quiet", re.IGNORECASE)
 
@@ -130,3 +132,11 @@ def test_a_measuring_run_needs_a_label() -> None:
     proc = subprocess.run([*command, "0", "--history", ""], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "--label is required" in proc.stderr
+
+
+@pytest.mark.parametrize("history", HISTORIES, ids=lambda p: p.name)
+def test_history_labels_say_what_was_measured(history: Path) -> None:
+    for line in history.read_text().splitlines():
+        label = json.loads(line)["label"]
+        assert label.strip(), f"{history.name}: a run without a label"
+        assert not re.search(r"\bsession\s*\d", label, re.IGNORECASE), f"{history.name}: {label!r}"
