@@ -67,8 +67,12 @@ def results_header(command: str, *facts: dict[str, Any]) -> str:
 
 # ---- the conditions of a run, as observed, and the one sentence that reports them --------------------------
 def command_line(argv: list[str] | None = None) -> str:
-    """The command that ran, as a user types it again: ``python`` and the script's own ``sys.argv``."""
-    return " ".join(["python", *map(shell_word, sys.argv if argv is None else argv)])
+    """The command that ran, as a user types it again: ``python``, its ``-W`` options and the script's own
+    ``sys.argv`` (or ``argv``, the script and its arguments, alone)."""
+    if argv is not None:
+        return " ".join(["python", *map(shell_word, argv)])
+    warn_options = [word for option in sys.warnoptions for word in ("-W", shell_word(option))]
+    return " ".join(["python", *warn_options, *map(shell_word, sys.argv)])
 
 
 def shell_word(arg: str) -> str:

@@ -140,3 +140,17 @@ def test_history_labels_say_what_was_measured(history: Path) -> None:
         label = json.loads(line)["label"]
         assert label.strip(), f"{history.name}: a run without a label"
         assert not re.search(r"\bsession\s*\d", label, re.IGNORECASE), f"{history.name}: {label!r}"
+
+
+def test_no_page_or_script_names_a_lock_file_outside_the_project() -> None:
+    """Issue 37: a user has no /work/cpu.lock; a page says how a figure was taken, not one machine's lock."""
+    outside = re.compile(r"flock[^`\n]*\s/(work|tmp)/|/work/cpu\.lock|/tmp/[\w.-]*\.lock")
+    where = [REPO / "README.md", *(REPO / "docs").rglob("*.md"), *(REPO / "benchmarks").rglob("*")]
+    found = [
+        f"{path.relative_to(REPO)}: {match.group(0)}"
+        for path in where
+        if path.is_file() and path.suffix in {".md", ".py", ".sh", ".json", ".jsonl"}
+        for match in [outside.search(path.read_text(errors="replace"))]
+        if match
+    ]
+    assert not found
