@@ -123,7 +123,10 @@ def _own_cpu_seconds() -> float:
 class RunConditions:
     """What a run observed about the machine while it measured: the CPU, the 1-minute load average before and
     after, its own CPU seconds against the wall time and against all the machine's, and the lock it held (only
-    one it took itself). ``record()`` is what a results file keeps; ``conditions_sentence`` renders it."""
+    one it took itself). ``record()`` is what a results file keeps; ``conditions_sentence`` renders it.
+
+    "Own" CPU seconds are this process's and those of the children it waited for; a process it started but did
+    not wait for (a daemon such as Ray's) counts among the others, so use it where the run waits for its own."""
 
     def __init__(self, lock: str | None = None) -> None:
         self.lock = lock
