@@ -174,5 +174,6 @@ def conditions_sentence(conditions: dict[str, Any]) -> str:
             share += f", all other processes on the machine {others:.0f} CPU s ({others / wall:.2f} cores)"
         parts.append(share)
     if "lock" in conditions:
-        parts.append(f"the script held an exclusive lock on `{conditions['lock']}` throughout")
+        # The record keeps the path; a page names only the fact (a lock file is one machine's detail).
+        parts.append("the script held an exclusive lock (its `--lock` file) throughout")
     return "; ".join(parts) + "." if parts else ""

@@ -85,7 +85,8 @@ def test_a_page_from_a_run_under_its_own_lock_names_that_lock(tmp_path: Path) ->
     with exclusive_lock(lock_file) as lock:
         conditions = RunConditions(lock).record()
     head = _page_head(_serve_run(conditions, ["benchmarks/bench_serve.py", "--lock", str(lock_file)]))
-    assert f"exclusive lock on `{lock_file}`" in head
+    assert "the script held an exclusive lock (its `--lock` file) throughout" in head
+    assert conditions["lock"] == str(lock_file)
 
 
 def test_an_old_record_gets_only_what_it_kept() -> None:
