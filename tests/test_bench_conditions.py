@@ -80,7 +80,7 @@ def test_a_page_from_a_run_without_a_lock_claims_none() -> None:
     assert f"Command: `{command}`" in head  # the run's own argv, nothing put before it
 
 
-def test_a_page_from_a_run_under_its_own_lock_names_that_lock(tmp_path: Path) -> None:
+def test_a_page_from_a_run_under_its_own_lock_says_so(tmp_path: Path) -> None:
     lock_file = tmp_path / "bench.lock"
     with exclusive_lock(lock_file) as lock:
         conditions = RunConditions(lock).record()
