@@ -47,7 +47,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_common import RESULTS, emit, run_worker
-from machine import facts_markdown, machine_facts
+from machine import (
+    RunConditions,
+    command_line,
+    conditions_sentence,
+    exclusive_lock,
+    facts_markdown,
+    machine_facts,
+)
 from synthetic import clustered_unit_vectors
 
 K = 10
@@ -261,9 +268,11 @@ def rescore_worker(folder: Path, single: int) -> None:
     emit({"queries": len(q), "by_multiplier": by_multiplier})
 
 
-def run_timing(workdir: Path, part: str, batched: int, flat_batched: int, single: int) -> dict[str, Any]:
+def run_timing(
+    workdir: Path, part: str, batched: int, flat_batched: int, single: int, lock: str | None
+) -> dict[str, Any]:
     script = Path(__file__).resolve()
-    load = " ".join(f"{v:.2f}" for v in os.getloadavg())
+    observed = RunConditions(lock)
     rows = {}
     names = TIMED if part == "timing" else [n for n in TIMED if "+rescore" in n]
     for name in names:
@@ -276,7 +285,7 @@ def run_timing(workdir: Path, part: str, batched: int, flat_batched: int, single
             args = ["rescore", str(folder), str(single)]
         rows[name] = run_worker(script, args)
         print(name, rows[name], file=sys.stderr)
-    return {"machine": machine_facts("faiss-cpu"), "load_average_before": load, "indexes": rows}
+    return {"machine": machine_facts("faiss-cpu"), "conditions": observed.record(), "indexes": rows}
 
 
 def main() -> None:
@@ -290,6 +299,9 @@ def main() -> None:
     parser.add_argument("--flat-queries", type=int, default=200, help="batched queries timed on flat float32")
     parser.add_argument("--single", type=int, default=200, help="single queries timed (p50 / p99)")
     parser.add_argument("--out", type=Path, default=RESULTS / f"{RESULT}.json")
+    parser.add_argument(
+        "--lock", type=Path, default=None, help="timing, rescore: hold an exclusive lock on this file"
+    )
     args = parser.parse_args()
     if args.worker:
         mode, folder, *rest = args.worker
@@ -301,7 +313,7 @@ def main() -> None:
     if args.part is None:
         parser.error("give --part recall, timing or rescore")
     workdir = args.workdir.expanduser().resolve()
-    command = "python benchmarks/bench_binary.py " + " ".join(sys.argv[1:])
+    command = command_line()
 
     def save(measured: dict[str, Any]) -> None:
         earlier = json.loads(args.out.read_text()) if args.out.exists() else {}
@@ -319,7 +331,9 @@ def main() -> None:
     if args.part == "recall":
         part_recall(workdir, args.n, args.queries, args.recall_queries, save)
     else:
-        save(run_timing(workdir, args.part, args.queries, args.flat_queries, args.single))
+        with exclusive_lock(args.lock) as lock:
+            measured = run_timing(workdir, args.part, args.queries, args.flat_queries, args.single, lock)
+        save(measured)
 
 
 # --- the section of docs/results/scale.md -------------------------------------------------------------------
@@ -328,6 +342,13 @@ PENDING = "pending"
 
 def _mb(value: float | None) -> str:
     return PENDING if value is None else f"{value / 1e6:,.0f}"
+
+
+def _part_conditions(part: dict[str, Any]) -> str:
+    """The conditions a timing part recorded (parts run before the record kept the three load averages)."""
+    if "conditions" in part:
+        return conditions_sentence(part["conditions"])
+    return f"load average before {part['load_average_before']};"
 
 
 def report_lines(result: dict[str, Any]) -> list[str]:
@@ -346,8 +367,7 @@ def report_lines(result: dict[str, Any]) -> list[str]:
     for name, part in (("Timing part", result.get("timing")), ("Rescoring part", result.get("rescore"))):
         if part:
             lines.append(
-                f"{name}: `{part['command']}`; load average before {part['load_average_before']}; "
-                f"{facts_markdown(part['machine'])}"
+                f"{name}: `{part['command']}`; {_part_conditions(part)} {facts_markdown(part['machine'])}"
             )
     lines += [
         "",
