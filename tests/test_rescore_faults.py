@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -177,6 +179,92 @@ def test_cli_search_on_a_file_damaged_under_it_exits_1_with_one_line(tmp_path: P
     assert len(lines) == 1 and lines[0].startswith("whitevec: error: "), done.stderr
     assert str(tmp_path / "idx" / RESCORE_FILE) in lines[0] and "is 0 bytes" in lines[0]
     assert done.stdout == ""
+
+
+# ---- a running server -----------------------------------------------------------------------------------
+SERVER = """
+from whitevec.service.app import create_app
+from whitevec.service.run import run_app
+from whitevec.service.settings import ServeSettings
+
+settings = ServeSettings()
+retriever = Retriever.load(folder, encoder=HashEncoder(dim=24))
+run_app(create_app(retriever, settings), settings, port=int(sys.argv[3]), log_level="warning")
+"""
+
+
+@pytest.mark.slow  # a child process that imports faiss
+def test_a_server_answers_503_and_says_damaged_and_keeps_serving(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi", reason="the serve extra (fastapi, uvicorn) is not installed")
+    import httpx
+
+    from tests.service_helpers import wait_until_healthy
+
+    _build(tmp_path / "idx")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = tmp_path / "serve.log"  # a file, not a pipe: an undrained pipe would block the server's logging
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-c", PREAMBLE + SERVER, str(REPO), str(tmp_path / "idx"), str(port)]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_healthy(base, "the rescoring server", 60, proc, log)
+        query: dict[str, Any] = {"queries": ["query 1"], "k": 3}
+        assert httpx.post(f"{base}/search", json=query).status_code == 200
+        os.truncate(tmp_path / "idx" / RESCORE_FILE, 0)
+        failed = httpx.post(f"{base}/search", json=query, timeout=10)
+        assert failed.status_code == 503, failed.text
+        assert "damaged" in failed.json()["detail"] and RESCORE_FILE not in failed.text  # the path: in the log
+        for _ in range(2):  # /health keeps answering, and says why it is not ok
+            health = httpx.get(f"{base}/health", timeout=10)
+            assert health.status_code == 503 and health.json()["status"] == "damaged", health.text
+        assert httpx.post(f"{base}/embed", json={"texts": ["a"]}, timeout=10).status_code == 200
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    damaged = [line for line in log.read_text().splitlines() if "index damaged" in line]
+    assert len(damaged) == 1 and str(tmp_path / "idx" / RESCORE_FILE) in damaged[0], log.read_text()[-2000:]
+
+
+class DamagedRetriever:
+    """Searches fail as a Retriever's do once its rescoring file is truncated; the rest works."""
+
+    manifest: dict[str, Any] = {"model": "fake", "dims": 2}  # noqa: RUF012
+    count = 3
+
+    def search(self, queries: list[str], k: int = 10) -> list[list[Any]]:
+        raise IndexDamagedError("/srv/idx/rescore.npy is 0 bytes, 2048 when loaded, since the index was loaded")
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return np.ones((len(texts), 2), dtype=np.float32)
+
+
+def test_a_search_on_a_damaged_index_answers_503_and_health_turns_damaged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    pytest.importorskip("fastapi", reason="the serve extra (fastapi, uvicorn) is not installed")
+    from fastapi.testclient import TestClient
+
+    from whitevec.service.app import create_app
+    from whitevec.service.settings import ServeSettings
+
+    with TestClient(create_app(DamagedRetriever(), ServeSettings()), raise_server_exceptions=False) as client:  # type: ignore[arg-type]
+        assert client.get("/health").json()["status"] == "ok"
+        with caplog.at_level("ERROR", logger="whitevec.service.app"):
+            failed = client.post("/search", json={"queries": ["a"], "k": 2})
+        assert failed.status_code == 503 and "damaged" in failed.json()["detail"]
+        assert "/srv/idx" not in failed.text  # the path is for the server's log only
+        logged = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+        assert len(logged) == 1 and "/srv/idx/rescore.npy" in logged[0], logged
+        health = client.get("/health")
+        assert health.status_code == 503 and health.json()["status"] == "damaged"
+        assert client.post("/embed", json={"texts": ["a"]}).status_code == 200
+        assert client.get("/info").status_code == 200
+        schema = client.get("/openapi.json").json()["paths"]["/health"]["get"]["responses"]["503"]
+        assert schema["content"]["application/json"]["schema"]["$ref"].endswith("/HealthErrorResponse")
 
 
 # ---- rescoring orders as the records say ----------------------------------------------------------------
