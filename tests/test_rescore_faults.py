@@ -267,6 +267,20 @@ def test_a_search_on_a_damaged_index_answers_503_and_health_turns_damaged(
         assert schema["content"]["application/json"]["schema"]["$ref"].endswith("/HealthErrorResponse")
 
 
+def test_health_of_a_stopped_worker_answers_the_same_model_with_status_stopped() -> None:
+    pytest.importorskip("fastapi", reason="the serve extra (fastapi, uvicorn) is not installed")
+    from fastapi.testclient import TestClient
+
+    from whitevec.service.app import create_app
+    from whitevec.service.settings import ServeSettings
+
+    app = create_app(DamagedRetriever(), ServeSettings())  # type: ignore[arg-type]
+    with TestClient(app) as client:
+        app.state.worker.close()
+        health = client.get("/health")
+    assert health.status_code == 503 and health.json()["status"] == "stopped" and health.json()["detail"]
+
+
 # ---- rescoring orders as the records say ----------------------------------------------------------------
 def _exact_best(query: np.ndarray, found: np.ndarray, stored: np.ndarray, metric: str, k: int) -> np.ndarray:
     """The ``k`` best of ``found`` by the stored records, in float64 (row positions into ``found``)."""
