@@ -18,8 +18,8 @@ Parts (the figures of the first are deterministic; the other two are timings: ru
   and single-query p50 / p99.
 - ``rescore``: one fresh process per ``+rescore`` index; for each multiplier, single-query latency p50 / p99
   with the rescoring file's pages in the page cache (warm: the same queries run once before) and evicted before
-  every query (cold: ``madvise(MADV_DONTNEED)`` on the mapping, then ``posix_fadvise(POSIX_FADV_DONTNEED)`` on
-  the file; the resident pages after eviction are recorded from ``/proc/self/smaps``).
+  every query (cold: ``posix_fadvise(POSIX_FADV_DONTNEED)`` on the file, which whitevec reads with ``pread``;
+  runs before that reader memory-mapped the file and also dropped the mapping's pages with ``madvise``).
 
 Run (the recall part about 15-25 min on 2 cores, 10 GB of memory, 10 GB of disk in the workdir):
     python benchmarks/bench_binary.py --part recall --workdir /tmp/whitevec-bench-binary
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import mmap
 import os
 import sys
 import time
@@ -223,18 +222,6 @@ def timing_worker(folder: Path, batched: int, single: int) -> None:
     )
 
 
-def _mapped_rss(name: str) -> int:
-    """Resident bytes of this process's mappings of the file ``name`` (/proc/self/smaps)."""
-    total, inside = 0, False
-    for line in Path("/proc/self/smaps").read_text().splitlines():
-        head = line.split(maxsplit=1)[0]
-        if "-" in head and not head.endswith(":"):
-            inside = line.rstrip().endswith("/" + name)
-        elif inside and head == "Rss:":
-            total += int(line.split()[1]) * 1024
-    return total
-
-
 def rescore_worker(folder: Path, single: int) -> None:
     from whitevec.index import Retriever
     from whitevec.index.rescore import RESCORE_FILE
@@ -243,13 +230,11 @@ def rescore_worker(folder: Path, single: int) -> None:
     retriever = Retriever.load(folder, encoder=RowEncoder(None))  # type: ignore[arg-type]
     store = retriever.store
     path = folder / RESCORE_FILE
-    mapping = store.rescore._disk._mmap  # the rescoring file's memory map (numpy's memmap keeps it here)
 
     def evict() -> None:
-        mapping.madvise(mmap.MADV_DONTNEED)  # unmap this process's pages, so the kernel may drop them...
         fd = os.open(path, os.O_RDONLY)
         try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # ...and drop them from the page cache
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # drop the file's pages from the page cache
         finally:
             os.close(fd)
 
@@ -260,11 +245,7 @@ def rescore_worker(folder: Path, single: int) -> None:
         warm = _percentiles(_single(store, q))
         cold = _percentiles(_single(store, q, before=evict))
         evict()
-        by_multiplier[str(multiplier)] = {
-            "warm": warm,
-            "cold": cold,
-            "resident_after_evict_bytes": _mapped_rss(RESCORE_FILE),
-        }
+        by_multiplier[str(multiplier)] = {"warm": warm, "cold": cold}
     emit({"queries": len(q), "by_multiplier": by_multiplier})
 
 

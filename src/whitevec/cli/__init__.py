@@ -28,7 +28,7 @@ from whitevec.cli.export import export_st_command
 from whitevec.cli.index import index_app, search_command
 from whitevec.cli.serve import serve_command
 from whitevec.cli.tune import tune_command
-from whitevec.errors import WhitevecError
+from whitevec.errors import IndexDamagedError, WhitevecError
 from whitevec.preflight import describe_fault
 
 __all__ = ["RunOptions", "TableFormat", "_Table", "_print_table", "app", "main", "with_run_options"]
@@ -97,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: known errors become one line on stderr; bugs keep their traceback.
 
     Exit status: 0 done, 2 bad input (``WhitevecError``, bad usage, a group without a command), 1 a fault of the
-    environment (disk full, read-only, no permission), 130 interrupted (Ctrl-C), 141 stdout closed by its reader.
+    environment (disk full, read-only, no permission, an index file damaged under the run), 130 interrupted
+    (Ctrl-C), 141 stdout closed by its reader.
     """
     stdout_was_devnull = _stdout_is_devnull()
     try:
@@ -122,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(141) from None
     except WhitevecError as exc:
         print(f"whitevec: error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+        # An index file failing under the run is a fault of the storage, as an OSError is.
+        raise SystemExit(1 if isinstance(exc, IndexDamagedError) else 2) from None
     except typer.Exit as exc:
         code = exc.exit_code
     except _click_exception() as exc:  # bad usage: a missing, unknown or bad option or argument

@@ -180,7 +180,7 @@ def index_build_command(
 def index_info_command(index_dir: Annotated[Path, typer.Argument(help="Index folder.")]) -> None:
     """Print an index's manifest (checksums verified) as JSON, with its size under "size": encoding, code bytes
     per vector, index bytes, and the bytes a vector costs in memory (ram_bytes_per_vector) and on disk
-    (disk_bytes_per_vector: +rescore's vectors, memory-mapped)."""
+    (disk_bytes_per_vector: +rescore's vectors, read from disk on demand)."""
     existing_folder(index_dir, "index folder")
     from whitevec.index import index_size, read_manifest
 

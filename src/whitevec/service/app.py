@@ -14,7 +14,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, MutableMapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import orjson
@@ -25,12 +25,13 @@ from fastapi.security import APIKeyHeader
 from fastapi.staticfiles import StaticFiles
 
 from whitevec._version import __version__
-from whitevec.errors import BadInputError, DimensionMismatchError, WhitevecError
+from whitevec.errors import BadInputError, DimensionMismatchError, IndexDamagedError, WhitevecError
 from whitevec.service.manifest import public_manifest
 from whitevec.service.middleware import ApiKeyMiddleware, BodyLimitMiddleware, HostCheckMiddleware
 from whitevec.service.schemas import (
     EmbedResponse,
     ErrorResponse,
+    HealthErrorResponse,
     HealthResponse,
     InfoResponse,
     SearchResponse,
@@ -91,8 +92,15 @@ _ERRORS = {
     422: "The body is not JSON or breaks the schema (whose limits are this server's max_queries, max_texts, "
     "max_text_chars and max_k).",
     500: "A fault on the server (logged there; the answer does not describe it).",
-    503: "The worker thread that owns the retriever has stopped, or the server has max_connections open.",
+    503: "The worker thread that owns the retriever has stopped, the server has max_connections open, or the "
+    "index is damaged (a file unreadable since the server loaded it; /health then says so).",
 }
+_HEALTH_503 = (
+    "status 'damaged': a search met an index file truncated or unreadable since the load (logged on the server; "
+    "repair or rebuild the index and restart); status 'stopped': the worker thread has stopped."
+)
+# What a search that met a damaged index answers (the file's path stays in the server's log).
+DAMAGED_DETAIL = "the index is damaged: a file became unreadable since the server loaded it (logged on the server)"
 
 
 def _responses(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -306,6 +314,11 @@ def _add_error_handlers(app: FastAPI, settings: ServeSettings) -> None:
     async def _stopped(_: Request, exc: WorkerStoppedError) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=503)
 
+    @app.exception_handler(IndexDamagedError)
+    async def _damaged(_: Request, exc: IndexDamagedError) -> JSONResponse:
+        logger.error("index damaged: %s", exc)  # one line naming the file
+        return JSONResponse({"detail": DAMAGED_DETAIL}, status_code=503)
+
     @app.exception_handler(WhitevecError)
     async def _whitevec_error(_: Request, exc: WhitevecError) -> JSONResponse:
         if isinstance(exc, BadInputError | DimensionMismatchError):
@@ -319,6 +332,10 @@ def _add_error_handlers(app: FastAPI, settings: ServeSettings) -> None:
         return JSONResponse({"detail": "internal server error (logged on the server)"}, status_code=500)
 
 
+def _unhealthy(status: Literal["damaged", "stopped"], detail: str) -> JSONResponse:
+    return JSONResponse(HealthErrorResponse(status=status, detail=detail).model_dump(), status_code=503)
+
+
 def _add_service_routes(
     app: FastAPI, retriever: RetrieverLike, worker: RetrieverWorker, settings: ServeSettings, guard: KeyGuard
 ) -> None:
@@ -326,11 +343,19 @@ def _add_service_routes(
     manifest = public_manifest(dict(retriever.manifest))
     secured, key_refusal = guard
 
-    @app.get("/health", response_model=HealthResponse, responses=_responses(400, 500, 503), tags=["service"])
-    async def health() -> HealthResponse:
-        """Liveness: ok while the encoder thread runs (no key needed)."""
+    @app.get(
+        "/health",
+        response_model=HealthResponse,
+        responses={**_responses(400, 500), 503: {"model": HealthErrorResponse, "description": _HEALTH_503}},
+        tags=["service"],
+    )
+    async def health() -> HealthResponse | JSONResponse:
+        """Liveness: ok while the encoder thread runs and no search has met a damaged index file (no key
+        needed); 503 with the status otherwise."""
         if not worker.alive:
-            raise HTTPException(503, "the encoder worker has stopped")
+            return _unhealthy("stopped", "the encoder worker has stopped")
+        if worker.damage is not None:
+            return _unhealthy("damaged", DAMAGED_DETAIL)
         return HealthResponse(
             status="ok",
             count=int(retriever.count),

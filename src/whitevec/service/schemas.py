@@ -7,7 +7,7 @@ refused by a limit the schema does not state.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
@@ -90,7 +90,7 @@ class EmbedResponse(BaseModel):
 
 
 class HealthResponse(BaseModel):
-    status: str
+    status: str = Field(description="'ok'.")
     count: int
     encoder_calls: int = Field(description="Encoder calls (forward passes) the worker has made since the start.")
     encoder_texts: int = Field(description="Texts those calls encoded: divided by the calls, the mean batch.")
@@ -107,6 +107,13 @@ class InfoResponse(BaseModel):
 
 class ErrorResponse(BaseModel):
     detail: str = Field(description="What was wrong, in one line.")
+
+
+class HealthErrorResponse(ErrorResponse):
+    status: Literal["damaged", "stopped"] = Field(
+        description="'damaged': a search met an index file truncated or unreadable since the load; 'stopped': "
+        "the worker thread that owns the retriever has stopped."
+    )
 
 
 class ValidationErrorItem(BaseModel):

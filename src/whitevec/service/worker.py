@@ -14,6 +14,8 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from whitevec.errors import IndexDamagedError
+
 logger = logging.getLogger(__name__)
 
 # How often a waiting worker looks again at the count of requests on their way (they may end without a job).
@@ -99,6 +101,8 @@ class RetrieverWorker:
         self.texts = 0
         # Seconds spent running batches: against the wall time, how much of it the encoder was busy.
         self.busy_s = 0.0
+        # What the first search that met a damaged index file said (None while none has): /health reports it.
+        self.damage: str | None = None
         # Requests received that have not yet submitted their job: the event loop counts them up and down; the
         # worker thread only reads the number (an int read is atomic).
         self.incoming = 0
@@ -232,6 +236,8 @@ class RetrieverWorker:
             else:
                 result = self.retriever.embed(job.texts)
         except BaseException as exc:
+            if isinstance(exc, IndexDamagedError) and self.damage is None:
+                self.damage = str(exc)
             job.future.set_exception(exc)
         else:
             job.future.set_result(result)
