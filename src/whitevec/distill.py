@@ -46,8 +46,9 @@ from whitevec.encoder import (
     load_model_tokenizer,
 )
 from whitevec.errors import BadInputError, DataNotFoundError
+from whitevec.models import resolve_model
 from whitevec.preflight import available_memory, check_free_space, check_output, model_hidden_size
-from whitevec.static_format import StaticTable, write_static_folder
+from whitevec.static_format import StaticTable, is_static_folder, write_static_folder
 from whitevec.token_table import corpus_table, reduce_table, single_token_table, static_mean, static_tokenizer
 from whitevec.token_weights import (
     RANK_SIF_A,
@@ -128,6 +129,7 @@ def distill(
     unless ``overwrite``; it is written whole or not at all.
     """
     started = time.perf_counter()
+    _refuse_static(model)
     plan = _plan(method, corpus, sample, seed, dims, token_weights, frequencies, transform, max_length, pooling)
     target = Path(out).expanduser()
     if target.exists() and not overwrite:
@@ -237,6 +239,12 @@ def _check_weights(token_weights: str | None) -> str:
 
 def _frequencies(source: str | os.PathLike[str] | TokenFrequencies | None) -> TokenFrequencies | Path | None:
     return None if source is None else read_frequencies(source)
+
+
+def _refuse_static(model: str | os.PathLike[str]) -> None:
+    """BadInputError for a static folder (its tokens have no model to go through), before anything loads."""
+    if is_static_folder(resolve_model(model)):
+        raise BadInputError(f"{model} is a static folder; distil from a transformers model")
 
 
 def _foldable(spec: str | None) -> Transform | None:

@@ -53,6 +53,7 @@ from whitevec.st_config import (
     read_max_seq_length,
     read_sentence_transformers_config,
 )
+from whitevec.static_format import is_static_folder
 from whitevec.token_pooling import layer_mean, sentence_transformers_pool
 from whitevec.token_weights import (
     TokenFrequencies,
@@ -349,6 +350,12 @@ class Encoder:
             )
         self.model_name = str(model)
         self.model_path = resolve_model(model)
+        if is_static_folder(self.model_path):
+            # Its modules.json names a StaticEmbedding, which no pooling of a transformers model reproduces.
+            raise BadInputError(
+                f"{model} is a static encoder folder, which Encoder does not load; use "
+                f"whitevec.encoders.load_encoder({str(model)!r}), which loads either kind (or StaticEncoder)"
+            )
         # The folder's sentence-transformers modules (pooling "model"); a module whitevec cannot reproduce is
         # kept as the error to raise when that pooling is asked for, so the named poolings still work.
         self.st_config: SentenceTransformersConfig | None = None
