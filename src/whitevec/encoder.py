@@ -602,7 +602,7 @@ class Encoder:
         need_hidden = any(p.kind != _POOLER for p in poolings)
         progress = progress_bar(len(texts), show_progress, f"encoding with {self.model_path.name}")
         with torch.inference_mode(), progress as bar:
-            task = bar.add_task("encode", total=len(texts)) if bar is not None else None
+            task = bar.add_task("texts", total=len(texts)) if bar is not None else None
             multiple = BF16_LENGTH_MULTIPLE if self.backend == "bf16" else 1
             # Rounded up, but never past max_length (the model's positions end there).
             lengths = [min(-(-len(ids[i]) // multiple) * multiple, self.max_length) for i in order]
@@ -711,7 +711,7 @@ class Encoder:
         ordered = sorted(texts, key=len, reverse=True)
         progress = progress_bar(len(ordered), show_progress, f"token vectors of {self.model_path.name}")
         with torch.inference_mode(), progress as bar:
-            task = bar.add_task("tokens", total=len(ordered)) if bar is not None else None
+            task = bar.add_task("texts", total=len(ordered)) if bar is not None else None
             for start in range(0, len(ordered), size):
                 batch = self.tokenizer(
                     ordered[start : start + size],
