@@ -297,7 +297,7 @@ def test_a_table_too_large_for_memory_names_its_size_and_dims(
         patch.setattr(distill_module, "Encoder", None)  # never reached
         with pytest.raises(
             BadInputError,
-            match=r"needs about [\d.]+ MiB .*46 tokens x 32 dimensions.*--dims 16 \(about [\d.]+ MiB\)",
+            match=r"needs about [\d.]+ [KM]iB .*46 tokens x 32 dimensions.*--dims 16 \(about [\d.]+ [KM]iB\)",
         ) as caught:
             distill(tiny_bert_dir, tmp_path / "out", dims=32)
     assert "is available" in str(caught.value)
