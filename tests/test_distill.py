@@ -25,6 +25,7 @@ from whitevec.token_weights import TokenFrequencies, TokenWeighting, rank_sif_we
 from whitevec.transforms import AFFINE_SPEC_FORMS, SPEC_FORMS, NotAffineError, is_affine, make_transform
 
 from .conftest import VOCAB_WORDS
+from .static_helpers import tiny_static_folder
 from .test_cli import run_cli
 
 
@@ -296,7 +297,7 @@ def test_a_table_too_large_for_memory_names_its_size_and_dims(
         patch.setattr(distill_module, "Encoder", None)  # never reached
         with pytest.raises(
             BadInputError,
-            match=r"needs about [\d.]+ MiB .*46 tokens x 32 dimensions.*--dims 16 \(about [\d.]+ MiB\)",
+            match=r"needs about [\d.]+ [KM]iB .*46 tokens x 32 dimensions.*--dims 16 \(about [\d.]+ [KM]iB\)",
         ) as caught:
             distill(tiny_bert_dir, tmp_path / "out", dims=32)
     assert "is available" in str(caught.value)
@@ -373,3 +374,12 @@ def test_cli_bad_input_is_one_line_and_exit_2(
         code, _, err = run_cli(["distill", str(tiny_bert_dir), "--out", str(tmp_path / "o"), *args], capsys)
         assert code == 2 and message in err and "Traceback" not in err
         assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.usefixtures("no_model_loads")
+def test_cli_refuses_a_static_folder_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    static = tiny_static_folder(tmp_path / "static")
+    code, out, err = run_cli(["distill", str(static), "--out", str(tmp_path / "o")], capsys)
+    assert (code, out) == (2, "")
+    assert err == f"whitevec: error: {static} is a static folder; distil from a transformers model\n"
+    assert not (tmp_path / "o").exists()

@@ -1,5 +1,5 @@
 """A rescoring file damaged under a loaded index (issue 37, item 4): a search answers with IndexDamagedError naming
-the file (never SIGBUS), the CLI exits 1, a server answers that request 503, says so on /health and keeps
+the file (never SIGBUS), the CLI exits 3, a server answers that request 503, says so on /health and keeps
 serving; a file deleted by path is no damage (the pinned version is still read); and rescoring orders the
 candidates exactly as the stored records say, for every form and metric.
 
@@ -174,7 +174,7 @@ main(["search", str(folder), "query 1", "-k", "3"])
 def test_cli_search_on_a_file_damaged_under_it_exits_1_with_one_line(tmp_path: Path) -> None:
     _build(tmp_path / "idx")
     done = _child(CLI_SEARCH, str(tmp_path / "idx"))
-    assert done.returncode == 1, f"{done.returncode} (-7: SIGBUS)\n{done.stderr[-2000:]}"
+    assert done.returncode == 3, f"{done.returncode} (-7: SIGBUS)\n{done.stderr[-2000:]}"
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("whitevec: error: "), done.stderr
     assert str(tmp_path / "idx" / RESCORE_FILE) in lines[0] and "is 0 bytes" in lines[0]

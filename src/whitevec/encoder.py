@@ -53,6 +53,7 @@ from whitevec.st_config import (
     read_max_seq_length,
     read_sentence_transformers_config,
 )
+from whitevec.static_format import is_static_folder
 from whitevec.token_pooling import layer_mean, sentence_transformers_pool
 from whitevec.token_weights import (
     TokenFrequencies,
@@ -349,6 +350,12 @@ class Encoder:
             )
         self.model_name = str(model)
         self.model_path = resolve_model(model)
+        if is_static_folder(self.model_path):
+            # Its modules.json names a StaticEmbedding, which no pooling of a transformers model reproduces.
+            raise BadInputError(
+                f"{model} is a static encoder folder, which Encoder does not load; use "
+                f"whitevec.encoders.load_encoder({str(model)!r}), which loads either kind (or StaticEncoder)"
+            )
         # The folder's sentence-transformers modules (pooling "model"); a module whitevec cannot reproduce is
         # kept as the error to raise when that pooling is asked for, so the named poolings still work.
         self.st_config: SentenceTransformersConfig | None = None
@@ -595,7 +602,7 @@ class Encoder:
         need_hidden = any(p.kind != _POOLER for p in poolings)
         progress = progress_bar(len(texts), show_progress, f"encoding with {self.model_path.name}")
         with torch.inference_mode(), progress as bar:
-            task = bar.add_task("encode", total=len(texts)) if bar is not None else None
+            task = bar.add_task("texts", total=len(texts)) if bar is not None else None
             multiple = BF16_LENGTH_MULTIPLE if self.backend == "bf16" else 1
             # Rounded up, but never past max_length (the model's positions end there).
             lengths = [min(-(-len(ids[i]) // multiple) * multiple, self.max_length) for i in order]
@@ -704,7 +711,7 @@ class Encoder:
         ordered = sorted(texts, key=len, reverse=True)
         progress = progress_bar(len(ordered), show_progress, f"token vectors of {self.model_path.name}")
         with torch.inference_mode(), progress as bar:
-            task = bar.add_task("tokens", total=len(ordered)) if bar is not None else None
+            task = bar.add_task("texts", total=len(ordered)) if bar is not None else None
             for start in range(0, len(ordered), size):
                 batch = self.tokenizer(
                     ordered[start : start + size],

@@ -166,7 +166,7 @@ class StaticEncoder:
         step = batch_size or self.batch_size
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         with progress_bar(len(texts), show_progress, f"encoding with {self.model_path.name}") as bar:
-            task = bar.add_task("encode", total=len(texts)) if bar is not None else None
+            task = bar.add_task("texts", total=len(texts)) if bar is not None else None
             for start in range(0, len(texts), step):
                 batch = list(texts[start : start + step])
                 out[start : start + len(batch)] = self._encode_batch(batch)

@@ -102,7 +102,7 @@ ComputeOpt = Annotated[
         help="Encoder arithmetic: torch (float32), bf16 (bfloat16, ~2x on CPUs with AVX512-BF16/AMX) or int8.",
     ),
 ]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar, and no progress lines in a log.")]
 EngineOpt = Annotated[
     str,
     typer.Option(
