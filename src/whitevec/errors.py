@@ -34,7 +34,7 @@ class CorruptFileError(WhitevecError):
 
 class IndexDamagedError(CorruptFileError):
     """A file of a loaded index became unreadable under it (truncated, shrunk, an I/O error of the storage):
-    a fault of the environment, not of the request. The CLI exits 1 for it, the HTTP service answers 503."""
+    a fault of the environment, not of the request. The CLI exits 3 for it, the HTTP service answers 503."""
 
 
 class DimensionMismatchError(WhitevecError, ValueError):
