@@ -10,6 +10,7 @@ import contextlib
 import io
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,20 @@ def test_the_readme_is_a_front_page() -> None:
     assert targets, "the README links into the docs"
     missing = [t for t in targets if not (ROOT / t).is_file()]
     assert not missing, f"README.md links to files that do not exist: {missing}"
+
+
+@pytest.mark.data
+def test_the_readme_counts_what_its_pairs_file_holds(data_dir: Path, tmp_path: Path) -> None:
+    """The tour's numbers about pairs.tsv (pairs, distinct sentences) are what its awk line and the reader give."""
+    text = README.read_text(encoding="utf-8")
+    (cut,) = [line for line in text.splitlines() if line.startswith("awk ") and line.endswith("> pairs.tsv")]
+    env = {**os.environ, "WHITEVEC_DATA": str(data_dir)}
+    subprocess.run(["bash", "-euo", "pipefail", "-c", cut], cwd=tmp_path, env=env, check=True)
+    from whitevec.datasets import read_pairs_file
+
+    pairs = read_pairs_file(tmp_path / "pairs.tsv")
+    said_pairs = re.search(r"\((\d+) scored STS-B test pairs", text)
+    said_sentences = re.search(r"# (\d+) unlabelled sentences", text)
+    assert said_pairs is not None and said_sentences is not None, "the README no longer states the counts"
+    assert int(said_pairs.group(1)) == pairs.n_pairs
+    assert int(said_sentences.group(1)) == len(pairs.sentences())
