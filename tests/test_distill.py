@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -345,7 +346,20 @@ def test_the_guide_snippet_runs(
     code = code.replace('"all-MiniLM-L6-v2"', repr(str(tiny_bert_dir)))
     exec(compile(code, str(page), "exec"), {"__name__": "__docs__"})
     assert capsys.readouterr().out.split()[:2] == ["46", "32"]  # the tiny model: 46 tokens, 32 dims (< 256)
-    assert (tmp_path / "minilm-static" / "model.safetensors").is_file()
+    assert (tmp_path / "minilm-distilled-w" / "model.safetensors").is_file()
+
+
+def test_the_guide_writes_each_folder_once_and_makes_its_inputs() -> None:
+    """The how-to's commands, run in order, never write a folder twice (one name for three tables made the
+    load step fail on the existing folder), and the corpus file exists before a command reads it."""
+    from .test_readme_snippets import ROOT
+
+    text = (ROOT / "docs" / "how-to" / "static-encoders.md").read_text(encoding="utf-8")
+    written = re.findall(r"--out (\S+)", text) + re.findall(r'write_static_folder\(\s*"([^"]+)"', text)
+    assert len(written) == len(set(written)), written
+    redone = re.search(r'distill\("[^"]+", "([^"]+)"', text)
+    assert redone is not None and redone.group(1) in written  # the Python block redoes a command, overwrite=True
+    assert "> my-texts.txt" in text.split("whitevec distill all-MiniLM-L6-v2", 1)[0]
 
 
 # --- the command -----------------------------------------------------------------------------------------------
