@@ -153,6 +153,32 @@ def test_serve_takes_model_and_refuses_another_in_one_line(
     assert code == 2 and len(err.strip().splitlines()) == 1 and "weights sha256" in err and str(other) in err
 
 
+def test_serve_with_workers_passes_the_checked_model_folder_to_each_worker(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+
+    import uvicorn
+
+    from whitevec.service import run
+
+    model = tiny_static_folder(tmp_path / "model")
+    _build(_corpus(tmp_path), tmp_path / "index", str(model), capsys)
+    moved = model.rename(tmp_path / "moved")
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: None)  # no worker processes: what they read
+    monkeypatch.delenv(run.INDEX_ENV, raising=False)  # restored after the test
+    monkeypatch.delenv(run.MODEL_ENV, raising=False)
+    run.serve(tmp_path / "index", port=0, workers=2, model=str(moved))
+    assert os.environ[run.MODEL_ENV] == str(moved.resolve())
+    try:
+        assert run.app_from_env() is not None  # what each worker does: loads the index with that folder
+    finally:
+        gc.unfreeze()
+    other = _same_sizes_other_contents(moved, tmp_path / "other")
+    with pytest.raises(BadInputError, match="weights sha256"):  # refused before any worker starts
+        run.serve(tmp_path / "index", port=0, workers=2, model=str(other))
+
+
 def test_an_alias_is_recorded_as_the_portable_name(tmp_path: Path, minilm_dir: Path) -> None:
     from whitevec.encoders import load_encoder
 
