@@ -175,6 +175,7 @@ class Retriever:
                     device=device,
                     cache=cache,
                 )
+            # A given encoder, or a named model (an index older than the checksum is compared by fingerprint).
             if not owns_encoder or model is not None:
                 check_encoder(encoder, manifest)
         except BaseException:
