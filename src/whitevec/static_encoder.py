@@ -25,8 +25,8 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from tokenizers import Tokenizer
 
-from whitevec._io import sha256_file
 from whitevec.errors import BadInputError
+from whitevec.model_identity import file_checksum
 from whitevec.models import resolve_model
 from whitevec.progress import progress_bar
 from whitevec.static_format import STATIC_POOLING, StaticTable, check_static_pooling, read_static_folder
@@ -107,7 +107,7 @@ class StaticEncoder:
     def model_fingerprint(self) -> str:
         """sha256 over the table file, the tokenizer file and the normalize setting: same vectors, same print."""
         if self._fingerprint is None:
-            parts = [sha256_file(self.model_path / name) for name in ("model.safetensors", "tokenizer.json")]
+            parts = [file_checksum(self.model_path / name) for name in ("model.safetensors", "tokenizer.json")]
             identity = ":".join([*parts, f"normalize={self.normalize}"])
             self._fingerprint = hashlib.sha256(identity.encode()).hexdigest()
         return self._fingerprint

@@ -50,6 +50,15 @@ def split_list(value: str) -> list[str]:
 
 # ---- shared options --------------------------------------------------------------------------------------
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model alias, local folder or hub id.")]
+IndexModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="Where the index's model is now (a folder, alias or hub id), when it moved; refused unless its "
+        "contents match what the index recorded (default: the folder or name the build recorded).",
+    ),
+]
 PoolingOpt = Annotated[
     str | None,
     typer.Option(

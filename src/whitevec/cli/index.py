@@ -14,6 +14,7 @@ from whitevec.cli._options import (
     DeviceOpt,
     EngineOpt,
     GpusOpt,
+    IndexModelOpt,
     MetricOpt,
     ModelOpt,
     RayAddressOpt,
@@ -215,13 +216,14 @@ def search_command(
             "--config", help="A tuned configuration (whitevec tune) the index must follow, checked first."
         ),
     ] = None,
+    model: IndexModelOpt = None,
 ) -> None:
     """Search an index; queries are encoded with the index's own model, pooling and transform."""
     if json_out and table_format is not TableFormat.auto:
         raise BadInputError("--json prints the hits as JSON; give it or --format, not both")
     from whitevec.workflows import search_index
 
-    results = search_index(index_dir, query, k=k, device=device, config=config)
+    results = search_index(index_dir, query, k=k, device=device, config=config, model=model)
     if json_out:
         payload = [
             {"query": q, "hits": [h.to_dict() for h in hits]} for q, hits in zip(query, results, strict=True)

@@ -26,6 +26,7 @@ from whitevec.index.layout import DOCS_FILE, LINEAR_TRANSFORMS, TRANSFORM_FILE
 from whitevec.index.manifest import MANIFEST, write_manifest
 from whitevec.index.snapshot import read_manifest
 from whitevec.index.store import ENCODING, KINDS, METRICS, VectorStore, check_choice, store_class, stored_form
+from whitevec.model_identity import model_record
 from whitevec.transforms import Transform, make_transform
 from whitevec.transforms.base import class_key
 
@@ -199,7 +200,18 @@ def stored_dim(transform: str | None, encoder_dim: int) -> int | None:
 
 
 def encoder_fields(encoder: EncoderLike) -> dict[str, Any]:
-    """What the manifest records of the encoder, so queries are encoded the same way."""
+    """What the manifest records of the encoder, so queries are encoded the same way, and of its model's folder
+    (where it is, the name that finds it elsewhere, a checksum of its contents: ``whitevec.model_identity``;
+    nulls for an encoder without a folder)."""
+    folder = getattr(encoder, "model_path", None)
+    described = encoder_description(encoder)
+    if isinstance(folder, Path):
+        return {**described, **model_record(described["model"], folder)}
+    return {**described, "model_path": None, "model_id": None, "model_sha256": None}
+
+
+def encoder_description(encoder: EncoderLike) -> dict[str, Any]:
+    """How the encoder makes vectors (model name and fingerprint, pooling, max_length, dimension, backend)."""
     info = encoder.describe()
     if info.get("token_weights") is not None:
         # The manifest cannot carry the frequency table yet: queries would be encoded without the weights.

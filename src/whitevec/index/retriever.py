@@ -27,12 +27,13 @@ import numpy as np
 from whitevec._io import atomic_dir, writers_lock, writing_to
 from whitevec.datasets.retrieval import Document, check_unique_ids
 from whitevec.errors import BadInputError, CorruptFileError, DimensionMismatchError
-from whitevec.index.build import as_documents, build_index, encoder_fields
+from whitevec.index.build import as_documents, build_index, encoder_description
 from whitevec.index.documents import DocumentStore, documents_of
 from whitevec.index.layout import TRANSFORM_FILE, check_index_manifest
 from whitevec.index.manifest import SELF_CHECKSUM, write_manifest
 from whitevec.index.snapshot import IndexSnapshot, read_consistent
 from whitevec.index.store import VectorStore, store_class, store_files, stored_form
+from whitevec.model_identity import check_model_checksum, index_model_folder
 from whitevec.preflight import check_device, check_texts
 from whitevec.transforms import Transform
 
@@ -135,21 +136,27 @@ class Retriever:
         *,
         device: str | None = None,
         cache: bool = True,
+        model: str | os.PathLike[str] | None = None,
     ) -> Retriever:
         """Open an index folder; checks the manifest, every file's checksum, and the encoder against it.
 
         One consistent version is read even while another process rebuilds the index (see
         :mod:`whitevec.index.snapshot`). Without ``encoder``, one is built from the manifest's model, pooling,
         max_length and encoder backend, on ``device``, with the vector cache on or off (``cache``; a server
-        should not cache every query). An ``encoder`` with another backend (bf16 queries on a float32 index,
-        say) is allowed: same model, nearly the same vectors.
+        should not cache every query). The model is the folder the build recorded, or the alias or hub id it was
+        given as, or ``model`` (a folder, alias or hub id: where that model is now); its contents must match
+        the checksum the build recorded (:mod:`whitevec.model_identity`). An ``encoder`` with another backend
+        (bf16 queries on a float32 index, say) is allowed: same model, nearly the same vectors.
 
         Raises:
             DataNotFoundError: no index at ``path``.
             CorruptFileError: a file is missing, edited or damaged, or the manifest was edited (named).
-            DimensionMismatchError / BadInputError: ``encoder`` differs from the one the index was built with;
-                ``device`` is not one this machine has.
+            ModelNotFoundError: the recorded model folder is gone and nothing else names the model.
+            DimensionMismatchError / BadInputError: ``encoder`` or ``model`` differs from the one the index was
+                built with; both are given; ``device`` is not one this machine has.
         """
+        if encoder is not None and model is not None:
+            raise BadInputError("give Retriever.load an encoder or a model, not both")
         folder = Path(path).expanduser()
         device = check_device(device)  # before the index is read: a device this machine lacks, named
         manifest, transform, store, docs = read_consistent(
@@ -161,14 +168,15 @@ class Retriever:
                 from whitevec.encoders import load_encoder
 
                 encoder = load_encoder(
-                    manifest["model"],
+                    index_model_folder(manifest, model),  # checked before the model loads
                     manifest["pooling"],
                     max_length=manifest["max_length"],
                     backend=manifest["encoder_backend"],
                     device=device,
                     cache=cache,
                 )
-            else:
+            # A given encoder, or a named model (an index older than the checksum is compared by fingerprint).
+            if not owns_encoder or model is not None:
                 check_encoder(encoder, manifest)
         except BaseException:
             store.close()
@@ -353,7 +361,7 @@ def _changed_message(path: Path) -> str:
 
 def check_encoder(encoder: EncoderLike, manifest: dict[str, Any]) -> None:
     """Refuse an encoder that would make vectors the index cannot compare with its own."""
-    info = encoder_fields(encoder)
+    info = encoder_description(encoder)
     if info["encoder_dim"] != manifest["encoder_dim"]:
         raise DimensionMismatchError(
             f"the encoder makes {info['encoder_dim']}-d vectors ({info['model']}); the index was built with "
@@ -374,6 +382,9 @@ def check_encoder(encoder: EncoderLike, manifest: dict[str, Any]) -> None:
             raise BadInputError(
                 f"the index was built with {field} {manifest[field]!r}; the encoder given uses {info[field]!r}"
             )
+    folder = getattr(encoder, "model_path", None)
+    if isinstance(folder, Path):
+        check_model_checksum(folder, manifest)
 
 
 def _open_version(

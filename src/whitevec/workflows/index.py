@@ -144,10 +144,12 @@ def search_index(
     k: int = 10,
     device: str | None = None,
     config: str | os.PathLike[str] | None = None,
+    model: str | os.PathLike[str] | None = None,
 ) -> list[list[SearchHit]]:
-    """The ``k`` best hits of each query in the index ``index_dir``, queries encoded with the index's own model,
-    pooling and transform. Checked before the index loads: the folder, that it follows the tuned configuration
-    ``config`` when one is given, and that no query is blank (as HTTP /search refuses one)."""
+    """The ``k`` best hits of each query in the index ``index_dir``, queries encoded with the index's own model
+    (found where ``model`` says when it moved), pooling and transform. Checked before the index loads: the
+    folder, that it follows the tuned configuration ``config`` when one is given, and that no query is blank (as
+    HTTP /search refuses one)."""
     existing_folder(index_dir, "index folder")
     if config is not None:
         from whitevec.index import read_manifest
@@ -157,5 +159,5 @@ def search_index(
     check_texts(queries)
     from whitevec.index import Retriever
 
-    with Retriever.load(index_dir, device=device) as retriever:
+    with Retriever.load(index_dir, device=device, model=model) as retriever:
         return retriever.search(queries, k=k)
