@@ -6,11 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from whitevec.errors import BadInputError
+
 if TYPE_CHECKING:
     import numpy as np
 
 # The arithmetic an Encoder computes in (its ``backend=``; CLI ``--compute``): float32, bfloat16 or int8.
 COMPUTE_BACKENDS = ("torch", "bf16", "int8")
+# What a build or an add does with documents that hold no token the encoder knows (see known_token_mask).
+EMPTY_DOCUMENTS = ("skip", "keep", "error")
 
 
 @runtime_checkable
@@ -64,6 +68,15 @@ def known_token_mask(encoder: object, texts: Sequence[str]) -> np.ndarray:
     if isinstance(encoder, KnowsTokens):
         return np.asarray(encoder.known_token_mask(texts), dtype=bool).reshape(len(texts))
     return np.fromiter((bool(text.strip()) for text in texts), dtype=bool, count=len(texts))
+
+
+def check_empty_documents(choice: str) -> str:
+    """``choice`` of :data:`EMPTY_DOCUMENTS`, lower-cased; a one-line BadInputError for another (checked
+    before any model loads: this module imports nothing heavy)."""
+    key = str(choice).strip().lower()
+    if key not in EMPTY_DOCUMENTS:
+        raise BadInputError(f"unknown empty_documents choice {choice!r}; valid: {', '.join(EMPTY_DOCUMENTS)}")
+    return key
 
 
 def zero_unknown_rows(vectors: np.ndarray, known: np.ndarray) -> np.ndarray:

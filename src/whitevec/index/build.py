@@ -19,7 +19,7 @@ import numpy as np
 
 from whitevec._io import atomic_dir, check_writable_parent
 from whitevec.datasets.retrieval import Document, check_unique_ids, read_corpus_file
-from whitevec.encoding import known_token_mask
+from whitevec.encoding import check_empty_documents, known_token_mask
 from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
 from whitevec.index.docstore import write_docs
 from whitevec.index.encodings import parse_encoding
@@ -34,15 +34,8 @@ from whitevec.transforms.base import class_key
 if TYPE_CHECKING:
     from whitevec.encoding import EncoderLike
 
-# What a build or an add does with documents that hold no token the encoder knows (see meaningful_documents).
-EMPTY_DOCUMENTS = ("skip", "keep", "error")
-# The ids a warning about such documents names.
+# The ids a warning about documents without a known token names.
 _NAMED_IDS = 5
-
-
-def check_empty_documents(choice: str) -> str:
-    """``choice`` of :data:`EMPTY_DOCUMENTS`, lower-cased; a one-line BadInputError for another."""
-    return check_choice(choice, EMPTY_DOCUMENTS, "empty_documents choice")
 
 
 def meaningful_documents(docs: list[Document], encoder: EncoderLike, empty_documents: str) -> list[Document]:

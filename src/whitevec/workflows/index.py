@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from whitevec.datasets.paths import existing_file
+from whitevec.encoding import check_empty_documents
 from whitevec.errors import BadInputError
 from whitevec.preflight import check_encoder, check_output, check_texts, existing_folder, input_file
 from whitevec.workflows.engines import check_engine, make
@@ -72,8 +73,6 @@ def build_index_file(
     the model knows (see :meth:`whitevec.index.Retriever.build`). The Ray engine indexes every document (None or
     ``keep``; the others are refused).
     """
-    from whitevec.index.build import check_empty_documents
-
     empty = None if empty_documents is None else check_empty_documents(empty_documents)
     options: dict[str, Any] = dict(kind=kind, metric=metric, backend=backend, uri=uri, index_params=index_params)
     if check_engine(engine):
