@@ -94,6 +94,7 @@ def workdir(tmp_path: Path) -> Path:
 FAST_FAILURES = [
     (["index", "build", "--corpus", "missing.jsonl", "--out", "idx"], "missing.jsonl", 2),
     (["index", "build", "--corpus", "texts.txt", "--out", "idx", "--fit-on", "gone.txt"], "gone.txt", 2),
+    (["index", "build", "--corpus", "texts.txt", "--out", "idx", "--empty-documents", "drop"], "'drop'", 2),
     (["index", "build", "--corpus", "texts.txt", "--out", "afile/idx", "--model", "model"], "afile", 3),
     (["encode", "missing.txt", "--out", "v.npy"], "missing.txt", 2),
     (["encode", "texts.txt", "--out", "afile/v.npy", "--model", "model"], "afile", 3),

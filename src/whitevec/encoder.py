@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -44,7 +45,7 @@ import torch
 from whitevec.encoding import COMPUTE_BACKENDS
 from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.models import DEFAULT_MODEL, resolve_model
-from whitevec.preflight import check_device, sqlite_fault, vector_cache_folder
+from whitevec.preflight import check_device, not_one_string, sqlite_fault, vector_cache_folder
 from whitevec.progress import progress_bar
 from whitevec.st_config import (
     SentenceTransformersConfig,
@@ -503,6 +504,22 @@ class Encoder:
             "backend": self.backend,
             **({"token_weights": self.token_weighting.describe()} if self.token_weighting is not None else {}),
         }
+
+    def known_token_mask(self, texts: Sequence[str]) -> np.ndarray:
+        """A bool per text: True where the tokenizer finds, within ``max_length``, a token other than the
+        special ones ([CLS], [SEP], padding, the unknown token). No model pass; see
+        :func:`whitevec.encoding.known_token_mask` for what is done with it."""
+        texts = list(not_one_string(texts))
+        if not texts:
+            return np.zeros(0, dtype=bool)
+        id_lists = self.tokenizer(
+            texts, add_special_tokens=False, truncation=True, max_length=self.max_length, verbose=False
+        )["input_ids"]
+        counts = np.fromiter(map(len, id_lists), dtype=np.int64, count=len(id_lists))
+        ids = np.fromiter(itertools.chain.from_iterable(id_lists), dtype=np.int64, count=int(counts.sum()))
+        known = ~np.isin(ids, np.array(sorted(set(self.tokenizer.all_special_ids)), dtype=np.int64))
+        text_of = np.repeat(np.arange(len(texts)), counts)
+        return np.bincount(text_of[known], minlength=len(texts)) > 0
 
     def _cache_for(self, pooling: Pooling) -> VectorCache | None:
         if self._cache_folder is None:

@@ -186,6 +186,19 @@ class StaticEncoder:
             check_static_pooling(pooling, self.model_name)
         return {STATIC_POOLING: self.encode(texts, batch_size, show_progress)} if poolings else {}
 
+    def known_token_mask(self, texts: Sequence[str]) -> np.ndarray:
+        """A bool per text: True where the token mean has a token to average (the text cut and truncated as
+        :meth:`encode` does, unknown tokens dropped); False where its vector is zeros. See
+        :func:`whitevec.encoding.known_token_mask`."""
+        if isinstance(texts, str):
+            raise BadInputError("known_token_mask takes a sequence of texts, not one string")
+        items = list(texts)
+        known = np.empty(len(items), dtype=bool)
+        for start in range(0, len(items), self.batch_size):
+            batch = items[start : start + self.batch_size]
+            known[start : start + len(batch)] = self.token_ids(batch)[1] > 0
+        return known
+
     def token_ids(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """``(ids, counts)``: the ids every text keeps (cut, truncated, unknown tokens dropped), concatenated,
         and how many each text has."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -26,7 +28,7 @@ from whitevec.cli._options import (
     with_run_options,
 )
 from whitevec.cli._output import FormatOpt, TableFormat, _print, _print_table, _Table
-from whitevec.errors import BadInputError
+from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.models import DEFAULT_MODEL
 from whitevec.preflight import check_output, existing_folder
 
@@ -110,6 +112,15 @@ FitSampleOpt = Annotated[
     ),
 ]
 FitSeedOpt = Annotated[int, typer.Option("--fit-seed", help="Seed of the --fit-sample draw.")]
+EmptyDocumentsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--empty-documents",
+        help="Documents with no token the model knows (empty, blank, only emoji): skip (the default; not "
+        "indexed), keep (indexed as they encode) or error (refuse the build). Counted in a warning. --engine ray "
+        "keeps them.",
+    ),
+]
 
 
 @index_app.command("build")
@@ -140,6 +151,7 @@ def index_build_command(
     gpus_per_worker: GpusOpt = 0.0,
     fit_sample: FitSampleOpt = None,
     fit_seed: FitSeedOpt = 0,
+    empty_documents: EmptyDocumentsOpt = None,
     *,
     run: RunOptions,
 ) -> None:
@@ -173,6 +185,7 @@ def index_build_command(
         fit_seed=fit_seed,
         show_progress=run.show_progress,
         make_encoder=_options._encoder,
+        empty_documents=empty_documents,
     )
     typer.echo(f"wrote {built}", err=True)
 
@@ -224,16 +237,19 @@ def search_command(
     from whitevec.workflows import search_index
 
     results = search_index(index_dir, query, k=k, device=device, config=config, model=model)
+    for position in results.unknown_queries:
+        warnings.warn(f"query {position + 1} has no token the model knows; no hits", WhitevecWarning, stacklevel=1)
     if json_out:
         payload = [
-            {"query": q, "hits": [h.to_dict() for h in hits]} for q, hits in zip(query, results, strict=True)
+            {"query": q, "hits": [h.to_dict() for h in hits], **({"note": hits.note} if hits.note else {})}
+            for q, hits in zip(query, results, strict=True)
         ]
         _print(json.dumps(payload, indent=2, ensure_ascii=False))
     else:
         _print_table(_hits_table(index_dir, query, results), table_format)
 
 
-def _hits_table(index_dir: Path, queries: list[str], results: list[list[SearchHit]]) -> _Table:
+def _hits_table(index_dir: Path, queries: list[str], results: Sequence[Sequence[SearchHit]]) -> _Table:
     """A row per hit: the query, its rank, the document's id, the score and its text (cut at 100 characters)."""
     top = max(map(len, results), default=0)
     table = _Table(

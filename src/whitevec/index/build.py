@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,8 @@ import numpy as np
 
 from whitevec._io import atomic_dir, check_writable_parent
 from whitevec.datasets.retrieval import Document, check_unique_ids, read_corpus_file
-from whitevec.errors import BadInputError, CorruptFileError
+from whitevec.encoding import check_empty_documents, known_token_mask
+from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
 from whitevec.index.docstore import write_docs
 from whitevec.index.encodings import parse_encoding
 from whitevec.index.faiss_store import faiss_version
@@ -32,6 +34,29 @@ from whitevec.transforms.base import class_key
 
 if TYPE_CHECKING:
     from whitevec.encoding import EncoderLike
+
+# The ids a warning about documents without a known token names.
+_NAMED_IDS = 5
+
+
+def meaningful_documents(docs: list[Document], encoder: EncoderLike, empty_documents: str) -> list[Document]:
+    """The documents to index: those with a token ``encoder`` knows (:func:`whitevec.encoding.known_token_mask`),
+    the others counted in one WhitevecWarning naming the first few ids. ``empty_documents``: ``skip`` leaves them
+    out (they could only come back as noise: every one is the same point), ``keep`` indexes them as they encode,
+    ``error`` refuses them in one line (a BadInputError, before anything is written)."""
+    choice = check_empty_documents(empty_documents)
+    known = known_token_mask(encoder, [d.text for d in docs])
+    if known.all():
+        return docs
+    empty = [d.id for d, ok in zip(docs, known, strict=True) if not ok]
+    named = ", ".join(repr(i) for i in empty[:_NAMED_IDS]) + (", ..." if len(empty) > _NAMED_IDS else "")
+    what = f"{len(empty)} of {len(docs)} documents have no token the model knows ({named})"
+    if choice == "error":
+        raise BadInputError(f"{what}; fix or drop them, or choose --empty-documents skip or keep")
+    warnings.warn(
+        f"{what}; {'indexed as they are' if choice == 'keep' else 'not indexed'}", WhitevecWarning, stacklevel=3
+    )
+    return docs if choice == "keep" else [d for d, ok in zip(docs, known, strict=True) if ok]
 
 
 def as_documents(corpus: Sequence[Document] | str | os.PathLike[str]) -> list[Document]:
@@ -119,23 +144,29 @@ def build_index(
     uri: str | None = None,
     index_params: dict[str, Any] | None = None,
     show_progress: bool | None = None,
+    empty_documents: str = "skip",
 ) -> Path:
     """Encode ``corpus``, fit ``transform``, store the vectors and write the index folder ``out``; see
     :meth:`whitevec.index.Retriever.build` for the arguments. Returns ``out``.
 
     Raises:
         BadInputError: empty corpus, duplicate ids, unknown kind/metric/backend/params, or ``out`` is
-            something other than an earlier index. Nothing is written in these cases.
+            something other than an earlier index; documents without a known token and ``empty_documents``
+            ``"error"``, or none with one. Nothing is written in these cases.
     """
     started = time.perf_counter()
     target = Path(out).expanduser()
     previous = check_build(target, kind=kind, metric=metric, backend=backend, uri=uri, index_params=index_params)
+    check_empty_documents(empty_documents)
     kind, metric = kind.strip().lower(), metric.strip().lower()
     stores = store_class(backend)
-    docs = as_documents(corpus)
-    if not docs:
+    given = as_documents(corpus)
+    if not given:
         raise BadInputError("the corpus is empty; give at least one document")
-    check_unique_ids(docs)
+    check_unique_ids(given)
+    docs = meaningful_documents(given, encoder, empty_documents)
+    if not docs:
+        raise BadInputError(f"none of the {len(given)} documents has a token the model knows; nothing to index")
     vectors = encoder.encode([d.text for d in docs], show_progress=show_progress)
     fitted, transform_info = fit_transform(transform, fit_on, vectors, encoder, show_progress)
     stored = stored_form(fitted, vectors, metric)
@@ -166,6 +197,7 @@ def build_index(
                 "index_kind": kind,
                 "index_params": store.params(),
                 "count": len(docs),
+                **({"skipped_documents": len(given) - len(docs)} if len(docs) < len(given) else {}),
                 "backend": stores.name,
                 **store.location(),
                 "faiss": faiss_version(),

@@ -111,6 +111,8 @@ FIELDS: dict[str, tuple[str, Callable[[Any], bool], bool]] = {
     "index_kind": ("a string", _text, True),
     "index_params": ("an object whose encoding, if any, is a valid encoding spec", _index_params, True),
     "count": ("a non-negative integer", _integer(0), True),
+    # Documents left out because they hold no token the model knows (whitevec.index.build.meaningful_documents).
+    "skipped_documents": ("a non-negative integer", _integer(0), False),
     "backend": ("a string", _text, True),
     "backend_uri": ("a string or null", _optional(_text), True),
     "milvus_collection": ("a string or null", _optional(_text), True),

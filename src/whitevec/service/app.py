@@ -193,6 +193,7 @@ def search_json(k: int, queries: Sequence[str], hits: Sequence[Sequence[HitLike]
                     "scores": [float(h.score) for h in row],
                     "texts": [str(h.text) for h in row],
                     "metadata": [h.metadata for h in row],
+                    "note": getattr(row, "note", None),
                 }
             )
         )
@@ -200,9 +201,16 @@ def search_json(k: int, queries: Sequence[str], hits: Sequence[Sequence[HitLike]
     return b"".join(pieces)
 
 
-def embed_json(vectors: np.ndarray) -> bytes:
-    """An EmbedResponse as JSON (float32 values written in their shortest exact form)."""
-    return _dumps({"dim": int(vectors.shape[1]), "vectors": np.ascontiguousarray(vectors, dtype=np.float32)})
+def embed_json(vectors: np.ndarray, known: np.ndarray) -> bytes:
+    """An EmbedResponse as JSON (float32 values written in their shortest exact form); ``known``: a bool per
+    text, False where it has no token the model knows."""
+    return _dumps(
+        {
+            "dim": int(vectors.shape[1]),
+            "vectors": np.ascontiguousarray(vectors, dtype=np.float32),
+            "unknown": np.flatnonzero(~np.asarray(known, dtype=bool)).tolist(),
+        }
+    )
 
 
 def _json_response(body: bytes) -> Response:
@@ -385,7 +393,8 @@ def _add_recall_routes(
     secured, key_refusal = guard
 
     async def search(body: Any, request: Request) -> Response:
-        """The k documents nearest each query: ids, scores and texts, best first."""
+        """The k documents nearest each query: ids, scores and texts, best first; a query with no token the model
+        knows is not searched: no hits, and a note."""
         queries: list[str] = list(body.queries)
         k = max(1, min(int(body.k), int(retriever.count)))
         hits = await worker.submit("search", queries, k, request.scope)
@@ -394,10 +403,11 @@ def _add_recall_routes(
         return _json_response(search_json(k, queries, hits))
 
     async def embed(body: Any, request: Request) -> Response:
-        """Vectors for texts, encoded and transformed exactly as the index's documents were."""
+        """Vectors for texts, encoded and transformed exactly as the index's documents were; a text with no token
+        the model knows gets zeros, and its position is listed in ``unknown``."""
         texts: list[str] = list(body.texts)
-        vectors = np.asarray(await worker.submit("embed", texts, 0, request.scope), dtype=np.float32)
-        return _json_response(embed_json(vectors))
+        vectors, known = await worker.submit("embed", texts, 0, request.scope)
+        return _json_response(embed_json(vectors, known))
 
     # The request models are made for these settings' limits: name them as the body's type for FastAPI (the
     # string annotations of this module cannot reach a local class).

@@ -77,6 +77,11 @@ class QueryResult(BaseModel):
     scores: list[float]
     texts: list[str]
     metadata: list[dict[str, Any] | None]
+    note: str | None = Field(
+        None,
+        description="Why the query has no hits when it was not searched: it holds no token the model knows "
+        "(only emoji or characters the vocabulary lacks). Null otherwise.",
+    )
 
 
 class SearchResponse(BaseModel):
@@ -87,6 +92,10 @@ class SearchResponse(BaseModel):
 class EmbedResponse(BaseModel):
     dim: int
     vectors: list[list[float]]
+    unknown: list[int] = Field(
+        default_factory=list,
+        description="Positions (from 0) of the texts with no token the model knows: their vectors are all zeros.",
+    )
 
 
 class HealthResponse(BaseModel):

@@ -45,6 +45,16 @@ class RetrieverLike(Protocol):
     def embed(self, texts: list[str]) -> np.ndarray: ...
 
 
+def embed_marked(retriever: RetrieverLike, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``(vectors, known)`` of ``texts``: the retriever's ``embed_marked`` (see
+    :meth:`whitevec.index.Retriever.embed_marked`), or for one without it, its ``embed`` with every text known."""
+    marked = getattr(retriever, "embed_marked", None)
+    if callable(marked):
+        vectors, known = marked(texts)
+        return np.asarray(vectors, dtype=np.float32), np.asarray(known, dtype=bool)
+    return np.asarray(retriever.embed(texts), dtype=np.float32), np.ones(len(texts), dtype=bool)
+
+
 # ---- sharing one retriever between requests ---------------------------------------------------------------
 @dataclass
 class _Job:
@@ -220,11 +230,15 @@ class RetrieverWorker:
         self.calls += 1
         self.jobs += len(jobs)
         self.texts += len(texts)
-        out: Any = self.retriever.search(texts, k=k) if kind == "search" else self.retriever.embed(texts)
+        out: Any = self.retriever.search(texts, k=k) if kind == "search" else embed_marked(self.retriever, texts)
         start = 0
         for job in jobs:
-            job.future.set_result(out[start : start + len(job.texts)])
-            start += len(job.texts)
+            stop = start + len(job.texts)
+            # An embed's answer is (vectors, known): each job takes its rows of both.
+            job.future.set_result(
+                out[start:stop] if kind == "search" else (out[0][start:stop], out[1][start:stop])
+            )
+            start = stop
 
     def _call_one(self, job: _Job) -> None:
         self.calls += 1
@@ -234,7 +248,7 @@ class RetrieverWorker:
             if job.kind == "search":
                 result: Any = self.retriever.search(job.texts, k=job.k)
             else:
-                result = self.retriever.embed(job.texts)
+                result = embed_marked(self.retriever, job.texts)
         except BaseException as exc:
             if isinstance(exc, IndexDamagedError) and self.damage is None:
                 self.damage = str(exc)
