@@ -40,7 +40,8 @@ EXIT_BAD_INPUT = 2
 EXIT_ENVIRONMENT = 3
 EXIT_CODES = (
     "Exit status: 0 done; 1 a bug (a traceback: please report it); 2 bad usage or input; 3 a fault of the "
-    "environment (a read-only or full disk, no permission, an index file damaged under the run); 130 interrupted; 141 stdout closed by its reader."
+    "environment (a read-only or full disk, no permission, an index file damaged under the run); 130 "
+    "interrupted; 141 stdout closed by its reader."
 )
 
 app = _group(
@@ -133,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: known errors become one line on stderr; bugs keep their traceback.
 
     Exit status (``EXIT_CODES``): 0 done, 2 bad input (``WhitevecError``, bad usage, a group without a command),
-    3 a fault of the environment (disk full, read-only, no permission, an index file damaged under the run), 130 interrupted (Ctrl-C), 141 stdout
-    closed by its reader; a bug's traceback exits 1, as Python does.
+    3 a fault of the environment (disk full, read-only, no permission, an index file damaged under the run), 130
+    interrupted (Ctrl-C), 141 stdout closed by its reader; a bug's traceback exits 1, as Python does.
     """
     stdout_was_devnull = _stdout_is_devnull()
     try:
