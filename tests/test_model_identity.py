@@ -166,8 +166,11 @@ def test_serve_with_workers_passes_the_checked_model_folder_to_each_worker(
     _build(_corpus(tmp_path), tmp_path / "index", str(model), capsys)
     moved = model.rename(tmp_path / "moved")
     monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: None)  # no worker processes: what they read
-    monkeypatch.delenv(run.INDEX_ENV, raising=False)  # restored after the test
-    monkeypatch.delenv(run.MODEL_ENV, raising=False)
+    # serve() sets both for its workers: setenv first, so that monkeypatch removes them again after the test
+    # (a delenv of an unset variable records nothing to undo, and a later test's app_from_env would read them).
+    for name in (run.INDEX_ENV, run.MODEL_ENV):
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     run.serve(tmp_path / "index", port=0, workers=2, model=str(moved))
     assert os.environ[run.MODEL_ENV] == str(moved.resolve())
     try:
