@@ -16,8 +16,8 @@ from fastapi.testclient import TestClient
 
 from tests.index_helpers import HashEncoder, sentences
 from tests.static_helpers import tiny_static_folder
+from tests.test_cli import run_cli as _run
 from tests.test_tune import MODEL, TableEncoder, retrieval_data
-from whitevec.cli import main
 from whitevec.datasets.retrieval import RetrievalDataset
 from whitevec.datasets.sts import Pair, StsTask
 from whitevec.encoder import Encoder
@@ -130,13 +130,6 @@ def test_static_index_follows_the_rule(static: StaticEncoder, tmp_path: Path) ->
 
 
 # --- the command line -------------------------------------------------------------------------------------------
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        code = main(argv) or 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_cli_build_and_search(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

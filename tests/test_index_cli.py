@@ -10,19 +10,10 @@ import numpy as np
 import pytest
 
 from tests.index_helpers import sentences, tiny_bert
-from whitevec.cli import main
+from tests.test_cli import run_cli as _run
 from whitevec.encoder import Encoder
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-
-
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        code = main(argv) or 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_index_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

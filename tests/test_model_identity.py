@@ -14,7 +14,7 @@ import pytest
 
 from tests.index_helpers import sentences, tiny_bert
 from tests.static_helpers import tiny_static_folder
-from whitevec.cli import main
+from tests.test_cli import run_cli as _run
 from whitevec.errors import BadInputError, ModelNotFoundError
 from whitevec.index import Retriever, read_manifest
 from whitevec.index.manifest import write_manifest
@@ -22,15 +22,6 @@ from whitevec.index.manifest import write_manifest
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 TEXTS = sentences(24, seed=3)
-
-
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        code = main(argv) or 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def _corpus(folder: Path) -> Path:
