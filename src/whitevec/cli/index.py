@@ -82,7 +82,13 @@ CorpusOpt = Annotated[Path, typer.Option("--corpus", help="Text (one doc a line)
 IndexOutOpt = Annotated[Path, typer.Option("--out", "-o", help="Index folder to write (replaced atomically).")]
 IndexTransformOpt = Annotated[
     str,
-    typer.Option("--transform", "-t", help="none, whitening, whitening-K, center, or a .safetensors file."),
+    typer.Option(
+        "--transform",
+        "-t",
+        help="none, whitening, whitening-K, center, or a .safetensors file. Default none: raw vectors, since "
+        "whitening costs contrastively trained sentence encoders such as the default model; run `whitevec tune`, "
+        "or pass --transform whitening-K for anisotropic encoders such as static tables or CLS vectors.",
+    ),
 ]
 IndexFitOnOpt = Annotated[str, typer.Option("--fit-on", help="corpus, or a text file to fit the transform on.")]
 IndexKindOpt = Annotated[str, typer.Option("--kind", help="flat (exact), hnsw or ivf.")]
@@ -118,7 +124,7 @@ def index_build_command(
     out: IndexOutOpt,
     model: ModelOpt = DEFAULT_MODEL,
     pooling: IndexPoolingOpt = None,
-    transform: IndexTransformOpt = "whitening",
+    transform: IndexTransformOpt = "none",
     fit_on: IndexFitOnOpt = "corpus",
     kind: IndexKindOpt = "flat",
     metric: MetricOpt = "cosine",
