@@ -212,7 +212,9 @@ def search_command(
     index_dir: Annotated[Path, typer.Argument(help="Index folder.")],
     query: Annotated[list[str], typer.Argument(help="One or more queries.")],
     k: Annotated[int, typer.Option("-k", help="Results per query (clamped to the corpus size).")] = 10,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the hits as JSON (with metadata).")] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Same as --format json: the hits of each query, with their metadata.")
+    ] = False,
     table_format: FormatOpt = TableFormat.auto,
     device: DeviceOpt = None,
     config: Annotated[
@@ -222,23 +224,34 @@ def search_command(
         ),
     ] = None,
 ) -> None:
-    """Search an index; queries are encoded with the index's own model, pooling and transform."""
-    if json_out and table_format is not TableFormat.auto:
-        raise BadInputError("--json prints the hits as JSON; give it or --format, not both")
+    """Search an index; queries are encoded with the index's own model, pooling and transform.
+
+    --format json (or --json) prints, per query, its hits with their whole text and metadata; csv a row per hit
+    with the whole text; a drawn table and Markdown cut texts at 100 characters."""
+    if json_out:
+        if table_format not in (TableFormat.auto, TableFormat.json):
+            raise BadInputError(f"--json is --format json; give it or --format {table_format}, not both")
+        table_format = TableFormat.json
     from whitevec.workflows import search_index
 
     results = search_index(index_dir, query, k=k, device=device, config=config)
-    if json_out:
+    if table_format is TableFormat.json:
         payload = [
             {"query": q, "hits": [h.to_dict() for h in hits]} for q, hits in zip(query, results, strict=True)
         ]
         _print(json.dumps(payload, indent=2, ensure_ascii=False))
     else:
-        _print_table(_hits_table(index_dir, query, results), table_format)
+        shown = None if table_format is TableFormat.csv else _SHOWN_TEXT
+        _print_table(_hits_table(index_dir, query, results, shown), table_format)
 
 
-def _hits_table(index_dir: Path, queries: list[str], results: list[list[SearchHit]]) -> _Table:
-    """A row per hit: the query, its rank, the document's id, the score and its text (cut at 100 characters)."""
+# Characters of a document's text a drawn or Markdown table shows; csv and json keep the whole text.
+_SHOWN_TEXT = 100
+
+
+def _hits_table(index_dir: Path, queries: list[str], results: list[list[SearchHit]], shown: int | None) -> _Table:
+    """A row per hit: the query, its rank, the document's id, the score and its text (cut to ``shown``
+    characters with "...", or whole for None)."""
     top = max(map(len, results), default=0)
     table = _Table(
         f"{index_dir} - top {top} per query",
@@ -248,6 +261,6 @@ def _hits_table(index_dir: Path, queries: list[str], results: list[list[SearchHi
     )
     for q, hits in zip(queries, results, strict=True):
         for rank, hit in enumerate(hits, start=1):
-            text = hit.text if len(hit.text) <= 100 else hit.text[:97] + "..."
+            text = hit.text if shown is None or len(hit.text) <= shown else hit.text[: shown - 3] + "..."
             table.add_row(q, rank, hit.id, hit.score, text)
     return table
