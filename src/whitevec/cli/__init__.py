@@ -19,7 +19,7 @@ from typing import Any
 
 import typer
 
-from whitevec.cli._options import RunOptions, _group, with_run_options
+from whitevec.cli._options import RunOptions, VersionOpt, _group, _no_command, with_run_options
 from whitevec.cli._output import TableFormat, _print_table, _StdoutClosedError, _Table, _writing_stdout
 from whitevec.cli.distill import distill_command
 from whitevec.cli.encode import encode_command, fit_command, frequencies_app
@@ -33,7 +33,14 @@ from whitevec.preflight import describe_fault
 
 __all__ = ["RunOptions", "TableFormat", "_Table", "_print_table", "app", "main", "with_run_options"]
 
+
+def _whitevec(ctx: typer.Context, version: VersionOpt = False) -> None:
+    """The ``whitevec`` group: ``--version`` (handled as it is parsed), else a command must follow."""
+    _no_command(ctx)
+
+
 app = _group(
+    _whitevec,
     name="whitevec",
     help="Sentence vectors from pretrained encoders, made isotropic, measured, and searchable.",
     pretty_exceptions_enable=False,
