@@ -20,7 +20,7 @@ from whitevec.transforms import AllButTheTop, Whitening, make_transform, whiteni
 from whitevec.tuning import ConfigMismatchError, TunedConfig, apply_config, tune
 from whitevec.tuning.run import CandidateResult, _choose, _Scored
 from whitevec.tuning.selection import bootstrap_gains, mean_resampled, resample_counts, spearman_resampled
-from whitevec.tuning.space import default_transforms, encoding_bytes
+from whitevec.tuning.space import check_transforms, default_transforms, encoding_bytes
 
 MODEL = "table"
 
@@ -165,6 +165,16 @@ def test_default_grid() -> None:
     assert "whitening-gamma0" not in grid and "whitening-beta0-gamma0" not in grid  # = center / none
     assert "flow" not in default_transforms(384, include_flow=False)
     assert not any(s.startswith("whitening-256") for s in default_transforms(256))
+
+
+def test_pca_and_rotation_candidates_keep_their_names() -> None:
+    """pca-K printed as whitening-K-gamma0: the same transform, but not the name the user gave."""
+    given = ["PCA-8", "whitening-8-gamma0", "rotation", "whitening:gamma=0", "pca-4:beta=1", "whitening-4-beta0"]
+    assert check_transforms(given) == ["none", "pca-8", "rotation", "pca-4", "whitening-4-beta0"]
+    assert "pca-64" in default_transforms(384)
+    table, pairs = anisotropic_pairs(n_pairs=60)
+    result = run(pairs, table, transforms=["pca-8"], n_boot=100)
+    assert [c.transform for c in result.candidates] == ["none", "pca-8"]
 
 
 def test_variants_from_one_fit_equal_fresh_fits() -> None:
