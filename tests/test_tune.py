@@ -391,6 +391,23 @@ def test_config_is_checked_on_load(tmp_path: Path) -> None:
         TunedConfig.load(tmp_path / "absent.json")
 
 
+def test_a_configuration_compares_what_poolings_compute_not_their_names(minilm_dir: Path) -> None:
+    """On all-MiniLM-L6-v2 pooling model is last-avg then Normalize: the same cosines when no transform comes
+    between; a transform fitted on last-avg's vectors is not valid on normalized ones."""
+    built = {"model": "all-MiniLM-L6-v2", "pooling": "model", "transform": None}
+    raw = TunedConfig(model="all-MiniLM-L6-v2", pooling="last-avg", transform="none")
+    raw.check_index(built)
+    with pytest.raises(ConfigMismatchError, match="pooling 'cls'"):
+        raw.check_index({**built, "pooling": "cls"})
+    with pytest.raises(ConfigMismatchError, match="pooling 'first-last-avg'"):
+        raw.check_index({**built, "pooling": "first-last-avg"})
+    whitened = TunedConfig(model="all-MiniLM-L6-v2", pooling="last-avg", transform="whitening-128")
+    whitening_index = {**built, "transform": {"spec": "whitening-128"}}
+    with pytest.raises(ConfigMismatchError, match="pooling 'model'"):
+        whitened.check_index(whitening_index)
+    whitened.check_index({**whitening_index, "pooling": "LAST-AVG"})
+
+
 def test_config_refuses_another_model_or_pooling() -> None:
     config = TunedConfig(model="table", pooling="last-avg", transform="whitening", dim=16, bytes_per_vector=64)
     config.check_encoder(TableEncoder({"x": np.zeros(16)}))
