@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import inspect
 import os
+import re
 import subprocess
 import sys
 import typing
@@ -143,6 +144,28 @@ def test_a_group_without_a_command_prints_its_help_and_exits_2(
 def test_help_is_no_error(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(["index", "build", "--help"], capsys)
     assert code == 0 and "Usage: whitevec index build" in out and err == ""
+
+
+@pytest.mark.parametrize("path", [path for path, _ in TREE], ids=lambda path: " ".join(path) or "whitevec")
+def test_help_shows_texts_as_written_and_flags_without_a_value(
+    path: tuple[str, ...], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rich markup ate bracketed words (``pip install 'whitevec[ray]'`` showed ``'whitevec'``), and typer gave
+    boolean flags a ``<bool>`` value they do not take."""
+    monkeypatch.setenv("COLUMNS", "250")  # one line an option: a bracketed word is never wrapped apart
+    command = dict(TREE)[path]
+    code, out, err = run_cli([*path, "--help"], capsys)
+    assert code == 0, err
+    assert "<bool>" not in out
+    written = [command.help or "", *(getattr(p, "help", None) or "" for p in command.params)]
+    for word in {word for text in written for word in re.findall(r"\S*\[[^\]\s]+\]\S*", text)}:
+        assert word.rstrip(".,;:)") in out, word
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from whitevec import __version__
+
+    assert run_cli(["--version"], capsys) == (0, f"whitevec {__version__}\n", "")
 
 
 @pytest.mark.parametrize(

@@ -578,6 +578,47 @@ def _registered_commands(command: Any, path: str) -> Iterator[tuple[str, Any]]:
             yield from _registered_commands(sub, f"{path} {name}")
 
 
+def _names(code: str) -> tuple[set[str], set[str], set[str]]:
+    """A Python block's names: imported from whitevec, bound in it (imports, assignments, definitions,
+    arguments), and read."""
+    tree = ast.parse(code)
+    from_whitevec: set[str] = set()
+    bound: set[str] = set()
+    read: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+            bound |= names
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "whitevec":
+                from_whitevec |= names
+        elif isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    return from_whitevec, bound, read
+
+
+def test_a_snippet_with_imports_imports_the_whitevec_names_it_uses() -> None:
+    """A block that starts with imports is copied on its own: the whitevec names it uses (those some page imports
+    from whitevec) are imported in it. The export-faiss snippet used Encoder, which only an earlier block
+    imported; the page ran, a reader's copy did not."""
+    blocks = [
+        (f"{page.relative_to(ROOT)}:{block.line}", *_names(block.code))
+        for page in doc_pages(ROOT)
+        for block in check_page(page, ROOT)[0]
+        if block.lang == PYTHON and block.code.lstrip().startswith(("import ", "from "))
+    ]
+    whitevec_names = set().union(*(imported for _, imported, _, _ in blocks))
+    unimported = [
+        f"{where}: {sorted(missing)}"
+        for where, _, bound, read in blocks
+        if (missing := (read - bound) & whitevec_names)
+    ]
+    assert not unimported, unimported
+
+
 def test_the_cli_reference_lists_every_command_and_option() -> None:
     import typer
 

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 import typer
 
-from whitevec.cli._options import RunOptions, _group, with_run_options
+from whitevec.cli._options import RunOptions, VersionOpt, _group, _no_command, with_run_options
 from whitevec.cli._output import TableFormat, _print_table, _StdoutClosedError, _Table, _writing_stdout
 from whitevec.cli.distill import distill_command
 from whitevec.cli.encode import encode_command, fit_command, frequencies_app
@@ -44,7 +44,14 @@ EXIT_CODES = (
     "interrupted; 141 stdout closed by its reader."
 )
 
+
+def _whitevec(ctx: typer.Context, version: VersionOpt = False) -> None:
+    """The ``whitevec`` group: ``--version`` (handled as it is parsed), else a command must follow."""
+    _no_command(ctx)
+
+
 app = _group(
+    _whitevec,
     name="whitevec",
     help="Sentence vectors from pretrained encoders, made isotropic, measured, and searchable.",
     epilog=EXIT_CODES,

@@ -85,7 +85,13 @@ CorpusOpt = Annotated[Path, typer.Option("--corpus", help="Text (one doc a line)
 IndexOutOpt = Annotated[Path, typer.Option("--out", "-o", help="Index folder to write (replaced atomically).")]
 IndexTransformOpt = Annotated[
     str,
-    typer.Option("--transform", "-t", help="none, whitening, whitening-K, center, or a .safetensors file."),
+    typer.Option(
+        "--transform",
+        "-t",
+        help="none, whitening, whitening-K, center, or a .safetensors file. Default none: raw vectors, since "
+        "whitening costs contrastively trained sentence encoders such as the default model; run `whitevec tune`, "
+        "or pass --transform whitening-K for anisotropic encoders such as static tables or CLS vectors.",
+    ),
 ]
 IndexFitOnOpt = Annotated[str, typer.Option("--fit-on", help="corpus, or a text file to fit the transform on.")]
 IndexKindOpt = Annotated[str, typer.Option("--kind", help="flat (exact), hnsw or ivf.")]
@@ -130,7 +136,7 @@ def index_build_command(
     out: IndexOutOpt,
     model: ModelOpt = DEFAULT_MODEL,
     pooling: IndexPoolingOpt = None,
-    transform: IndexTransformOpt = "whitening",
+    transform: IndexTransformOpt = "none",
     fit_on: IndexFitOnOpt = "corpus",
     kind: IndexKindOpt = "flat",
     metric: MetricOpt = "cosine",
@@ -220,7 +226,9 @@ def search_command(
     index_dir: Annotated[Path, typer.Argument(help="Index folder.")],
     query: Annotated[list[str], typer.Argument(help="One or more queries.")],
     k: Annotated[int, typer.Option("-k", help="Results per query (clamped to the corpus size).")] = 10,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the hits as JSON (with metadata).")] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Same as --format json: the hits of each query, with their metadata.")
+    ] = False,
     table_format: FormatOpt = TableFormat.auto,
     device: DeviceOpt = None,
     config: Annotated[
@@ -231,26 +239,39 @@ def search_command(
     ] = None,
     model: IndexModelOpt = None,
 ) -> None:
-    """Search an index; queries are encoded with the index's own model, pooling and transform."""
-    if json_out and table_format is not TableFormat.auto:
-        raise BadInputError("--json prints the hits as JSON; give it or --format, not both")
+    """Search an index; queries are encoded with the index's own model, pooling and transform.
+
+    --format json (or --json) prints, per query, its hits with their whole text and metadata; csv a row per hit
+    with the whole text; a drawn table and Markdown cut texts at 100 characters."""
+    if json_out:
+        if table_format not in (TableFormat.auto, TableFormat.json):
+            raise BadInputError(f"--json is --format json; give it or --format {table_format}, not both")
+        table_format = TableFormat.json
     from whitevec.workflows import search_index
 
     results = search_index(index_dir, query, k=k, device=device, config=config, model=model)
     for position in results.unknown_queries:
         warnings.warn(f"query {position + 1} has no token the model knows; no hits", WhitevecWarning, stacklevel=1)
-    if json_out:
+    if table_format is TableFormat.json:
         payload = [
             {"query": q, "hits": [h.to_dict() for h in hits], **({"note": hits.note} if hits.note else {})}
             for q, hits in zip(query, results, strict=True)
         ]
         _print(json.dumps(payload, indent=2, ensure_ascii=False))
     else:
-        _print_table(_hits_table(index_dir, query, results), table_format)
+        shown = None if table_format is TableFormat.csv else _SHOWN_TEXT
+        _print_table(_hits_table(index_dir, query, results, shown), table_format)
 
 
-def _hits_table(index_dir: Path, queries: list[str], results: Sequence[Sequence[SearchHit]]) -> _Table:
-    """A row per hit: the query, its rank, the document's id, the score and its text (cut at 100 characters)."""
+# Characters of a document's text a drawn or Markdown table shows; csv and json keep the whole text.
+_SHOWN_TEXT = 100
+
+
+def _hits_table(
+    index_dir: Path, queries: list[str], results: Sequence[Sequence[SearchHit]], shown: int | None
+) -> _Table:
+    """A row per hit: the query, its rank, the document's id, the score and its text (cut to ``shown``
+    characters with "...", or whole for None)."""
     top = max(map(len, results), default=0)
     table = _Table(
         f"{index_dir} - top {top} per query",
@@ -260,6 +281,6 @@ def _hits_table(index_dir: Path, queries: list[str], results: Sequence[Sequence[
     )
     for q, hits in zip(queries, results, strict=True):
         for rank, hit in enumerate(hits, start=1):
-            text = hit.text if len(hit.text) <= 100 else hit.text[:97] + "..."
+            text = hit.text if shown is None or len(hit.text) <= shown else hit.text[: shown - 3] + "..."
             table.add_row(q, rank, hit.id, hit.score, text)
     return table

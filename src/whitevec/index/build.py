@@ -136,7 +136,7 @@ def build_index(
     out: str | os.PathLike[str],
     *,
     encoder: EncoderLike,
-    transform: str | Transform | None = "whitening",
+    transform: str | Transform | None = "none",
     fit_on: str | os.PathLike[str] = "corpus",
     kind: str = "flat",
     metric: str = "cosine",

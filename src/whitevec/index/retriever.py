@@ -117,7 +117,7 @@ class Retriever:
         out: str | os.PathLike[str],
         *,
         encoder: EncoderLike,
-        transform: str | Transform | None = "whitening",
+        transform: str | Transform | None = "none",
         fit_on: str | os.PathLike[str] = "corpus",
         kind: str = "flat",
         metric: str = "cosine",
@@ -132,7 +132,9 @@ class Retriever:
 
         ``corpus``: a list of Documents or a corpus file (see ``whitevec.datasets.retrieval``). ``transform``: a
         spec (``"none"``, ``"whitening"``, ``"whitening-256"``, ...), a path to a saved ``.safetensors``
-        transform, a Transform (used as is when fitted), or None. ``backend="milvus"`` stores the vectors in
+        transform, a Transform (used as is when fitted), or None. The default ``"none"`` keeps raw vectors:
+        whitening costs contrastively trained sentence encoders such as the default model; ``whitevec tune``
+        says which transform serves an encoder. ``backend="milvus"`` stores the vectors in
         Milvus at ``uri`` (default: Milvus Lite in ``out/milvus.db``).
 
         A document with no token the encoder knows (empty, blank, only emoji or unknown characters) has no

@@ -43,7 +43,7 @@ def build_index_file(
     *,
     encoder: Mapping[str, Any],
     engine: str = "local",
-    transform: str = "whitening",
+    transform: str = "none",
     fit_on: str = "corpus",
     kind: str = "flat",
     metric: str = "cosine",
