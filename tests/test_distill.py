@@ -194,11 +194,11 @@ def _affine_specs() -> list[str]:
 @pytest.mark.parametrize("spec", _affine_specs())
 def test_affine_form_is_the_transform(spec: str) -> None:
     """Each transform's affine form gives its outputs; the forms listed as affine are exactly those that have
-    one (flow and normalize refuse)."""
+    one (flow, flow-random and normalize refuse)."""
     transform = make_transform(spec)
     assert transform is not None
     listed = any(spec.startswith(form.split("-")[0]) for form in AFFINE_SPEC_FORMS)
-    assert is_affine(transform) == (spec not in ("flow", "normalize")) == listed
+    assert is_affine(transform) == (spec not in ("flow", "flow-random", "normalize")) == listed
     if not is_affine(transform):
         with pytest.raises(NotAffineError, match="not an affine map"):
             transform.affine()
