@@ -29,7 +29,7 @@ from whitevec.index import (
 )
 from whitevec.index.faiss_store import _one_thread, encoded_vectors, searched_rankings
 from whitevec.index.rescore import RESCORE_FILE, RescoreVectors
-from whitevec.index.sign_codes import SIGN_FILE
+from whitevec.index.sign_codes import SIGN_FILE, random_rotation
 from whitevec.transforms import WhitevecWarning
 
 N, D = 2000, 64
@@ -92,6 +92,27 @@ def test_rescoring_lifts_recall_and_returns_the_float_scores() -> None:
     assert (np.diff(scores, axis=1) <= 1e-7).all()
 
 
+@pytest.mark.parametrize("metric", ["cosine", "ip", "l2"])
+@pytest.mark.parametrize("encoding", ["binary-rr+rescore=10", "sq4+rescore=10:int8"])
+def test_rescoring_ranks_the_candidates_best_first_under_every_metric(metric: str, encoding: str) -> None:
+    # Vectors of unequal lengths, so that ip, cosine and l2 each order them differently.
+    x = VECTORS[:500] * np.linspace(0.5, 2.0, 500, dtype=np.float32)[:, None]
+    q = QUERIES[:20] * 1.5
+    if metric == "cosine":  # the store takes unit vectors for cosine (the retriever normalises them)
+        x, q = x / np.linalg.norm(x, axis=1, keepdims=True), q / np.linalg.norm(q, axis=1, keepdims=True)
+    store = FaissStore(D, metric, "flat", {"encoding": encoding})
+    store.add(np.arange(500), x)
+    scores, ids = store.search(q, 5)
+    # Each metric's float score, and which way is nearer: squared L2 smaller, inner products larger.
+    nearer = 1.0 if metric == "l2" else -1.0
+    want = ((q[:, None, :] - x[None, :, :]) ** 2).sum(axis=2) if metric == "l2" else q @ x.T
+    exact = np.argsort(nearer * want, axis=1)[:, :5]
+    assert _recall(ids, exact) >= 0.9  # what the float vectors rank first, not last
+    assert (np.diff(nearer * scores, axis=1) >= 0).all()  # each row best first
+    # The scores are the float query's against the stored records (fp16, or int8 with a scale a vector).
+    np.testing.assert_allclose(scores, np.take_along_axis(want, ids, axis=1), rtol=0.02, atol=0.02)
+
+
 def test_parse_forms_bytes_and_refusals() -> None:
     assert parse_encoding("BINARY-RR + RESCORE").spec == "binary-rr+rescore=10"
     assert parse_encoding("rabitq+rescore").spec == "rabitq+rescore=4"
@@ -128,6 +149,38 @@ def test_a_dimension_not_a_multiple_of_8_is_padded_without_changing_the_ranking(
     hamming = ((q[:, None, :] > mean) != (x[None, :, :] > mean)).sum(axis=2)  # over the 30 real bits only
     np.testing.assert_allclose(scores, 1 - 2 * np.take_along_axis(hamming, ids, axis=1) / 30, atol=1e-6)
     assert (np.diff(np.take_along_axis(hamming, ids, axis=1), axis=1) >= 0).all()
+
+
+def _anisotropic(n: int, d: int, seed: int) -> np.ndarray:
+    """Unit vectors of a Gaussian whose variances fall from 1 to 0.05^2, its axes turned by a random rotation:
+    the structure ITQ learns (a random rotation spreads the variance evenly; the identity keeps the turn)."""
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((n, d)) * np.geomspace(1.0, 0.05, d)) @ np.linalg.qr(rng.standard_normal((d, d)))[0]
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _quantization_loss(x: np.ndarray, mean: np.ndarray, rotation: np.ndarray) -> float:
+    """ITQ's objective ||B - V R||^2 (Gong & Lazebnik): V the centred vectors scaled to length sqrt(d), so that
+    they are comparable with the +-1 codes B = sign(V R)."""
+    centred = (x - mean).astype(np.float64)
+    projected = centred / np.linalg.norm(centred, axis=1, keepdims=True) * np.sqrt(x.shape[1]) @ rotation
+    return float(((np.sign(projected) - projected) ** 2).sum())
+
+
+def test_itq_learns_a_rotation_that_loses_less_to_the_sign_than_a_random_one() -> None:
+    # A rotation that ITQ did not learn (a random one, the identity, or the learned one transposed) loses more.
+    x = _anisotropic(2000, 32, seed=3)
+    store = FaissStore(32, "cosine", "flat", {"encoding": "itq"})
+    store.add(np.arange(len(x)), x)
+    signs = store.signs
+    assert signs is not None and signs.mean_ is not None and signs.rotation_ is not None
+    rotation = signs.rotation_.astype(np.float64)
+    np.testing.assert_allclose(rotation @ rotation.T, np.eye(32), atol=1e-4)  # orthogonal: d bits of d axes
+    np.testing.assert_allclose(signs.mean_, x.mean(axis=0), atol=1e-5)
+    learned = _quantization_loss(x, signs.mean_, rotation)
+    others = [random_rotation(32, seed) for seed in range(8)] + [np.eye(32), rotation.T]
+    # [faiss 1.15.1: learned 22162; the others 24799 to 25674]
+    assert learned < 0.95 * min(_quantization_loss(x, signs.mean_, other) for other in others)
 
 
 def test_itq_needs_as_many_training_vectors_as_dimensions() -> None:
