@@ -215,6 +215,11 @@ def test_table_forced_into_a_narrow_pipe_wraps_cells(
     _print_table(_table(), TableFormat.table)
     out = capsys.readouterr().out
     assert "┃" in out and "…" not in out and "\x1b[" not in out
+    assert max(len(line) for line in out.splitlines()) <= 20
+    # Each column's pieces, read down the lines, spell its header and every cell in full: wrapped, not cut.
+    pieces = [re.split("[┃│]", line)[1:-1] for line in out.splitlines() if line.count("┃") + line.count("│") == 4]
+    columns = ["".join(column.split()) for column in map("".join, zip(*pieces, strict=True))]
+    assert columns == ["namea|bcnannumpy", "score0.12-0.50", "bytes1,234,567-7"]
 
 
 def test_cells_in_each_format(capsys: pytest.CaptureFixture[str]) -> None:
