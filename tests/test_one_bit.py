@@ -28,7 +28,7 @@ from whitevec.index import (
 )
 from whitevec.index.faiss_store import _one_thread, encoded_vectors, searched_rankings
 from whitevec.index.rescore import RESCORE_FILE, RescoreVectors
-from whitevec.index.sign_codes import SIGN_FILE, random_rotation
+from whitevec.index.sign_codes import SIGN_FILE, SignCodes, random_rotation
 from whitevec.transforms import WhitevecWarning
 
 N, D = 2000, 64
@@ -185,6 +185,79 @@ def test_itq_learns_a_rotation_that_loses_less_to_the_sign_than_a_random_one() -
 def test_itq_needs_as_many_training_vectors_as_dimensions() -> None:
     with pytest.raises(BadInputError, match="at least 30 training vectors; got 20"):
         FaissStore(30, "cosine", "flat", {"encoding": "itq"}).add(np.arange(20), _clustered(20, 30, seed=4))
+    with pytest.raises(BadInputError, match=r"itq learns a 30 x 30 rotation .* needs at least d=30 .*; got 29\."):
+        SignCodes("itq").fit(_clustered(29, 30, seed=4))
+    exactly = SignCodes("itq").fit(_clustered(30, 30, seed=4))  # d vectors are enough
+    assert exactly.mean_ is not None and exactly.rotation_ is not None
+    # What is saved and compared is float32, whatever faiss hands back.
+    assert exactly.mean_.dtype == exactly.rotation_.dtype == np.float32
+    assert exactly.unit_signs(_clustered(3, 30, seed=5)).dtype == np.float32
+
+
+def _sign_file(codec: str, **tensors: np.ndarray) -> bytes:
+    from safetensors.numpy import save
+
+    return bytes(save(tensors, metadata={"format": "whitevec.sign_codes/1", "codec": codec}))
+
+
+@pytest.mark.parametrize(
+    ("data", "codec", "needle"),
+    [
+        (b"not safetensors", "binary", "s.st is not a readable sign-code file .*; rebuild it"),
+        (
+            _sign_file("binary", mean=np.zeros(8, np.float32)),
+            "itq",
+            "s.st holds sign codes 'binary' .*says itq",
+        ),
+        (_sign_file("binary", mean=np.zeros(4, np.float32)), "binary", "does not hold the mean .* 8-d binary"),
+        (
+            _sign_file("binary-rr", mean=np.zeros(8, np.float32)),
+            "binary-rr",
+            r"and rotation\) of 8-d binary-rr",
+        ),
+        (
+            _sign_file("binary", mean=np.zeros(8, np.float32), rotation=np.eye(8, dtype=np.float32)),
+            "binary",
+            "does not hold the mean",
+        ),
+        (
+            _sign_file("itq", mean=np.zeros(8, np.float32), rotation=np.eye(4, dtype=np.float32)),
+            "itq",
+            "does not hold the mean",
+        ),
+        (
+            _sign_file("binary", mean=np.zeros(8, np.float32), extra=np.zeros(1, np.float32)),
+            "binary",
+            "does not hold the mean",
+        ),
+    ],
+    ids=[
+        "not safetensors",
+        "another codec",
+        "short mean",
+        "no rotation",
+        "a rotation too many",
+        "bad rotation",
+        "extra",
+    ],
+)
+def test_a_sign_file_that_does_not_match_the_manifest_is_refused_by_name(
+    data: bytes, codec: str, needle: str
+) -> None:
+    # The manifest's checksum stops a damaged file first; this is the check behind it (a file of another index).
+    with pytest.raises(CorruptFileError, match=needle):
+        SignCodes.from_bytes(data, "s.st", codec, 8)
+
+
+def test_a_saved_sign_step_loads_as_it_was() -> None:
+    for codec in ("binary", "binary-rr", "itq"):
+        fitted = SignCodes(codec).fit(_clustered(40, 16, seed=8))
+        loaded = SignCodes.from_bytes(fitted.to_bytes(), "s.st", codec, 16)
+        assert loaded.codec == codec and loaded.dim == 16 and loaded.n_bits == 16
+        np.testing.assert_array_equal(loaded.mean_, fitted.mean_)  # type: ignore[arg-type]
+        assert (loaded.rotation_ is None) == (codec == "binary")
+        if fitted.rotation_ is not None:
+            np.testing.assert_array_equal(loaded.rotation_, fitted.rotation_)  # type: ignore[arg-type]
 
 
 # --- through the Retriever: files, manifest, load, add, refusals -------------------------------------------
