@@ -194,10 +194,11 @@ def test_itq_needs_as_many_training_vectors_as_dimensions() -> None:
     assert exactly.unit_signs(_clustered(3, 30, seed=5)).dtype == np.float32
 
 
-def _sign_file(codec: str, **tensors: np.ndarray) -> bytes:
+def _sign_file(codec: str, file_format: str | None = "whitevec.sign_codes/1", **tensors: np.ndarray) -> bytes:
     from safetensors.numpy import save
 
-    return bytes(save(tensors, metadata={"format": "whitevec.sign_codes/1", "codec": codec}))
+    metadata = {"codec": codec} if file_format is None else {"format": file_format, "codec": codec}
+    return bytes(save(tensors, metadata=metadata))
 
 
 @pytest.mark.parametrize(
@@ -207,7 +208,12 @@ def _sign_file(codec: str, **tensors: np.ndarray) -> bytes:
         (
             _sign_file("binary", mean=np.zeros(8, np.float32)),
             "itq",
-            "s.st holds sign codes 'binary' .*says itq",
+            r"s.st holds sign codes 'binary' \(whitevec.sign_codes/1\); manifest says itq",
+        ),
+        (
+            _sign_file("binary", None, mean=np.zeros(8, np.float32)),
+            "binary",
+            r"holds sign codes 'binary' \(None\)",
         ),
         (_sign_file("binary", mean=np.zeros(4, np.float32)), "binary", "does not hold the mean .* 8-d binary"),
         (
@@ -234,6 +240,7 @@ def _sign_file(codec: str, **tensors: np.ndarray) -> bytes:
     ids=[
         "not safetensors",
         "another codec",
+        "no format",
         "short mean",
         "no rotation",
         "a rotation too many",
@@ -249,6 +256,30 @@ def test_a_sign_file_that_does_not_match_the_manifest_is_refused_by_name(
         SignCodes.from_bytes(data, "s.st", codec, 8)
 
 
+def test_sign_codes_fit_on_one_vector_or_more_and_code_the_mean_as_zero_bits() -> None:
+    with pytest.raises(BadInputError, match=r"at least one training vector, got shape \(0, 8\)"):
+        SignCodes("binary").fit(np.zeros((0, 8), np.float32))
+    x = _clustered(5, 8, seed=9)
+    one = SignCodes("binary").fit(x[:1])  # one vector: its own mean
+    np.testing.assert_array_equal(one.mean_, x[0])  # type: ignore[arg-type]
+    assert not one.signs(x[:1]).any()  # (x - mean) > 0 is strict: a coordinate at the mean is a 0 bit
+    np.testing.assert_array_equal(one.encode(x[:1]), np.zeros((1, 1), np.uint8))
+
+
+@pytest.mark.parametrize("metric", ["cosine", "ip", "l2"])
+def test_1_bit_scores_under_each_metric(metric: str) -> None:
+    # 1 - 2h/d for cosine and ip (higher is nearer), 4h/d for l2 (the unit sign vectors' squared distance).
+    x, q = _clustered(300, 24, seed=10), _clustered(10, 24, seed=11)
+    store = FaissStore(24, metric, "flat", {"encoding": "binary"})
+    store.add(np.arange(300), x)
+    scores, ids = store.search(q, 5)
+    mean = x.astype(np.float64).mean(axis=0)
+    hamming = ((q[:, None, :] > mean) != (x[None, :, :] > mean)).sum(axis=2)
+    h = np.take_along_axis(hamming, ids, axis=1)
+    assert (np.diff(h, axis=1) >= 0).all() and (h[:, 0] == hamming.min(axis=1)).all()
+    np.testing.assert_allclose(scores, 4 * h / 24 if metric == "l2" else 1 - 2 * h / 24, atol=1e-6)
+
+
 def test_a_saved_sign_step_loads_as_it_was() -> None:
     for codec in ("binary", "binary-rr", "itq"):
         fitted = SignCodes(codec).fit(_clustered(40, 16, seed=8))
@@ -256,6 +287,8 @@ def test_a_saved_sign_step_loads_as_it_was() -> None:
         assert loaded.codec == codec and loaded.dim == 16 and loaded.n_bits == 16
         np.testing.assert_array_equal(loaded.mean_, fitted.mean_)  # type: ignore[arg-type]
         assert (loaded.rotation_ is None) == (codec == "binary")
+        assert fitted.mean_ is not None and fitted.mean_.dtype == np.float32
+        assert fitted.rotation_ is None or fitted.rotation_.dtype == np.float32
         if fitted.rotation_ is not None:
             np.testing.assert_array_equal(loaded.rotation_, fitted.rotation_)  # type: ignore[arg-type]
 
