@@ -372,8 +372,55 @@ def test_a_short_rescoring_file_is_refused_even_when_its_size_is_believed(tmp_pa
     store.save(tmp_path)
     path = tmp_path / RESCORE_FILE
     path.write_bytes(path.read_bytes()[:-16])
-    with pytest.raises(CorruptFileError, match=r"rescore\.npy is \d+ bytes; its 50 records need"):
+    size = path.stat().st_size  # the header, then 50 records of 8 fp16 values (16 bytes), less the 16 cut
+    with pytest.raises(CorruptFileError, match=rf"rescore\.npy is {size} bytes; its 50 records need {size + 16} "):
         RescoreVectors.open_path(path, "fp16", 8)
+    np.save(path, np.zeros((5, 2), dtype=[("vector", "<f2", (8,))]))  # the right records, but a 2-d array
+    with pytest.raises(CorruptFileError, match=r"rescore\.npy holds .* of shape \(5, 2\); this index keeps fp16"):
+        RescoreVectors.open_path(path, "fp16", 8)
+
+
+@pytest.mark.parametrize("metric", ["ip", "l2"])
+def test_rescoring_returns_id_0_and_puts_missing_candidates_last(metric: str) -> None:
+    # Row 0 is a document like any other (not the -1 of "no candidate"); with fewer documents than k the -1
+    # slots come after every document, whichever way the metric's scores run.
+    x = _clustered(6, 8, seed=12)
+    store = FaissStore(8, metric, "flat", {"encoding": "sq8+rescore=2"})
+    store.add(np.arange(6), x)
+    scores, ids = store.search(x[:1], 9)
+    assert ids[0, 0] == 0 and sorted(ids[0, :6]) == list(range(6)) and (ids[0, 6:] == -1).all()
+    assert np.isfinite(scores[0, :6]).all()
+
+
+def test_rescoring_records_through_adds_deletes_and_saves(tmp_path: Path) -> None:
+    # The records a version keeps: its file's, then the rows added (a row given again replaced), less the ids
+    # deleted (zeroed); each read back as it was written, whether from the file or from what was added since.
+    x = _clustered(12, 8, seed=13)
+    first = RescoreVectors("fp16", 8)
+    first.add(np.arange(6), x[:6])
+    first.delete(np.array([2]))  # added, not yet saved
+    first.save(tmp_path / "a.npy")
+    opened = RescoreVectors.open_path(tmp_path / "a.npy", "fp16", 8)
+    half = x.astype(np.float16).astype(np.float32)
+    want = half[:6].copy()
+    want[2] = 0.0
+    np.testing.assert_array_equal(opened.vectors(np.arange(6)), want)
+    replaced = opened.staged()
+    replaced.add(np.array([1]), x[11:12])  # a saved row given again: read from the added ones, the rest from disk
+    np.testing.assert_array_equal(replaced.vectors(np.array([1, 4])), half[[11, 4]])
+    staged = opened.staged()
+    staged.add(np.array([6, 7, 3]), x[6:9])  # two new rows, and row 3 replaced
+    staged.delete(np.array([7, 1, 10**6]))  # an added row, a saved one, and one never stored
+    want = np.vstack([want, half[6:8]])
+    want[3], want[7], want[1] = half[8], 0.0, 0.0
+    np.testing.assert_array_equal(staged.vectors(np.array([0, 3, 4, 5, 6])), want[[0, 3, 4, 5, 6]])
+    staged.save(tmp_path / "b.npy")
+    again = RescoreVectors.open_path(tmp_path / "b.npy", "fp16", 8)
+    assert again.rows == 7  # one per id up to the largest kept: 7 was deleted
+    np.testing.assert_array_equal(again.vectors(np.arange(7)), want[:7])
+    np.testing.assert_array_equal(opened.vectors(np.arange(6))[3], half[3])  # the published file is unchanged
+    with pytest.raises(CorruptFileError, match=r"b\.npy holds 7 rescoring records; the index returned id 9\."):
+        again.vectors(np.array([0, 1, 9]))
 
 
 @pytest.mark.parametrize(
