@@ -389,7 +389,37 @@ def test_rescoring_returns_id_0_and_puts_missing_candidates_last(metric: str) ->
     store.add(np.arange(6), x)
     scores, ids = store.search(x[:1], 9)
     assert ids[0, 0] == 0 and sorted(ids[0, :6]) == list(range(6)) and (ids[0, 6:] == -1).all()
-    assert np.isfinite(scores[0, :6]).all()
+    assert np.isfinite(scores[0, :6]).all() and (scores[0, 6:] == (np.inf if metric == "l2" else -np.inf)).all()
+
+
+def test_rescoring_keeps_the_codes_order_among_equal_scores() -> None:
+    # 40 records of three distinct vectors: three groups of equal scores, in the order the codes gave them.
+    group = np.random.default_rng(0).integers(0, 3, 40)
+    records = RescoreVectors("fp16", 4)
+    records.add(np.arange(40), np.float32([[1, 0, 0, 0], [0.5, 0, 0, 0], [0, 0, 0, 0]])[group])
+    candidates = np.random.default_rng(1).permutation(40)
+    query = np.float32([[1, 0, 0, 0]])
+    for metric, nearer in (("ip", -1.0), ("l2", 1.0)):
+        _, ids = records.rescore(query, candidates[None, :], 40, metric)
+        score = {"ip": [1.0, 0.5, 0.0], "l2": [0.0, 0.25, 1.0]}[metric]
+        want = sorted(candidates, key=lambda i: nearer * score[group[i]])  # Python's sort is stable
+        np.testing.assert_array_equal(ids[0], want)
+
+
+def test_rescoring_records_keep_each_vector_within_its_form() -> None:
+    x = _clustered(20, 16, seed=14) * np.linspace(0.1, 3.0, 20, dtype=np.float32)[:, None]
+    x[3] = 0.0
+    int8 = RescoreVectors("int8", 16)
+    int8.add(np.arange(20), x)
+    back = int8.vectors(np.arange(20))
+    peak = np.abs(x).max(axis=1)
+    # Each vector's largest value is code +-127 exactly; every value within half a step (peak / 254) of x.
+    np.testing.assert_allclose(np.abs(back).max(axis=1), peak, rtol=1e-6)
+    assert (np.abs(back - x) <= peak[:, None] / 254 + 1e-7).all() and not back[3].any()
+    with pytest.raises(BadInputError, match=r"beyond half precision's range \(65504\); keep .* as int8"):
+        RescoreVectors("fp16", 2).add(np.array([0]), np.float32([[1e6, 0.0]]))
+    with pytest.raises(BadInputError, match="so ids must be >= 0"):
+        RescoreVectors("fp16", 2).add(np.array([-1]), np.float32([[1.0, 0.0]]))
 
 
 def test_rescoring_records_through_adds_deletes_and_saves(tmp_path: Path) -> None:
@@ -411,6 +441,9 @@ def test_rescoring_records_through_adds_deletes_and_saves(tmp_path: Path) -> Non
     staged = opened.staged()
     staged.add(np.array([6, 7, 3]), x[6:9])  # two new rows, and row 3 replaced
     staged.delete(np.array([7, 1, 10**6]))  # an added row, a saved one, and one never stored
+    staged.delete(np.array([4]))
+    staged.add(np.array([4, 6]), x[9:11])  # a deleted row back, and an added one given again
+    want[4], half[6] = half[9], half[10]
     want = np.vstack([want, half[6:8]])
     want[3], want[7], want[1] = half[8], 0.0, 0.0
     np.testing.assert_array_equal(staged.vectors(np.array([0, 3, 4, 5, 6])), want[[0, 3, 4, 5, 6]])
