@@ -82,7 +82,11 @@ def _cases() -> list[Any]:
     cases = []
     for path, command in COMMANDS.items():
         name = " ".join(path)
-        cases.append(pytest.param(path, ["--no-such-option"], "--no-such-option", id=f"{name}: unknown option"))
+        cases.append(
+            pytest.param(
+                path, ["--no-such-option"], "No such option: --no-such-option", id=f"{name}: unknown option"
+            )
+        )
         if any(p.required for p in command.params):
             cases.append(pytest.param(path, [], "Missing", id=f"{name}: missing parameter"))
         numeric = _numeric_option(command)
