@@ -27,7 +27,7 @@ TESTS ?=
 # test-latest: the newest releases pyproject's ranges allow, in a venv of their own (drift before users see it).
 LATEST_VENV ?= .venv-latest
 
-.PHONY: install lock demo test test-latest docs lint results-sts bench clean peer-m2v mutate
+.PHONY: install lock demo test test-latest docs reference lint results-sts bench clean peer-m2v mutate
 
 # The venv is rebuilt from nothing whenever the lock changes, so it holds the locked set and nothing else.
 # The copy of the lock marks a venv installed from it (tests/test_lock.py then compares the two).
@@ -75,6 +75,12 @@ test-latest:
 
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+# The CLI and HTTP reference pages and openapi.json, generated from the code and committed (the tests and
+# `make docs` fail on stale ones): run after changing a command, an option or an HTTP schema.
+reference: install
+	$(PY) docs/hooks/cli_reference.py
+	$(PY) docs/hooks/http_reference.py
 
 clean:
 	rm -rf $(VENV) $(LATEST_VENV) $(LOCK_VENV) $(M2V_VENV) $(MUT_VENV) out site .pytest_cache .mypy_cache .ruff_cache

@@ -18,8 +18,8 @@ Parts (the figures of the first are deterministic; the other two are timings: ru
   and single-query p50 / p99.
 - ``rescore``: one fresh process per ``+rescore`` index; for each multiplier, single-query latency p50 / p99
   with the rescoring file's pages in the page cache (warm: the same queries run once before) and evicted before
-  every query (cold: ``madvise(MADV_DONTNEED)`` on the mapping, then ``posix_fadvise(POSIX_FADV_DONTNEED)`` on
-  the file; the resident pages after eviction are recorded from ``/proc/self/smaps``).
+  every query (cold: ``posix_fadvise(POSIX_FADV_DONTNEED)`` on the file, which whitevec reads with ``pread``;
+  runs before that reader memory-mapped the file and also dropped the mapping's pages with ``madvise``).
 
 Run (the recall part about 15-25 min on 2 cores, 10 GB of memory, 10 GB of disk in the workdir):
     python benchmarks/bench_binary.py --part recall --workdir /tmp/whitevec-bench-binary
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import mmap
 import os
 import sys
 import time
@@ -47,7 +46,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_common import RESULTS, emit, run_worker
-from machine import facts_markdown, machine_facts
+from machine import (
+    RunConditions,
+    command_line,
+    conditions_sentence,
+    exclusive_lock,
+    facts_markdown,
+    machine_facts,
+)
 from synthetic import clustered_unit_vectors
 
 K = 10
@@ -216,18 +222,6 @@ def timing_worker(folder: Path, batched: int, single: int) -> None:
     )
 
 
-def _mapped_rss(name: str) -> int:
-    """Resident bytes of this process's mappings of the file ``name`` (/proc/self/smaps)."""
-    total, inside = 0, False
-    for line in Path("/proc/self/smaps").read_text().splitlines():
-        head = line.split(maxsplit=1)[0]
-        if "-" in head and not head.endswith(":"):
-            inside = line.rstrip().endswith("/" + name)
-        elif inside and head == "Rss:":
-            total += int(line.split()[1]) * 1024
-    return total
-
-
 def rescore_worker(folder: Path, single: int) -> None:
     from whitevec.index import Retriever
     from whitevec.index.rescore import RESCORE_FILE
@@ -236,13 +230,11 @@ def rescore_worker(folder: Path, single: int) -> None:
     retriever = Retriever.load(folder, encoder=RowEncoder(None))  # type: ignore[arg-type]
     store = retriever.store
     path = folder / RESCORE_FILE
-    mapping = store.rescore._disk._mmap  # the rescoring file's memory map (numpy's memmap keeps it here)
 
     def evict() -> None:
-        mapping.madvise(mmap.MADV_DONTNEED)  # unmap this process's pages, so the kernel may drop them...
         fd = os.open(path, os.O_RDONLY)
         try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # ...and drop them from the page cache
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # drop the file's pages from the page cache
         finally:
             os.close(fd)
 
@@ -253,17 +245,15 @@ def rescore_worker(folder: Path, single: int) -> None:
         warm = _percentiles(_single(store, q))
         cold = _percentiles(_single(store, q, before=evict))
         evict()
-        by_multiplier[str(multiplier)] = {
-            "warm": warm,
-            "cold": cold,
-            "resident_after_evict_bytes": _mapped_rss(RESCORE_FILE),
-        }
+        by_multiplier[str(multiplier)] = {"warm": warm, "cold": cold}
     emit({"queries": len(q), "by_multiplier": by_multiplier})
 
 
-def run_timing(workdir: Path, part: str, batched: int, flat_batched: int, single: int) -> dict[str, Any]:
+def run_timing(
+    workdir: Path, part: str, batched: int, flat_batched: int, single: int, lock: str | None
+) -> dict[str, Any]:
     script = Path(__file__).resolve()
-    load = " ".join(f"{v:.2f}" for v in os.getloadavg())
+    observed = RunConditions(lock)
     rows = {}
     names = TIMED if part == "timing" else [n for n in TIMED if "+rescore" in n]
     for name in names:
@@ -276,7 +266,7 @@ def run_timing(workdir: Path, part: str, batched: int, flat_batched: int, single
             args = ["rescore", str(folder), str(single)]
         rows[name] = run_worker(script, args)
         print(name, rows[name], file=sys.stderr)
-    return {"machine": machine_facts("faiss-cpu"), "load_average_before": load, "indexes": rows}
+    return {"machine": machine_facts("faiss-cpu"), "conditions": observed.record(), "indexes": rows}
 
 
 def main() -> None:
@@ -290,6 +280,9 @@ def main() -> None:
     parser.add_argument("--flat-queries", type=int, default=200, help="batched queries timed on flat float32")
     parser.add_argument("--single", type=int, default=200, help="single queries timed (p50 / p99)")
     parser.add_argument("--out", type=Path, default=RESULTS / f"{RESULT}.json")
+    parser.add_argument(
+        "--lock", type=Path, default=None, help="timing, rescore: hold an exclusive lock on this file"
+    )
     args = parser.parse_args()
     if args.worker:
         mode, folder, *rest = args.worker
@@ -301,7 +294,7 @@ def main() -> None:
     if args.part is None:
         parser.error("give --part recall, timing or rescore")
     workdir = args.workdir.expanduser().resolve()
-    command = "python benchmarks/bench_binary.py " + " ".join(sys.argv[1:])
+    command = command_line()
 
     def save(measured: dict[str, Any]) -> None:
         earlier = json.loads(args.out.read_text()) if args.out.exists() else {}
@@ -319,7 +312,9 @@ def main() -> None:
     if args.part == "recall":
         part_recall(workdir, args.n, args.queries, args.recall_queries, save)
     else:
-        save(run_timing(workdir, args.part, args.queries, args.flat_queries, args.single))
+        with exclusive_lock(args.lock) as lock:
+            measured = run_timing(workdir, args.part, args.queries, args.flat_queries, args.single, lock)
+        save(measured)
 
 
 # --- the section of docs/results/scale.md -------------------------------------------------------------------
@@ -328,6 +323,13 @@ PENDING = "pending"
 
 def _mb(value: float | None) -> str:
     return PENDING if value is None else f"{value / 1e6:,.0f}"
+
+
+def _part_conditions(part: dict[str, Any]) -> str:
+    """The conditions a timing part recorded (parts run before the record kept the three load averages)."""
+    if "conditions" in part:
+        return conditions_sentence(part["conditions"])
+    return f"load average before {part['load_average_before']};"
 
 
 def report_lines(result: dict[str, Any]) -> list[str]:
@@ -346,8 +348,7 @@ def report_lines(result: dict[str, Any]) -> list[str]:
     for name, part in (("Timing part", result.get("timing")), ("Rescoring part", result.get("rescore"))):
         if part:
             lines.append(
-                f"{name}: `{part['command']}`; load average before {part['load_average_before']}; "
-                f"{facts_markdown(part['machine'])}"
+                f"{name}: `{part['command']}`; {_part_conditions(part)} {facts_markdown(part['machine'])}"
             )
     lines += [
         "",

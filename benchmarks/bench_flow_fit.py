@@ -8,7 +8,7 @@ RSS just before ``fit`` is recorded too, so ``peak - baseline`` is what fitting 
 (user + system) seconds of ``fit`` alone are timed. On a shared machine wall time depends on load; the load
 average at the start of each run is recorded beside it.
 
-Run: ``flock /tmp/whitevec-heavy.lock python benchmarks/bench_flow_fit.py`` (WHITEVEC_DATA must point at the
+Run: ``python benchmarks/bench_flow_fit.py`` (WHITEVEC_DATA must point at the
 data). Writes benchmarks/results/flow_fit.json and flow_fit.md.
 """
 

@@ -10,8 +10,8 @@ Beside each row:
 - the in-process ceiling, measured in a fresh process with the same threads: the same queries encoded and
   searched by ``Retriever.search`` in batches of ``batch_max_texts`` (queries/s; the median of
   ``--ceiling-passes`` passes, each in a fresh random order as a server's mixes come), and one by one (p50 ms);
-- the 1-minute load average just before that row (and before the whole run, the figure that says whether the
-  machine was quiet).
+- the 1-minute load average just before that row (and the conditions of the whole run: benchmarks/machine.py's
+  ``RunConditions``).
 
 Each server configuration (``--configs``: ``label`` or ``label:setting=value,...`` with ServeSettings fields) runs
 in its own `whitevec serve` process, its log in a file. ``--peer infinity`` also runs infinity-emb (from its own
@@ -22,7 +22,12 @@ venv, offline from the package index (infinity-emb 0.0.78 brings sentence-transf
     /tmp/infinity-venv/bin/pip install torch==2.13.0 && \
       /tmp/infinity-venv/bin/pip install 'infinity-emb[server,torch]==0.0.78' torch==2.13.0
 
-    flock -x /work/cpu.lock python benchmarks/bench_serve.py --out docs/results/serve.md
+    python benchmarks/bench_serve.py --out docs/results/serve.md --label "what this run measures"
+
+``--lock FILE`` makes the script hold an exclusive lock on FILE while it measures (give every job that must not
+share the cores the same file); the page says so only then. Every page reports the conditions the run observed:
+the CPU, the load average at the start and the end, and the CPU seconds of the run's own processes against those
+of all others on the machine.
 
 Every run is appended to benchmarks/results/serve_history.jsonl (every row, every ceiling), and the page ends with
 that history, one line per run. ``--render-only`` measures nothing: it writes the page of a run already in the
@@ -39,7 +44,6 @@ import argparse
 import json
 import os
 import random
-import shlex
 import socket
 import statistics
 import subprocess
@@ -55,7 +59,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.bench_common import emit, run_worker, thread_env  # noqa: E402
-from benchmarks.machine import machine_facts  # noqa: E402
+from benchmarks.machine import (  # noqa: E402
+    RunConditions,
+    command_line,
+    conditions_sentence,
+    exclusive_lock,
+    machine_facts,
+    shell_word,
+)
 from tests.service_helpers import wait_until_healthy  # noqa: E402  (the repository root is on the path now)
 
 NOTES_MARK = "<!-- notes: kept when the file is regenerated -->"
@@ -265,8 +276,7 @@ def load_row(
 
 
 def wait_for_quiet(below: float, wait_s: float) -> float:
-    """The 1-minute load average once it is below ``below`` (run under the exclusive CPU lock, nothing else
-    starts meanwhile and the average decays); exits when it stays above for ``wait_s`` seconds."""
+    """The 1-minute load average once it is below ``below``; exits when it stays above for ``wait_s`` seconds."""
     deadline = time.monotonic() + wait_s
     while True:
         load = os.getloadavg()[0]
@@ -353,13 +363,6 @@ def round_summary(run: dict[str, Any], rounds: int) -> list[str]:
     return [*lines, ""]
 
 
-def _shell_word(arg: str) -> str:
-    """An argument as a shell reads it back: bare when safe, else in double quotes where that suffices."""
-    if shlex.quote(arg) == arg:
-        return arg
-    return f'"{arg}"' if not set(arg) & set('"$`\\!') else shlex.quote(arg)
-
-
 def _short_cpu(cpu: str) -> str:
     return cpu.replace("(R)", "").replace(" Processor", "").strip()
 
@@ -405,7 +408,13 @@ def markdown(run: dict[str, Any], history: list[dict[str, Any]], notes: str, ren
     (the hand-written part below NOTES_MARK, kept when the page is written again). ``rendered_by``: the
     --render-only command when the page is written from the history, not by the run itself."""
     facts = run["facts"]
-    command = "flock -x /work/cpu.lock python benchmarks/bench_serve.py " + " ".join(map(_shell_word, run["argv"]))
+    # Runs recorded before "command" and "conditions" kept the arguments and the load before only.
+    command = run.get("command") or command_line(["benchmarks/bench_serve.py", *run["argv"]])
+    conditions = run.get("conditions") or {
+        "cpu": facts["cpu"],
+        "cores": facts["cores"],
+        "load_before": run["load_before"],
+    }
     rendered = (
         [f"- Written from the history by `{rendered_by}` (no measurement); the command above is the run's own"]
         if rendered_by
@@ -418,9 +427,8 @@ def markdown(run: dict[str, Any], history: list[dict[str, Any]], notes: str, ren
         "",
         *rendered,
         f"- Code {run['commit']}; torch {facts['versions']['torch']}; server threads {run['threads']}",
-        f"- Load average (1 min) before the run: **{run['load_before']:.2f}** (taken under `flock -x "
-        "/work/cpu.lock`: no other benchmark or test ran meanwhile); per row below, the load just before that row "
-        "(raised by the rows before it: the server and generator themselves)",
+        f"- Conditions the run recorded: {conditions_sentence(conditions)} Per row below, the 1-minute load "
+        "average just before that row (raised by the rows before it: the server and generator themselves)",
         f"- Index: Cranfield {run['documents']} documents, {run['model']}, {run['pooling']}, {run['transform']}, "
         "FAISS flat, cosine",
         f"- Load: {run['requests']} POST requests per row (one Cranfield query each, k={run['k']}, the "
@@ -516,7 +524,19 @@ def main() -> None:
     parser.add_argument("--quiet-below", type=float, default=0.6, help="wait for a 1-minute load average below")
     parser.add_argument("--quiet-wait", type=float, default=240, help="seconds to wait for it, then refuse")
     parser.add_argument("--code", default="", help="which code the servers ran (default: this tree's commit)")
-    parser.add_argument("--label", default="", help="a word for this run in the history")
+    parser.add_argument(
+        "--label",
+        default="",
+        help="required when measuring: what this run measures, the change or setting it compares (the history's "
+        "label column)",
+    )
+    parser.add_argument(
+        "--lock",
+        type=Path,
+        default=None,
+        help="hold an exclusive lock on this file while measuring (every job that must not share the cores takes "
+        "the same one); the page then says so",
+    )
     parser.add_argument(
         "--rounds",
         type=int,
@@ -540,7 +560,26 @@ def main() -> None:
         render_only(Path(args.history), args.run, args.out)
         return
 
+    if not args.label.strip():
+        parser.error("--label is required: say what this run measures (the change or setting it compares)")
+    with exclusive_lock(args.lock) as lock:
+        run = measure(args, lock)
+    history: list[dict[str, Any]] = []
+    if args.history:
+        history_file = Path(args.history)
+        history_file.parent.mkdir(parents=True, exist_ok=True)
+        with history_file.open("a") as handle:
+            handle.write(json.dumps(run) + "\n")
+        history = [json.loads(line) for line in history_file.read_text().splitlines() if line.strip()]
+    write_page(markdown(run, history, kept_notes(args.out)), args.out)
+    if sum(r["errors"] for r in run["rows"]):
+        raise SystemExit(1)
+
+
+def measure(args: argparse.Namespace, lock: str | None) -> dict[str, Any]:
+    """One run: every round's ceilings and rows (and the peer's), with the conditions it observed."""
     load_before = wait_for_quiet(args.quiet_below, args.quiet_wait)
+    observed = RunConditions(lock)  # from here: what the page's conditions sentence reports
     if not (args.index / "manifest.json").is_file():
         build_index(args.index, args.data_dir, args.model, args.pooling, args.transform)
     queries = cranfield_queries(args.data_dir)
@@ -616,12 +655,14 @@ def main() -> None:
             peer.stop()
 
     manifest = json.loads((args.index / "manifest.json").read_text())
-    run = {
+    return {
         "label": args.label,
         "commit": args.code or git_commit(),
         "facts": machine_facts("fastapi", "uvicorn", "aiohttp"),
         "argv": sys.argv[1:],
+        "command": command_line(),
         "load_before": load_before,
+        "conditions": observed.record(),  # every child process has been waited for
         "threads": args.threads,
         "batch": args.batch,
         "k": args.k,
@@ -635,16 +676,6 @@ def main() -> None:
         **({"round_ceilings": round_ceilings} if args.rounds > 1 else {}),
         "rows": rows,
     }
-    history: list[dict[str, Any]] = []
-    if args.history:
-        history_file = Path(args.history)
-        history_file.parent.mkdir(parents=True, exist_ok=True)
-        with history_file.open("a") as handle:
-            handle.write(json.dumps(run) + "\n")
-        history = [json.loads(line) for line in history_file.read_text().splitlines() if line.strip()]
-    write_page(markdown(run, history, kept_notes(args.out)), args.out)
-    if sum(r["errors"] for r in rows):
-        raise SystemExit(1)
 
 
 def kept_notes(out: Path | None) -> str:
@@ -671,7 +702,7 @@ def render_only(history_file: Path, number: int, out: Path | None) -> None:
     number %= len(history)
     command = f"python benchmarks/bench_serve.py --render-only --run {number}"
     if history_file.resolve() != DEFAULT_HISTORY:
-        command += f" --history {_shell_word(str(history_file))}"
+        command += f" --history {shell_word(str(history_file))}"
     write_page(markdown(history[number], history, kept_notes(out), rendered_by=command), out)
 
 

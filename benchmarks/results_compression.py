@@ -3,20 +3,21 @@
 Against: product quantization (and SQ, OPQ) of the raw vectors at the same bytes, and flat float32 search.
 Three parts, each saved to docs/results/compression-PART.json, and a report assembled from whatever parts exist:
 
-- ``quality`` (shared lock; no timing): Cranfield, both models, every encoding x {none, whitening-k, soft
+- ``quality`` (no timing): Cranfield, both models, every encoding x {none, whitening-k, soft
   whitening-k (gamma 0.5), PCA-k} for k in {64, 128, 256}; OPQ on the raw vectors only (its training is slow).
-- ``knobs`` (shared lock): beta (centring on/off), gamma (0, 0.5, 1) and k at float32, and the fit on the
+- ``knobs`` (no timing): beta (centring on/off), gamma (0, 0.5, 1) and k at float32, and the fit on the
   corpus against the corpus plus half of the queries (both scored on the other half).
-- ``timing`` (exclusive lock; the load average is recorded): 1M synthetic 768-d vectors, IVF-PQ against flat
+- ``timing`` (run it with nothing else on the machine; the conditions it observed are recorded and reported, and
+  ``--lock FILE`` holds an exclusive lock on FILE meanwhile): 1M synthetic 768-d vectors, IVF-PQ against flat
   raw-768: build, batched QPS, memory (code bytes and process RSS), recall@10 of IVF-PQ against exact search.
-- ``binary`` (shared lock; no timing): the 1-bit end, sign codes and RaBitQ with and without rescoring from
+- ``binary`` (no timing): the 1-bit end, sign codes and RaBitQ with and without rescoring from
   disk, against sentence-transformers' binary quantization on the same vectors (``compression_binary.py``).
 
 Run:
-    flock -s /work/cpu.lock python benchmarks/results_compression.py --part quality
-    flock -s /work/cpu.lock python benchmarks/results_compression.py --part knobs
-    flock -x /work/cpu.lock python benchmarks/results_compression.py --part timing
-    flock -s /work/cpu.lock python benchmarks/results_compression.py --part binary
+    python benchmarks/results_compression.py --part quality
+    python benchmarks/results_compression.py --part knobs
+    python benchmarks/results_compression.py --part timing
+    python benchmarks/results_compression.py --part binary
     python benchmarks/results_compression.py --part report
 """
 
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 import warnings
@@ -36,7 +36,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import compression_binary
-from machine import facts_markdown, machine_facts, results_header
+from machine import (
+    RunConditions,
+    conditions_sentence,
+    exclusive_lock,
+    facts_markdown,
+    machine_facts,
+    results_header,
+)
 from synthetic import clustered_unit_vectors
 from whitevec._io import atomic_path
 from whitevec.datasets.retrieval import load_retrieval_dataset
@@ -156,7 +163,7 @@ def _rss_bytes() -> int:
     return 0
 
 
-def part_timing(n: int, n_queries: int, flat_queries: int) -> None:
+def part_timing(n: int, n_queries: int, flat_queries: int, lock: str | None) -> None:
     """1M synthetic 768-d unit vectors (4096 clusters in a 64-d latent space, projected, plus isotropic noise;
     seeded); flat raw float32 against
     IVF-PQ (pq96: 96 bytes, 1/32 of float32) trained on a 50,000-vector seeded sample."""
@@ -164,7 +171,7 @@ def part_timing(n: int, n_queries: int, flat_queries: int) -> None:
 
     from whitevec.index import FaissStore
 
-    load = os.getloadavg()[0]
+    observed = RunConditions(lock)
     threads = faiss.omp_get_max_threads()
     d = 768
     started = time.perf_counter()
@@ -220,7 +227,7 @@ def part_timing(n: int, n_queries: int, flat_queries: int) -> None:
         "timing",
         {
             "machine": machine_facts("faiss-cpu"),
-            "load_average_1min_before": round(load, 2),
+            "conditions": observed.record(),
             "faiss_threads": threads,
             "n": n,
             "dim": d,
@@ -237,6 +244,11 @@ def _scores(report: dict[str, Any]) -> list[RetrievalScore]:
         RetrievalScore(**{k: (float("nan") if v is None else v) for k, v in s.items() if k in fields})
         for s in report["scores"]
     ]
+
+
+def _timing_conditions(timing: dict[str, Any]) -> dict[str, Any]:
+    """What the timing part recorded of its conditions (runs before the record kept the load at the start)."""
+    return timing.get("conditions") or {"load_before": timing["load_average_1min_before"]}
 
 
 def _load(part: str) -> dict[str, Any] | None:
@@ -312,8 +324,8 @@ def part_report() -> None:
     measured = [part["machine"] for part in (quality, knobs, timing, binary) if part]
     text += [
         results_header(
-            "`flock -s /work/cpu.lock python benchmarks/results_compression.py --part quality` (and "
-            "`--part knobs`, `--part binary`; `flock -x ... --part timing`; then `--part report`)",
+            "`python benchmarks/results_compression.py --part quality` (and `--part knobs`, `--part binary`, "
+            "`--part timing`; then `--part report`)",
             *measured,
         ),
         "",
@@ -327,7 +339,7 @@ def part_report() -> None:
             "(float32: 4 d); `index bytes` the whole index.faiss (ids, trained tables). PQ trains on the 1400 "
             "corpus vectors, so the 8 bits asked are lowered to 5 (39 training vectors per centroid; the encoding "
             "column shows what was built). Quality in percent; MAP is not used (depth 100). Sentences are "
-            "encoded at max_length 512. `build s` was taken under the shared lock, beside other work on the same "
+            "encoded at max_length 512. `build s` was taken beside other work on the same "
             "two cores (load average 4-15): read it as the order of magnitude only (OPQ's training is the slow "
             "one); the timed figures are in the 1M-vector part.",
             "",
@@ -365,8 +377,8 @@ def part_report() -> None:
         text += [
             "## Speed and memory: 1M synthetic vectors, IVF-PQ against flat raw-768",
             "",
-            f"Timing part (exclusive lock, 1-minute load average {timing['load_average_1min_before']} before it "
-            f"started; faiss threads {timing['faiss_threads']}): {facts_markdown(timing['machine'])}",
+            f"Timing part (faiss threads {timing['faiss_threads']}): "
+            f"{conditions_sentence(_timing_conditions(timing))} {facts_markdown(timing['machine'])}",
             "",
             f"{timing['n']:,} unit vectors of dimension {timing['dim']} (4096 clusters in a 64-d latent space, "
             "projected to 768-d, plus noise; seeded), "
@@ -409,6 +421,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--queries", type=int, default=1000, help="IVF-PQ queries timed (batched)")
     parser.add_argument("--flat-queries", type=int, default=200, help="flat queries timed (batched)")
+    parser.add_argument("--lock", type=Path, default=None, help="timing: hold an exclusive lock on this file")
     args = parser.parse_args()
     models = args.models.split(",")
     warnings.simplefilter("ignore", WhitevecWarning)  # PQ bits lowered on 1400 vectors: said in the report
@@ -417,7 +430,8 @@ def main() -> None:
     elif args.part == "knobs":
         part_knobs(models)
     elif args.part == "timing":
-        part_timing(args.n, args.queries, args.flat_queries)
+        with exclusive_lock(args.lock) as lock:
+            part_timing(args.n, args.queries, args.flat_queries, lock)
     elif args.part == "binary":
         part_binary(models)
     part_report()

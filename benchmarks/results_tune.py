@@ -15,7 +15,7 @@ Columns: raw = the model's own pooling (last-avg, mean pooling) with no transfor
 BERT-whitening (a fixed choice); tuned = what tune chose; best = the best candidate on the held-out side (what an
 oracle would have picked). Targets: tuned >= raw - 0.1 everywhere; tuned >= raw + 1.0 where best >= raw + 1.5.
 
-Run (quality figures, shared lock): ``flock -s /work/cpu.lock python -W ignore benchmarks/results_tune.py`` with
+Run (quality figures; the load does not change them): ``python -W ignore benchmarks/results_tune.py`` with
 WHITEVEC_DATA set; ``--models``/``--sets`` run a part and merge it into the existing tune.json. ``--no-flow``
 leaves flow out of the grid (the committed figures do: see tune.md for why).
 
@@ -32,7 +32,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -41,8 +40,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from machine import facts_markdown, machine_facts, results_header
-from whitevec._io import atomic_path, write_json
+from machine import command_line, facts_markdown, machine_facts, results_header
+from whitevec._io import atomic_path, write_json, writers_lock
 from whitevec.datasets import CHINESE_TASKS, load_sts_task
 from whitevec.datasets.retrieval import load_retrieval_dataset
 from whitevec.encoder import Encoder
@@ -56,7 +55,6 @@ CHINESE_MODEL = "m3e-small"
 ENGLISH_SETS = ["stsb", "sts12", "sts13", "sts14", "sts15", "cranfield"]
 POOLINGS = ["last-avg", "first-last-avg"]
 OUT = Path(__file__).resolve().parents[1] / "docs" / "results"
-COMMAND = "flock -s /work/cpu.lock .venv/bin/python -W ignore benchmarks/results_tune.py"
 ENCODING_MODEL = "all-MiniLM-L6-v2"
 ENCODING_TRANSFORMS = ["whitening-128", "whitening-256", "pca-128"]  # none is always scored
 ENCODINGS = ["float32", "sq8", "pq96", "pq48"]
@@ -313,7 +311,7 @@ def render_tune(data: dict[str, Any]) -> str:
         "# `whitevec tune`: raw vs fixed whitening vs tuned, on the side tune did not choose on",
         "",
         results_header(
-            "`flock -s /work/cpu.lock python -W ignore benchmarks/results_tune.py` (the runs listed below)",
+            "`python -W ignore benchmarks/results_tune.py` (the runs listed below)",
             *run_machines(data),
             *([data["encodings"]["machine"]] if "machine" in data.get("encodings", {}) else []),
         ),
@@ -332,7 +330,7 @@ def render_tune(data: dict[str, Any]) -> str:
         *[facts_markdown(facts) for facts in run_machines(data, distinct=True)],
         "",
         f"1-minute load average before the run(s): {', '.join(str(x) for x in data['load_averages'])} "
-        "(quality figures do not depend on load; taken under the shared lock).",
+        "(quality figures do not depend on load).",
         "",
         "| model | set | protocol | dev items | raw | whitening | tuned | tuned - raw | best (oracle) | chosen "
         "(all dev) | dev gain [95% CI] | >= raw - 0.1 | finds >= +1.0 where best >= +1.5 |",
@@ -392,7 +390,7 @@ def render_zh(data: dict[str, Any]) -> str:
         "# Chinese STS and matching: m3e-small, raw, whitened and tuned",
         "",
         results_header(
-            "`flock -s /work/cpu.lock python -W ignore benchmarks/results_tune.py --models m3e-small --no-flow "
+            "`python -W ignore benchmarks/results_tune.py --models m3e-small --no-flow "
             "--sets pawsx,stsb-zh,atec,bq,lcqmc`",
             *run_machines(data, CHINESE_MODEL),
         ),
@@ -439,12 +437,8 @@ def render_zh(data: dict[str, Any]) -> str:
 def _merge(json_path: Path, mine: list[dict[str, Any]], command: str, load: float) -> dict[str, Any]:
     """tune.json with this run's rows in place of earlier ones for the same model and set, written under a lock
     (runs for other models may be writing theirs meanwhile)."""
-    import fcntl
-
     json_path.parent.mkdir(parents=True, exist_ok=True)
-    # The lock file lives outside docs/, which is published as it is.
-    with open(Path(tempfile.gettempdir()) / f"whitevec-{json_path.stem}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with writers_lock(json_path.parent):  # a lock on the folder itself: no lock file to publish
         data = json.loads(json_path.read_text()) if json_path.is_file() else {"rows": [], "commands": []}
         keys = {(r["model"], r["set"]) for r in mine}
         data["rows"] = [r for r in data["rows"] if (r["model"], r["set"]) not in keys] + mine
@@ -480,13 +474,13 @@ def main() -> None:
     if args.encodings_run:
         load = round(os.getloadavg()[0], 2)
         encodings = run_encodings(args)
-        encodings.update(command=" ".join([COMMAND, *sys.argv[1:]]), load=load, machine=machine_facts())
+        encodings.update(command=command_line(), load=load, machine=machine_facts())
         data = json.loads(json_path.read_text()) if json_path.is_file() else {"rows": []}
         data["encodings"] = encodings
         write_json(json_path, data)
     elif not args.render_only:
         mine: list[dict[str, Any]] = []
-        command = " ".join([COMMAND, *sys.argv[1:]])
+        command = command_line()
         load = round(os.getloadavg()[0], 2)
         sets = args.sets.split(",")
         for model in args.models.split(","):

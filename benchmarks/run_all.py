@@ -4,7 +4,8 @@ Each benchmark writes benchmarks/results/<name>.json; this script runs them in t
 only rebuild the report from the existing JSON with --report-only), then writes the report with the machine
 facts. The flow-fit result (benchmarks/results/flow_fit.json/.md, from bench_flow_fit.py), the serve load test
 (docs/results/serve.md) and the retrieval quality table (docs/results/retrieval.md) are included when present.
-Run heavy jobs one at a time: `flock /tmp/whitevec-heavy.lock python benchmarks/run_all.py` (`make bench`).
+It runs its jobs one at a time; run it with nothing else on the machine: `python benchmarks/run_all.py`
+(`make bench`).
 """
 
 from __future__ import annotations

@@ -96,8 +96,9 @@ def tiny_bert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Vector caches of tests go to a temporary folder, never the user's cache."""
+    """Vector caches and model checksums of tests go to a temporary folder, never the user's cache."""
     monkeypatch.setenv("WHITEVEC_CACHE", str(tmp_path_factory.getbasetemp() / "vector-cache"))
+    monkeypatch.setenv("WHITEVEC_CHECKSUMS", str(tmp_path_factory.getbasetemp() / "checksum-cache"))
 
 
 def _shared_data() -> Path | None:

@@ -26,6 +26,7 @@ FLOORS = {
     "static_format": 1,
     "progress": 1,
     "models": 2,
+    "model_identity": 2,
     "datasets": 2,
     "st_config": 2,
     "preflight": 3,

@@ -119,3 +119,16 @@ def test_make_transform_flow() -> None:
     from whitevec.transforms import Flow
 
     assert type(make_transform("flow")) is Flow
+    assert make_transform("flow").get_params()["mixing_init"] == "pca"
+
+
+def test_flow_random_selects_the_random_start() -> None:
+    # The README's and results pages' flow figures were measured from a random start: a spec must select it.
+    pytest.importorskip("whitevec.transforms.flow")
+    from whitevec.transforms import AFFINE_SPEC_FORMS, Flow
+
+    flow = make_transform(" Flow-Random ")
+    assert type(flow) is Flow and flow.get_params()["mixing_init"] == "random"
+    assert "flow-random" not in AFFINE_SPEC_FORMS
+    with pytest.raises(BadInputError, match=r"valid forms: .*flow-random"):
+        make_transform("flow-pca")

@@ -19,8 +19,7 @@ from .test_evaluation import synthetic_task
 
 def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     try:
-        main(args)
-        code = 0
+        code = main(args) or 0
     except SystemExit as exc:
         code = int(exc.code or 0)
     out, err = capsys.readouterr()

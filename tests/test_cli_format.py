@@ -111,6 +111,19 @@ def _shows(shown: str, value: Any) -> bool:
     return math.isclose(float(digits), scale * value, abs_tol=0.51 * 10**-decimals, rel_tol=1e-3)
 
 
+def _json_table(command: str, document: Any) -> Any:
+    """A command's --format json as the table's columns and rows. search's JSON is the hits of each query (with
+    their metadata), one row of its table per hit."""
+    if command != "search":
+        return document
+    rows = [
+        {"query": entry["query"], "rank": rank, **{c: hit[c] for c in ("id", "score", "text")}}
+        for entry in document
+        for rank, hit in enumerate(entry["hits"], start=1)
+    ]
+    return {"columns": list(COMMANDS["search"][1]), "rows": rows}
+
+
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_a_table_survives_a_narrow_pipe_in_every_format(
     command: str,
@@ -133,7 +146,7 @@ def test_a_table_survives_a_narrow_pipe_in_every_format(
 
     code, out, err = run_cli([*argv, "--format", "json"], capsys)
     assert code == 0, err
-    document = json.loads(out)  # stdout holds the JSON alone; the lines around the table went to stderr
+    document = _json_table(command, json.loads(out))  # stdout holds the JSON alone; other lines went to stderr
     assert document["columns"] == list(columns) and len(document["rows"]) == len(table)
     for row, shown in zip(document["rows"], table, strict=True):
         assert all(_shows(cell, row[c]) for c, cell in zip(columns, shown, strict=True) if c not in VOLATILE), (
@@ -255,7 +268,33 @@ def test_bad_format_is_a_usage_error(files: dict[str, Path], capsys: pytest.Capt
 
 def test_format_is_case_insensitive(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(["search", str(files["index"]), "a dog", "-k", "2", "--format", "JSON"], capsys)
-    assert code == 0 and len(json.loads(out)["rows"]) == 2, err
+    assert code == 0 and len(json.loads(out)[0]["hits"]) == 2, err
+
+
+def test_search_data_formats_keep_the_whole_text_and_json_has_one_shape(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    long_text = " ".join(sentences(12, seed=8))
+    assert len(long_text) > 150
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"id": "long", "text": long_text, "source": "here"}) + "\n")
+    index = tmp_path / "idx"
+    argv = ["index", "build", "--corpus", str(corpus), "--out", str(index), "--model", str(files["bert"])]
+    assert main([*argv, "--no-cache", "-q"]) == 0
+    search = ["search", str(index), "a dog", "-k", "1"]
+    code, out, err = run_cli([*search, "--format", "json"], capsys)
+    assert code == 0, err
+    hit = json.loads(out)[0]["hits"][0]
+    assert hit["text"] == long_text and hit["metadata"] == {"source": "here"}
+    code, same, err = run_cli([*search, "--json"], capsys)
+    assert code == 0 and same == out, err
+    code, same, err = run_cli([*search, "--json", "--format", "json"], capsys)
+    assert code == 0 and same == out, err
+    code, out, err = run_cli([*search, "--format", "csv"], capsys)
+    assert code == 0 and [row["text"] for row in csv.DictReader(io.StringIO(out))] == [long_text], err
+    code, out, err = run_cli([*search, "--format", "markdown"], capsys)
+    cut = _markdown_rows(out)[2][4]
+    assert code == 0 and len(cut) == 100 and cut.endswith("...") and long_text.startswith(cut[:-3]), err
 
 
 def test_an_infinite_figure_is_valid_json_and_empty_csv(capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import inspect
 import os
+import re
 import subprocess
 import sys
 import typing
@@ -160,6 +161,28 @@ def test_help_is_no_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "Usage: whitevec index build" in out and err == ""
 
 
+@pytest.mark.parametrize("path", [path for path, _ in TREE], ids=lambda path: " ".join(path) or "whitevec")
+def test_help_shows_texts_as_written_and_flags_without_a_value(
+    path: tuple[str, ...], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rich markup ate bracketed words (``pip install 'whitevec[ray]'`` showed ``'whitevec'``), and typer gave
+    boolean flags a ``<bool>`` value they do not take."""
+    monkeypatch.setenv("COLUMNS", "250")  # one line an option: a bracketed word is never wrapped apart
+    command = dict(TREE)[path]
+    code, out, err = run_cli([*path, "--help"], capsys)
+    assert code == 0, err
+    assert "<bool>" not in out
+    written = [command.help or "", *(getattr(p, "help", None) or "" for p in command.params)]
+    for word in {word for text in written for word in re.findall(r"\S*\[[^\]\s]+\]\S*", text)}:
+        assert word.rstrip(".,;:)") in out, word
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from whitevec import __version__
+
+    assert run_cli(["--version"], capsys) == (0, f"whitevec {__version__}\n", "")
+
+
 @pytest.mark.parametrize(
     ("path", "args", "needle"),
     [(("index", "build"), [], "Missing option '--corpus'"), (("eval",), ["--batch-size", "abc"], "--batch-size")],
@@ -189,3 +212,52 @@ def test_help_to_a_reader_that_leaves_early_is_no_error(path: tuple[str, ...]) -
     child.stdout.close()
     err = child.stderr.read().decode()
     assert child.wait(timeout=120) == 141 and err == "", err
+
+
+# ---- exit statuses and warnings ----------------------------------------------------------------------------
+def test_help_lists_the_exit_statuses(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(["--help"], capsys)
+    text = " ".join(out.split())
+    assert code == 0 and "Exit status: 0 done; 1 a bug" in text
+    assert "2 bad usage or input; 3 a fault of the environment (a read-only or full disk, no permission," in text
+    assert "no permission, an index file damaged under the run); 130 interrupted" in text
+
+
+def test_a_warning_is_one_line_in_a_real_process(tmp_path: Path) -> None:
+    """A warning (whitening floors the variance of a rank-deficient sample) as `whitevec: warning: ...`, not
+    Python's `PATH:LINE: WhitevecWarning: ...` followed by a source line."""
+    import numpy as np
+
+    half = np.random.default_rng(0).standard_normal((50, 3)).astype(np.float32)
+    np.save(tmp_path / "v.npy", np.hstack([half, half]))  # 3 of 6 directions have no variance
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    args = ["fit", "--vectors", str(tmp_path / "v.npy"), "--out", str(tmp_path / "w.safetensors")]
+    done = subprocess.run(
+        [sys.executable, "-m", "whitevec.cli", *args], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    warning, wrote = done.stderr.splitlines()
+    assert warning.startswith("whitevec: warning: 3 of 6 kept directions have variance below eps*max = ")
+    assert warning.endswith("Fit on more vectors, lower n_components, or raise eps."), warning
+    assert wrote.startswith("fitted whitening on 50 vectors; wrote ")
+
+
+def test_other_warnings_keep_their_category_and_python_users_their_format(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import warnings
+
+    import numpy as np
+
+    import whitevec.vectors
+
+    def warn_then_stop(*args: Any, **kwargs: Any) -> None:
+        warnings.warn("old\n  behaviour", FutureWarning, stacklevel=1)
+        raise typer.Exit(0)
+
+    monkeypatch.setattr(whitevec.vectors, "fit_transform_file", warn_then_stop)
+    np.save(tmp_path / "v.npy", np.ones((4, 2), dtype=np.float32))
+    shown = warnings.showwarning
+    code, _, err = run_cli(["fit", "--vectors", str(tmp_path / "v.npy"), "--out", str(tmp_path / "w")], capsys)
+    assert (code, err) == (0, "whitevec: warning: FutureWarning: old behaviour\n")
+    assert warnings.showwarning is shown  # the library's users, after main(), keep Python's own format

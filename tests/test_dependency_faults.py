@@ -3,7 +3,7 @@
 - A device this machine lacks (``--device cuda`` without CUDA, ``mps`` on Linux, ``bogus``) is a bad input:
   one line naming the devices there are, exit 2, before a model loads (torch's own errors were tracebacks).
 - A full disk met by any writer, at any write step of ``index build``, ``Retriever.add``, ``index export-faiss``
-  and ``export-st``, is one line naming the file, exit 1, and the older index / file / folder stays whole.
+  and ``export-st``, is one line naming the file, exit 3, and the older index / file / folder stays whole.
 - Every file whitevec writes takes the user's umask (safetensors alone made 0600 files).
 """
 
@@ -529,7 +529,7 @@ def test_a_full_disk_at_every_write_step_is_one_line_and_loses_nothing(
     command: str, disk_setup: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """For N = 1 .. the number of write steps of the command (see FullDisk), the disk is full at step N: one
-    line naming a file on that disk (by its final name, not a temporary's), exit 1, and the disk exactly as it
+    line naming a file on that disk (by its final name, not a temporary's), exit 3, and the disk exactly as it
     was (the older index, FAISS file and sentence-transformers folder byte for byte, no temporary left)."""
     from whitevec.index import Retriever
 
@@ -543,7 +543,7 @@ def test_a_full_disk_at_every_write_step_is_one_line_and_loses_nothing(
             FullDisk(disk, fail_at=n).install(patch)
             code, err = _run(argv, capsys)
         where = f"{command}: full at write step {n} of {len(steps)} ({steps[n - 1]})"
-        assert code == 1, (where, err)
+        assert code == 3, (where, err)
         line = _one_line(err)
         # The file named is the one written, by the name it would have had (never a temporary's).
         assert "No space left on device" in line and _final(disk, steps[n - 1]) in line, (where, line)
@@ -607,7 +607,7 @@ def test_a_real_full_tmpfs_is_one_line(
     disk_setup: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``index build`` onto real small tmpfs mounts, from one too small for anything to one with room: each
-    run either builds a whole index or ends in one line, exit 1, leaving nothing behind."""
+    run either builds a whole index or ends in one line, exit 3, leaving nothing behind."""
     from whitevec.index import Retriever
 
     outcomes = []
@@ -635,13 +635,13 @@ def test_a_real_full_tmpfs_is_one_line(
                     assert built.count == 120
             else:
                 line = _one_line(err)
-                assert code == 1 and str(mount) in line, line
+                assert code == 3 and str(mount) in line, line
                 assert "No space left on device" in line or "not enough free space" in line, line
                 assert list(mount.iterdir()) == [], line
             outcomes.append((kib, code))
         finally:
             subprocess.run(["umount", str(mount)], check=True)
-    assert outcomes[0][1] == 1 and outcomes[-1][1] == 0, outcomes  # the sizes span both outcomes
+    assert outcomes[0][1] == 3 and outcomes[-1][1] == 0, outcomes  # the sizes span both outcomes
 
 
 @pytest.mark.slow
@@ -650,7 +650,7 @@ def test_export_faiss_onto_a_real_full_tmpfs_is_one_line(
     disk_setup: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A tmpfs just large enough for an index: the FAISS file does not fit, and faiss's own RuntimeError (a
-    traceback before) becomes one line naming the file, exit 1, with nothing left beside the index."""
+    traceback before) becomes one line naming the file, exit 3, with nothing left beside the index."""
     source = disk_setup["pristine"] / "idx"
     page = os.sysconf("SC_PAGE_SIZE")
     mount = tmp_path / "m"
@@ -658,7 +658,7 @@ def test_export_faiss_onto_a_real_full_tmpfs_is_one_line(
     try:
         shutil.copytree(source, mount / "idx")
         code, err = _run(["index", "export-faiss", str(mount / "idx"), str(mount / "out.faiss")], capsys)
-        assert code == 1
+        assert code == 3
         assert _one_line(err) == f"whitevec: error: {mount / 'out.faiss'}: No space left on device"
         assert sorted(p.name for p in mount.iterdir()) == ["idx"]
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from whitevec.token_weights import TokenFrequencies, TokenWeighting, rank_sif_we
 from whitevec.transforms import AFFINE_SPEC_FORMS, SPEC_FORMS, NotAffineError, is_affine, make_transform
 
 from .conftest import VOCAB_WORDS
+from .static_helpers import tiny_static_folder
 from .test_cli import run_cli
 from .test_cli_usage import check_bad_input
 
@@ -325,7 +327,7 @@ def test_a_table_too_large_for_memory_names_its_size_and_dims(
         patch.setattr(distill_module, "Encoder", None)  # never reached
         with pytest.raises(
             BadInputError,
-            match=r"needs about [\d.]+ MiB .*46 tokens x 32 dimensions.*--dims 16 \(about [\d.]+ MiB\)",
+            match=r"needs about [\d.]+ [KM]iB .*46 tokens x 32 dimensions.*--dims 16 \(about [\d.]+ [KM]iB\)",
         ) as caught:
             distill(tiny_bert_dir, tmp_path / "out", dims=32)
     assert "is available" in str(caught.value)
@@ -373,7 +375,20 @@ def test_the_guide_snippet_runs(
     code = code.replace('"all-MiniLM-L6-v2"', repr(str(tiny_bert_dir)))
     exec(compile(code, str(page), "exec"), {"__name__": "__docs__"})
     assert capsys.readouterr().out.split()[:2] == ["46", "32"]  # the tiny model: 46 tokens, 32 dims (< 256)
-    assert (tmp_path / "minilm-static" / "model.safetensors").is_file()
+    assert (tmp_path / "minilm-distilled-w" / "model.safetensors").is_file()
+
+
+def test_the_guide_writes_each_folder_once_and_makes_its_inputs() -> None:
+    """The how-to's commands, run in order, never write a folder twice (one name for three tables made the
+    load step fail on the existing folder), and the corpus file exists before a command reads it."""
+    from .test_readme_snippets import ROOT
+
+    text = (ROOT / "docs" / "how-to" / "static-encoders.md").read_text(encoding="utf-8")
+    written = re.findall(r"--out (\S+)", text) + re.findall(r'write_static_folder\(\s*"([^"]+)"', text)
+    assert len(written) == len(set(written)), written
+    redone = re.search(r'distill\("[^"]+", "([^"]+)"', text)
+    assert redone is not None and redone.group(1) in written  # the Python block redoes a command, overwrite=True
+    assert "> my-texts.txt" in text.split("whitevec distill all-MiniLM-L6-v2", 1)[0]
 
 
 # --- the command -----------------------------------------------------------------------------------------------
@@ -401,3 +416,12 @@ def test_cli_bad_input_is_one_line_and_exit_2(
     ]:
         code, out, err = run_cli(["distill", str(tiny_bert_dir), "--out", str(tmp_path / "o"), *args], capsys)
         check_bad_input(code, out, err, message)
+
+
+@pytest.mark.usefixtures("no_model_loads")
+def test_cli_refuses_a_static_folder_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    static = tiny_static_folder(tmp_path / "static")
+    code, out, err = run_cli(["distill", str(static), "--out", str(tmp_path / "o")], capsys)
+    assert (code, out) == (2, "")
+    assert err == f"whitevec: error: {static} is a static folder; distil from a transformers model\n"
+    assert not (tmp_path / "o").exists()

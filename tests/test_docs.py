@@ -1,7 +1,8 @@
 """Every code block of the user docs runs, or says why it does not (issue 29; docs layout and conventions).
 
-README.md and docs/**/*.md, except the reference pages generated when the site is built, are read for fenced
-code blocks, one test per file (its id is the file's path):
+README.md and docs/**/*.md, except the generated reference pages (the CLI and HTTP ones by ``make reference``,
+the Python API when the site is built), are read for fenced code blocks, one test per file (its id is the file's
+path):
 
 - every fence has an info string: a bare ``` fails (write ```text for shown output);
 - ``python``, ``bash``, ``sh``, ``shell`` and ``console`` blocks run; other languages (``text``, ``json``,
@@ -27,8 +28,9 @@ markers are looked up under it too. When it is set, the test refuses to run bloc
 from anywhere but its ``src/``.
 
 The rest checks the site (mkdocs.yml): the CLI and HTTP reference pages docs/hooks writes list every command,
-option, route and schema, and ``mkdocs build --strict`` passes with no page loading anything from another host
-(skipped when the docs tools are not installed, or when the checked checkout has no mkdocs.yml).
+option, route and schema and are committed as the code makes them now, and ``mkdocs build --strict`` passes
+with no page loading anything from another host (skipped when the docs tools are not installed, or when the
+checked checkout has no mkdocs.yml).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 ROOT = Path(os.environ.get("WHITEVEC_DOCS_ROOT") or REPO).resolve()
 
-# Written when the site is built (mkdocstrings, docs/hooks): their source files hold no user code blocks.
+# Generated (docs/hooks by `make reference`; mkdocstrings when the site is built): they hold no user code blocks.
 GENERATED_PAGES = ("docs/reference/python.md", "docs/reference/cli.md", "docs/reference/http.md")
 GENERATED_FOLDERS = ("docs/reference/api/",)
 
@@ -576,6 +578,47 @@ def _registered_commands(command: Any, path: str) -> Iterator[tuple[str, Any]]:
             yield from _registered_commands(sub, f"{path} {name}")
 
 
+def _names(code: str) -> tuple[set[str], set[str], set[str]]:
+    """A Python block's names: imported from whitevec, bound in it (imports, assignments, definitions,
+    arguments), and read."""
+    tree = ast.parse(code)
+    from_whitevec: set[str] = set()
+    bound: set[str] = set()
+    read: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+            bound |= names
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "whitevec":
+                from_whitevec |= names
+        elif isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    return from_whitevec, bound, read
+
+
+def test_a_snippet_with_imports_imports_the_whitevec_names_it_uses() -> None:
+    """A block that starts with imports is copied on its own: the whitevec names it uses (those some page imports
+    from whitevec) are imported in it. The export-faiss snippet used Encoder, which only an earlier block
+    imported; the page ran, a reader's copy did not."""
+    blocks = [
+        (f"{page.relative_to(ROOT)}:{block.line}", *_names(block.code))
+        for page in doc_pages(ROOT)
+        for block in check_page(page, ROOT)[0]
+        if block.lang == PYTHON and block.code.lstrip().startswith(("import ", "from "))
+    ]
+    whitevec_names = set().union(*(imported for _, imported, _, _ in blocks))
+    unimported = [
+        f"{where}: {sorted(missing)}"
+        for where, _, bound, read in blocks
+        if (missing := (read - bound) & whitevec_names)
+    ]
+    assert not unimported, unimported
+
+
 def test_the_cli_reference_lists_every_command_and_option() -> None:
     import typer
 
@@ -610,6 +653,16 @@ def test_the_http_reference_lists_every_route_and_schema() -> None:
             assert f"| `{field}` |" in page, (name, field)
     assert "| 401 | [ErrorResponse](#schema-errorresponse) |" in page  # documented with a key
     assert "(1 to 64 items)" in page  # the default max_queries / max_texts
+
+
+def test_the_committed_cli_reference_is_current() -> None:
+    assert not _hook("cli_reference").is_stale(), "docs/reference/cli.md is stale: run `make reference`"
+
+
+def test_the_committed_http_reference_is_current() -> None:
+    pytest.importorskip("fastapi", reason="the serve extra (fastapi) is not installed")
+    stale = _hook("http_reference").stale_files()
+    assert stale == [], f"{stale} under docs/ are stale: run `make reference`"
 
 
 def test_docstrings_become_markdown() -> None:
@@ -666,7 +719,7 @@ def test_the_site_builds_strictly_and_offline(tmp_path: Path) -> None:
     assert (site / "search" / "search_index.js").is_file()  # the offline plugin's copy, for file:// pages
     assert (site / "reference" / "openapi.json").is_file()
     cli_page = (site / "reference" / "cli.html").read_text(encoding="utf-8")
-    assert "whitevec index build" in cli_page and "cli-reference" not in cli_page
+    assert "whitevec index build" in cli_page and "whitevec-index-build" in cli_page
 
 
 def test_a_page_naming_a_missing_script_is_refused(tmp_path: Path) -> None:

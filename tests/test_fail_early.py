@@ -94,24 +94,25 @@ def workdir(tmp_path: Path) -> Path:
 FAST_FAILURES = [
     (["index", "build", "--corpus", "missing.jsonl", "--out", "idx"], "missing.jsonl", 2),
     (["index", "build", "--corpus", "texts.txt", "--out", "idx", "--fit-on", "gone.txt"], "gone.txt", 2),
-    (["index", "build", "--corpus", "texts.txt", "--out", "afile/idx", "--model", "model"], "afile", 1),
+    (["index", "build", "--corpus", "texts.txt", "--out", "idx", "--empty-documents", "drop"], "'drop'", 2),
+    (["index", "build", "--corpus", "texts.txt", "--out", "afile/idx", "--model", "model"], "afile", 3),
     (["encode", "missing.txt", "--out", "v.npy"], "missing.txt", 2),
-    (["encode", "texts.txt", "--out", "afile/v.npy", "--model", "model"], "afile", 1),
+    (["encode", "texts.txt", "--out", "afile/v.npy", "--model", "model"], "afile", 3),
     (["encode", "texts.txt", "--out", "v.npy", "--transform", "gone.safetensors"], "gone.safetensors", 2),
     (["encode", "texts.txt", "--out", "v.npy", "--model", "./no-model"], "no-model", 2),
     (["eval", "--tasks", "", "--pairs", "missing.jsonl"], "missing.jsonl", 2),
     (["eval", "--tasks", "", "--pairs", "pairs.jsonl", "--fit-on", "gone.txt"], "gone.txt", 2),
-    (["eval", "--tasks", "", "--pairs", "pairs.jsonl", "--json", "afile/r.json"], "afile", 1),
+    (["eval", "--tasks", "", "--pairs", "pairs.jsonl", "--json", "afile/r.json"], "afile", 3),
     (["fit", "--vectors", "missing.npy", "--out", "w.safetensors"], "missing.npy", 2),
     (["fit", "--texts", "missing.txt", "--out", "w.safetensors"], "missing.txt", 2),
-    (["fit", "--texts", "texts.txt", "--out", "afile/w.safetensors", "--model", "model"], "afile", 1),
+    (["fit", "--texts", "texts.txt", "--out", "afile/w.safetensors", "--model", "model"], "afile", 3),
     (["diagnose", "--corpus", "missing.txt", "--out", "report"], "missing.txt", 2),
-    (["diagnose", "--corpus", "texts.txt", "--out", "afile", "--model", "model"], "afile", 1),
+    (["diagnose", "--corpus", "texts.txt", "--out", "afile", "--model", "model"], "afile", 3),
     (["index", "info", "missing-idx"], "missing-idx", 2),
     (["index", "export-faiss", "missing-idx", "x.faiss"], "missing-idx", 2),
     (["search", "missing-idx", "a query"], "missing-idx", 2),
     (["eval-retrieval", "--dataset", "missing-beir"], "missing-beir", 2),
-    (["eval-retrieval", "--dataset", "beir", "--json", "afile/r.json"], "afile", 1),
+    (["eval-retrieval", "--dataset", "beir", "--json", "afile/r.json"], "afile", 3),
 ]
 
 
@@ -175,8 +176,31 @@ def test_too_little_free_space_is_reported_before_the_model_loads(
     code, line = _one_error_line(
         capsys, lambda: cli.main(["encode", str(workdir / "many.txt"), "--out", str(out), "--model", "model"])
     )
-    # 10,000 texts x 32 dimensions x 4 bytes = 1.2 MiB needed, 0.1 MiB free.
-    assert code == 1 and f"not enough free space in {workdir}: need about 1.2 MiB, 0.1 MiB free" in line
+    # 10,000 texts x 32 dimensions x 4 bytes = 1.2 MiB needed, 100,000 bytes (97.7 KiB) free: exit 3, the
+    # environment's fault.
+    assert code == 3
+    assert line == f"whitevec: error: not enough free space in {workdir}: need about 1.2 MiB, 97.7 KiB free"
+
+
+@pytest.mark.parametrize(
+    ("need", "free", "sizes"),
+    [
+        (40_000, 2_000, "need about 39.1 KiB, 2.0 KiB free"),  # was "need about 0.0 MiB, 0.0 MiB free"
+        (900, 10, "need about 900 B, 10 B free"),
+        (3 << 30, 700 << 20, "need about 3.0 GiB, 700 MiB free"),
+    ],
+)
+def test_the_free_space_message_picks_units_by_size(
+    need: int, free: int, sizes: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from whitevec.preflight import check_free_space
+
+    monkeypatch.setattr(
+        "whitevec.preflight.shutil.disk_usage", lambda path: SimpleNamespace(total=need * 2, used=0, free=free)
+    )
+    with pytest.raises(OSError, match="not enough free space") as caught:
+        check_free_space(tmp_path, need)
+    assert caught.value.strerror == f"not enough free space in {tmp_path}: {sizes}"
 
 
 def test_a_read_only_output_folder_is_reported_before_the_model_loads(
@@ -197,7 +221,7 @@ def test_a_read_only_output_folder_is_reported_before_the_model_loads(
     code, line = _one_error_line(
         capsys, lambda: cli.main(["encode", "texts.txt", "--out", "ro/v.npy", "--model", "model"])
     )
-    assert code == 1 and "cannot write --out file ro/v.npy: Read-only file system" in line
+    assert code == 3 and "cannot write --out file ro/v.npy: Read-only file system" in line
 
 
 class _RefusingEncoder:
@@ -243,7 +267,7 @@ def test_an_environment_fault_is_one_line(
 
     monkeypatch.setattr(Transform, "save", save)
     code, line = _one_error_line(capsys, lambda: cli.main(["fit", "--vectors", str(vectors), "--out", str(out)]))
-    assert code == 1
+    assert code == 3
     assert (str(out) in line and "No space left on device" in line) or "database or disk is full" in line
 
 

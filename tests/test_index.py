@@ -14,6 +14,7 @@ from tests.index_helpers import sentences, tiny_bert
 from whitevec.encoder import Encoder
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError, DimensionMismatchError
 from whitevec.index import Document, Retriever, export_faiss, read_corpus_file
+from whitevec.linalg import unit_rows
 
 # 60 vectors of a 32-d random BERT leave one direction near-singular; the whitening warns about it, as it should.
 pytestmark = pytest.mark.filterwarnings("ignore::whitevec.transforms.WhitevecWarning")
@@ -103,6 +104,17 @@ def test_persistence_round_trip(
     fresh.close()
     again.close()
     assert not fresh.encoder._caches and encoder._caches
+
+
+def test_the_default_build_keeps_raw_vectors(
+    encoder: Encoder, docs: list[Document], queries: list[str], tmp_path: Path
+) -> None:
+    # Whitening costs contrastively trained encoders (the default model): no transform unless one is asked for.
+    built = Retriever.build(docs, tmp_path / "default", encoder=encoder)
+    assert built.manifest["transform"] is None and built.transform is None
+    raw = unit_rows(encoder.encode([d.text for d in docs]))
+    top = built.search(queries[:1], k=1)[0][0]
+    assert top.score == pytest.approx(float((raw @ unit_rows(encoder.encode(queries[:1]))[0]).max()), abs=1e-5)
 
 
 def test_encoder_backend_is_recorded_and_reproduced(

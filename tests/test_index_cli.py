@@ -10,19 +10,10 @@ import numpy as np
 import pytest
 
 from tests.index_helpers import sentences, tiny_bert
-from whitevec.cli import main
+from tests.test_cli import run_cli as _run
 from whitevec.encoder import Encoder
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-
-
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        code = main(argv) or 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_index_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -88,6 +79,21 @@ def test_index_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         capsys,
     )
     assert code == 2 and "does not exist" in err and not (tmp_path / "i2").exists()
+
+
+def test_index_build_keeps_raw_vectors_by_default(
+    tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(sentences(20, seed=5)) + "\n")
+    out = tmp_path / "idx"
+    argv = ["index", "build", "--corpus", str(corpus), "--out", str(out), "--model", str(tiny_bert_dir), "-q"]
+    code, _, err = _run([*argv, "--no-cache"], capsys)
+    assert code == 0, err
+    code, stdout, _ = _run(["index", "info", str(out)], capsys)
+    assert code == 0 and json.loads(stdout)["transform"] is None
+    code, stdout, _ = _run(["index", "build", "--help"], capsys)
+    assert "[default: none]" in " ".join(stdout.split())
 
 
 def test_eval_retrieval_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -37,13 +37,18 @@ def test_fetched_folder_is_found(tmp_path: Path, tiny_bert_dir: Path) -> None:
     assert resolve_model("all-mpnet-base-v2") == tiny_bert_dir.resolve()
 
 
-def test_missing_known_model_says_how_to_fetch() -> None:
-    with pytest.raises(ModelNotFoundError, match="fetch-all-mpnet-base-v2"):
+def test_missing_known_model_says_what_a_user_can_do(tmp_path: Path) -> None:
+    # A user has only the project: the message names the hub id and the folder to fill, no workspace script.
+    with pytest.raises(ModelNotFoundError) as caught:
         resolve_model("all-mpnet-base-v2")
+    message = str(caught.value)
+    assert "go online" in message and "sentence-transformers/all-mpnet-base-v2" in message
+    assert str(tmp_path / "models" / "all-mpnet-base-v2") in message
+    assert "shared/models" not in message and "fetch-" not in message
 
 
 def test_m3e_small_alias_finds_the_fetched_folder(tmp_path: Path, tiny_bert_dir: Path) -> None:
-    with pytest.raises(ModelNotFoundError, match="fetch-m3e-small"):
+    with pytest.raises(ModelNotFoundError, match=f"moka-ai/m3e-small.* in {tmp_path / 'models' / 'm3e-small'} "):
         resolve_model("m3e-small")
     target = tmp_path / "models" / "m3e-small"
     target.parent.mkdir(parents=True)

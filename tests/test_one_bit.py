@@ -27,7 +27,7 @@ from whitevec.index import (
     read_manifest,
 )
 from whitevec.index.faiss_store import _one_thread, encoded_vectors, searched_rankings
-from whitevec.index.rescore import RESCORE_FILE, RescoreVectors
+from whitevec.index.rescore import RESCORE_FILE, RecordFile, RescoreVectors
 from whitevec.index.sign_codes import SIGN_FILE, SignCodes, random_rotation
 from whitevec.transforms import WhitevecWarning
 
@@ -335,7 +335,7 @@ def test_saves_loads_and_searches_the_same(tmp_path: Path, encoding: str, kind: 
         store: Any = loaded.store
         assert store.encoding.spec == parse_encoding(encoding).spec
         if store.rescore is not None:
-            assert isinstance(store.rescore._disk, np.memmap)  # mapped from the file, not read into memory
+            assert isinstance(store.rescore._disk, RecordFile)  # read from the file on demand, not loaded
 
 
 def test_index_info_reports_memory_and_disk_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -206,7 +206,14 @@ def test_an_actor_killed_mid_run_is_replaced(
 
     def build() -> None:
         try:
-            ray_build(corpus, out, encoder=_encoder_args(tiny_bert_dir), workers=2, unit_bytes=UNIT_BYTES)
+            ray_build(
+                corpus,
+                out,
+                encoder=_encoder_args(tiny_bert_dir),
+                transform="whitening",  # as ray_index, built without a kill
+                workers=2,
+                unit_bytes=UNIT_BYTES,
+            )
         except BaseException as exc:
             errors.append(exc)
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -77,3 +79,44 @@ def test_the_readme_is_a_front_page() -> None:
     assert targets, "the README links into the docs"
     missing = [t for t in targets if not (ROOT / t).is_file()]
     assert not missing, f"README.md links to files that do not exist: {missing}"
+
+
+@pytest.mark.data
+def test_the_readme_counts_what_its_pairs_file_holds(data_dir: Path, tmp_path: Path) -> None:
+    """The tour's numbers about pairs.tsv (pairs, distinct sentences) are what its awk line and the reader give."""
+    text = README.read_text(encoding="utf-8")
+    (cut,) = [line for line in text.splitlines() if line.startswith("awk ") and line.endswith("> pairs.tsv")]
+    env = {**os.environ, "WHITEVEC_DATA": str(data_dir)}
+    subprocess.run(["bash", "-euo", "pipefail", "-c", cut], cwd=tmp_path, env=env, check=True)
+    from whitevec.datasets import read_pairs_file
+
+    pairs = read_pairs_file(tmp_path / "pairs.tsv")
+    said_pairs = re.search(r"\((\d+) scored STS-B test pairs", text)
+    said_sentences = re.search(r"# (\d+) unlabelled sentences", text)
+    assert said_pairs is not None and said_sentences is not None, "the README no longer states the counts"
+    assert int(said_pairs.group(1)) == pairs.n_pairs
+    assert int(said_sentences.group(1)) == len(pairs.sentences())
+
+
+def test_the_cranfield_figures_quoted_are_the_results_scripts() -> None:
+    """The guide's pasted eval-retrieval output and the README's Cranfield row are the figures
+    benchmarks/results_retrieval.py wrote (docs/results/retrieval.json), at the settings the guide's command
+    names: a figure quoted next to a command is one that command prints."""
+    reports = json.loads((ROOT / "docs" / "results" / "retrieval.json").read_text(encoding="utf-8"))["reports"]
+    (minilm,) = [report for report in reports if report["model"] == "all-MiniLM-L6-v2"]
+    ndcg = {s["transform"]: f"{100 * s['ndcg_10']:.2f}" for s in minilm["scores"] if s["pooling"] == "last-avg"}
+    script = (ROOT / "benchmarks" / "results_retrieval.py").read_text(encoding="utf-8")
+    max_length = re.search(r"^MAX_LENGTH = (\d+)", script, re.MULTILINE)
+    guide = (ROOT / "docs" / "how-to" / "index-and-compress.md").read_text(encoding="utf-8")
+    assert max_length is not None and f"--pooling last-avg --max-length {max_length.group(1)}" in guide
+    pasted = dict(
+        re.findall(r"^\| last-avg \| (\S+) \| float32 \| \d+ \| [\d,]+ \| ([\d.]+) \|", guide, re.MULTILINE)
+    )
+    assert pasted and pasted == {transform: ndcg[transform] for transform in pasted}
+    row = re.search(
+        r"^\| all-MiniLM-L6-v2, last-avg \| Cranfield \|(.*)\|$", README.read_text(encoding="utf-8"), re.MULTILINE
+    )
+    assert row is not None
+    assert [cell.strip() for cell in row.group(1).split("|")] == [
+        ndcg[transform] for transform in ("none", "whitening", "whitening-128", "flow")
+    ]

@@ -221,6 +221,48 @@ def test_connections_beyond_the_cap_get_503(http: str) -> None:
         wait_until_healthy(f"http://127.0.0.1:{port}", "the server after the connections closed", 10)
 
 
+def _answer_or_reset(sock: socket.socket, within: float) -> bytes | None:
+    """What the server sent before closing ``sock`` (None: the connection was reset instead)."""
+    received = b""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            data = sock.recv(65536)
+        except ConnectionResetError:
+            return None
+        except TimeoutError:  # still open: no reset, and what came so far is the answer
+            break
+        if not data:
+            break
+        received += data
+    return received
+
+
+def test_every_client_over_the_cap_gets_a_503_not_a_reset(http: str) -> None:
+    """Many clients at once, each sending its request straight away, while the cap is full: every one reads the
+    503 (a server that closes with the request unread makes the kernel send a reset, which loses the answer)."""
+    cap, clients = 4, 60
+    with thread_server(ServeSettings(max_connections=cap, header_timeout_s=60), http) as (server, port):
+        held = [connect(port) for _ in range(cap)]
+        try:
+            deadline = time.monotonic() + 10
+            while len(server.server_state.connections) < cap:
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            over = [connect(port) for _ in range(clients)]
+            for sock in over:
+                sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            answers = [_answer_or_reset(sock, 10 + SLACK_S) for sock in over]
+            for sock in over:
+                sock.close()
+        finally:
+            for sock in held:
+                sock.close()
+    resets = answers.count(None)
+    refused = sum(1 for answer in answers if answer is not None and answer.startswith(b"HTTP/1.1 503"))
+    assert (resets, refused) == (0, clients), answers
+
+
 # ---- shutdown ----------------------------------------------------------------------------------------------
 CHILD = """
 import sys

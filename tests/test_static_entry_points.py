@@ -54,6 +54,13 @@ def test_load_encoder_picks_the_kind_and_refuses_what_a_static_folder_cannot_tak
             load_encoder(tmp_path / folder)
 
 
+def test_encoder_of_a_static_folder_names_load_encoder(files: dict[str, Path]) -> None:
+    from whitevec.encoder import Encoder
+
+    with pytest.raises(BadInputError, match=r"static encoder folder.*use whitevec\.encoders\.load_encoder\("):
+        Encoder(files["static"], cache=False)
+
+
 def test_cli_encode_eval_fit_diagnose_with_a_static_folder(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

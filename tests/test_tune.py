@@ -20,7 +20,7 @@ from whitevec.transforms import AllButTheTop, Whitening, make_transform, whiteni
 from whitevec.tuning import ConfigMismatchError, TunedConfig, apply_config, tune
 from whitevec.tuning.run import CandidateResult, _choose, _Scored
 from whitevec.tuning.selection import bootstrap_gains, mean_resampled, resample_counts, spearman_resampled
-from whitevec.tuning.space import default_transforms, encoding_bytes
+from whitevec.tuning.space import check_transforms, default_transforms, encoding_bytes
 
 MODEL = "table"
 
@@ -165,6 +165,16 @@ def test_default_grid() -> None:
     assert "whitening-gamma0" not in grid and "whitening-beta0-gamma0" not in grid  # = center / none
     assert "flow" not in default_transforms(384, include_flow=False)
     assert not any(s.startswith("whitening-256") for s in default_transforms(256))
+
+
+def test_pca_and_rotation_candidates_keep_their_names() -> None:
+    """pca-K printed as whitening-K-gamma0: the same transform, but not the name the user gave."""
+    given = ["PCA-8", "whitening-8-gamma0", "rotation", "whitening:gamma=0", "pca-4:beta=1", "whitening-4-beta0"]
+    assert check_transforms(given) == ["none", "pca-8", "rotation", "pca-4", "whitening-4-beta0"]
+    assert "pca-64" in default_transforms(384)
+    table, pairs = anisotropic_pairs(n_pairs=60)
+    result = run(pairs, table, transforms=["pca-8"], n_boot=100)
+    assert [c.transform for c in result.candidates] == ["none", "pca-8"]
 
 
 def test_variants_from_one_fit_equal_fresh_fits() -> None:
@@ -379,6 +389,23 @@ def test_config_is_checked_on_load(tmp_path: Path) -> None:
         TunedConfig.load(tmp_path / "junk.json")
     with pytest.raises(DataNotFoundError, match="whitevec tune"):
         TunedConfig.load(tmp_path / "absent.json")
+
+
+def test_a_configuration_compares_what_poolings_compute_not_their_names(minilm_dir: Path) -> None:
+    """On all-MiniLM-L6-v2 pooling model is last-avg then Normalize: the same cosines when no transform comes
+    between; a transform fitted on last-avg's vectors is not valid on normalized ones."""
+    built = {"model": "all-MiniLM-L6-v2", "pooling": "model", "transform": None}
+    raw = TunedConfig(model="all-MiniLM-L6-v2", pooling="last-avg", transform="none")
+    raw.check_index(built)
+    with pytest.raises(ConfigMismatchError, match="pooling 'cls'"):
+        raw.check_index({**built, "pooling": "cls"})
+    with pytest.raises(ConfigMismatchError, match="pooling 'first-last-avg'"):
+        raw.check_index({**built, "pooling": "first-last-avg"})
+    whitened = TunedConfig(model="all-MiniLM-L6-v2", pooling="last-avg", transform="whitening-128")
+    whitening_index = {**built, "transform": {"spec": "whitening-128"}}
+    with pytest.raises(ConfigMismatchError, match="pooling 'model'"):
+        whitened.check_index(whitening_index)
+    whitened.check_index({**whitening_index, "pooling": "LAST-AVG"})
 
 
 def test_config_refuses_another_model_or_pooling() -> None:

@@ -3,7 +3,7 @@ random texts padded to L tokens (all-MiniLM-L6-v2 by default, 2 threads), and pr
 the per-backend FORWARD_OVERHEAD_TOKENS in whitevec/encoder.py, which decide where a batch is split by length
 (``--backend bf16`` / ``int8`` for the others).
 
-    flock -x /work/cpu.lock python benchmarks/investigations/forward_cost.py
+    python benchmarks/investigations/forward_cost.py
 
 An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/bf16-shapes.md (each backend's
 forward overhead: float32 64 tokens, int8 32, bf16 224).

@@ -1,8 +1,11 @@
-"""mkdocs hook: the CLI reference (reference/cli.md), written from the typer app when the site is built.
+"""The CLI reference (docs/reference/cli.md), written from the typer app; committed, so it reads on GitHub too.
 
 Every command and sub-command of ``whitevec.cli.app``, as ``--help`` shows it: the usage line, the help text,
-and each argument and option with its type, default, and whether it is required. The source page holds an
-introduction and the marker ``<!-- cli-reference -->``, which this hook replaces.
+and each argument and option with its type, default, and whether it is required. The page holds an
+introduction, the marker ``<!-- cli-reference -->``, and below it the generated sections.
+
+``python docs/hooks/cli_reference.py`` (``make reference``) rewrites them; as an mkdocs hook it only checks
+them, so a strict build fails on a page the CLI has outgrown (tests/test_docs.py checks it too).
 """
 
 from __future__ import annotations
@@ -10,11 +13,16 @@ from __future__ import annotations
 import html
 import logging
 import re
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 PAGE = "reference/cli.md"
 MARKER = "<!-- cli-reference -->"
+DOCS = Path(__file__).resolve().parents[1]
+# Usage lines wrap at this width whatever the terminal that regenerates the page.
+WIDTH = 78
 
 log = logging.getLogger("mkdocs.hooks.cli_reference")
 
@@ -35,7 +43,8 @@ def command_tree() -> Iterator[tuple[Any, Any]]:
             if sub is not None and not sub.hidden:
                 yield from walk(sub, sub.context_class(sub, info_name=name, parent=context))
 
-    yield from walk(root, root.context_class(root, info_name="whitevec"))
+    context = root.context_class(root, info_name="whitevec", terminal_width=WIDTH, max_content_width=WIDTH)
+    yield from walk(root, context)
 
 
 def anchor(command_path: str) -> str:
@@ -101,10 +110,33 @@ def cli_markdown() -> str:
     return "\n".join(command_markdown(command, context) for command, context in command_tree())
 
 
-def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
-    if page.file.src_uri != PAGE:
-        return markdown
-    if MARKER not in markdown:
-        log.warning("%s has no %s marker: the CLI reference is not written", PAGE, MARKER)
-        return markdown
-    return markdown.replace(MARKER, cli_markdown())
+def current_page(text: str) -> str:
+    """``text`` (the page) with everything below its marker written afresh."""
+    if MARKER not in text:
+        raise ValueError(f"{PAGE} has no {MARKER} marker: the CLI reference has nowhere to go")
+    return text[: text.index(MARKER) + len(MARKER)] + "\n\n" + cli_markdown()
+
+
+def is_stale(docs: Path = DOCS) -> bool:
+    """Whether the page under ``docs`` differs from what the CLI says now."""
+    text = (docs / PAGE).read_text(encoding="utf-8")
+    return current_page(text) != text
+
+
+def on_pre_build(config: Any) -> None:
+    if is_stale(Path(config["docs_dir"])):
+        log.warning("%s does not match the CLI: run `make reference` and commit it", PAGE)
+
+
+def main() -> None:
+    from whitevec._io import atomic_path
+
+    path = DOCS / PAGE
+    text = current_page(path.read_text(encoding="utf-8"))
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    print(path, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,11 +1,15 @@
-"""mkdocs hook: the HTTP reference (reference/http.md) and reference/openapi.json, from the service's OpenAPI
-document when the site is built.
+"""The HTTP reference (docs/reference/http.md) and docs/reference/openapi.json, from the service's OpenAPI
+document; both committed, so they read on GitHub too.
 
 The document is the one ``whitevec serve`` answers at /openapi.json, for a server with the default limits and
 an API key (so the key header and the 401 answers are documented). It is made without an index: the app is
 built around a retriever stand-in that only states a manifest and a count, and no request is ever served. The
 source page holds an introduction and the marker ``<!-- http-reference -->``, which this hook replaces with
-every route (method, path, description, request body, answers) and every schema (fields, types, limits).
+every route (method, path, description, request body, answers) and every schema (fields, types, limits)
+below it.
+
+``python docs/hooks/http_reference.py`` (``make reference``) rewrites both; as an mkdocs hook it only checks
+them, so a strict build fails on files the service has outgrown (tests/test_docs.py checks them too).
 """
 
 from __future__ import annotations
@@ -14,12 +18,15 @@ import html
 import json
 import logging
 import re
+import sys
+from pathlib import Path
 from typing import Any
 
 PAGE = "reference/http.md"
 DOCUMENT = "reference/openapi.json"
 MARKER = "<!-- http-reference -->"
 METHODS = ("get", "post", "put", "patch", "delete")
+DOCS = Path(__file__).resolve().parents[1]
 
 log = logging.getLogger("mkdocs.hooks.http_reference")
 
@@ -173,29 +180,49 @@ def http_markdown(document: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+# ---- the files ----------------------------------------------------------------------------------------------
+def current_files(page_text: str) -> dict[str, str]:
+    """The page (``page_text`` with everything below its marker written afresh) and the document, by their path
+    under docs/."""
+    if MARKER not in page_text:
+        raise ValueError(f"{PAGE} has no {MARKER} marker: the HTTP reference has nowhere to go")
+    document = openapi_document()
+    page = page_text[: page_text.index(MARKER) + len(MARKER)] + "\n\n" + http_markdown(document)
+    return {PAGE: page, DOCUMENT: json.dumps(document, indent=2) + "\n"}
+
+
+def stale_files(docs: Path = DOCS) -> list[str]:
+    """The files under ``docs`` that differ from what the service answers now."""
+    page_text = (docs / PAGE).read_text(encoding="utf-8")
+    written = {name: docs / name for name in (PAGE, DOCUMENT)}
+    return [
+        name
+        for name, text in current_files(page_text).items()
+        if not written[name].is_file() or written[name].read_text(encoding="utf-8") != text
+    ]
+
+
 # ---- mkdocs events ----------------------------------------------------------------------------------------
-_document: dict[str, Any] = {}
-
-
-def on_files(files: Any, config: Any) -> Any:
+def on_pre_build(config: Any) -> None:
     from mkdocs.exceptions import PluginError
-    from mkdocs.structure.files import File
 
     try:
-        document = openapi_document()
+        stale = stale_files(Path(config["docs_dir"]))
     except ModuleNotFoundError as exc:
         needs = "the HTTP reference needs the serve extra (pip install 'whitevec[serve]')"
         raise PluginError(f"{needs}: {exc}") from exc
-    _document.clear()
-    _document.update(document)
-    files.append(File.generated(config, DOCUMENT, content=json.dumps(_document, indent=2) + "\n"))
-    return files
+    if stale:
+        log.warning("%s do not match the service: run `make reference` and commit them", ", ".join(stale))
 
 
-def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
-    if page.file.src_uri != PAGE:
-        return markdown
-    if MARKER not in markdown:
-        log.warning("%s has no %s marker: the HTTP reference is not written", PAGE, MARKER)
-        return markdown
-    return markdown.replace(MARKER, http_markdown(_document))
+def main() -> None:
+    from whitevec._io import atomic_path
+
+    for name, text in current_files((DOCS / PAGE).read_text(encoding="utf-8")).items():
+        with atomic_path(DOCS / name) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+        print(DOCS / name, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

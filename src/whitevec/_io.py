@@ -133,7 +133,7 @@ def storage_errno(exc: BaseException) -> int | None:
 def writing_to(path: str | os.PathLike[str]) -> Iterator[None]:
     """Around a write of ``path`` by any writer (Python, numpy, safetensors, faiss, SQLite): a fault of the
     storage leaves as an OSError with its errno, naming ``path``, which the command line prints as one line
-    (exit 1), whichever library met it; any other exception passes unchanged.
+    (exit 3), whichever library met it; any other exception passes unchanged.
 
     Python's own writes raise OSError, often naming no file (a failed ``write()``): ``path`` is named. A name of
     one of ``path``'s temporaries (see ``atomic_path``), or of a file inside one, is given as the path it would

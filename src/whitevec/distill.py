@@ -46,8 +46,9 @@ from whitevec.encoder import (
     load_model_tokenizer,
 )
 from whitevec.errors import BadInputError, DataNotFoundError
-from whitevec.preflight import available_memory, check_free_space, check_output, model_hidden_size
-from whitevec.static_format import StaticTable, write_static_folder
+from whitevec.models import resolve_model
+from whitevec.preflight import available_memory, check_free_space, check_output, format_size, model_hidden_size
+from whitevec.static_format import StaticTable, is_static_folder, write_static_folder
 from whitevec.token_table import corpus_table, reduce_table, single_token_table, static_mean, static_tokenizer
 from whitevec.token_weights import (
     RANK_SIF_A,
@@ -66,7 +67,6 @@ DEFAULT_MAX_LENGTH = 512  # Model2Vec's StaticModel default
 DEFAULT_POOLING = "last-avg"  # Model2Vec's: the mean of the last layer over every position
 # Copies of the final table alive at once at the peak: the table, its folded copy, its bytes being written.
 _TABLE_COPIES = 3
-_GIB = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -128,6 +128,7 @@ def distill(
     unless ``overwrite``; it is written whole or not at all.
     """
     started = time.perf_counter()
+    _refuse_static(model)
     plan = _plan(method, corpus, sample, seed, dims, token_weights, frequencies, transform, max_length, pooling)
     target = Path(out).expanduser()
     if target.exists() and not overwrite:
@@ -239,6 +240,12 @@ def _frequencies(source: str | os.PathLike[str] | TokenFrequencies | None) -> To
     return None if source is None else read_frequencies(source)
 
 
+def _refuse_static(model: str | os.PathLike[str]) -> None:
+    """BadInputError for a static folder (its tokens have no model to go through), before anything loads."""
+    if is_static_folder(resolve_model(model)):
+        raise BadInputError(f"{model} is a static folder; distil from a transformers model")
+
+
 def _foldable(spec: str | None) -> Transform | None:
     """The unfitted transform of ``spec``, refused unless affine (only an affine map folds into the table)."""
     if spec is None:
@@ -283,19 +290,15 @@ def check_memory(model: str, path: Path, vocab_size: int, width: int) -> None:
     room = (available - weights) // (_TABLE_COPIES * vocab_size * 4)
     fits = 1 << (int(min(room, width - 1)).bit_length() - 1) if min(room, width - 1) >= 8 else 0
     advice = (
-        f"pass a smaller --dims, e.g. --dims {fits} (about {_size(table_memory(vocab_size, fits, weights))})"
+        f"pass a smaller --dims, e.g. --dims {fits} (about {format_size(table_memory(vocab_size, fits, weights))})"
         if fits
         else "even --dims 8 does not fit; free memory or use a machine with more"
     )
     raise BadInputError(
-        f"distilling {model} needs about {_size(need)} of memory ({vocab_size:,} tokens x {width} dimensions, "
-        f"{_TABLE_COPIES} float32 copies, plus {_size(weights)} of model weights), but {_size(available)} is "
-        f"available: {advice}"
+        f"distilling {model} needs about {format_size(need)} of memory ({vocab_size:,} tokens x {width} "
+        f"dimensions, {_TABLE_COPIES} float32 copies, plus {format_size(weights)} of model weights), but "
+        f"{format_size(available)} is available: {advice}"
     )
-
-
-def _size(n_bytes: int) -> str:
-    return f"{n_bytes / _GIB:.1f} GiB" if n_bytes >= _GIB // 10 else f"{n_bytes / (1 << 20):.1f} MiB"
 
 
 def _counts(

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -44,7 +45,7 @@ import torch
 from whitevec.encoding import COMPUTE_BACKENDS
 from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.models import DEFAULT_MODEL, resolve_model
-from whitevec.preflight import check_device, sqlite_fault, vector_cache_folder
+from whitevec.preflight import check_device, not_one_string, sqlite_fault, vector_cache_folder
 from whitevec.progress import progress_bar
 from whitevec.st_config import (
     SentenceTransformersConfig,
@@ -53,6 +54,7 @@ from whitevec.st_config import (
     read_max_seq_length,
     read_sentence_transformers_config,
 )
+from whitevec.static_format import is_static_folder
 from whitevec.token_pooling import layer_mean, sentence_transformers_pool
 from whitevec.token_weights import (
     TokenFrequencies,
@@ -349,6 +351,12 @@ class Encoder:
             )
         self.model_name = str(model)
         self.model_path = resolve_model(model)
+        if is_static_folder(self.model_path):
+            # Its modules.json names a StaticEmbedding, which no pooling of a transformers model reproduces.
+            raise BadInputError(
+                f"{model} is a static encoder folder, which Encoder does not load; use "
+                f"whitevec.encoders.load_encoder({str(model)!r}), which loads either kind (or StaticEncoder)"
+            )
         # The folder's sentence-transformers modules (pooling "model"); a module whitevec cannot reproduce is
         # kept as the error to raise when that pooling is asked for, so the named poolings still work.
         self.st_config: SentenceTransformersConfig | None = None
@@ -497,6 +505,22 @@ class Encoder:
             **({"token_weights": self.token_weighting.describe()} if self.token_weighting is not None else {}),
         }
 
+    def known_token_mask(self, texts: Sequence[str]) -> np.ndarray:
+        """A bool per text: True where the tokenizer finds, within ``max_length``, a token other than the
+        special ones ([CLS], [SEP], padding, the unknown token). No model pass; see
+        :func:`whitevec.encoding.known_token_mask` for what is done with it."""
+        texts = list(not_one_string(texts))
+        if not texts:
+            return np.zeros(0, dtype=bool)
+        id_lists = self.tokenizer(
+            texts, add_special_tokens=False, truncation=True, max_length=self.max_length, verbose=False
+        )["input_ids"]
+        counts = np.fromiter(map(len, id_lists), dtype=np.int64, count=len(id_lists))
+        ids = np.fromiter(itertools.chain.from_iterable(id_lists), dtype=np.int64, count=int(counts.sum()))
+        known = ~np.isin(ids, np.array(sorted(set(self.tokenizer.all_special_ids)), dtype=np.int64))
+        text_of = np.repeat(np.arange(len(texts)), counts)
+        return np.bincount(text_of[known], minlength=len(texts)) > 0
+
     def _cache_for(self, pooling: Pooling) -> VectorCache | None:
         if self._cache_folder is None:
             return None
@@ -595,7 +619,7 @@ class Encoder:
         need_hidden = any(p.kind != _POOLER for p in poolings)
         progress = progress_bar(len(texts), show_progress, f"encoding with {self.model_path.name}")
         with torch.inference_mode(), progress as bar:
-            task = bar.add_task("encode", total=len(texts)) if bar is not None else None
+            task = bar.add_task("texts", total=len(texts)) if bar is not None else None
             multiple = BF16_LENGTH_MULTIPLE if self.backend == "bf16" else 1
             # Rounded up, but never past max_length (the model's positions end there).
             lengths = [min(-(-len(ids[i]) // multiple) * multiple, self.max_length) for i in order]
@@ -704,7 +728,7 @@ class Encoder:
         ordered = sorted(texts, key=len, reverse=True)
         progress = progress_bar(len(ordered), show_progress, f"token vectors of {self.model_path.name}")
         with torch.inference_mode(), progress as bar:
-            task = bar.add_task("tokens", total=len(ordered)) if bar is not None else None
+            task = bar.add_task("texts", total=len(ordered)) if bar is not None else None
             for start in range(0, len(ordered), size):
                 batch = self.tokenizer(
                     ordered[start : start + size],

@@ -127,6 +127,45 @@ def default_pooling_of(model: str | os.PathLike[str], fallback: str) -> str:
     return default_pooling(resolve_model(model), fallback)
 
 
+def pooling_computation(model: str | os.PathLike[str], pooling: str) -> tuple[tuple[Any, ...], tuple[str, ...]]:
+    """What ``pooling`` computes on ``model``'s folder, for comparing two poolings by what they compute rather
+    than by name: the token vectors read (``("mean", layers)``, ``("cls", layers)``, ``("pooler",)`` or
+    sentence-transformers modes, hidden_states indices made absolute), then the kinds of the steps after
+    (``dense``, ``normalize``). ``model`` is the folder's sentence-transformers modules, read as the Encoder reads
+    them: on all-MiniLM-L6-v2, mean pooling of the last layer (``last-avg``) then Normalize. A static folder's
+    pooling, or a configuration that cannot be read, is its name alone."""
+    if is_static_model(model):
+        return (pooling,), ()
+    from whitevec.encoder import get_pooling
+    from whitevec.st_config import UnsupportedModuleError, read_sentence_transformers_config
+
+    path = resolve_model(model)
+    layers = _config(path).get("num_hidden_layers")
+    n_hidden_states = layers + 1 if isinstance(layers, int) and layers > 0 else None
+
+    def absolute(indices: Sequence[int]) -> tuple[int, ...]:
+        return tuple(i + n_hidden_states if n_hidden_states and i < 0 else i for i in indices)
+
+    named = get_pooling(pooling)
+    if named.kind != "model":
+        return ((named.kind, absolute(named.layers)) if named.kind != "pooler" else ("pooler",)), ()
+    try:
+        st = read_sentence_transformers_config(path)
+    except UnsupportedModuleError:
+        st = None
+    if st is None:
+        return (pooling,), ()
+    if st.layers is not None:
+        reads: tuple[Any, ...] = ("mean", absolute(st.layers))
+    elif st.pooling_modes == ("pooler",):
+        reads = ("pooler",)
+    elif st.pooling_modes in (("mean",), ("cls",)):
+        reads = (st.pooling_modes[0], absolute((-1,)))
+    else:
+        reads = ("modes", st.pooling_modes, absolute((-1,)))
+    return reads, tuple(kind for kind, _ in st.steps)
+
+
 def check_poolings(model: str | os.PathLike[str], poolings: Sequence[str]) -> None:
     """Refuse a pooling ``model`` cannot compute, before it loads: for a static folder anything but ``static``;
     for a transformers model an unknown name (``get_pooling``)."""

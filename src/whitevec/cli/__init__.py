@@ -11,15 +11,17 @@ reported by :func:`main` like bad input: one line, exit status 2, no traceback.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import sys
-from collections.abc import Sequence
-from typing import Any
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Any, TextIO
 
 import typer
 
-from whitevec.cli._options import RunOptions, _group, with_run_options
+from whitevec.cli._options import RunOptions, VersionOpt, _group, _no_command, with_run_options
 from whitevec.cli._output import TableFormat, _print_table, _StdoutClosedError, _Table, _writing_stdout
 from whitevec.cli.distill import distill_command
 from whitevec.cli.encode import encode_command, fit_command, frequencies_app
@@ -28,14 +30,31 @@ from whitevec.cli.export import export_st_command
 from whitevec.cli.index import index_app, search_command
 from whitevec.cli.serve import serve_command
 from whitevec.cli.tune import tune_command
-from whitevec.errors import WhitevecError
+from whitevec.errors import IndexDamagedError, WhitevecError, WhitevecWarning
 from whitevec.preflight import describe_fault
 
 __all__ = ["RunOptions", "TableFormat", "_Table", "_print_table", "app", "main", "with_run_options"]
 
+# Exit statuses main() gives; the --help epilog and docs/reference/cli.md list them.
+EXIT_BAD_INPUT = 2
+EXIT_ENVIRONMENT = 3
+EXIT_CODES = (
+    "Exit status: 0 done; 1 a bug (a traceback: please report it); 2 bad usage or input; 3 a fault of the "
+    "environment (a read-only or full disk, no permission, an index file damaged under the run); 130 "
+    "interrupted; 141 stdout closed by its reader."
+)
+
+
+def _whitevec(ctx: typer.Context, version: VersionOpt = False) -> None:
+    """The ``whitevec`` group: ``--version`` (handled as it is parsed), else a command must follow."""
+    _no_command(ctx)
+
+
 app = _group(
+    _whitevec,
     name="whitevec",
     help="Sentence vectors from pretrained encoders, made isotropic, measured, and searchable.",
+    epilog=EXIT_CODES,
     pretty_exceptions_enable=False,
 )
 # The order --help lists them in (typer lists the commands first, then the groups).
@@ -93,15 +112,42 @@ def _stdout_is_devnull() -> bool:
     return (here.st_dev, here.st_ino) == (null.st_dev, null.st_ino)
 
 
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """A warning as one line, ``whitevec: warning: ...``, for people at the command line: Python's own format
+    shows an internal path and a source line. Warnings of other libraries keep their category's name."""
+    text = " ".join(str(message).split())
+    if not issubclass(category, WhitevecWarning):
+        text = f"{category.__name__}: {text}"
+    with contextlib.suppress(OSError):  # stderr gone: a warning is not worth failing over
+        print(f"whitevec: warning: {text}", file=file or sys.stderr)
+
+
+@contextlib.contextmanager
+def _one_line_warnings() -> Iterator[None]:
+    """Warnings shown by :func:`_show_warning` for the command's run; Python API users keep Python's format."""
+    with warnings.catch_warnings():  # restores showwarning (and the filters) on the way out
+        warnings.showwarning = _show_warning
+        yield
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: known errors become one line on stderr; bugs keep their traceback.
 
-    Exit status: 0 done, 2 bad input (``WhitevecError``, bad usage, a group without a command), 1 a fault of the
-    environment (disk full, read-only, no permission), 130 interrupted (Ctrl-C), 141 stdout closed by its reader.
+    Exit status (``EXIT_CODES``): 0 done, 2 bad input (``WhitevecError``, bad usage, a group without a command),
+    3 a fault of the environment (disk full, read-only, no permission, an index file damaged under the run), 130
+    interrupted (Ctrl-C), 141 stdout closed by its reader; a bug's traceback exits 1, as Python does.
     """
     stdout_was_devnull = _stdout_is_devnull()
     try:
-        code = app(args=argv, prog_name="whitevec", standalone_mode=False)
+        with _one_line_warnings():
+            code = app(args=argv, prog_name="whitevec", standalone_mode=False)
         with _writing_stdout():
             sys.stdout.flush()  # output still buffered meets a reader that left here, not at interpreter exit
     except SystemExit as exc:
@@ -122,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(141) from None
     except WhitevecError as exc:
         print(f"whitevec: error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+        # An index file failing under the run is a fault of the storage, as an OSError is.
+        raise SystemExit(EXIT_ENVIRONMENT if isinstance(exc, IndexDamagedError) else EXIT_BAD_INPUT) from None
     except typer.Exit as exc:
         code = exc.exit_code
     except _click_exception() as exc:  # bad usage: a missing, unknown or bad option or argument
@@ -132,12 +179,12 @@ def main(argv: list[str] | None = None) -> int:
         code = 130
     except (OSError, sqlite3.Error) as exc:
         # Disk full, read-only folder, no permission: faults of the environment, not bugs, so one line and no
-        # traceback. Other SQLite errors are bugs and propagate.
+        # traceback, and a status of their own (1 is a traceback's). Other SQLite errors are bugs and propagate.
         line = describe_fault(exc)
         if line is None:
             raise
         print(f"whitevec: error: {line}", file=sys.stderr)
-        raise SystemExit(1) from None
+        raise SystemExit(EXIT_ENVIRONMENT) from None
     # Without standalone mode typer turns Ctrl-C into Exit(130) and returns the code, as it does for any Exit:
     # an int is an exit status, whatever the path it came by.
     if code == 130:

@@ -38,9 +38,68 @@ def _no_command(ctx: typer.Context) -> None:
         raise typer.Exit(2)
 
 
-def _group(**kwargs: Any) -> typer.Typer:
-    """A command group; without a command it is a usage error (:func:`_no_command`)."""
-    return typer.Typer(callback=_no_command, invoke_without_command=True, add_completion=False, **kwargs)
+class _HelpAsWritten:
+    """``--help`` shows the help texts as written, and a flag as taking no value. typer renders help with rich
+    markup, which eats a bracketed word (``pip install 'whitevec[ray]'`` showed as ``'whitevec'``), and gives a
+    boolean flag a ``<bool>`` value it does not take. For the rendering only, the texts are escaped and a
+    flag's value column left empty; the command's parameters are unchanged (the CLI reference reads them)."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        from rich.markup import escape
+
+        params = self.get_params(ctx)  # type: ignore[attr-defined]
+        kept = [(param, param.help, param.metavar) for param in params if hasattr(param, "help")]
+        commands = getattr(self, "commands", {}).values()
+        kept_docs = [(command, command.help, command.short_help) for command in [self, *commands]]
+        try:
+            for param, text, metavar in kept:
+                param.help = escape(text) if text else text
+                if getattr(param, "is_flag", False) and metavar is None:
+                    param.metavar = ""
+            for command, text, short in kept_docs:
+                command.help = escape(text) if text else text
+                command.short_help = escape(short) if short else short
+            super().format_help(ctx, formatter)  # type: ignore[misc]
+        finally:
+            for param, text, metavar in kept:
+                param.help, param.metavar = text, metavar
+            for command, text, short in kept_docs:
+                command.help, command.short_help = text, short
+
+
+class _Command(_HelpAsWritten, typer.core.TyperCommand):
+    """A whitevec command (:class:`_HelpAsWritten`)."""
+
+
+class _Group(_HelpAsWritten, typer.core.TyperGroup):
+    """A whitevec command group (:class:`_HelpAsWritten`)."""
+
+
+class _Typer(typer.Typer):
+    """A typer app whose groups and commands render their help as written (:class:`_HelpAsWritten`)."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        return super().command(*args, **{"cls": _Command, **kwargs})
+
+
+def _group(callback: Callable[..., None] = _no_command, **kwargs: Any) -> typer.Typer:
+    """A command group; without a command it is a usage error (``callback`` ends with :func:`_no_command`)."""
+    return _Typer(cls=_Group, callback=callback, invoke_without_command=True, add_completion=False, **kwargs)
+
+
+def _print_version(asked: bool) -> None:
+    """``--version``: ``whitevec X.Y.Z`` on stdout, and exit, before anything else is parsed."""
+    if asked:
+        from whitevec._version import __version__
+
+        typer.echo(f"whitevec {__version__}")
+        raise typer.Exit()
+
+
+VersionOpt = Annotated[
+    bool,
+    typer.Option("--version", help="Print whitevec's version and exit.", callback=_print_version, is_eager=True),
+]
 
 
 def split_list(value: str) -> list[str]:
@@ -50,6 +109,15 @@ def split_list(value: str) -> list[str]:
 
 # ---- shared options --------------------------------------------------------------------------------------
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model alias, local folder or hub id.")]
+IndexModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="Where the index's model is now (a folder, alias or hub id), when it moved; refused unless its "
+        "contents match what the index recorded (default: the folder or name the build recorded).",
+    ),
+]
 PoolingOpt = Annotated[
     str | None,
     typer.Option(
@@ -102,7 +170,7 @@ ComputeOpt = Annotated[
         help="Encoder arithmetic: torch (float32), bf16 (bfloat16, ~2x on CPUs with AVX512-BF16/AMX) or int8.",
     ),
 ]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar, and no progress lines in a log.")]
 EngineOpt = Annotated[
     str,
     typer.Option(

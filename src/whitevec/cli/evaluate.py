@@ -94,7 +94,19 @@ def eval_command(
     _print_table(_sts_table(report, f"STS Spearman x 100 - {model} (transform fitted on {fit_on})"), table_format)
     for name in poolings:  # what ran: a name like "model" says little without the folder's modules
         _say(table_format, f"pooling {encoder.describe_pooling(name)}; max_length {encoder.max_length}")
+    for line in _unknown_pairs_notes(report):
+        typer.echo(f"note: {line}", err=True)
     _save_json(report, json_out)
+
+
+def _unknown_pairs_notes(report: StsReport) -> list[str]:
+    """A line per task with pairs holding a sentence with no token the model knows (scored 0)."""
+    counts = {(s.task, sum(sub.n_pairs for sub in s.subsets)): s.unknown_pairs for s in report.scores}
+    return [
+        f"{task}: {unknown} of {total} pairs have a sentence with no token the model knows; their similarity is 0"
+        for (task, total), unknown in counts.items()
+        if unknown
+    ]
 
 
 @with_run_options

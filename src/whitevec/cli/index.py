@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -14,6 +16,7 @@ from whitevec.cli._options import (
     DeviceOpt,
     EngineOpt,
     GpusOpt,
+    IndexModelOpt,
     MetricOpt,
     ModelOpt,
     RayAddressOpt,
@@ -25,7 +28,7 @@ from whitevec.cli._options import (
     with_run_options,
 )
 from whitevec.cli._output import FormatOpt, TableFormat, _print, _print_table, _Table
-from whitevec.errors import BadInputError
+from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.models import DEFAULT_MODEL
 from whitevec.preflight import check_output, existing_folder
 
@@ -82,7 +85,13 @@ CorpusOpt = Annotated[Path, typer.Option("--corpus", help="Text (one doc a line)
 IndexOutOpt = Annotated[Path, typer.Option("--out", "-o", help="Index folder to write (replaced atomically).")]
 IndexTransformOpt = Annotated[
     str,
-    typer.Option("--transform", "-t", help="none, whitening, whitening-K, center, or a .safetensors file."),
+    typer.Option(
+        "--transform",
+        "-t",
+        help="none, whitening, whitening-K, center, or a .safetensors file. Default none: raw vectors, since "
+        "whitening costs contrastively trained sentence encoders such as the default model; run `whitevec tune`, "
+        "or pass --transform whitening-K for anisotropic encoders such as static tables or CLS vectors.",
+    ),
 ]
 IndexFitOnOpt = Annotated[str, typer.Option("--fit-on", help="corpus, or a text file to fit the transform on.")]
 IndexKindOpt = Annotated[str, typer.Option("--kind", help="flat (exact), hnsw or ivf.")]
@@ -109,6 +118,15 @@ FitSampleOpt = Annotated[
     ),
 ]
 FitSeedOpt = Annotated[int, typer.Option("--fit-seed", help="Seed of the --fit-sample draw.")]
+EmptyDocumentsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--empty-documents",
+        help="Documents with no token the model knows (empty, blank, only emoji): skip (the default; not "
+        "indexed), keep (indexed as they encode) or error (refuse the build). Counted in a warning. --engine ray "
+        "keeps them.",
+    ),
+]
 
 
 @index_app.command("build")
@@ -118,7 +136,7 @@ def index_build_command(
     out: IndexOutOpt,
     model: ModelOpt = DEFAULT_MODEL,
     pooling: IndexPoolingOpt = None,
-    transform: IndexTransformOpt = "whitening",
+    transform: IndexTransformOpt = "none",
     fit_on: IndexFitOnOpt = "corpus",
     kind: IndexKindOpt = "flat",
     metric: MetricOpt = "cosine",
@@ -139,6 +157,7 @@ def index_build_command(
     gpus_per_worker: GpusOpt = 0.0,
     fit_sample: FitSampleOpt = None,
     fit_seed: FitSeedOpt = 0,
+    empty_documents: EmptyDocumentsOpt = None,
     *,
     run: RunOptions,
 ) -> None:
@@ -172,6 +191,7 @@ def index_build_command(
         fit_seed=fit_seed,
         show_progress=run.show_progress,
         make_encoder=_options._encoder,
+        empty_documents=empty_documents,
     )
     typer.echo(f"wrote {built}", err=True)
 
@@ -180,7 +200,7 @@ def index_build_command(
 def index_info_command(index_dir: Annotated[Path, typer.Argument(help="Index folder.")]) -> None:
     """Print an index's manifest (checksums verified) as JSON, with its size under "size": encoding, code bytes
     per vector, index bytes, and the bytes a vector costs in memory (ram_bytes_per_vector) and on disk
-    (disk_bytes_per_vector: +rescore's vectors, memory-mapped)."""
+    (disk_bytes_per_vector: +rescore's vectors, read from disk on demand)."""
     existing_folder(index_dir, "index folder")
     from whitevec.index import index_size, read_manifest
 
@@ -206,7 +226,9 @@ def search_command(
     index_dir: Annotated[Path, typer.Argument(help="Index folder.")],
     query: Annotated[list[str], typer.Argument(help="One or more queries.")],
     k: Annotated[int, typer.Option("-k", help="Results per query (clamped to the corpus size).")] = 10,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the hits as JSON (with metadata).")] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Same as --format json: the hits of each query, with their metadata.")
+    ] = False,
     table_format: FormatOpt = TableFormat.auto,
     device: DeviceOpt = None,
     config: Annotated[
@@ -215,24 +237,41 @@ def search_command(
             "--config", help="A tuned configuration (whitevec tune) the index must follow, checked first."
         ),
     ] = None,
+    model: IndexModelOpt = None,
 ) -> None:
-    """Search an index; queries are encoded with the index's own model, pooling and transform."""
-    if json_out and table_format is not TableFormat.auto:
-        raise BadInputError("--json prints the hits as JSON; give it or --format, not both")
+    """Search an index; queries are encoded with the index's own model, pooling and transform.
+
+    --format json (or --json) prints, per query, its hits with their whole text and metadata; csv a row per hit
+    with the whole text; a drawn table and Markdown cut texts at 100 characters."""
+    if json_out:
+        if table_format not in (TableFormat.auto, TableFormat.json):
+            raise BadInputError(f"--json is --format json; give it or --format {table_format}, not both")
+        table_format = TableFormat.json
     from whitevec.workflows import search_index
 
-    results = search_index(index_dir, query, k=k, device=device, config=config)
-    if json_out:
+    results = search_index(index_dir, query, k=k, device=device, config=config, model=model)
+    for position in results.unknown_queries:
+        warnings.warn(f"query {position + 1} has no token the model knows; no hits", WhitevecWarning, stacklevel=1)
+    if table_format is TableFormat.json:
         payload = [
-            {"query": q, "hits": [h.to_dict() for h in hits]} for q, hits in zip(query, results, strict=True)
+            {"query": q, "hits": [h.to_dict() for h in hits], **({"note": hits.note} if hits.note else {})}
+            for q, hits in zip(query, results, strict=True)
         ]
         _print(json.dumps(payload, indent=2, ensure_ascii=False))
     else:
-        _print_table(_hits_table(index_dir, query, results), table_format)
+        shown = None if table_format is TableFormat.csv else _SHOWN_TEXT
+        _print_table(_hits_table(index_dir, query, results, shown), table_format)
 
 
-def _hits_table(index_dir: Path, queries: list[str], results: list[list[SearchHit]]) -> _Table:
-    """A row per hit: the query, its rank, the document's id, the score and its text (cut at 100 characters)."""
+# Characters of a document's text a drawn or Markdown table shows; csv and json keep the whole text.
+_SHOWN_TEXT = 100
+
+
+def _hits_table(
+    index_dir: Path, queries: list[str], results: Sequence[Sequence[SearchHit]], shown: int | None
+) -> _Table:
+    """A row per hit: the query, its rank, the document's id, the score and its text (cut to ``shown``
+    characters with "...", or whole for None)."""
     top = max(map(len, results), default=0)
     table = _Table(
         f"{index_dir} - top {top} per query",
@@ -242,6 +281,6 @@ def _hits_table(index_dir: Path, queries: list[str], results: list[list[SearchHi
     )
     for q, hits in zip(queries, results, strict=True):
         for rank, hit in enumerate(hits, start=1):
-            text = hit.text if len(hit.text) <= 100 else hit.text[:97] + "..."
+            text = hit.text if shown is None or len(hit.text) <= shown else hit.text[: shown - 3] + "..."
             table.add_row(q, rank, hit.id, hit.score, text)
     return table

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from whitevec.cli._options import IndexModelOpt
 from whitevec.errors import BadInputError
 from whitevec.preflight import existing_folder
 
@@ -18,6 +19,7 @@ def serve_command(
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8000,
     workers: Annotated[int, typer.Option("--workers", help="Processes, each with its own copy of the index.")] = 1,
+    model: IndexModelOpt = None,
 ) -> None:
     """Serve an index over HTTP: /search, /embed, /info, /health, a search page at / and API docs at /docs.
 
@@ -29,4 +31,4 @@ def serve_command(
         from whitevec.service.run import serve
     except ImportError as exc:
         raise BadInputError(f"serving needs the serve extra: pip install 'whitevec[serve]' ({exc})") from None
-    serve(index_dir, host=host, port=port, workers=workers)
+    serve(index_dir, host=host, port=port, workers=workers, model=model)

@@ -153,6 +153,10 @@ class RetrievalScore:
     p99_query_ms: float = math.nan
     p99_search_ms: float = math.nan
     qps: float = math.nan  # batched: all queries in one search call
+    # The rule for texts with no token the model knows (whitevec.encoding.known_token_mask): such queries rank
+    # nothing (each scores 0, and counts in n_queries), such documents are not indexed (not in n_docs).
+    unknown_queries: int = 0
+    skipped_documents: int = 0
 
     @property
     def label(self) -> str:
@@ -330,7 +334,21 @@ def evaluate_retrieval(
                     report.scores.append(run.score(retriever, label, encoding, build_s, timing_encoder))
                 if workdir is None:
                     shutil.rmtree(out, ignore_errors=True)  # a big grid would otherwise fill the scratch disk
+    note = _empty_text_note(report.scores[0]) if report.scores else None
+    if note is not None:
+        report.notes.append(note)
     return report
+
+
+def _empty_text_note(score: RetrievalScore) -> str | None:
+    """One line on the queries and documents with no token the model knows, when there are any (the same for
+    every configuration: the tokenizer decides)."""
+    if not score.unknown_queries and not score.skipped_documents:
+        return None
+    return (
+        f"{score.unknown_queries} of {score.n_queries} queries have no token the model knows: they rank nothing "
+        f"(score 0); {score.skipped_documents} documents have none: not indexed"
+    )
 
 
 def _index_params(given: dict[str, Any] | None, encoding: str) -> dict[str, Any]:
@@ -413,7 +431,9 @@ class _Run:
         from whitevec.index.store import ENCODING
 
         qids, qtexts = list(self.queries), list(self.queries.values())
-        quality = _quality(retriever, qids, qtexts, self.dataset.qrels, min(self.map_depth, retriever.count))
+        quality, unknown_queries = _quality(
+            retriever, qids, qtexts, self.dataset.qrels, min(self.map_depth, retriever.count)
+        )
         timing = _timings(retriever, timing_encoder, qtexts, self.latency_queries)
         stored = retriever.manifest["index_params"].get(ENCODING, encoding)
         return RetrievalScore(
@@ -433,6 +453,8 @@ class _Run:
             encoding=stored,
             code_bytes=_code_bytes(stored, retriever),
             disk_bytes=parse_encoding(stored).disk_bytes(retriever.dim),
+            unknown_queries=unknown_queries,
+            skipped_documents=int(retriever.manifest.get("skipped_documents", 0)),
             **timing,
         )
 
@@ -448,22 +470,26 @@ def _encode_once(encoder: AnyEncoder, run: _Run, poolings: list[str], show: bool
 
 def _quality(
     retriever: Any, qids: list[str], qtexts: list[str], qrels: Mapping[str, Mapping[str, int]], depth: int
-) -> QualityScores:
-    """Recall@10/100, MRR@10, nDCG@10 and MAP of the index's rankings. An encoding that re-ranks a shortlist
+) -> tuple[QualityScores, int]:
+    """Recall@10/100, MRR@10, nDCG@10 and MAP of the index's rankings, and how many queries the index did not
+    search (no token the model knows: an empty ranking, scored 0). An encoding that re-ranks a shortlist
     (``+refine``, ``+rescore``: the top K x k) gives another top 10 at k = 10 than at k = 1000, where the shortlist
     is most of a small corpus; so each measure is taken from a search of its own depth, as a user asking for that
     many would get (10: recall@10, MRR@10, nDCG@10; 100: recall@100; ``depth``: MAP)."""
     from whitevec.index.encodings import parse_encoding
 
+    unknown: list[int] = []
+
     def ranked(k: int) -> dict[str, list[str]]:
         hits = retriever.search(qtexts, k=min(k, depth))
+        unknown[:] = hits.unknown_queries
         return {q: [h.id for h in row] for q, row in zip(qids, hits, strict=True)}
 
     deepest = ranked(depth)
     quality = score_rankings(deepest, qrels, ks=(10, 100))
     encoding = parse_encoding(retriever.manifest["index_params"].get("encoding"))
     if encoding.rescore is None and not encoding.refine:
-        return quality
+        return quality, len(unknown)
     at_10, at_100 = score_rankings(ranked(10), qrels, ks=(10,)), score_rankings(ranked(100), qrels, ks=(100,))
     return QualityScores(
         n_queries=quality.n_queries,
@@ -471,7 +497,7 @@ def _quality(
         mrr_10=at_10.mrr_10,
         ndcg_10=at_10.ndcg_10,
         map=quality.map,
-    )
+    ), len(unknown)
 
 
 def _code_bytes(encoding: str, retriever: Any) -> int:

@@ -24,6 +24,7 @@ import numpy as np
 from whitevec._io import write_json
 from whitevec._version import __version__
 from whitevec.datasets import StsTask, read_texts_file
+from whitevec.encoding import known_token_mask, zero_unknown_rows
 from whitevec.errors import BadInputError
 from whitevec.evaluation.metrics import cosine_rows, non_finite_to_none, spearman100
 from whitevec.transforms import Transform, make_transform
@@ -60,6 +61,8 @@ class StsScore:
     wmean: float
     fit_seconds: float = 0.0
     encoding: str = "float32"  # how the vectors were stored before the cosines (see evaluate_sts)
+    # Evaluated pairs with a sentence that has no token the model knows: their similarity is 0 (a zero vector).
+    unknown_pairs: int = 0
 
 
 @dataclass
@@ -135,6 +138,10 @@ def evaluate_sts(
     ``whitevec tune`` scores an encoding (:func:`whitevec.index.faiss_store.encoded_vectors`; codes trained on the
     task's evaluated sentences).
 
+    A sentence with no token the model knows (:func:`whitevec.encoding.known_token_mask`) has no meaning: it is
+    left out of the fit and its vector is zeros, so a pair holding one has similarity 0 (``unknown_pairs``
+    counts them).
+
     Raises:
         BadInputError: no task or transform, a bad transform spec, or a task with an evaluated subset whose
             gold scores are all equal (see :func:`check_tasks`), before anything is encoded.
@@ -146,14 +153,20 @@ def evaluate_sts(
     for task in tasks:
         fit_texts = file_sentences if file_sentences is not None else fit_sentences(task, fit_on)
         every = list(dict.fromkeys([*task.evaluated_sentences(), *fit_texts]))
-        vectors = encoder.encode(every, show_progress=show_progress)
+        known = known_token_mask(encoder, every)
+        vectors = zero_unknown_rows(encoder.encode(every, show_progress=show_progress), known)
         row_of = {text: i for i, text in enumerate(every)}
-        fit_matrix = vectors[[row_of[t] for t in fit_texts]]
+        fit_matrix = vectors[[row_of[t] for t in fit_texts if known[row_of[t]]]]
         stored = np.unique([row_of[t] for t in task.evaluated_sentences()])
+        unknown_pairs = sum(
+            not (known[row_of[p.sentence1]] and known[row_of[p.sentence2]])
+            for pairs in task.subsets.values()
+            for p in pairs
+        )
         for spec in transforms:
             transform = make(spec)
             started = time.perf_counter()
-            space = _fitted_space(transform, vectors, fit_matrix, encoding, stored)
+            space = zero_unknown_rows(_fitted_space(transform, vectors, fit_matrix, encoding, stored), known)
             elapsed = time.perf_counter() - started
 
             def vectors_of(
@@ -170,13 +183,14 @@ def evaluate_sts(
                     pooling=encoder.pooling.name,
                     transform=spec,
                     fit_on=fit_label if transform is not None else "-",
-                    n_fit=len(fit_texts) if transform is not None else 0,
+                    n_fit=len(fit_matrix) if transform is not None else 0,
                     subsets=subsets,
                     all=all_score,
                     mean=mean,
                     wmean=wmean,
                     fit_seconds=elapsed,
                     encoding=encoding,
+                    unknown_pairs=unknown_pairs,
                 )
             )
     return report

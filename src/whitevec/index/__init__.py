@@ -14,7 +14,7 @@ from whitevec.index.documents import DocumentStore, document_store_names
 from whitevec.index.encodings import Encoding, list_encodings, parse_encoding, storage_estimate
 from whitevec.index.export import export_faiss
 from whitevec.index.faiss_store import FaissStore
-from whitevec.index.retriever import Retriever, SearchHit, check_encoder
+from whitevec.index.retriever import QueryHits, Retriever, SearchHit, SearchResults, check_encoder
 from whitevec.index.snapshot import read_manifest
 from whitevec.index.store import KINDS, METRICS, VectorStore, index_size, store_names, stored_form
 
@@ -25,8 +25,10 @@ __all__ = [
     "DocumentStore",
     "Encoding",
     "FaissStore",
+    "QueryHits",
     "Retriever",
     "SearchHit",
+    "SearchResults",
     "VectorStore",
     "build_index",
     "check_build",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,8 @@ import numpy as np
 
 from whitevec._io import atomic_dir, check_writable_parent
 from whitevec.datasets.retrieval import Document, check_unique_ids, read_corpus_file
-from whitevec.errors import BadInputError, CorruptFileError
+from whitevec.encoding import check_empty_documents, known_token_mask
+from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
 from whitevec.index.docstore import write_docs
 from whitevec.index.encodings import parse_encoding
 from whitevec.index.faiss_store import faiss_version
@@ -26,11 +28,35 @@ from whitevec.index.layout import DOCS_FILE, LINEAR_TRANSFORMS, TRANSFORM_FILE
 from whitevec.index.manifest import MANIFEST, write_manifest
 from whitevec.index.snapshot import read_manifest
 from whitevec.index.store import ENCODING, KINDS, METRICS, VectorStore, check_choice, store_class, stored_form
+from whitevec.model_identity import model_record
 from whitevec.transforms import Transform, make_transform
 from whitevec.transforms.base import class_key
 
 if TYPE_CHECKING:
     from whitevec.encoding import EncoderLike
+
+# The ids a warning about documents without a known token names.
+_NAMED_IDS = 5
+
+
+def meaningful_documents(docs: list[Document], encoder: EncoderLike, empty_documents: str) -> list[Document]:
+    """The documents to index: those with a token ``encoder`` knows (:func:`whitevec.encoding.known_token_mask`),
+    the others counted in one WhitevecWarning naming the first few ids. ``empty_documents``: ``skip`` leaves them
+    out (they could only come back as noise: every one is the same point), ``keep`` indexes them as they encode,
+    ``error`` refuses them in one line (a BadInputError, before anything is written)."""
+    choice = check_empty_documents(empty_documents)
+    known = known_token_mask(encoder, [d.text for d in docs])
+    if known.all():
+        return docs
+    empty = [d.id for d, ok in zip(docs, known, strict=True) if not ok]
+    named = ", ".join(repr(i) for i in empty[:_NAMED_IDS]) + (", ..." if len(empty) > _NAMED_IDS else "")
+    what = f"{len(empty)} of {len(docs)} documents have no token the model knows ({named})"
+    if choice == "error":
+        raise BadInputError(f"{what}; fix or drop them, or choose --empty-documents skip or keep")
+    warnings.warn(
+        f"{what}; {'indexed as they are' if choice == 'keep' else 'not indexed'}", WhitevecWarning, stacklevel=3
+    )
+    return docs if choice == "keep" else [d for d, ok in zip(docs, known, strict=True) if ok]
 
 
 def as_documents(corpus: Sequence[Document] | str | os.PathLike[str]) -> list[Document]:
@@ -110,7 +136,7 @@ def build_index(
     out: str | os.PathLike[str],
     *,
     encoder: EncoderLike,
-    transform: str | Transform | None = "whitening",
+    transform: str | Transform | None = "none",
     fit_on: str | os.PathLike[str] = "corpus",
     kind: str = "flat",
     metric: str = "cosine",
@@ -118,23 +144,29 @@ def build_index(
     uri: str | None = None,
     index_params: dict[str, Any] | None = None,
     show_progress: bool | None = None,
+    empty_documents: str = "skip",
 ) -> Path:
     """Encode ``corpus``, fit ``transform``, store the vectors and write the index folder ``out``; see
     :meth:`whitevec.index.Retriever.build` for the arguments. Returns ``out``.
 
     Raises:
         BadInputError: empty corpus, duplicate ids, unknown kind/metric/backend/params, or ``out`` is
-            something other than an earlier index. Nothing is written in these cases.
+            something other than an earlier index; documents without a known token and ``empty_documents``
+            ``"error"``, or none with one. Nothing is written in these cases.
     """
     started = time.perf_counter()
     target = Path(out).expanduser()
     previous = check_build(target, kind=kind, metric=metric, backend=backend, uri=uri, index_params=index_params)
+    check_empty_documents(empty_documents)
     kind, metric = kind.strip().lower(), metric.strip().lower()
     stores = store_class(backend)
-    docs = as_documents(corpus)
-    if not docs:
+    given = as_documents(corpus)
+    if not given:
         raise BadInputError("the corpus is empty; give at least one document")
-    check_unique_ids(docs)
+    check_unique_ids(given)
+    docs = meaningful_documents(given, encoder, empty_documents)
+    if not docs:
+        raise BadInputError(f"none of the {len(given)} documents has a token the model knows; nothing to index")
     vectors = encoder.encode([d.text for d in docs], show_progress=show_progress)
     fitted, transform_info = fit_transform(transform, fit_on, vectors, encoder, show_progress)
     stored = stored_form(fitted, vectors, metric)
@@ -165,6 +197,7 @@ def build_index(
                 "index_kind": kind,
                 "index_params": store.params(),
                 "count": len(docs),
+                **({"skipped_documents": len(given) - len(docs)} if len(docs) < len(given) else {}),
                 "backend": stores.name,
                 **store.location(),
                 "faiss": faiss_version(),
@@ -199,7 +232,18 @@ def stored_dim(transform: str | None, encoder_dim: int) -> int | None:
 
 
 def encoder_fields(encoder: EncoderLike) -> dict[str, Any]:
-    """What the manifest records of the encoder, so queries are encoded the same way."""
+    """What the manifest records of the encoder, so queries are encoded the same way, and of its model's folder
+    (where it is, the name that finds it elsewhere, a checksum of its contents: ``whitevec.model_identity``;
+    nulls for an encoder without a folder)."""
+    folder = getattr(encoder, "model_path", None)
+    described = encoder_description(encoder)
+    if isinstance(folder, Path):
+        return {**described, **model_record(described["model"], folder)}
+    return {**described, "model_path": None, "model_id": None, "model_sha256": None}
+
+
+def encoder_description(encoder: EncoderLike) -> dict[str, Any]:
+    """How the encoder makes vectors (model name and fingerprint, pooling, max_length, dimension, backend)."""
     info = encoder.describe()
     if info.get("token_weights") is not None:
         # The manifest cannot carry the frequency table yet: queries would be encoded without the weights.

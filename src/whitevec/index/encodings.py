@@ -24,7 +24,7 @@ Any of them (but ``faiss:``) may end in ``+refine``: the stored float32 vectors 
 ``refine_factor * k`` candidates exactly (faiss ``IndexRefineFlat``), at 4 d more bytes a vector in memory.
 Any lossy one may end in ``+rescore[=K][:fp16|:int8]`` instead: the top ``K * k`` candidates (K defaults to
 :data:`DEFAULT_SIGN_RESCORE` for sign codes, :data:`DEFAULT_RESCORE` for the others) are re-ranked by the
-float query against the vectors kept in a file on disk and memory-mapped (half precision, 2 d bytes a vector,
+float query against the vectors kept in a file on disk and read on demand (half precision, 2 d bytes a vector,
 or int8 with one float32 scale, d + 4): memory holds the codes only (:mod:`whitevec.index.rescore`). The sign
 codes (:mod:`whitevec.index.sign_codes`) are searched by Hamming distance (faiss ``IndexBinaryFlat`` /
 ``IndexBinaryIVF`` / ``IndexBinaryHNSW``).

@@ -106,12 +106,12 @@ class FaissStore:
     The index lives in memory and is written to ``index.faiss`` in the version folder; an add works on a copy,
     so the live index never changes under its readers. Sign codes (``binary``, ``binary-rr``, ``itq``) live in a
     faiss binary index searched by Hamming distance, their mean and rotation in ``binary.safetensors``; a
-    ``+rescore`` encoding keeps its rescoring vectors in ``rescore.npy``, memory-mapped.
+    ``+rescore`` encoding keeps its rescoring vectors in ``rescore.npy``, read on demand.
     """
 
     name: ClassVar[str] = "faiss"
     files: ClassVar[tuple[str, ...]] = (INDEX_FILE,)
-    mapped_files: ClassVar[tuple[str, ...]] = (RESCORE_FILE,)
+    disk_files: ClassVar[tuple[str, ...]] = (RESCORE_FILE,)
 
     def __init__(self, dim: int, metric: str, kind: str = "flat", params: dict[str, Any] | None = None) -> None:
         self.dim = int(dim)
@@ -231,7 +231,7 @@ class FaissStore:
         return list(self.files_for(self._params))
 
     def reopen(self, folder: Path, manifest: dict[str, Any]) -> FaissStore:
-        """This store on the version now at ``folder``: the rescoring vectors mapped from its file (what was
+        """This store on the version now at ``folder``: the rescoring vectors read from its file (what was
         added stops taking memory)."""
         encoding = self.encoding
         if self.rescore is not None:

@@ -36,6 +36,10 @@ def _text(v: Any) -> bool:
     return isinstance(v, str)
 
 
+def _sha256(v: Any) -> bool:
+    return isinstance(v, str) and len(v) == 64 and all(c in "0123456789abcdef" for c in v)
+
+
 def _optional(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
     return lambda v: v is None or check(v)
 
@@ -86,6 +90,11 @@ FIELDS: dict[str, tuple[str, Callable[[Any], bool], bool]] = {
     "files": ("an object of file name -> {sha256, bytes}", _mapping, True),
     "model": ("a string", _text, True),
     "model_fingerprint": ("a string or null", _optional(_text), True),
+    # Where the model was and what it held (whitevec.model_identity); absent in indexes built before they were
+    # recorded, null for an encoder without a model folder.
+    "model_path": ("a string or null", _optional(_text), False),
+    "model_id": ("a string or null", _optional(_text), False),
+    "model_sha256": ("a sha256 hex string or null", _optional(_sha256), False),
     "pooling": ("a string", _text, True),
     "layers": ("a list of integers or null", _optional(_int_list), True),
     # null: a static encoder folder with no token limit.
@@ -102,6 +111,8 @@ FIELDS: dict[str, tuple[str, Callable[[Any], bool], bool]] = {
     "index_kind": ("a string", _text, True),
     "index_params": ("an object whose encoding, if any, is a valid encoding spec", _index_params, True),
     "count": ("a non-negative integer", _integer(0), True),
+    # Documents left out because they hold no token the model knows (whitevec.index.build.meaningful_documents).
+    "skipped_documents": ("a non-negative integer", _integer(0), False),
     "backend": ("a string", _text, True),
     "backend_uri": ("a string or null", _optional(_text), True),
     "milvus_collection": ("a string or null", _optional(_text), True),

@@ -203,7 +203,7 @@ class MilvusStore:
 
     name: ClassVar[str] = "milvus"
     files: ClassVar[tuple[str, ...]] = ()  # the Lite data folder is a database, not a checksummed file
-    mapped_files: ClassVar[tuple[str, ...]] = ()
+    disk_files: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def files_for(cls, params: dict[str, Any]) -> tuple[str, ...]:

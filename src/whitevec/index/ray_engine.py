@@ -652,7 +652,7 @@ def ray_build(
     out: str | os.PathLike[str],
     *,
     encoder: dict[str, Any],
-    transform: str | Transform | None = "whitening",
+    transform: str | Transform | None = "none",
     kind: str = "flat",
     metric: str = "cosine",
     backend: str = "milvus",

@@ -1,9 +1,14 @@
 """Rescoring from disk: the vectors a ``+rescore`` index re-ranks its candidates with, kept in ``rescore.npy``.
 
-The codes in memory (1-bit, RaBitQ, SQ, PQ) find ``K * k`` candidates; their vectors are read from a file that
-is memory-mapped, not loaded, and the float query's score against each (inner product, or squared L2 for
-``l2``) orders them; the best ``k`` are returned. Memory holds the codes; the page cache holds whichever rows
-queries touch.
+The codes in memory (1-bit, RaBitQ, SQ, PQ) find ``K * k`` candidates; their vectors are read from the file, not
+loaded, and the float query's score against each (inner product, or squared L2 for ``l2``) orders them; the best
+``k`` are returned. Memory holds the codes; the page cache holds whichever rows queries touch.
+
+The rows are read with ``pread`` on a descriptor of the pinned file, not through a memory map: a file truncated
+or unreadable under a running process then fails that read with :class:`IndexDamagedError` naming the file,
+where a mapped page beyond the end would end the process with SIGBUS. Each read also checks the descriptor's
+size against the loaded one (``fstat``), so a shrunken file is refused even where the rows asked still exist.
+A file deleted or replaced by path is no fault: the descriptor keeps the pinned version readable.
 
 The file is a ``.npy`` array with one record per id (whitevec's ids are row numbers 0, 1, 2, ...), in one of
 two forms:
@@ -18,13 +23,15 @@ never changes: an add writes the next version's file (the rows kept, then the ne
 from __future__ import annotations
 
 import os
+import threading
+import weakref
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
 
 from whitevec._io import writing_to
-from whitevec.errors import BadInputError, CorruptFileError
+from whitevec.errors import BadInputError, CorruptFileError, IndexDamagedError
 
 RESCORE_FILE = "rescore.npy"
 _COPY_ROWS = 1 << 16  # rows copied at a time when a version's file is written
@@ -58,6 +65,83 @@ def encode_rows(vectors: np.ndarray, form: str) -> np.ndarray:
     return out
 
 
+_SEEK_LOCK = threading.Lock()
+
+
+def _preadv_by_seek(fd: int, buffers: list[memoryview], offset: int) -> int:
+    """``os.preadv`` into one buffer where the system has none (Windows): a seek and a read, one thread at a
+    time."""
+    (buffer,) = buffers
+    with _SEEK_LOCK:
+        os.lseek(fd, offset, os.SEEK_SET)
+        data = os.read(fd, len(buffer))
+    buffer[: len(data)] = data
+    return len(data)
+
+
+_preadv = getattr(os, "preadv", _preadv_by_seek)
+
+
+class RecordFile:
+    """The saved records of one version: ``rows`` records of ``dtype`` from byte ``offset`` of a descriptor of
+    their own (closed when the last :class:`RescoreVectors` sharing it is gone), read with ``preadv`` straight
+    into the array returned."""
+
+    def __init__(self, fd: int, source: str, offset: int, rows: int, dtype: np.dtype) -> None:
+        self.fd = fd
+        self.source = source
+        self.offset = offset
+        self.rows = rows
+        self.dtype = dtype
+        self.size = offset + rows * dtype.itemsize
+        weakref.finalize(self, os.close, fd)
+
+    def _damaged(self, what: str) -> IndexDamagedError:
+        return IndexDamagedError(
+            f"{self.source} {what} since the index was loaded (truncated or damaged on storage); this index "
+            "cannot rescore until it is repaired or rebuilt and loaded again"
+        )
+
+    def check_size(self) -> None:
+        """IndexDamagedError when the file is no longer the size it had when loaded."""
+        try:
+            size = os.fstat(self.fd).st_size
+        except OSError as exc:
+            raise self._damaged(f"cannot be examined ({exc.strerror})") from None
+        if size != self.size:
+            raise self._damaged(f"is {size} bytes, {self.size} when loaded,")
+
+    def read(self, ids: np.ndarray) -> np.ndarray:
+        """The records of ``ids`` (< rows; ascending, so the reads move forward through the file): one read
+        each, checked to return the whole record. One call per record: candidates are rarely neighbours, and
+        merging runs cost more than it saved (numpy's run finding against a system call of about 1 us)."""
+        self.check_size()
+        out = np.empty(ids.size, dtype=self.dtype)
+        raw = out.view(np.uint8).data
+        width, fd, offset = self.dtype.itemsize, self.fd, self.offset
+        try:
+            for i, row in enumerate(ids.tolist()):
+                got = _preadv(fd, [raw[i * width : (i + 1) * width]], offset + row * width)
+                if got != width:
+                    raise self._damaged(f"gave {got} of {width} bytes at offset {offset + row * width}")
+        except OSError as exc:
+            raise self._damaged(f"cannot be read ({exc.strerror})") from None
+        return out
+
+    def read_range(self, start: int, stop: int) -> np.ndarray:
+        """Records ``start`` to ``stop`` (excluded) in one read, checked as :meth:`read` checks."""
+        self.check_size()
+        out = np.empty(stop - start, dtype=self.dtype)
+        at = self.offset + start * self.dtype.itemsize
+        try:
+            got = _preadv(self.fd, [out.view(np.uint8).data], at)
+        except OSError as exc:
+            raise self._damaged(f"cannot be read ({exc.strerror})") from None
+        if got != out.nbytes:
+            raise self._damaged(f"gave {got} of {out.nbytes} bytes at offset {at}")
+        return out
+
+
 def decode_rows(records: np.ndarray, form: str) -> np.ndarray:
     """Records back to float32 vectors (n, d)."""
     if form == "fp16":
@@ -66,13 +150,13 @@ def decode_rows(records: np.ndarray, form: str) -> np.ndarray:
 
 
 class RescoreVectors:
-    """The rescoring records of one index version: the file it was opened from (memory-mapped) and what was
+    """The rescoring records of one index version: the file it was opened from (read on demand) and what was
     added or deleted since, until :meth:`save` writes the next version's file."""
 
     def __init__(self, form: str, dim: int) -> None:
         self.form = form
         self.dim = int(dim)
-        self._disk: np.ndarray | None = None  # the saved records, memory-mapped
+        self._disk: RecordFile | None = None  # the saved records, read from their file on demand
         self._source: str = RESCORE_FILE
         self._added_ids = np.zeros(0, dtype=np.int64)  # sorted
         self._added = np.zeros(0, dtype=record_dtype(form, dim))
@@ -81,8 +165,9 @@ class RescoreVectors:
     # --- opening --------------------------------------------------------------------------------------------
     @classmethod
     def open(cls, handle: BinaryIO, source: Path, form: str, dim: int) -> RescoreVectors:
-        """The records of the file open as ``handle`` (a pinned version's; ``source`` names it in errors),
-        memory-mapped read-only; CorruptFileError for a file of another form or dimension, or truncated."""
+        """The records of the file open as ``handle`` (a pinned version's; ``source`` names it in errors), read
+        later through a duplicate of its descriptor; CorruptFileError for a file of another form or dimension,
+        or truncated."""
         vectors = cls(form, dim)
         vectors._source = str(source)
         expected = record_dtype(form, dim)
@@ -108,7 +193,8 @@ class RescoreVectors:
                 "(truncated or damaged); rebuild the index"
             )
         if shape[0]:
-            vectors._disk = np.memmap(handle, dtype=expected, mode="r", offset=offset, shape=shape)
+            # A descriptor of its own: the snapshot closes the handle once the index is loaded.
+            vectors._disk = RecordFile(os.dup(handle.fileno()), str(source), offset, int(shape[0]), expected)
         return vectors
 
     @classmethod
@@ -120,7 +206,7 @@ class RescoreVectors:
     @property
     def rows(self) -> int:
         """Records a saved file of this state holds: one per id up to the largest."""
-        disk = 0 if self._disk is None else int(self._disk.shape[0])
+        disk = 0 if self._disk is None else self._disk.rows
         return max(disk, int(self._added_ids[-1]) + 1 if self._added_ids.size else 0)
 
     # --- changes --------------------------------------------------------------------------------------------
@@ -157,10 +243,10 @@ class RescoreVectors:
         dtype = record_dtype(self.form, self.dim)
         with writing_to(path):
             out = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=(self.rows,))
-            saved = 0 if self._disk is None else int(self._disk.shape[0])
+            saved = 0 if self._disk is None else self._disk.rows
             for start in range(0, saved, _COPY_ROWS):
                 stop = min(start + _COPY_ROWS, saved)
-                out[start:stop] = self._disk[start:stop]  # type: ignore[index]
+                out[start:stop] = self._disk.read_range(start, stop)  # type: ignore[union-attr]
             if self._added_ids.size:
                 out[self._added_ids] = self._added
             gone = self._deleted[self._deleted < self.rows]
@@ -187,7 +273,7 @@ class RescoreVectors:
         on_disk = ~added
         if on_disk.any():
             assert self._disk is not None, "an id neither added nor saved"
-            out[on_disk] = decode_rows(np.asarray(self._disk[ids[on_disk]]), self.form)
+            out[on_disk] = decode_rows(self._disk.read(ids[on_disk]), self.form)
         return out
 
     def rescore(

@@ -26,13 +26,15 @@ import numpy as np
 
 from whitevec._io import atomic_dir, writers_lock, writing_to
 from whitevec.datasets.retrieval import Document, check_unique_ids
+from whitevec.encoding import known_token_mask, zero_unknown_rows
 from whitevec.errors import BadInputError, CorruptFileError, DimensionMismatchError
-from whitevec.index.build import as_documents, build_index, encoder_fields
+from whitevec.index.build import as_documents, build_index, encoder_description, meaningful_documents
 from whitevec.index.documents import DocumentStore, documents_of
 from whitevec.index.layout import TRANSFORM_FILE, check_index_manifest
 from whitevec.index.manifest import SELF_CHECKSUM, write_manifest
 from whitevec.index.snapshot import IndexSnapshot, read_consistent
 from whitevec.index.store import VectorStore, store_class, store_files, stored_form
+from whitevec.model_identity import check_model_checksum, index_model_folder
 from whitevec.preflight import check_device, check_texts
 from whitevec.transforms import Transform
 
@@ -57,6 +59,31 @@ class SearchHit:
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "score": self.score, "text": self.text, "metadata": self.metadata}
+
+
+# The note on a query with no token the model knows (see Retriever.search).
+UNKNOWN_QUERY_NOTE = "the query has no token the model knows; no hits"
+
+
+class QueryHits(list[SearchHit]):
+    """One query's hits, best first (a list); ``note`` says why there are none when the query was not searched."""
+
+    note: str | None = None
+
+
+class SearchResults(list[QueryHits]):
+    """:meth:`Retriever.search`'s answer: one :class:`QueryHits` per query, in order (a list)."""
+
+    @property
+    def unknown_queries(self) -> list[int]:
+        """Positions of the queries with no token the model knows (empty hits, with a note)."""
+        return [i for i, hits in enumerate(self) if hits.note is not None]
+
+
+def _no_hits(note: str) -> QueryHits:
+    hits = QueryHits()
+    hits.note = note
+    return hits
 
 
 class Retriever:
@@ -90,7 +117,7 @@ class Retriever:
         out: str | os.PathLike[str],
         *,
         encoder: EncoderLike,
-        transform: str | Transform | None = "whitening",
+        transform: str | Transform | None = "none",
         fit_on: str | os.PathLike[str] = "corpus",
         kind: str = "flat",
         metric: str = "cosine",
@@ -98,18 +125,27 @@ class Retriever:
         uri: str | None = None,
         index_params: dict[str, Any] | None = None,
         show_progress: bool | None = None,
+        empty_documents: str = "skip",
     ) -> Retriever:
         """Encode ``corpus``, fit ``transform`` (on the corpus or a text file ``fit_on``), index, write ``out``;
         the new index, loaded.
 
         ``corpus``: a list of Documents or a corpus file (see ``whitevec.datasets.retrieval``). ``transform``: a
         spec (``"none"``, ``"whitening"``, ``"whitening-256"``, ...), a path to a saved ``.safetensors``
-        transform, a Transform (used as is when fitted), or None. ``backend="milvus"`` stores the vectors in
+        transform, a Transform (used as is when fitted), or None. The default ``"none"`` keeps raw vectors:
+        whitening costs contrastively trained sentence encoders such as the default model; ``whitevec tune``
+        says which transform serves an encoder. ``backend="milvus"`` stores the vectors in
         Milvus at ``uri`` (default: Milvus Lite in ``out/milvus.db``).
+
+        A document with no token the encoder knows (empty, blank, only emoji or unknown characters) has no
+        meaning; such documents are counted in one warning (WhitevecWarning) and, by ``empty_documents``:
+        ``"skip"`` left out (the manifest's ``skipped_documents`` counts them), ``"keep"`` indexed as they
+        encode, ``"error"`` refused.
 
         Raises:
             BadInputError: empty corpus, duplicate ids, unknown kind/metric/backend/params, or ``out`` is
-                something other than an earlier index. Nothing is written in these cases.
+                something other than an earlier index; documents with no known token under ``"error"``, or no
+                document with one. Nothing is written in these cases.
         """
         target = build_index(
             corpus,
@@ -123,6 +159,7 @@ class Retriever:
             uri=uri,
             index_params=index_params,
             show_progress=show_progress,
+            empty_documents=empty_documents,
         )
         return cls.load(target, encoder=encoder)
 
@@ -135,21 +172,27 @@ class Retriever:
         *,
         device: str | None = None,
         cache: bool = True,
+        model: str | os.PathLike[str] | None = None,
     ) -> Retriever:
         """Open an index folder; checks the manifest, every file's checksum, and the encoder against it.
 
         One consistent version is read even while another process rebuilds the index (see
         :mod:`whitevec.index.snapshot`). Without ``encoder``, one is built from the manifest's model, pooling,
         max_length and encoder backend, on ``device``, with the vector cache on or off (``cache``; a server
-        should not cache every query). An ``encoder`` with another backend (bf16 queries on a float32 index,
-        say) is allowed: same model, nearly the same vectors.
+        should not cache every query). The model is the folder the build recorded, or the alias or hub id it was
+        given as, or ``model`` (a folder, alias or hub id: where that model is now); its contents must match
+        the checksum the build recorded (:mod:`whitevec.model_identity`). An ``encoder`` with another backend
+        (bf16 queries on a float32 index, say) is allowed: same model, nearly the same vectors.
 
         Raises:
             DataNotFoundError: no index at ``path``.
             CorruptFileError: a file is missing, edited or damaged, or the manifest was edited (named).
-            DimensionMismatchError / BadInputError: ``encoder`` differs from the one the index was built with;
-                ``device`` is not one this machine has.
+            ModelNotFoundError: the recorded model folder is gone and nothing else names the model.
+            DimensionMismatchError / BadInputError: ``encoder`` or ``model`` differs from the one the index was
+                built with; both are given; ``device`` is not one this machine has.
         """
+        if encoder is not None and model is not None:
+            raise BadInputError("give Retriever.load an encoder or a model, not both")
         folder = Path(path).expanduser()
         device = check_device(device)  # before the index is read: a device this machine lacks, named
         manifest, transform, store, docs = read_consistent(
@@ -161,14 +204,15 @@ class Retriever:
                 from whitevec.encoders import load_encoder
 
                 encoder = load_encoder(
-                    manifest["model"],
+                    index_model_folder(manifest, model),  # checked before the model loads
                     manifest["pooling"],
                     max_length=manifest["max_length"],
                     backend=manifest["encoder_backend"],
                     device=device,
                     cache=cache,
                 )
-            else:
+            # A given encoder, or a named model (an index older than the checksum is compared by fingerprint).
+            if not owns_encoder or model is not None:
                 check_encoder(encoder, manifest)
         except BaseException:
             store.close()
@@ -207,24 +251,44 @@ class Retriever:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors as the index stores them: encoded, transformed, L2-normalised for cosine; float32 (n, dim).
-        Blank texts are refused as in :meth:`search` (and by HTTP /embed)."""
+        Blank texts are refused as in :meth:`search` (and by HTTP /embed); a text with no token the model knows
+        gets a row of zeros (see :meth:`embed_marked`)."""
+        return self.embed_marked(texts)[0]
+
+    def embed_marked(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``(vectors, known)``: :meth:`embed`'s vectors and a bool per text, False where the text has no token
+        the model knows (:func:`whitevec.encoding.known_token_mask`). Such a text is not encoded: its row is
+        zeros, never the one direction a transform gives every such text."""
         items = check_texts(texts, "texts")
+        known = known_token_mask(self.encoder, items)
+        out = np.zeros((len(items), self.dim), dtype=np.float32)
+        if known.any():
+            out[known] = self._stored_form([text for text, ok in zip(items, known, strict=True) if ok])
+        return zero_unknown_rows(out, known), known
+
+    def _stored_form(self, texts: list[str]) -> np.ndarray:
         return stored_form(
-            self.transform, self.encoder.encode(items, show_progress=False), self.manifest["metric"]
+            self.transform, self.encoder.encode(texts, show_progress=False), self.manifest["metric"]
         )
 
-    def search(self, queries: Sequence[str], k: int = 10) -> list[list[SearchHit]]:
-        """The ``k`` nearest documents for each query, best first (see the module docstring for ``k``).
+    def search(self, queries: Sequence[str], k: int = 10) -> SearchResults:
+        """The ``k`` nearest documents for each query, best first (see the module docstring for ``k``): a list
+        of hit lists. A query with no token the model knows (only emoji or characters the vocabulary lacks) is
+        not searched: its hit list is empty, with a ``note`` (see :class:`SearchResults`'s
+        ``unknown_queries``).
 
         Raises:
             BadInputError: not a list of strings, an empty list, or a blank query (see :func:`check_texts`).
         """
         items = check_texts(queries, "queries")
         k = self.effective_k(k)
+        known = known_token_mask(self.encoder, items)
+        meaningful = [text for text, ok in zip(items, known, strict=True) if ok]
         with self._lock:
-            return self._search(self.embed(items), k)
+            found = iter(self._search(self._stored_form(meaningful), k) if meaningful else [])
+        return SearchResults(next(found) if ok else _no_hits(UNKNOWN_QUERY_NOTE) for ok in known)
 
-    def search_vectors(self, vectors: np.ndarray, k: int = 10) -> list[list[SearchHit]]:
+    def search_vectors(self, vectors: np.ndarray, k: int = 10) -> list[QueryHits]:
         """Search with vectors already made by :meth:`embed`."""
         x = np.ascontiguousarray(vectors, dtype=np.float32)
         if x.ndim != 2 or x.shape[1] != self.dim:
@@ -233,13 +297,13 @@ class Retriever:
             )
         return self._search(x, self.effective_k(k))
 
-    def _search(self, x: np.ndarray, k: int) -> list[list[SearchHit]]:
+    def _search(self, x: np.ndarray, k: int) -> list[QueryHits]:
         with self._lock:
             scores, rows = self.store.search(x, k)
             found = self._docs.get(rows.ravel().tolist())
         results = []
         for score_row, id_row in zip(scores, rows, strict=True):
-            hits = []
+            hits = QueryHits()
             for score, row in zip(score_row, id_row, strict=True):
                 doc = found.get(int(row))
                 if doc is not None:
@@ -248,8 +312,13 @@ class Retriever:
         return results
 
     # --- adding ----------------------------------------------------------------------------------------------
-    def add(self, docs: Sequence[Document], show_progress: bool | None = None) -> int:
+    def add(
+        self, docs: Sequence[Document], show_progress: bool | None = None, *, empty_documents: str = "skip"
+    ) -> int:
         """Add documents with new, unique ids; persisted before returning. Returns the new count.
+
+        Documents with no token the model knows are counted in a warning and skipped, kept or refused by
+        ``empty_documents`` as in :meth:`build` (when all are skipped, nothing is written).
 
         The index folder is rewritten as a new version and swapped in whole (``atomic_dir``): a failed add
         leaves the index as it was, and readers in other processes see the old or the new version (the store
@@ -258,13 +327,16 @@ class Retriever:
         indexes in one parent folder take turns (``whitevec._io.writers_lock``) once their texts are encoded.
 
         Raises:
-            BadInputError: empty list, an id given twice, an id already in the index (named), or the index
-                changed on disk since it was loaded.
+            BadInputError: empty list, an id given twice, an id already in the index (named), the index
+                changed on disk since it was loaded, or documents with no known token under ``"error"``.
         """
-        items = as_documents(docs)
-        if not items:
+        given = as_documents(docs)
+        if not given:
             raise BadInputError("no documents to add")
-        check_unique_ids(items, where="the documents to add")
+        check_unique_ids(given, where="the documents to add")
+        items = meaningful_documents(given, self.encoder, empty_documents)
+        if not items:
+            return self.count
         with self._lock:
             clash = self._docs.existing_ids([d.id for d in items])
             if clash:
@@ -278,13 +350,17 @@ class Retriever:
             # into a shared collection cannot collide with another add's, and what it reopens is its own version.
             with writers_lock(self.path.parent):
                 transform_bytes = read_consistent(self.path, self._read_own_transform)  # also: still our version
-                return self._add_locked(items, vectors, transform_bytes)
+                return self._add_locked(items, vectors, transform_bytes, skipped=len(given) - len(items))
 
-    def _add_locked(self, items: list[Document], vectors: np.ndarray, transform_bytes: bytes | None) -> int:
+    def _add_locked(
+        self, items: list[Document], vectors: np.ndarray, transform_bytes: bytes | None, *, skipped: int
+    ) -> int:
         start = self._docs.next_row()
         ids = np.arange(start, start + len(items), dtype=np.int64)
         manifest = dict(self.manifest)
         manifest["count"] = self.count + len(items)
+        if skipped:
+            manifest["skipped_documents"] = int(manifest.get("skipped_documents", 0)) + skipped
         manifest["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         staged: VectorStore | None = None
         try:
@@ -353,7 +429,7 @@ def _changed_message(path: Path) -> str:
 
 def check_encoder(encoder: EncoderLike, manifest: dict[str, Any]) -> None:
     """Refuse an encoder that would make vectors the index cannot compare with its own."""
-    info = encoder_fields(encoder)
+    info = encoder_description(encoder)
     if info["encoder_dim"] != manifest["encoder_dim"]:
         raise DimensionMismatchError(
             f"the encoder makes {info['encoder_dim']}-d vectors ({info['model']}); the index was built with "
@@ -374,6 +450,9 @@ def check_encoder(encoder: EncoderLike, manifest: dict[str, Any]) -> None:
             raise BadInputError(
                 f"the index was built with {field} {manifest[field]!r}; the encoder given uses {info[field]!r}"
             )
+    folder = getattr(encoder, "model_path", None)
+    if isinstance(folder, Path):
+        check_model_checksum(folder, manifest)
 
 
 def _open_version(

@@ -141,7 +141,7 @@ class IndexSnapshot:
             raise CorruptFileError(f"{self.folder / MANIFEST} does not list {name}; rebuild the index") from None
         size, listed = os.fstat(handle.fileno()).st_size, self.manifest["files"][name]["bytes"]
         if size != listed:
-            # Before any hashing: a truncated file says so (a file rows are mapped from must not be read short).
+            # Before any hashing: a truncated file says so (a file rows are read from later must not be short).
             raise CorruptFileError(
                 f"index file {self.folder / name} is {size} bytes, the manifest says {listed} (truncated or "
                 "damaged since the build); rebuild the index"
@@ -150,8 +150,9 @@ class IndexSnapshot:
         return handle
 
     def pinned(self, name: str) -> BinaryIO:
-        """The open handle of a listed file of this version, at its start (for a library that maps it; it stays
-        open until the snapshot closes, the mapping beyond)."""
+        """The open handle of a listed file of this version, at its start, for a reader that keeps reading it after
+        the load: it stays open until the snapshot closes, so such a reader keeps a duplicate of its descriptor
+        (``rescore.npy``'s reader does)."""
         return self._handle(name)
 
     def _check_digest(self, name: str, digest: str) -> None:

@@ -47,7 +47,7 @@ class VectorStore(Protocol):
 
     name: ClassVar[str]  # the manifest's "backend" and the CLI's --backend value
     files: ClassVar[tuple[str, ...]]  # the files it keeps in every version folder (checksummed in the manifest)
-    mapped_files: ClassVar[tuple[str, ...]]  # those of its files kept on disk and memory-mapped, not loaded
+    disk_files: ClassVar[tuple[str, ...]]  # those of its files kept on disk and read on demand, not loaded
     dim: int
     metric: str
     kind: str
@@ -225,15 +225,15 @@ def index_size(manifest: dict[str, Any]) -> dict[str, Any]:
     ``code_bytes_per_vector`` and ``rescore_bytes_per_vector``: what the encoding keeps a vector (its code in
     memory, the quantity an encoding trades against quality; its rescoring vector on disk). ``index_bytes``: the
     store's files in the folder (0 when the vectors live in Milvus); ``ram_bytes`` those a load reads into memory
-    (codes, ids, links, trained tables), ``disk_bytes`` those it memory-maps (``+rescore``'s vectors); each also
-    per vector."""
+    (codes, ids, links, trained tables), ``disk_bytes`` those it reads on demand (``+rescore``'s vectors); each
+    also per vector."""
     params = manifest["index_params"]
     encoding = parse_encoding(params.get(ENCODING))
     files = manifest["files"]
     stored = [name for name in store_files(manifest) if name in files]
-    mapped = set(store_class(manifest["backend"]).mapped_files)
+    on_disk = set(store_class(manifest["backend"]).disk_files)
     index_bytes = sum(int(files[name]["bytes"]) for name in stored)
-    disk_bytes = sum(int(files[name]["bytes"]) for name in stored if name in mapped)
+    disk_bytes = sum(int(files[name]["bytes"]) for name in stored if name in on_disk)
     ram_bytes = index_bytes - disk_bytes
     count = int(manifest["count"])
     dim = int(manifest["dim"])

@@ -14,7 +14,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, MutableMapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import orjson
@@ -25,12 +25,13 @@ from fastapi.security import APIKeyHeader
 from fastapi.staticfiles import StaticFiles
 
 from whitevec._version import __version__
-from whitevec.errors import BadInputError, DimensionMismatchError, WhitevecError
+from whitevec.errors import BadInputError, DimensionMismatchError, IndexDamagedError, WhitevecError
 from whitevec.service.manifest import public_manifest
 from whitevec.service.middleware import ApiKeyMiddleware, BodyLimitMiddleware, HostCheckMiddleware
 from whitevec.service.schemas import (
     EmbedResponse,
     ErrorResponse,
+    HealthErrorResponse,
     HealthResponse,
     InfoResponse,
     SearchResponse,
@@ -91,8 +92,15 @@ _ERRORS = {
     422: "The body is not JSON or breaks the schema (whose limits are this server's max_queries, max_texts, "
     "max_text_chars and max_k).",
     500: "A fault on the server (logged there; the answer does not describe it).",
-    503: "The worker thread that owns the retriever has stopped, or the server has max_connections open.",
+    503: "The worker thread that owns the retriever has stopped, the server has max_connections open, or the "
+    "index is damaged (a file unreadable since the server loaded it; /health then says so).",
 }
+_HEALTH_503 = (
+    "status 'damaged': a search met an index file truncated or unreadable since the load (logged on the server; "
+    "repair or rebuild the index and restart); status 'stopped': the worker thread has stopped."
+)
+# What a search that met a damaged index answers (the file's path stays in the server's log).
+DAMAGED_DETAIL = "the index is damaged: a file became unreadable since the server loaded it (logged on the server)"
 
 
 def _responses(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -185,6 +193,7 @@ def search_json(k: int, queries: Sequence[str], hits: Sequence[Sequence[HitLike]
                     "scores": [float(h.score) for h in row],
                     "texts": [str(h.text) for h in row],
                     "metadata": [h.metadata for h in row],
+                    "note": getattr(row, "note", None),
                 }
             )
         )
@@ -192,9 +201,16 @@ def search_json(k: int, queries: Sequence[str], hits: Sequence[Sequence[HitLike]
     return b"".join(pieces)
 
 
-def embed_json(vectors: np.ndarray) -> bytes:
-    """An EmbedResponse as JSON (float32 values written in their shortest exact form)."""
-    return _dumps({"dim": int(vectors.shape[1]), "vectors": np.ascontiguousarray(vectors, dtype=np.float32)})
+def embed_json(vectors: np.ndarray, known: np.ndarray) -> bytes:
+    """An EmbedResponse as JSON (float32 values written in their shortest exact form); ``known``: a bool per
+    text, False where it has no token the model knows."""
+    return _dumps(
+        {
+            "dim": int(vectors.shape[1]),
+            "vectors": np.ascontiguousarray(vectors, dtype=np.float32),
+            "unknown": np.flatnonzero(~np.asarray(known, dtype=bool)).tolist(),
+        }
+    )
 
 
 def _json_response(body: bytes) -> Response:
@@ -306,6 +322,11 @@ def _add_error_handlers(app: FastAPI, settings: ServeSettings) -> None:
     async def _stopped(_: Request, exc: WorkerStoppedError) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=503)
 
+    @app.exception_handler(IndexDamagedError)
+    async def _damaged(_: Request, exc: IndexDamagedError) -> JSONResponse:
+        logger.error("index damaged: %s", exc)  # one line naming the file
+        return JSONResponse({"detail": DAMAGED_DETAIL}, status_code=503)
+
     @app.exception_handler(WhitevecError)
     async def _whitevec_error(_: Request, exc: WhitevecError) -> JSONResponse:
         if isinstance(exc, BadInputError | DimensionMismatchError):
@@ -319,6 +340,10 @@ def _add_error_handlers(app: FastAPI, settings: ServeSettings) -> None:
         return JSONResponse({"detail": "internal server error (logged on the server)"}, status_code=500)
 
 
+def _unhealthy(status: Literal["damaged", "stopped"], detail: str) -> JSONResponse:
+    return JSONResponse(HealthErrorResponse(status=status, detail=detail).model_dump(), status_code=503)
+
+
 def _add_service_routes(
     app: FastAPI, retriever: RetrieverLike, worker: RetrieverWorker, settings: ServeSettings, guard: KeyGuard
 ) -> None:
@@ -326,11 +351,19 @@ def _add_service_routes(
     manifest = public_manifest(dict(retriever.manifest))
     secured, key_refusal = guard
 
-    @app.get("/health", response_model=HealthResponse, responses=_responses(400, 500, 503), tags=["service"])
-    async def health() -> HealthResponse:
-        """Liveness: ok while the encoder thread runs (no key needed)."""
+    @app.get(
+        "/health",
+        response_model=HealthResponse,
+        responses={**_responses(400, 500), 503: {"model": HealthErrorResponse, "description": _HEALTH_503}},
+        tags=["service"],
+    )
+    async def health() -> HealthResponse | JSONResponse:
+        """Liveness: ok while the encoder thread runs and no search has met a damaged index file (no key
+        needed); 503 with the status otherwise."""
         if not worker.alive:
-            raise HTTPException(503, "the encoder worker has stopped")
+            return _unhealthy("stopped", "the encoder worker has stopped")
+        if worker.damage is not None:
+            return _unhealthy("damaged", DAMAGED_DETAIL)
         return HealthResponse(
             status="ok",
             count=int(retriever.count),
@@ -360,7 +393,8 @@ def _add_recall_routes(
     secured, key_refusal = guard
 
     async def search(body: Any, request: Request) -> Response:
-        """The k documents nearest each query: ids, scores and texts, best first."""
+        """The k documents nearest each query: ids, scores and texts, best first; a query with no token the model
+        knows is not searched: no hits, and a note."""
         queries: list[str] = list(body.queries)
         k = max(1, min(int(body.k), int(retriever.count)))
         hits = await worker.submit("search", queries, k, request.scope)
@@ -369,10 +403,11 @@ def _add_recall_routes(
         return _json_response(search_json(k, queries, hits))
 
     async def embed(body: Any, request: Request) -> Response:
-        """Vectors for texts, encoded and transformed exactly as the index's documents were."""
+        """Vectors for texts, encoded and transformed exactly as the index's documents were; a text with no token
+        the model knows gets zeros, and its position is listed in ``unknown``."""
         texts: list[str] = list(body.texts)
-        vectors = np.asarray(await worker.submit("embed", texts, 0, request.scope), dtype=np.float32)
-        return _json_response(embed_json(vectors))
+        vectors, known = await worker.submit("embed", texts, 0, request.scope)
+        return _json_response(embed_json(vectors, known))
 
     # The request models are made for these settings' limits: name them as the body's type for FastAPI (the
     # string annotations of this module cannot reach a local class).

@@ -34,6 +34,10 @@ def _settings_from_env() -> ServeSettings:
     return ServeSettings.from_env()
 
 
+# How long a client refused with 503 may take to close its side before the server closes the connection anyway.
+_LINGER_S = 5.0
+
+
 def _busy_response(limit: int) -> bytes:
     body = json.dumps(
         {"detail": f"the server has as many open connections as the limit max_connections ({limit}); try later"}
@@ -76,11 +80,17 @@ class _ConnectionGuards:
         self.header_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: Any) -> None:
+        self.refused = False
         super().connection_made(transport)  # type: ignore[misc]
         if len(self.connections) > self.limits.max_connections:
             self._refuse_busy()
             return
         self._start_header_timer()
+
+    def data_received(self, data: bytes) -> None:
+        if self.refused:  # the request of a client refused with 503: read only to be dropped (see _refuse_busy)
+            return
+        super().data_received(data)  # type: ignore[misc]
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_header_timer()
@@ -129,8 +139,17 @@ class _ConnectionGuards:
             logger.warning(
                 "refusing connections: max_connections (%d) are open in this process", self.limits.max_connections
             )
+        # A refused client does not hold one of the places, while it lingers below.
+        self.refused = True
+        self.connections.discard(self)
         self.transport.write(_busy_response(self.limits.max_connections))
-        self.transport.close()
+        # Closing at once, with the client's request unread or still arriving, makes the kernel answer with a
+        # reset, which discards the 503 before the client reads it. So half-close (the 503, then end of data) and
+        # read until the client closes its side (eof_received: the transport then closes), as nginx's lingering
+        # close does; a client that never closes is cut off after _LINGER_S.
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.header_timer = self.loop.call_later(_LINGER_S, self.transport.close)  # connection_lost cancels it
 
 
 class GuardedH11Protocol(_ConnectionGuards, H11Protocol):

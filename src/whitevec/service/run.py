@@ -20,7 +20,7 @@ from whitevec.errors import BadInputError, DataNotFoundError, WhitevecError
 from whitevec.service.app import create_app
 from whitevec.service.connections import ServerConfig, server_options
 from whitevec.service.middleware import is_loopback
-from whitevec.service.settings import API_KEY_ENV, ENV_PREFIX, INDEX_ENV, ServeSettings
+from whitevec.service.settings import API_KEY_ENV, ENV_PREFIX, INDEX_ENV, MODEL_ENV, ServeSettings
 from whitevec.service.worker import RetrieverLike
 
 logger = logging.getLogger(__name__)
@@ -65,9 +65,12 @@ def freeze_loaded_heap() -> None:
     gc.freeze()
 
 
-def load_retriever(index_dir: str | os.PathLike[str], compute: str = "index") -> RetrieverLike:
+def load_retriever(
+    index_dir: str | os.PathLike[str], compute: str = "index", model: str | os.PathLike[str] | None = None
+) -> RetrieverLike:
     """``Retriever.load`` with a clear error for a folder that is not there; queries are encoded with the
-    index's own arithmetic, or with ``compute`` (torch, bf16, int8) when it names another."""
+    index's own arithmetic, or with ``compute`` (torch, bf16, int8) when it names another, by the index's model
+    (found at ``model`` when it moved; see :func:`whitevec.model_identity.index_model_folder`)."""
     folder = Path(index_dir)
     if not folder.is_dir():
         raise DataNotFoundError(f"index folder {folder} does not exist; build one with `whitevec index build`")
@@ -76,14 +79,15 @@ def load_retriever(index_dir: str | os.PathLike[str], compute: str = "index") ->
     def load() -> RetrieverLike:
         # No vector cache: a server would otherwise write every query anyone sends into a cache on disk.
         if compute == "index":
-            retriever: RetrieverLike = Retriever.load(folder, cache=False)
+            retriever: RetrieverLike = Retriever.load(folder, cache=False, model=model)
             return retriever
         from whitevec.encoders import load_encoder
         from whitevec.index import read_manifest
+        from whitevec.model_identity import index_model_folder
 
         manifest = read_manifest(folder.expanduser(), verify=False)
         encoder = load_encoder(
-            manifest["model"],
+            index_model_folder(manifest, model),
             manifest["pooling"],
             max_length=manifest["max_length"],
             backend=compute,
@@ -94,21 +98,25 @@ def load_retriever(index_dir: str | os.PathLike[str], compute: str = "index") ->
     return in_passing_thread(load)
 
 
-def served_app(index_dir: str | os.PathLike[str], settings: ServeSettings) -> FastAPI:
-    """The app one server process serves: the tokenizer on the encoder thread, the index loaded, and the heap
-    frozen once it is all built (both ``serve`` with one process and each worker of ``app_from_env``)."""
+def served_app(
+    index_dir: str | os.PathLike[str], settings: ServeSettings, model: str | os.PathLike[str] | None = None
+) -> FastAPI:
+    """The app one server process serves: the tokenizer on the encoder thread, the index loaded (its model found
+    at ``model`` when it moved), and the heap frozen once it is all built (both ``serve`` with one process and
+    each worker of ``app_from_env``)."""
     serial_tokenizer()
-    app = create_app(load_retriever(index_dir, settings.compute), settings)
+    app = create_app(load_retriever(index_dir, settings.compute, model), settings)
     freeze_loaded_heap()
     return app
 
 
 def app_from_env() -> FastAPI:
-    """App factory for ``uvicorn --factory`` (several workers): serves the index in $WHITEVEC_SERVE_INDEX."""
+    """App factory for ``uvicorn --factory`` (several workers): serves the index in $WHITEVEC_SERVE_INDEX, its
+    model found where $WHITEVEC_SERVE_MODEL says when that is set."""
     index_dir = os.environ.get(INDEX_ENV)
     if not index_dir:
         raise BadInputError(f"set {INDEX_ENV} to the index folder to serve")
-    return served_app(index_dir, ServeSettings.from_env())
+    return served_app(index_dir, ServeSettings.from_env(), os.environ.get(MODEL_ENV) or None)
 
 
 def check_workers(manifest: dict[str, Any], workers: int) -> None:
@@ -250,9 +258,11 @@ def serve(
     workers: int = 1,
     settings: ServeSettings | None = None,
     log_level: str = "info",
+    model: str | os.PathLike[str] | None = None,
 ) -> None:
     """Check the address (``check_address``), load the index (failing before any socket opens when it is missing
-    or corrupt) and serve it."""
+    or corrupt, or its model is missing or another) and serve it; ``model`` is where the index's model is now,
+    when it moved."""
     import uvicorn
 
     if workers < 1:
@@ -262,18 +272,19 @@ def serve(
     check_address(host, port)
     settings = settings if settings is not None else ServeSettings.from_env()
     if workers == 1:
-        app: FastAPI | None = served_app(index_dir, settings)
+        app: FastAPI | None = served_app(index_dir, settings, model)
     else:
         serial_tokenizer()  # the worker processes inherit it
         # Every worker loads the index itself; here only check what fails fast and cheaply (the folder, its
         # checksums, the backend, the model's presence), so a bad index stops the command before any process
         # starts.
         from whitevec.index import read_manifest
-        from whitevec.models import resolve_model
+        from whitevec.model_identity import index_model_folder
 
         manifest = read_manifest(Path(index_dir).expanduser(), verify=True)
         check_workers(manifest, workers)
-        resolve_model(manifest["model"])
+        # Found and verified here (its checksum then cached); the workers load that very folder.
+        os.environ[MODEL_ENV] = str(index_model_folder(manifest, model))
         app = None
     if not is_loopback(host) and settings.api_key is None:
         logger.warning(

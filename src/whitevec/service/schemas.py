@@ -7,7 +7,7 @@ refused by a limit the schema does not state.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
@@ -77,6 +77,11 @@ class QueryResult(BaseModel):
     scores: list[float]
     texts: list[str]
     metadata: list[dict[str, Any] | None]
+    note: str | None = Field(
+        None,
+        description="Why the query has no hits when it was not searched: it holds no token the model knows "
+        "(only emoji or characters the vocabulary lacks). Null otherwise.",
+    )
 
 
 class SearchResponse(BaseModel):
@@ -87,10 +92,14 @@ class SearchResponse(BaseModel):
 class EmbedResponse(BaseModel):
     dim: int
     vectors: list[list[float]]
+    unknown: list[int] = Field(
+        default_factory=list,
+        description="Positions (from 0) of the texts with no token the model knows: their vectors are all zeros.",
+    )
 
 
 class HealthResponse(BaseModel):
-    status: str
+    status: str = Field(description="'ok'.")
     count: int
     encoder_calls: int = Field(description="Encoder calls (forward passes) the worker has made since the start.")
     encoder_texts: int = Field(description="Texts those calls encoded: divided by the calls, the mean batch.")
@@ -107,6 +116,13 @@ class InfoResponse(BaseModel):
 
 class ErrorResponse(BaseModel):
     detail: str = Field(description="What was wrong, in one line.")
+
+
+class HealthErrorResponse(ErrorResponse):
+    status: Literal["damaged", "stopped"] = Field(
+        description="'damaged': a search met an index file truncated or unreadable since the load; 'stopped': "
+        "the worker thread that owns the retriever has stopped."
+    )
 
 
 class ValidationErrorItem(BaseModel):

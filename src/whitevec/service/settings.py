@@ -14,6 +14,7 @@ from whitevec.errors import BadInputError
 ENV_PREFIX = "WHITEVEC_SERVE_"
 API_KEY_ENV = "WHITEVEC_API_KEY"
 INDEX_ENV = "WHITEVEC_SERVE_INDEX"
+MODEL_ENV = "WHITEVEC_SERVE_MODEL"  # serve --model, passed to worker processes
 API_KEY_HEADER = "X-API-Key"
 
 Concurrency = Literal["lock", "batch"]

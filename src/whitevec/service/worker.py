@@ -14,6 +14,8 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from whitevec.errors import IndexDamagedError
+
 logger = logging.getLogger(__name__)
 
 # How often a waiting worker looks again at the count of requests on their way (they may end without a job).
@@ -41,6 +43,16 @@ class RetrieverLike(Protocol):
     def search(self, queries: list[str], k: int = 10) -> Sequence[Sequence[HitLike]]: ...
 
     def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
+def embed_marked(retriever: RetrieverLike, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``(vectors, known)`` of ``texts``: the retriever's ``embed_marked`` (see
+    :meth:`whitevec.index.Retriever.embed_marked`), or for one without it, its ``embed`` with every text known."""
+    marked = getattr(retriever, "embed_marked", None)
+    if callable(marked):
+        vectors, known = marked(texts)
+        return np.asarray(vectors, dtype=np.float32), np.asarray(known, dtype=bool)
+    return np.asarray(retriever.embed(texts), dtype=np.float32), np.ones(len(texts), dtype=bool)
 
 
 # ---- sharing one retriever between requests ---------------------------------------------------------------
@@ -99,6 +111,8 @@ class RetrieverWorker:
         self.texts = 0
         # Seconds spent running batches: against the wall time, how much of it the encoder was busy.
         self.busy_s = 0.0
+        # What the first search that met a damaged index file said (None while none has): /health reports it.
+        self.damage: str | None = None
         # Requests received that have not yet submitted their job: the event loop counts them up and down; the
         # worker thread only reads the number (an int read is atomic).
         self.incoming = 0
@@ -216,11 +230,15 @@ class RetrieverWorker:
         self.calls += 1
         self.jobs += len(jobs)
         self.texts += len(texts)
-        out: Any = self.retriever.search(texts, k=k) if kind == "search" else self.retriever.embed(texts)
+        out: Any = self.retriever.search(texts, k=k) if kind == "search" else embed_marked(self.retriever, texts)
         start = 0
         for job in jobs:
-            job.future.set_result(out[start : start + len(job.texts)])
-            start += len(job.texts)
+            stop = start + len(job.texts)
+            # An embed's answer is (vectors, known): each job takes its rows of both.
+            job.future.set_result(
+                out[start:stop] if kind == "search" else (out[0][start:stop], out[1][start:stop])
+            )
+            start = stop
 
     def _call_one(self, job: _Job) -> None:
         self.calls += 1
@@ -230,8 +248,10 @@ class RetrieverWorker:
             if job.kind == "search":
                 result: Any = self.retriever.search(job.texts, k=job.k)
             else:
-                result = self.retriever.embed(job.texts)
+                result = embed_marked(self.retriever, job.texts)
         except BaseException as exc:
+            if isinstance(exc, IndexDamagedError) and self.damage is None:
+                self.damage = str(exc)
             job.future.set_exception(exc)
         else:
             job.future.set_result(result)

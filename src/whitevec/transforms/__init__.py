@@ -47,6 +47,7 @@ SPEC_FORMS = (
     "abtt",
     "abtt-D",
     "flow",
+    "flow-random",
     "sif-pc",
     "usif-pc",
     "usif-pc-M",
@@ -54,7 +55,9 @@ SPEC_FORMS = (
     "<whitening form>:gamma=G:beta=B",
 )
 # The forms whose transform is affine (x A + b: Transform.affine), so it folds into a linear step before it.
-AFFINE_SPEC_FORMS = tuple(form for form in SPEC_FORMS if form not in ("none", "raw", "normalize", "flow"))
+AFFINE_SPEC_FORMS = tuple(
+    form for form in SPEC_FORMS if form not in ("none", "raw", "normalize", "flow", "flow-random")
+)
 # Knobs a whitening-family spec may set after a colon: "whitening-128:gamma=0.5", "pca-64:beta=0".
 _WHITENING_KNOBS = ("gamma", "beta")
 
@@ -92,7 +95,8 @@ def make_transform(spec: str) -> Transform | None:
 
     Forms: ``none``, ``raw``, ``whitening``, ``whitening-K`` (keep K dimensions), ``rotation`` (whitening with
     gamma=0), ``pca-K`` (centred PCA without scaling: rotation keeping K dimensions), ``center``,
-    ``normalize``, ``abtt`` (All-but-the-Top, default D), ``abtt-D``, ``flow``, ``sif-pc`` (SIF's removal of
+    ``normalize``, ``abtt`` (All-but-the-Top, default D), ``abtt-D``, ``flow``, ``flow-random`` (the flow
+    started at a random rotation, ``Flow(mixing_init="random")``, as before issue 33), ``sif-pc`` (SIF's removal of
     the first uncentred principal component), ``usif-pc`` / ``usif-pc-M`` (uSIF's soft removal of M = 5 or M
     components; :class:`CommonComponentRemoval`). A whitening, rotation or pca-K
     form may end in ``:gamma=G`` and/or ``:beta=B`` (``whitening-128:gamma=0.5`` is soft whitening,
@@ -100,6 +104,10 @@ def make_transform(spec: str) -> Transform | None:
     writes, is the same thing spelt without colons (``whitening-256-gamma0.5`` = ``whitening-256:gamma=0.5``).
     """
     text = spec.strip().lower() if isinstance(spec, str) else ""
+    if text in ("flow", "flow-random"):
+        from whitevec.transforms.flow import Flow
+
+        return Flow(mixing_init="random") if text == "flow-random" else Flow()
     suffixed = _WHITENING_SPEC.fullmatch(text)
     if suffixed is not None and (suffixed.group(2) is not None or suffixed.group(3) is not None):
         k, beta, gamma = suffixed.groups()
@@ -129,10 +137,6 @@ def make_transform(spec: str) -> Transform | None:
             return Normalize()
         if name == "abtt":
             return AllButTheTop()
-        if name == "flow":
-            from whitevec.transforms.flow import Flow
-
-            return Flow()
     elif value is not None and value > 0:
         if name == "whitening":
             return Whitening(n_components=value)

@@ -24,7 +24,7 @@ import numpy as np
 
 from whitevec._io import write_json
 from whitevec._version import __version__
-from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError
+from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError, WhitevecError
 from whitevec.index.encodings import parse_encoding
 from whitevec.transforms import make_transform
 from whitevec.tuning.space import canonical_transform
@@ -176,11 +176,33 @@ class TunedConfig:
             if fingerprint and self.model_fingerprint
             else model.strip().lower() == self.model.strip().lower()
         )
-        if not same_model or pooling != self.pooling:
+        if not same_model or not self._same_pooling(pooling):
             raise ConfigMismatchError(
                 f"the tuned configuration was chosen for model {self.model!r} with pooling {self.pooling!r}, but "
                 f"{where} uses model {model!r} with pooling {pooling!r}; its transform is not valid there"
             )
+
+    def _same_pooling(self, pooling: str) -> bool:
+        """Whether ``pooling`` computes on the configured model what the configured pooling does (``model`` is
+        the folder's own modules: on all-MiniLM-L6-v2, last-avg then Normalize). A final Normalize changes only
+        each vector's length, so the cosines are the same unless a transform is fitted in between."""
+        if pooling.strip().lower() == self.pooling.strip().lower():
+            return True
+        from whitevec.encoders import pooling_computation
+
+        try:
+            (mine, my_steps), (theirs, their_steps) = (
+                pooling_computation(self.model, name) for name in (self.pooling, pooling)
+            )
+        except WhitevecError:  # a pooling or model that cannot be read: the names decide, and they differ
+            return False
+
+        def unnormalized(steps: tuple[str, ...]) -> tuple[str, ...]:
+            return steps[:-1] if steps[-1:] == ("normalize",) else steps
+
+        if canonical_transform(self.transform) == "none":
+            my_steps, their_steps = unnormalized(my_steps), unnormalized(their_steps)
+        return (mine, my_steps) == (theirs, their_steps)
 
 
 def apply_config(

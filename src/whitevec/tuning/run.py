@@ -55,6 +55,7 @@ import numpy as np
 from whitevec._io import write_json
 from whitevec.datasets.retrieval import RetrievalDataset
 from whitevec.datasets.sts import Pair, StsTask, check_scores_vary
+from whitevec.encoding import known_token_mask, zero_unknown_rows
 from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.evaluation.metrics import cosine_rows, non_finite_to_none
 from whitevec.evaluation.retrieval import average_precision, mrr_at_k, ndcg_at_k, recall_at_k
@@ -172,6 +173,10 @@ class TuneResult:
     checks: list[FoldCheck] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    # Per model: the texts of the run with no token it knows (whitevec.encoding.known_token_mask). They are left
+    # out of the fits; their vectors are zeros (a pair holding one has similarity 0), such a query scores 0 and
+    # such a document cannot be retrieved, as in an index built with the default --empty-documents skip.
+    unknown_texts: dict[str, int] = field(default_factory=dict)
 
     @property
     def chosen(self) -> CandidateResult:
@@ -512,11 +517,18 @@ def tune(
     notes = list(items.notes)
     for note in notes:
         warnings.warn(note, WhitevecWarning, stacklevel=2)
-    vectors, info = _encode_texts(model_poolings_, items.texts, encoders, encoder_options, show_progress)
+    vectors, known, info = _encode_texts(model_poolings_, items.texts, encoders, encoder_options, show_progress)
+    unknown_texts = {model: int((~mask).sum()) for model, mask in known.items()}
+    notes += [
+        f"{count} of {len(items.texts)} texts have no token {model} knows: left out of the fits, scored as no "
+        "meaning (similarity 0, a query ranking nothing, a document never found)"
+        for model, count in unknown_texts.items()
+        if count
+    ]
     grid = _Grid(model_poolings_, specs, encoding_names, include_flow, max_bytes_per_vector)
     plan = _plan_candidates(grid, info, items, notes)
     box = _TimeBox(started, max_seconds)
-    results, scored = _score_candidates(plan, vectors, info, items, box, show_progress)
+    results, scored = _score_candidates(plan, vectors, known, info, items, box, show_progress)
     if box.cut:
         notes.append(f"{box.cut} candidates not scored: the time box of {max_seconds:g} s ran out")
     choice = _choose_on_dev(scored, items, n_boot, seed, max_bytes_per_vector)
@@ -536,6 +548,7 @@ def tune(
         config=config,
         checks=checks,
         notes=notes,
+        unknown_texts=unknown_texts,
     )
     result.seconds = round(time.perf_counter() - started, 3)
     config.selection["check"] = result.check_summary()
@@ -679,10 +692,13 @@ def _encode_texts(
     encoders: Mapping[str, Any] | None,
     options: Mapping[str, Any] | None,
     show_progress: bool | None,
-) -> tuple[dict[tuple[str, str], np.ndarray], dict[str, dict[str, Any]]]:
-    """Every text encoded once per model, all its poolings from one pass: ``{(model, pooling): vectors}``, and
-    each model's description (dimension, max_length, fingerprint) with its encode cost."""
+) -> tuple[dict[tuple[str, str], np.ndarray], dict[str, np.ndarray], dict[str, dict[str, Any]]]:
+    """Every text encoded once per model, all its poolings from one pass: ``{(model, pooling): vectors}`` (zero
+    rows for texts with no token the model knows), ``{model: known}`` (a bool per text, see
+    :func:`whitevec.encoding.known_token_mask`), and each model's description (dimension, max_length,
+    fingerprint) with its encode cost."""
     vectors: dict[tuple[str, str], np.ndarray] = {}
+    known: dict[str, np.ndarray] = {}
     info: dict[str, dict[str, Any]] = {}
     for model, own in model_poolings_.items():
         given = (encoders or {}).get(model)
@@ -692,13 +708,14 @@ def _encode_texts(
                 if hasattr(encoder, "with_pooling"):
                     encoder.with_pooling(pooling)
             found = _encode_poolings(encoder, texts, own, show_progress)
+            known[model] = known_token_mask(encoder, texts)
             info[model] = {**encoder.describe(), "encode_ms_per_1000": encode_cost(encoder, texts)}
         finally:
             if given is None:
                 encoder.close()
         for pooling in own:
-            vectors[(model, pooling)] = found[pooling]
-    return vectors, info
+            vectors[(model, pooling)] = zero_unknown_rows(found[pooling], known[model])
+    return vectors, known, info
 
 
 @dataclass
@@ -806,6 +823,7 @@ class _TimeBox:
 def _score_candidates(
     plan: _Plan,
     vectors: dict[tuple[str, str], np.ndarray],
+    known: dict[str, np.ndarray],
     info: dict[str, dict[str, Any]],
     items: _Items,
     box: _TimeBox,
@@ -837,7 +855,7 @@ def _score_candidates(
                 box.cut += 1
             else:
                 try:
-                    scored.append(_score_candidate(candidate, result, raw, items, fits))
+                    scored.append(_score_candidate(candidate, result, raw, items, fits, known[candidate.model]))
                 except BadInputError as exc:
                     result.status = f"failed: {exc}"
             advance()
@@ -856,22 +874,29 @@ class _Fits:
 
 
 def _score_candidate(
-    candidate: Candidate, result: CandidateResult, raw: np.ndarray, items: _Items, fits: _Fits
+    candidate: Candidate, result: CandidateResult, raw: np.ndarray, items: _Items, fits: _Fits, known: np.ndarray
 ) -> _Scored:
-    """Fit (or reuse) the candidate's transform, store the vectors with its encoding, score every item."""
+    """Fit (or reuse) the candidate's transform, store the vectors with its encoding, score every item. Texts
+    with no token the model knows (``known`` False) stay out of the fit and the codes' training, and keep zero
+    vectors."""
     from whitevec.index.faiss_store import encoded_vectors
 
     key = (candidate.model, candidate.pooling, candidate.transform)
     if key not in fits.last_space:
         fits.last_space.clear()
-        fits.last_space[key] = _fit_apply(candidate, raw, items.fit_rows, items.scored_rows, fits.shared)
+        fit_rows = items.fit_rows[known[items.fit_rows]]
+        space, seconds = _fit_apply(candidate, raw, fit_rows, items.scored_rows, fits.shared)
+        fits.last_space[key] = zero_unknown_rows(space, known), seconds
     space, result.fit_seconds = fits.last_space[key]
     coded = time.perf_counter()
     searched = parse_encoding(candidate.encoding).scoring == "search"  # coded in the scoring
-    stored = space if searched else encoded_vectors(space, candidate.encoding, items.stored_rows)
+    stored_rows = items.stored_rows[known[items.stored_rows]]
+    stored = (
+        space if searched else zero_unknown_rows(encoded_vectors(space, candidate.encoding, stored_rows), known)
+    )
     result.fit_seconds += time.perf_counter() - coded
     dev_items, test_items = _item_scores(
-        items.kind, stored, items.dev_rows, items.test_rows, items.data, items.metric, candidate.encoding
+        items.kind, stored, items.dev_rows, items.test_rows, items.data, items.metric, candidate.encoding, known
     )
     return _Scored(result, dev_items, test_items)
 
@@ -1074,15 +1099,32 @@ def _scored_rows(dev: _Rows, test: _Rows | None) -> tuple[np.ndarray, np.ndarray
 
 
 def _item_scores(
-    kind: str, space: np.ndarray, dev: _Rows, test: _Rows | None, data: Any, metric: str, encoding: str
+    kind: str,
+    space: np.ndarray,
+    dev: _Rows,
+    test: _Rows | None,
+    data: Any,
+    metric: str,
+    encoding: str,
+    known: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Each item's score; a pair with a text the model knows no token of scores 0 (its zero vector), a query
+    without one 0, and a document without one is not ranked."""
+    searchable = known[dev.docs] if dev.docs is not None else None
+    if searchable is not None and not searchable.any():
+        raise BadInputError("no document has a token the model knows; nothing to rank")
+
     def score(rows: _Rows) -> np.ndarray:
         if kind == "sts":
             assert rows.left is not None and rows.right is not None
             return cosine_rows(space[rows.left], space[rows.right])
-        assert rows.docs is not None and rows.queries is not None
-        doc_ids = [d.id for d in data.corpus]
-        return _per_query_scores(space[rows.docs], space[rows.queries], doc_ids, rows.qrels, metric, encoding)
+        assert rows.docs is not None and rows.queries is not None and searchable is not None
+        doc_ids = [d.id for d, ok in zip(data.corpus, searchable, strict=True) if ok]
+        out = _per_query_scores(
+            space[rows.docs[searchable]], space[rows.queries], doc_ids, rows.qrels, metric, encoding
+        )
+        out[~known[rows.queries]] = 0.0
+        return out
 
     return score(dev), (score(test) if test is not None else None)
 

@@ -56,14 +56,18 @@ class Candidate:
 
 
 def canonical_transform(spec: str) -> str:
-    """The one spelling of a transform spec (``raw`` -> ``none``, ``whitening-beta1`` -> ``whitening``, ...);
-    raises BadInputError listing the valid forms for an unknown one."""
+    """The one spelling of a transform spec (``raw`` -> ``none``, ``whitening-beta1`` -> ``whitening``,
+    ``whitening-128-gamma0`` -> ``pca-128``, ...); raises BadInputError listing the valid forms for an unknown
+    one."""
     transform = make_transform(spec)
     text = spec.strip().lower()
     if transform is None:
         return "none"
     if isinstance(transform, Whitening):
-        return whitening_spec(transform.n_components, float(transform.beta), float(transform.gamma))
+        k, beta, gamma = transform.n_components, float(transform.beta), float(transform.gamma)
+        if (beta, gamma) == (1.0, 0.0):  # centred, not scaled: the named forms, as a user writes them
+            return "rotation" if k is None else f"pca-{int(k)}"
+        return whitening_spec(k, beta, gamma)
     if isinstance(transform, AllButTheTop) and transform.n_remove is not None:
         return f"abtt-{transform.n_remove}"
     return re.sub(r"\s+", "", text)
@@ -99,7 +103,7 @@ def default_transforms(dim: int, *, include_flow: bool = True) -> list[str]:
             for gamma in WHITENING_GAMMAS:
                 if k is None and gamma == 0.0:
                     continue  # a rotation (= none) or a centring (= center)
-                specs.append(whitening_spec(k, beta, gamma))
+                specs.append(canonical_transform(whitening_spec(k, beta, gamma)))  # pca-K, not whitening-K-gamma0
     if include_flow:
         specs.append("flow")
     return specs

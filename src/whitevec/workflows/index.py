@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from whitevec.datasets.paths import existing_file
+from whitevec.encoding import check_empty_documents
 from whitevec.errors import BadInputError
 from whitevec.preflight import check_encoder, check_output, check_texts, existing_folder, input_file
 from whitevec.workflows.engines import check_engine, make
 
 if TYPE_CHECKING:
     from whitevec.encoders import AnyEncoder
-    from whitevec.index import SearchHit
+    from whitevec.index import SearchResults
 
 # The pooling of an index when none is named and the model folder has no sentence-transformers modules.
 INDEX_POOLING = "last-avg"
@@ -42,7 +43,7 @@ def build_index_file(
     *,
     encoder: Mapping[str, Any],
     engine: str = "local",
-    transform: str = "whitening",
+    transform: str = "none",
     fit_on: str = "corpus",
     kind: str = "flat",
     metric: str = "cosine",
@@ -56,6 +57,7 @@ def build_index_file(
     fit_seed: int = 0,
     show_progress: bool | None = None,
     make_encoder: Callable[..., AnyEncoder] | None = None,
+    empty_documents: str | None = None,
 ) -> BuiltIndex:
     """Encode the corpus file ``corpus``, fit ``transform`` and write the index folder ``out``; the arguments
     are those of :meth:`whitevec.index.Retriever.build`. ``encoder``'s ``pooling`` None: the model folder's
@@ -66,9 +68,18 @@ def build_index_file(
     ``engine="ray"``: built by :func:`whitevec.index.ray_engine.ray_build` on ``workers`` actors at
     ``ray_address`` into Milvus (``backend="milvus"``; ``corpus`` may be a glob of shards; the transform fitted
     on the corpus, on ``fit_sample`` vectors drawn with ``fit_seed`` when given).
+
+    ``empty_documents`` (``skip``, ``keep``, ``error``; None: ``skip``): what becomes of documents with no token
+    the model knows (see :meth:`whitevec.index.Retriever.build`). The Ray engine indexes every document (None or
+    ``keep``; the others are refused).
     """
+    empty = None if empty_documents is None else check_empty_documents(empty_documents)
     options: dict[str, Any] = dict(kind=kind, metric=metric, backend=backend, uri=uri, index_params=index_params)
     if check_engine(engine):
+        if empty not in (None, "keep"):
+            raise BadInputError(
+                f"--engine ray indexes every document; --empty-documents {empty} is for a local build"
+            )
         ray = {"ray_address": ray_address, "workers": workers, "gpus_per_worker": gpus_per_worker}
         sample = {"fit_sample": fit_sample, "fit_seed": fit_seed}
         return _build_on_ray(
@@ -92,7 +103,14 @@ def build_index_file(
     with (
         make({**encoder, "pooling": pooling}, make_encoder) as model,
         Retriever.build(
-            docs, out, encoder=model, transform=transform, fit_on=fit_on, show_progress=show_progress, **options
+            docs,
+            out,
+            encoder=model,
+            transform=transform,
+            fit_on=fit_on,
+            show_progress=show_progress,
+            empty_documents=empty or "skip",
+            **options,
         ) as retriever,
     ):
         return BuiltIndex(Path(out), repr(retriever))
@@ -144,10 +162,13 @@ def search_index(
     k: int = 10,
     device: str | None = None,
     config: str | os.PathLike[str] | None = None,
-) -> list[list[SearchHit]]:
-    """The ``k`` best hits of each query in the index ``index_dir``, queries encoded with the index's own model,
-    pooling and transform. Checked before the index loads: the folder, that it follows the tuned configuration
-    ``config`` when one is given, and that no query is blank (as HTTP /search refuses one)."""
+    model: str | os.PathLike[str] | None = None,
+) -> SearchResults:
+    """The ``k`` best hits of each query in the index ``index_dir``, queries encoded with the index's own model
+    (found where ``model`` says when it moved), pooling and transform (a query with no token the model knows: no
+    hits and a note, see :meth:`whitevec.index.Retriever.search`). Checked before the index loads: the folder,
+    that it follows the tuned configuration ``config`` when one is given, and that no query is blank (as HTTP
+    /search refuses one)."""
     existing_folder(index_dir, "index folder")
     if config is not None:
         from whitevec.index import read_manifest
@@ -157,5 +178,5 @@ def search_index(
     check_texts(queries)
     from whitevec.index import Retriever
 
-    with Retriever.load(index_dir, device=device) as retriever:
+    with Retriever.load(index_dir, device=device, model=model) as retriever:
         return retriever.search(queries, k=k)

@@ -114,7 +114,8 @@ async function search(event) {
     const result = data.results[0];
     renderResults(result);
     const ms = Math.round(performance.now() - started);
-    status.textContent = `${result.ids.length} results in ${ms} ms`;
+    // A query with no token the model knows is not searched: the server says so in a note.
+    status.textContent = result.note ? result.note : `${result.ids.length} results in ${ms} ms`;
     status.className = "done";
   } catch (err) {
     $("results").textContent = "";
