@@ -19,10 +19,15 @@ LOCK_FLAGS ?=
 # The peer for docs/results/static.md: Model2Vec's distiller needs transformers<5.4, so it gets a venv of its own.
 M2V_VENV ?= .venv-m2v
 M2V_REQS := benchmarks/peers/model2vec/requirements.txt
+# mutate: mutation testing of one module with the tests of its change (tools/mutate.py; docs/development.md).
+MUT_VENV ?= .venv-mut
+MUT_REQS := tools/mutation-requirements.txt
+MODULE ?=
+TESTS ?=
 # test-latest: the newest releases pyproject's ranges allow, in a venv of their own (drift before users see it).
 LATEST_VENV ?= .venv-latest
 
-.PHONY: install lock demo test test-latest docs reference lint results-sts bench clean peer-m2v
+.PHONY: install lock demo test test-latest docs reference lint results-sts bench clean peer-m2v mutate
 
 # The venv is rebuilt from nothing whenever the lock changes, so it holds the locked set and nothing else.
 # The copy of the lock marks a venv installed from it (tests/test_lock.py then compares the two).
@@ -48,8 +53,8 @@ test: install
 	$(PY) -m pytest -q
 
 lint: install
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks tools
+	$(VENV)/bin/ruff format --check src tests benchmarks tools
 	$(VENV)/bin/mypy
 
 results-sts: install
@@ -78,7 +83,7 @@ reference: install
 	$(PY) docs/hooks/http_reference.py
 
 clean:
-	rm -rf $(VENV) $(LATEST_VENV) $(LOCK_VENV) $(M2V_VENV) out site .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LATEST_VENV) $(LOCK_VENV) $(M2V_VENV) $(MUT_VENV) out site .pytest_cache .mypy_cache .ruff_cache
 
 $(M2V_VENV)/.installed: $(M2V_REQS)
 	$(PYTHON) -m venv --clear $(M2V_VENV)
@@ -90,3 +95,16 @@ peer-m2v: $(M2V_VENV)/.installed
 
 bench: install
 	$(PY) benchmarks/run_all.py
+
+# mutmut's venv sees the project's packages through a .pth file (see $(MUT_REQS)); rebuilt when either changes.
+$(MUT_VENV)/.installed: $(MUT_REQS) $(VENV)/.installed
+	$(PYTHON) -m venv --clear $(MUT_VENV)
+	$(PY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > \
+	  "$$($(MUT_VENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/_project_venv.pth"
+	$(MUT_VENV)/bin/python -m pip install -q -c $(LOCK) -r $(MUT_REQS)
+	cp $(MUT_REQS) $@
+
+# make mutate MODULE=index/sign_codes.py TESTS="tests/test_one_bit.py" (one worker: a shared machine).
+mutate: $(MUT_VENV)/.installed
+	@test -n "$(MODULE)" -a -n "$(TESTS)" || { echo 'make mutate MODULE=path/under/src/whitevec.py TESTS="tests/..."'; exit 2; }
+	$(MUT_VENV)/bin/python tools/mutate.py $(MODULE) $(TESTS)

@@ -83,7 +83,11 @@ def _cases() -> list[Any]:
     cases = []
     for path, command in COMMANDS.items():
         name = " ".join(path)
-        cases.append(pytest.param(path, ["--no-such-option"], "--no-such-option", id=f"{name}: unknown option"))
+        cases.append(
+            pytest.param(
+                path, ["--no-such-option"], "No such option: --no-such-option", id=f"{name}: unknown option"
+            )
+        )
         if any(p.required for p in command.params):
             cases.append(pytest.param(path, [], "Missing", id=f"{name}: missing parameter"))
         numeric = _numeric_option(command)
@@ -98,18 +102,29 @@ def _cases() -> list[Any]:
     return cases
 
 
-def _check_usage_error(code: int, out: str, err: str, path: tuple[str, ...], needle: str) -> None:
-    """Status 2; one line `whitevec: error: ...` naming ``needle``; the usage of the command at ``path`` and the
-    hint to its --help; nothing on stdout (a pipe reads no help text); no traceback anywhere."""
+def check_usage_error(code: int, out: str, err: str, path: tuple[str, ...], needle: str) -> None:
+    """Status 2 and the whole of stderr: the usage of the command at ``path`` (its first line, then any
+    indented continuation), one line `whitevec: error: ...` naming ``needle``, the hint to its --help, and
+    nothing else; nothing on stdout (a pipe reads no help text); no traceback anywhere."""
     assert code == 2, (path, code, err)
     assert "Traceback" not in err and "Traceback" not in out
-    errors = [line for line in err.splitlines() if line.startswith("whitevec: error: ")]
-    assert len(errors) == 1, err
-    assert needle in errors[0], err
     command = " ".join(("whitevec", *path))
-    assert err.splitlines()[0].startswith(f"Usage: {command} "), err
-    assert f"Try '{command} --help' for help." in err.splitlines(), err
+    lines = err.splitlines()
+    assert len(lines) >= 3, err
+    *usage, error, hint = lines
+    assert usage[0].startswith(f"Usage: {command} ") and all(line.startswith(" ") for line in usage[1:]), err
+    assert error.startswith("whitevec: error: ") and needle in error, err
+    assert hint == f"Try '{command} --help' for help.", err
+    assert err.endswith("\n") and not err.endswith("\n\n"), err
     assert out == "", out
+
+
+def check_bad_input(code: int, out: str, err: str, needle: str) -> None:
+    """Bad input the library finds (a ``WhitevecError``), not click: status 2 and the whole of stderr one line
+    ``whitevec: error: ...`` naming ``needle``; nothing on stdout."""
+    assert code == 2, (code, err)
+    assert err.startswith("whitevec: error: ") and err.count("\n") == 1 and err.endswith("\n"), err
+    assert needle in err and out == "", (err, out)
 
 
 def test_every_command_is_walked() -> None:
@@ -123,7 +138,7 @@ def test_usage_error_is_one_line_and_exit_2(
     path: tuple[str, ...], args: list[str], needle: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, err = run_cli([*path, *args], capsys)
-    _check_usage_error(code, out, err, path, needle)
+    check_usage_error(code, out, err, path, needle)
 
 
 @pytest.mark.parametrize("path", GROUPS, ids=lambda path: " ".join(("whitevec", *path)))
@@ -179,7 +194,7 @@ def test_usage_error_in_a_real_process(path: tuple[str, ...], args: list[str], n
     done = subprocess.run(
         [sys.executable, "-m", "whitevec.cli", *path, *args], capture_output=True, text=True, env=env, timeout=120
     )
-    _check_usage_error(done.returncode, done.stdout, done.stderr, path, needle)
+    check_usage_error(done.returncode, done.stdout, done.stderr, path, needle)
 
 
 @pytest.mark.parametrize("path", [(), ("index",)], ids=["whitevec", "whitevec index"])

@@ -28,6 +28,7 @@ from whitevec.transforms import AFFINE_SPEC_FORMS, SPEC_FORMS, NotAffineError, i
 from .conftest import VOCAB_WORDS
 from .static_helpers import tiny_static_folder
 from .test_cli import run_cli
+from .test_cli_usage import check_bad_input
 
 
 def _texts(n: int, seed: int) -> list[str]:
@@ -157,25 +158,53 @@ def test_a_frequency_file_gives_the_counts(
     np.testing.assert_allclose(read_static_folder(result.path).embeddings, want, atol=1e-6)
 
 
-def test_folded_transform_equals_encode_then_transform(
-    tiny_bert_dir: Path, corpus_file: Path, tmp_path: Path
-) -> None:
+# Texts that the static mean must cut and filter as Model2Vec does: words outside the tiny vocabulary ("zebra",
+# "quokka": [UNK], which the mean leaves out), texts past the folder's max_length in characters (cut to 8 x the
+# median token length first) and, in short tokens, past it in tokens after that cut (the first 8 tokens count).
+MAX_LENGTH = 8
+SHORT_TOKENS = ["x y . x y , x y ! x y ? x y", "y , y , y x zebra x y x . x"]
+ODD_CORPUS = [*CORPUS, *SHORT_TOKENS, *(f"zebra {text} quokka {text}" for text in _texts(12, 2))]
+ODD_PROBES = [*PROBES, *SHORT_TOKENS, "zebra", "quokka piano zebra", *(f"{t} zebra {t}" for t in _texts(6, 3))]
+
+
+def test_folded_transform_equals_encode_then_transform(tiny_bert_dir: Path, tmp_path: Path) -> None:
     from model2vec import StaticModel
 
-    common: dict[str, Any] = {"method": "corpus", "corpus": corpus_file, "dims": 16, "token_weights": "sif"}
-    plain = read_static_folder(distill(tiny_bert_dir, tmp_path / "plain", normalize=False, **common).path)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(ODD_CORPUS) + "\n", encoding="utf-8")
+    common: dict[str, Any] = {
+        "method": "corpus",
+        "corpus": corpus,
+        "dims": 16,
+        "token_weights": "sif",
+        "max_length": MAX_LENGTH,
+    }
+    plain = distill(tiny_bert_dir, tmp_path / "plain", normalize=False, **common).path
     folded = distill(tiny_bert_dir, tmp_path / "folded", transform="whitening-8", **common)
+    # The independent side: Model2Vec's StaticModel encodes with the plain folder, then the transform is fitted
+    # and applied to its vectors.
+    reference = StaticModel.from_pretrained(str(plain), force_download=False)
+    assert reference.max_length == MAX_LENGTH
+    whole = Tokenizer.from_file(str(plain / "tokenizer.json"))
+    whole.no_truncation()
+    cut = [text[: MAX_LENGTH * reference.median_token_length] for text in ODD_PROBES]
+    assert sum(len(text) < len(whole_text) for text, whole_text in zip(cut, ODD_PROBES, strict=True)) >= 6
+    lengths = [len(e.ids) for e in whole.encode_batch(cut, add_special_tokens=False)]
+    assert sum(length > MAX_LENGTH for length in lengths) >= 2  # still too long after the cut
+    assert whole.token_to_id("[UNK]") in whole.encode("zebra", add_special_tokens=False).ids
     whitening = make_transform("whitening-8")
     assert whitening is not None
-    whitening.fit(static_mean(plain.embeddings, plain.tokenizer, CORPUS, plain.max_length))
-    want = whitening.transform(static_mean(plain.embeddings, plain.tokenizer, PROBES, plain.max_length))
+    whitening.fit(reference.encode(ODD_CORPUS))
+    want = whitening.transform(reference.encode(ODD_PROBES))
+    want[ODD_PROBES.index("zebra")] = 0.0  # no token left: a zero vector, whatever the transform's offset
     table = read_static_folder(folded.path)
-    got = static_mean(table.embeddings, table.tokenizer, PROBES, table.max_length)
-    np.testing.assert_allclose(got, want, atol=1e-5)
-    # Model2Vec's own reader: the same vectors, L2-normalised as the folder says.
+    got = static_mean(table.embeddings, table.tokenizer, ODD_PROBES, table.max_length)
+    np.testing.assert_allclose(got, want, atol=1e-4)
+    # Model2Vec's own reader of the folded folder: the same vectors, L2-normalised as the folder says.
     model2vec = StaticModel.from_pretrained(str(folded.path), force_download=False)
-    np.testing.assert_allclose(model2vec.encode(PROBES), unit_rows(want), atol=1e-5)
-    assert folded.provenance["transform"] == "whitening-8" and folded.provenance["corpus"]["lines"] == len(CORPUS)
+    np.testing.assert_allclose(model2vec.encode(ODD_PROBES), unit_rows(want), atol=1e-4)
+    assert folded.provenance["transform"] == "whitening-8"
+    assert folded.provenance["corpus"]["lines"] == len(ODD_CORPUS)
 
 
 def _affine_specs() -> list[str]:
@@ -385,9 +414,8 @@ def test_cli_bad_input_is_one_line_and_exit_2(
         (["--dims", "many"], "--dims takes a number of dimensions or none"),
         (["--transform", "flow", "--corpus", str(corpus_file)], "cannot fold transform 'flow'"),
     ]:
-        code, _, err = run_cli(["distill", str(tiny_bert_dir), "--out", str(tmp_path / "o"), *args], capsys)
-        assert code == 2 and message in err and "Traceback" not in err
-        assert len(err.strip().splitlines()) == 1
+        code, out, err = run_cli(["distill", str(tiny_bert_dir), "--out", str(tmp_path / "o"), *args], capsys)
+        check_bad_input(code, out, err, message)
 
 
 @pytest.mark.usefixtures("no_model_loads")

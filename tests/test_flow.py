@@ -147,7 +147,14 @@ def test_defaults_gaussianise_a_correlated_gaussian() -> None:
     # already the linear solution, by about 0.01 bits/dim).
     steps, train, val = flow.history_.T
     assert steps[0] == flow.validation_interval and steps[-1] == flow.n_steps_
-    assert val.min() < val[0] and np.isfinite(train).all()
+    assert val.min() < val[0] - 0.005 and np.isfinite(train).all()
+    # No density does better on average than the data's own, whose cross-entropy is its entropy: for this
+    # Gaussian h = log2(2 pi e) / 2 + log2 det(cov) / (2 d) bits/dim. The fit must come within 0.025 of it
+    # [torch 2.13: h 3.2191, held-out best 3.2366; the first check, 3.2501, is already past the threshold, so a
+    # flow that stopped learning there, or never started, fails].
+    entropy = 0.5 * np.log2(2 * np.pi * np.e) + np.linalg.slogdet(np.cov(X.T))[1] / np.log(2) / (2 * X.shape[1])
+    assert flow.val_bits_per_dim_ is not None and flow.val_bits_per_dim_ == pytest.approx(val.min())
+    assert entropy - 0.01 < flow.val_bits_per_dim_ < entropy + 0.025
 
 
 def test_defaults_gaussianise_the_worst_conditioned_member_of_the_family() -> None:

@@ -23,13 +23,12 @@ from whitevec.index import (
     FaissStore,
     Retriever,
     check_build,
-    index_size,
     parse_encoding,
     read_manifest,
 )
 from whitevec.index.faiss_store import _one_thread, encoded_vectors, searched_rankings
 from whitevec.index.rescore import RESCORE_FILE, RecordFile, RescoreVectors
-from whitevec.index.sign_codes import SIGN_FILE
+from whitevec.index.sign_codes import SIGN_FILE, SignCodes, random_rotation
 from whitevec.transforms import WhitevecWarning
 
 N, D = 2000, 64
@@ -92,6 +91,27 @@ def test_rescoring_lifts_recall_and_returns_the_float_scores() -> None:
     assert (np.diff(scores, axis=1) <= 1e-7).all()
 
 
+@pytest.mark.parametrize("metric", ["cosine", "ip", "l2"])
+@pytest.mark.parametrize("encoding", ["binary-rr+rescore=10", "sq4+rescore=10:int8"])
+def test_rescoring_ranks_the_candidates_best_first_under_every_metric(metric: str, encoding: str) -> None:
+    # Vectors of unequal lengths, so that ip, cosine and l2 each order them differently.
+    x = VECTORS[:500] * np.linspace(0.5, 2.0, 500, dtype=np.float32)[:, None]
+    q = QUERIES[:20] * 1.5
+    if metric == "cosine":  # the store takes unit vectors for cosine (the retriever normalises them)
+        x, q = x / np.linalg.norm(x, axis=1, keepdims=True), q / np.linalg.norm(q, axis=1, keepdims=True)
+    store = FaissStore(D, metric, "flat", {"encoding": encoding})
+    store.add(np.arange(500), x)
+    scores, ids = store.search(q, 5)
+    # Each metric's float score, and which way is nearer: squared L2 smaller, inner products larger.
+    nearer = 1.0 if metric == "l2" else -1.0
+    want = ((q[:, None, :] - x[None, :, :]) ** 2).sum(axis=2) if metric == "l2" else q @ x.T
+    exact = np.argsort(nearer * want, axis=1)[:, :5]
+    assert _recall(ids, exact) >= 0.9  # what the float vectors rank first, not last
+    assert (np.diff(nearer * scores, axis=1) >= 0).all()  # each row best first
+    # The scores are the float query's against the stored records (fp16, or int8 with a scale a vector).
+    np.testing.assert_allclose(scores, np.take_along_axis(want, ids, axis=1), rtol=0.02, atol=0.02)
+
+
 def test_parse_forms_bytes_and_refusals() -> None:
     assert parse_encoding("BINARY-RR + RESCORE").spec == "binary-rr+rescore=10"
     assert parse_encoding("rabitq+rescore").spec == "rabitq+rescore=4"
@@ -130,9 +150,147 @@ def test_a_dimension_not_a_multiple_of_8_is_padded_without_changing_the_ranking(
     assert (np.diff(np.take_along_axis(hamming, ids, axis=1), axis=1) >= 0).all()
 
 
+def _anisotropic(n: int, d: int, seed: int) -> np.ndarray:
+    """Unit vectors of a Gaussian whose variances fall from 1 to 0.05^2, its axes turned by a random rotation:
+    the structure ITQ learns (a random rotation spreads the variance evenly; the identity keeps the turn)."""
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((n, d)) * np.geomspace(1.0, 0.05, d)) @ np.linalg.qr(rng.standard_normal((d, d)))[0]
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _quantization_loss(x: np.ndarray, mean: np.ndarray, rotation: np.ndarray) -> float:
+    """ITQ's objective ||B - V R||^2 (Gong & Lazebnik): V the centred vectors scaled to length sqrt(d), so that
+    they are comparable with the +-1 codes B = sign(V R)."""
+    centred = (x - mean).astype(np.float64)
+    projected = centred / np.linalg.norm(centred, axis=1, keepdims=True) * np.sqrt(x.shape[1]) @ rotation
+    return float(((np.sign(projected) - projected) ** 2).sum())
+
+
+def test_itq_learns_a_rotation_that_loses_less_to_the_sign_than_a_random_one() -> None:
+    # A rotation that ITQ did not learn (a random one, the identity, or the learned one transposed) loses more.
+    x = _anisotropic(2000, 32, seed=3)
+    store = FaissStore(32, "cosine", "flat", {"encoding": "itq"})
+    store.add(np.arange(len(x)), x)
+    signs = store.signs
+    assert signs is not None and signs.mean_ is not None and signs.rotation_ is not None
+    rotation = signs.rotation_.astype(np.float64)
+    np.testing.assert_allclose(rotation @ rotation.T, np.eye(32), atol=1e-4)  # orthogonal: d bits of d axes
+    np.testing.assert_allclose(signs.mean_, x.mean(axis=0), atol=1e-5)
+    learned = _quantization_loss(x, signs.mean_, rotation)
+    others = [random_rotation(32, seed) for seed in range(8)] + [np.eye(32), rotation.T]
+    # [faiss 1.15.1: learned 22162; the others 24799 to 25674]
+    assert learned < 0.95 * min(_quantization_loss(x, signs.mean_, other) for other in others)
+
+
 def test_itq_needs_as_many_training_vectors_as_dimensions() -> None:
     with pytest.raises(BadInputError, match="at least 30 training vectors; got 20"):
         FaissStore(30, "cosine", "flat", {"encoding": "itq"}).add(np.arange(20), _clustered(20, 30, seed=4))
+    with pytest.raises(BadInputError, match=r"itq learns a 30 x 30 rotation .* needs at least d=30 .*; got 29\."):
+        SignCodes("itq").fit(_clustered(29, 30, seed=4))
+    exactly = SignCodes("itq").fit(_clustered(30, 30, seed=4))  # d vectors are enough
+    assert exactly.mean_ is not None and exactly.rotation_ is not None
+    # What is saved and compared is float32, whatever faiss hands back.
+    assert exactly.mean_.dtype == exactly.rotation_.dtype == np.float32
+    assert exactly.unit_signs(_clustered(3, 30, seed=5)).dtype == np.float32
+
+
+def _sign_file(codec: str, file_format: str | None = "whitevec.sign_codes/1", **tensors: np.ndarray) -> bytes:
+    from safetensors.numpy import save
+
+    metadata = {"codec": codec} if file_format is None else {"format": file_format, "codec": codec}
+    return bytes(save(tensors, metadata=metadata))
+
+
+@pytest.mark.parametrize(
+    ("data", "codec", "needle"),
+    [
+        (b"not safetensors", "binary", "s.st is not a readable sign-code file .*; rebuild it"),
+        (
+            _sign_file("binary", mean=np.zeros(8, np.float32)),
+            "itq",
+            r"s.st holds sign codes 'binary' \(whitevec.sign_codes/1\); manifest says itq",
+        ),
+        (
+            _sign_file("binary", None, mean=np.zeros(8, np.float32)),
+            "binary",
+            r"holds sign codes 'binary' \(None\)",
+        ),
+        (_sign_file("binary", mean=np.zeros(4, np.float32)), "binary", "does not hold the mean .* 8-d binary"),
+        (
+            _sign_file("binary-rr", mean=np.zeros(8, np.float32)),
+            "binary-rr",
+            r"and rotation\) of 8-d binary-rr",
+        ),
+        (
+            _sign_file("binary", mean=np.zeros(8, np.float32), rotation=np.eye(8, dtype=np.float32)),
+            "binary",
+            "does not hold the mean",
+        ),
+        (
+            _sign_file("itq", mean=np.zeros(8, np.float32), rotation=np.eye(4, dtype=np.float32)),
+            "itq",
+            "does not hold the mean",
+        ),
+        (
+            _sign_file("binary", mean=np.zeros(8, np.float32), extra=np.zeros(1, np.float32)),
+            "binary",
+            "does not hold the mean",
+        ),
+    ],
+    ids=[
+        "not safetensors",
+        "another codec",
+        "no format",
+        "short mean",
+        "no rotation",
+        "a rotation too many",
+        "bad rotation",
+        "extra",
+    ],
+)
+def test_a_sign_file_that_does_not_match_the_manifest_is_refused_by_name(
+    data: bytes, codec: str, needle: str
+) -> None:
+    # The manifest's checksum stops a damaged file first; this is the check behind it (a file of another index).
+    with pytest.raises(CorruptFileError, match=needle):
+        SignCodes.from_bytes(data, "s.st", codec, 8)
+
+
+def test_sign_codes_fit_on_one_vector_or_more_and_code_the_mean_as_zero_bits() -> None:
+    with pytest.raises(BadInputError, match=r"at least one training vector, got shape \(0, 8\)"):
+        SignCodes("binary").fit(np.zeros((0, 8), np.float32))
+    x = _clustered(5, 8, seed=9)
+    one = SignCodes("binary").fit(x[:1])  # one vector: its own mean
+    np.testing.assert_array_equal(one.mean_, x[0])  # type: ignore[arg-type]
+    assert not one.signs(x[:1]).any()  # (x - mean) > 0 is strict: a coordinate at the mean is a 0 bit
+    np.testing.assert_array_equal(one.encode(x[:1]), np.zeros((1, 1), np.uint8))
+
+
+@pytest.mark.parametrize("metric", ["cosine", "ip", "l2"])
+def test_1_bit_scores_under_each_metric(metric: str) -> None:
+    # 1 - 2h/d for cosine and ip (higher is nearer), 4h/d for l2 (the unit sign vectors' squared distance).
+    x, q = _clustered(300, 24, seed=10), _clustered(10, 24, seed=11)
+    store = FaissStore(24, metric, "flat", {"encoding": "binary"})
+    store.add(np.arange(300), x)
+    scores, ids = store.search(q, 5)
+    mean = x.astype(np.float64).mean(axis=0)
+    hamming = ((q[:, None, :] > mean) != (x[None, :, :] > mean)).sum(axis=2)
+    h = np.take_along_axis(hamming, ids, axis=1)
+    assert (np.diff(h, axis=1) >= 0).all() and (h[:, 0] == hamming.min(axis=1)).all()
+    np.testing.assert_allclose(scores, 4 * h / 24 if metric == "l2" else 1 - 2 * h / 24, atol=1e-6)
+
+
+def test_a_saved_sign_step_loads_as_it_was() -> None:
+    for codec in ("binary", "binary-rr", "itq"):
+        fitted = SignCodes(codec).fit(_clustered(40, 16, seed=8))
+        loaded = SignCodes.from_bytes(fitted.to_bytes(), "s.st", codec, 16)
+        assert loaded.codec == codec and loaded.dim == 16 and loaded.n_bits == 16
+        np.testing.assert_array_equal(loaded.mean_, fitted.mean_)  # type: ignore[arg-type]
+        assert (loaded.rotation_ is None) == (codec == "binary")
+        assert fitted.mean_ is not None and fitted.mean_.dtype == np.float32
+        assert fitted.rotation_ is None or fitted.rotation_.dtype == np.float32
+        if fitted.rotation_ is not None:
+            np.testing.assert_array_equal(loaded.rotation_, fitted.rotation_)  # type: ignore[arg-type]
 
 
 # --- through the Retriever: files, manifest, load, add, refusals -------------------------------------------
@@ -191,7 +349,8 @@ def test_index_info_reports_memory_and_disk_apart(tmp_path: Path, capsys: pytest
     assert size["ram_bytes"] == ram and size["disk_bytes"] == disk and size["index_bytes"] == ram + disk
     assert size["ram_bytes_per_vector"] == round(ram / len(DOCS), 2)
     assert 28 <= size["disk_bytes_per_vector"] <= 28.5  # one int8 record a vector and the .npy header
-    assert size == index_size(read_manifest(folder))
+    assert size["bytes_per_vector"] == round((ram + disk) / len(DOCS), 2)
+    assert size["encoding"] == "binary-rr+rescore=2:int8"
 
 
 @pytest.mark.parametrize("damage", ["missing", "truncated"])
@@ -213,8 +372,88 @@ def test_a_short_rescoring_file_is_refused_even_when_its_size_is_believed(tmp_pa
     store.save(tmp_path)
     path = tmp_path / RESCORE_FILE
     path.write_bytes(path.read_bytes()[:-16])
-    with pytest.raises(CorruptFileError, match=r"rescore\.npy is \d+ bytes; its 50 records need"):
+    size = path.stat().st_size  # the header, then 50 records of 8 fp16 values (16 bytes), less the 16 cut
+    with pytest.raises(CorruptFileError, match=rf"rescore\.npy is {size} bytes; its 50 records need {size + 16} "):
         RescoreVectors.open_path(path, "fp16", 8)
+    np.save(path, np.zeros((5, 2), dtype=[("vector", "<f2", (8,))]))  # the right records, but a 2-d array
+    with pytest.raises(CorruptFileError, match=r"rescore\.npy holds .* of shape \(5, 2\); this index keeps fp16"):
+        RescoreVectors.open_path(path, "fp16", 8)
+
+
+@pytest.mark.parametrize("metric", ["ip", "l2"])
+def test_rescoring_returns_id_0_and_puts_missing_candidates_last(metric: str) -> None:
+    # Row 0 is a document like any other (not the -1 of "no candidate"); with fewer documents than k the -1
+    # slots come after every document, whichever way the metric's scores run.
+    x = _clustered(6, 8, seed=12)
+    store = FaissStore(8, metric, "flat", {"encoding": "sq8+rescore=2"})
+    store.add(np.arange(6), x)
+    scores, ids = store.search(x[:1], 9)
+    assert ids[0, 0] == 0 and sorted(ids[0, :6]) == list(range(6)) and (ids[0, 6:] == -1).all()
+    assert np.isfinite(scores[0, :6]).all() and (scores[0, 6:] == (np.inf if metric == "l2" else -np.inf)).all()
+
+
+def test_rescoring_keeps_the_codes_order_among_equal_scores() -> None:
+    # 40 records of three distinct vectors: three groups of equal scores, in the order the codes gave them.
+    group = np.random.default_rng(0).integers(0, 3, 40)
+    records = RescoreVectors("fp16", 4)
+    records.add(np.arange(40), np.float32([[1, 0, 0, 0], [0.5, 0, 0, 0], [0, 0, 0, 0]])[group])
+    candidates = np.random.default_rng(1).permutation(40)
+    query = np.float32([[1, 0, 0, 0]])
+    for metric, nearer in (("ip", -1.0), ("l2", 1.0)):
+        _, ids = records.rescore(query, candidates[None, :], 40, metric)
+        score = {"ip": [1.0, 0.5, 0.0], "l2": [0.0, 0.25, 1.0]}[metric]
+        want = sorted(candidates, key=lambda i: nearer * score[group[i]])  # Python's sort is stable
+        np.testing.assert_array_equal(ids[0], want)
+
+
+def test_rescoring_records_keep_each_vector_within_its_form() -> None:
+    x = _clustered(20, 16, seed=14) * np.linspace(0.1, 3.0, 20, dtype=np.float32)[:, None]
+    x[3] = 0.0
+    int8 = RescoreVectors("int8", 16)
+    int8.add(np.arange(20), x)
+    back = int8.vectors(np.arange(20))
+    peak = np.abs(x).max(axis=1)
+    # Each vector's largest value is code +-127 exactly; every value within half a step (peak / 254) of x.
+    np.testing.assert_allclose(np.abs(back).max(axis=1), peak, rtol=1e-6)
+    assert (np.abs(back - x) <= peak[:, None] / 254 + 1e-7).all() and not back[3].any()
+    with pytest.raises(BadInputError, match=r"beyond half precision's range \(65504\); keep .* as int8"):
+        RescoreVectors("fp16", 2).add(np.array([0]), np.float32([[1e6, 0.0]]))
+    with pytest.raises(BadInputError, match="so ids must be >= 0"):
+        RescoreVectors("fp16", 2).add(np.array([-1]), np.float32([[1.0, 0.0]]))
+
+
+def test_rescoring_records_through_adds_deletes_and_saves(tmp_path: Path) -> None:
+    # The records a version keeps: its file's, then the rows added (a row given again replaced), less the ids
+    # deleted (zeroed); each read back as it was written, whether from the file or from what was added since.
+    x = _clustered(12, 8, seed=13)
+    first = RescoreVectors("fp16", 8)
+    first.add(np.arange(6), x[:6])
+    first.delete(np.array([2]))  # added, not yet saved
+    first.save(tmp_path / "a.npy")
+    opened = RescoreVectors.open_path(tmp_path / "a.npy", "fp16", 8)
+    half = x.astype(np.float16).astype(np.float32)
+    want = half[:6].copy()
+    want[2] = 0.0
+    np.testing.assert_array_equal(opened.vectors(np.arange(6)), want)
+    replaced = opened.staged()
+    replaced.add(np.array([1]), x[11:12])  # a saved row given again: read from the added ones, the rest from disk
+    np.testing.assert_array_equal(replaced.vectors(np.array([1, 4])), half[[11, 4]])
+    staged = opened.staged()
+    staged.add(np.array([6, 7, 3]), x[6:9])  # two new rows, and row 3 replaced
+    staged.delete(np.array([7, 1, 10**6]))  # an added row, a saved one, and one never stored
+    staged.delete(np.array([4]))
+    staged.add(np.array([4, 6]), x[9:11])  # a deleted row back, and an added one given again
+    want[4], half[6] = half[9], half[10]
+    want = np.vstack([want, half[6:8]])
+    want[3], want[7], want[1] = half[8], 0.0, 0.0
+    np.testing.assert_array_equal(staged.vectors(np.array([0, 3, 4, 5, 6])), want[[0, 3, 4, 5, 6]])
+    staged.save(tmp_path / "b.npy")
+    again = RescoreVectors.open_path(tmp_path / "b.npy", "fp16", 8)
+    assert again.rows == 7  # one per id up to the largest kept: 7 was deleted
+    np.testing.assert_array_equal(again.vectors(np.arange(7)), want[:7])
+    np.testing.assert_array_equal(opened.vectors(np.arange(6))[3], half[3])  # the published file is unchanged
+    with pytest.raises(CorruptFileError, match=r"b\.npy holds 7 rescoring records; the index returned id 9\."):
+        again.vectors(np.array([0, 1, 9]))
 
 
 @pytest.mark.parametrize(
@@ -264,11 +503,20 @@ def test_eval_and_tune_score_1_bit_codes_as_the_index_ranks() -> None:
     store.add(rows, x)
     scores, _ = store.search(q, 400)
     np.testing.assert_allclose(np.sort(space[400:] @ space[:400].T, axis=1)[:, ::-1], scores, atol=1e-6)
+    # Independently of faiss and of the store: binary-rr codes sign((v - mean) R), R the seeded Haar rotation,
+    # and scores a pair 1 - 2 h / d for a Hamming distance h.
+    mean = x.astype(np.float64).mean(axis=0)
+    q_bits, x_bits = (((v - mean) @ random_rotation(16)) > 0 for v in (q, x))
+    hamming = (q_bits[:, None, :] != x_bits[None, :, :]).sum(axis=2)
+    np.testing.assert_allclose(space[400:] @ space[:400].T, 1 - 2 * hamming / 16, atol=1e-6)
     with pytest.raises(BadInputError, match="scored through the index's own search"):
         encoded_vectors(x, "rabitq", rows)
-    plus = FaissStore(16, "cosine", "flat", {"encoding": "rabitq+rescore"})
-    plus.add(rows, x)
-    np.testing.assert_array_equal(searched_rankings(x, q, "rabitq+rescore", 10), plus.search(q, 10)[1])
+    # RaBitQ +rescore: its 4 x 10 candidates re-ranked by the fp16 vectors' cosines: the float top 10 (nearly),
+    # best first by those cosines.
+    ranked = searched_rankings(x, q, "rabitq+rescore", 10)
+    assert _recall(ranked, np.argsort(-(q @ x.T), axis=1)[:, :10]) >= 0.9
+    rescored = np.take_along_axis(q @ x.astype(np.float16).astype(np.float32).T, ranked, axis=1)
+    assert (np.diff(rescored, axis=1) <= 1e-6).all()
 
 
 def test_tune_budget_counts_memory_and_reports_disk() -> None:

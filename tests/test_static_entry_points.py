@@ -202,6 +202,16 @@ def test_tune_weighs_a_static_folder_against_a_model_and_records_encode_cost(
         capsys,
     )
     assert code == 0, err
+    # The index is built as the configuration says: the static folder (not the default model), its pooling, and
+    # the transform tune chose (here none: centring gains nothing on these cosines).
+    tuned = json.loads(config.read_text())
+    code, stdout, err = run_cli(["index", "info", str(index)], capsys)
+    assert code == 0, err
+    info = json.loads(stdout)
+    assert Path(info["model"]).resolve() == Path(tuned["model"]).resolve() == files["static"].resolve()
+    assert info["pooling"] == tuned["pooling"] == "static"
+    assert info["model_fingerprint"] == tuned["model_fingerprint"] and info["max_length"] == tuned["max_length"]
+    assert (info["transform"] or {"spec": "none"})["spec"] == tuned["transform"]
 
 
 def test_eval_retrieval_with_a_static_encoder(files: dict[str, Path]) -> None:
@@ -210,11 +220,19 @@ def test_eval_retrieval_with_a_static_encoder(files: dict[str, Path]) -> None:
 
     texts = sentences(40, seed=9)
     docs = [Document(f"d{i}", t) for i, t in enumerate(texts)]
-    queries = {f"q{i}": texts[i] for i in range(0, 40, 4)}
+    # Queries that are not the documents: the last four words of every fourth one, so that the ranking (and
+    # nDCG) depends on the vectors rather than on finding a text's own copy.
+    queries = {f"q{i}": " ".join(texts[i].split()[-4:]) for i in range(0, 40, 4)}
     qrels = {f"q{i}": {f"d{i}": 1} for i in range(0, 40, 4)}
     dataset = RetrievalDataset("tiny", docs, queries, qrels)
-    report = evaluate_retrieval(StaticEncoder(files["normalized"]), dataset, ["none"], latency_queries=0)
-    assert report.scores[0].pooling == "static" and report.scores[0].ndcg_10 == pytest.approx(1.0)
+    encoder = StaticEncoder(files["normalized"])
+    report = evaluate_retrieval(encoder, dataset, ["none"], latency_queries=0)
+    # nDCG@10 of one relevant document a query: 1 / log2(1 + its rank) within the top 10, from plain cosines.
+    scores = encoder.encode(list(queries.values())) @ encoder.encode(texts).T
+    ranks = [1 + int((row > row[int(q[1:])]).sum()) for q, row in zip(queries, scores, strict=True)]
+    want = np.mean([1 / np.log2(1 + rank) if rank <= 10 else 0.0 for rank in ranks])
+    assert 0.2 < want < 0.95  # neither every query's own document first nor none
+    assert report.scores[0].pooling == "static" and report.scores[0].ndcg_10 == pytest.approx(want, abs=1e-6)
 
 
 def test_the_server_serves_a_static_index(files: dict[str, Path], tmp_path: Path) -> None:

@@ -36,6 +36,7 @@ from tokenizers import Tokenizer
 from whitevec.encoder import Encoder
 from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.progress import progress_bar
+from whitevec.static_encoder import median_token_length, unknown_token_id
 from whitevec.transforms.whitening import Whitening
 
 UNUSED_TOKEN = re.compile(r"\[unused\d+\]")  # Model2Vec's token_remove_pattern
@@ -174,24 +175,19 @@ def reduce_table(raw: TokenTable, dims: int | None) -> np.ndarray:
     return table
 
 
-def unknown_token_id(tokenizer: Tokenizer) -> int | None:
-    """The id of the token for unknown text, which a static mean leaves out (as Model2Vec does)."""
-    token = getattr(tokenizer.model, "unk_token", None)
-    if token is not None:
-        return tokenizer.token_to_id(token)
-    unk_id = getattr(tokenizer.model, "unk_id", None)
-    return int(unk_id) if isinstance(unk_id, int) else None
-
-
 def static_mean(
     table: np.ndarray, tokenizer: Tokenizer, texts: Sequence[str], max_length: int | None
 ) -> np.ndarray:
-    """Static sentence vectors, float32: the plain mean of the rows of each text's tokens (no special tokens,
-    the unknown token left out, the first ``max_length`` tokens); zeros for a text with none."""
+    """Static sentence vectors, float32, as a static encoder of the table makes them (``StaticEncoder``,
+    Model2Vec's ``StaticModel``): the plain mean of the rows of each text's tokens (no special tokens, the
+    unknown token left out, the text cut to ``max_length`` x the median token length in characters, then its
+    first ``max_length`` tokens); zeros for a text with none."""
     unknown = unknown_token_id(tokenizer)
+    chars = None if max_length is None else max_length * median_token_length(tokenizer)
     out = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
     for start in range(0, len(texts), _TEXT_CHUNK):
-        encodings = tokenizer.encode_batch_fast(list(texts[start : start + _TEXT_CHUNK]), add_special_tokens=False)
+        chunk = [text[:chars] for text in texts[start : start + _TEXT_CHUNK]]
+        encodings = tokenizer.encode_batch_fast(chunk, add_special_tokens=False)
         rows = [[i for i in e.ids[:max_length] if i != unknown] for e in encodings]
         lengths = np.array([len(r) for r in rows])
         filled = np.flatnonzero(lengths)
