@@ -132,12 +132,12 @@ def test_a_rescoring_file_deleted_by_path_is_still_read_from_the_pinned_version(
     assert json.loads(done.stdout.splitlines()[0]) == {"same": True}
 
 
-@pytest.mark.parametrize("reader", ["preadv", "seek-and-read"])
+@pytest.mark.parametrize("reader", ["pread", "seek-and-read"])
 def test_a_record_file_refuses_a_short_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str) -> None:
     # A read that returns fewer bytes than asked (the file shrank between the size check and the read), with
-    # os.preadv and with the seek-and-read stand-in of systems without it.
+    # os.pread and with the seek-and-read stand-in of systems without it.
     if reader == "seek-and-read":
-        monkeypatch.setattr(rescore, "_preadv", rescore._preadv_by_seek)
+        monkeypatch.setattr(rescore, "_pread", rescore._pread_by_seek)
     x = _clustered(50, 8, seed=5)
     records = RescoreVectors("fp16", 8)
     records.add(np.arange(50), x)
