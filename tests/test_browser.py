@@ -28,6 +28,7 @@ from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
 from whitevec.index import SearchHit as Hit
+from whitevec.index.retriever import UNKNOWN_QUERY_NOTE, QueryHits
 from whitevec.service.app import create_app
 from whitevec.service.settings import ServeSettings
 
@@ -81,7 +82,14 @@ class PageRetriever:
         return [(f"cran-{i + 1}", float(scores[i])) for i in order]
 
     def search(self, queries: list[str], k: int = 10) -> list[list[Hit]]:
-        return [[Hit(i, s, DOCS[int(i[5:]) - 1], None) for i, s in self.ranking(query, k)] for query in queries]
+        return [self._hits(query, k) for query in queries]
+
+    def _hits(self, query: str, k: int) -> list[Hit]:
+        if not any(c.isalnum() for c in query):  # as the Retriever answers a query with no token it knows
+            unknown = QueryHits()
+            unknown.note = UNKNOWN_QUERY_NOTE
+            return unknown
+        return [Hit(i, s, DOCS[int(i[5:]) - 1], None) for i, s in self.ranking(query, k)]
 
     def embed(self, texts: list[str]) -> np.ndarray:
         return np.stack([_vector(t) for t in texts])
@@ -180,6 +188,18 @@ def test_search_page_end_to_end(
     keep = os.environ.get("WHITEVEC_SCREENSHOT")
     if keep:
         shutil.copyfile(shot, keep)
+
+
+def test_search_page_shows_the_note_of_a_query_with_no_known_token(
+    live_server: tuple[str, PageRetriever], browser: webdriver.Chrome
+) -> None:
+    base, _ = live_server
+    browser.get(base + "/")
+    box = browser.find_element(By.ID, "query")
+    box.send_keys("ⓩⓩⓩ")
+    box.send_keys(Keys.ENTER)
+    WebDriverWait(browser, 20).until(lambda d: UNKNOWN_QUERY_NOTE in d.find_element(By.ID, "status").text)
+    assert browser.find_elements(By.CSS_SELECTOR, "#results li.hit") == []
 
 
 def test_search_page_shows_a_server_error(
