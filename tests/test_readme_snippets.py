@@ -112,7 +112,12 @@ def test_the_cranfield_figures_quoted_are_the_results_scripts() -> None:
     pasted = dict(
         re.findall(r"^\| last-avg \| (\S+) \| float32 \| \d+ \| [\d,]+ \| ([\d.]+) \|", guide, re.MULTILINE)
     )
-    assert pasted and pasted == {transform: ndcg[transform] for transform in pasted}
+    # Raw vectors rank Cranfield's two empty abstracts nowhere near the top, so the raw row is the results page's
+    # figure to the digit; the whitened rows moved when texts with no known token left the index (the page says
+    # so, and the guide quotes the page's figures beside its own).
+    assert pasted["none"] == ndcg["none"]
+    for transform in set(pasted) - {"none"}:
+        assert pasted[transform] != ndcg[transform] and ndcg[transform] in guide
     row = re.search(
         r"^\| all-MiniLM-L6-v2, last-avg \| Cranfield \|(.*)\|$", README.read_text(encoding="utf-8"), re.MULTILINE
     )
