@@ -71,3 +71,17 @@ def save_result(name: str, data: dict[str, Any]) -> Path:
 
 def ratio(numerator: float, denominator: float) -> float:
     return float(numerator / denominator) if denominator else float("nan")
+
+
+def real_shape_static_folder(out: Path, dims: int = 256) -> Path:
+    """A static encoder folder of the real shape (all-MiniLM-L6-v2's tokenizer, 30,522 tokens x ``dims``, seeded
+    random values) for timing: encoding and hashing costs do not depend on the values."""
+    import numpy as np
+    from tokenizers import Tokenizer
+
+    from whitevec.models import resolve_model
+    from whitevec.static_format import StaticTable, write_static_folder
+
+    tokenizer = Tokenizer.from_file(str(resolve_model("all-MiniLM-L6-v2") / "tokenizer.json"))
+    table = np.random.default_rng(0).normal(size=(len(tokenizer.get_vocab()), dims)).astype(np.float32)
+    return write_static_folder(out, StaticTable(table, tokenizer, True, 512, {"base_model": "random"}))

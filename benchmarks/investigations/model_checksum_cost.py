@@ -22,24 +22,14 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
-
-def static_folder(out: Path) -> Path:
-    from tokenizers import Tokenizer
-
-    from whitevec.models import resolve_model
-    from whitevec.static_format import StaticTable, write_static_folder
-
-    tokenizer = Tokenizer.from_file(str(resolve_model("all-MiniLM-L6-v2") / "tokenizer.json"))
-    rows = len(tokenizer.get_vocab())
-    table = np.random.default_rng(0).normal(size=(rows, 256)).astype(np.float32)
-    return write_static_folder(out, StaticTable(table, tokenizer, True, 512, {"base_model": "random"}))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for the suite's modules
+from bench_common import real_shape_static_folder
 
 
 def timed(run: Callable[[], object], repeats: int) -> tuple[float, float]:
@@ -98,7 +88,7 @@ def main() -> None:
     mpnet = args.mpnet or models_home() / "all-mpnet-base-v2"
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["WHITEVEC_CHECKSUMS"] = str(Path(tmp) / "checksums")  # never the user's cache
-        static = args.static or static_folder(Path(tmp) / "static")
+        static = args.static or real_shape_static_folder(Path(tmp) / "static")
         print(json.dumps(measure("static table", static, None, args.repeats)))
         if (mpnet / "config.json").is_file():
             print(json.dumps(measure("all-mpnet-base-v2", mpnet, "model", args.repeats)))

@@ -16,23 +16,15 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-
-def default_folder(out: Path) -> Path:
-    from tokenizers import Tokenizer
-
-    from whitevec.models import resolve_model
-    from whitevec.static_format import StaticTable, write_static_folder
-
-    tokenizer = Tokenizer.from_file(str(resolve_model("all-MiniLM-L6-v2") / "tokenizer.json"))
-    rows = len(tokenizer.get_vocab())
-    table = np.random.default_rng(0).normal(size=(rows, 256)).astype(np.float32)
-    return write_static_folder(out, StaticTable(table, tokenizer, True, 512, {"base_model": "random"}))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for the suite's modules
+from bench_common import real_shape_static_folder
 
 
 def main() -> None:
@@ -49,7 +41,7 @@ def main() -> None:
 
     texts = load_sts_task("stsb").sentences("target")[: args.texts]
     with tempfile.TemporaryDirectory() as tmp:
-        folder = args.static or default_folder(Path(tmp) / "static")
+        folder = args.static or real_shape_static_folder(Path(tmp) / "static")
         ours, theirs = StaticEncoder(folder), StaticModel.from_pretrained(folder, force_download=False)
         runs = {
             "whitevec StaticEncoder": lambda: ours.encode(texts),
