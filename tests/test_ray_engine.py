@@ -473,8 +473,12 @@ def test_a_second_build_of_the_same_out_is_refused_at_once(tmp_path: Path, corpu
     ("extra", "message"),
     [
         (["--fit-sample", "500"], "--fit-sample is for --engine ray"),
-        (["--engine", "ray", "--backend", "milvus", "--fit-sample", "1"], "at least 2"),
-        (["--engine", "ray", "--backend", "milvus", "--fit-seed", "-3", "--fit-sample", "9"], "--fit-seed"),
+        (["--engine", "ray", "--backend", "milvus", "-t", "whitening", "--fit-sample", "1"], "at least 2"),
+        (
+            ["--engine", "ray", "--backend", "milvus", "-t", "whitening", "--fit-seed", "-3", "--fit-sample", "9"],
+            "--fit-seed",
+        ),
+        (["--engine", "ray", "--backend", "milvus", "--fit-sample", "9"], "--transform none fits nothing"),
     ],
 )
 def test_cli_checks_fit_sample_before_anything_runs(

@@ -80,6 +80,10 @@ def build_index_file(
             raise BadInputError(
                 f"--engine ray indexes every document; --empty-documents {empty} is for a local build"
             )
+        if fit_sample is not None and str(transform) == "none":
+            raise BadInputError(
+                "--fit-sample draws the vectors a transform is fitted on; --transform none fits nothing"
+            )
         ray = {"ray_address": ray_address, "workers": workers, "gpus_per_worker": gpus_per_worker}
         sample = {"fit_sample": fit_sample, "fit_seed": fit_seed}
         return _build_on_ray(
