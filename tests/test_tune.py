@@ -408,6 +408,24 @@ def test_a_configuration_compares_what_poolings_compute_not_their_names(minilm_d
     whitened.check_index({**whitening_index, "pooling": "LAST-AVG"})
 
 
+def test_index_build_config_takes_a_pooling_that_computes_the_same(minilm_dir: Path, tmp_path: Path) -> None:
+    """`index build --config C --pooling model` on a config tuned with last-avg (raw vectors): the same cosines on
+    all-MiniLM-L6-v2, so accepted (the config's pooling is used); with a whitening in between, refused."""
+    from whitevec.cli import RunOptions
+    from whitevec.cli._options import _from_config
+    from whitevec.cli.index import index_build_command
+
+    raw, whitened = tmp_path / "raw.json", tmp_path / "whitened.json"
+    TunedConfig(model="all-MiniLM-L6-v2", pooling="last-avg", transform="none").save(raw)
+    TunedConfig(model="all-MiniLM-L6-v2", pooling="last-avg", transform="whitening-128").save(whitened)
+    taken = _from_config(raw, index_build_command, RunOptions(), pooling="model")
+    assert taken[:3] == ("all-MiniLM-L6-v2", "last-avg", "none")
+    with pytest.raises(ConfigMismatchError, match="--pooling model contradicts"):
+        _from_config(whitened, index_build_command, RunOptions(), pooling="model")
+    with pytest.raises(ConfigMismatchError, match="--pooling cls contradicts"):
+        _from_config(raw, index_build_command, RunOptions(), pooling="cls")
+
+
 def test_config_refuses_another_model_or_pooling() -> None:
     config = TunedConfig(model="table", pooling="last-avg", transform="whitening", dim=16, bytes_per_vector=64)
     config.check_encoder(TableEncoder({"x": np.zeros(16)}))

@@ -365,11 +365,12 @@ def _from_config(
     for name, value in given.items():
         if value is None or value == defaults[name].default:
             continue
-        same = (
-            parse_encoding(value).spec == tuned.encoding
-            if name == "encoding"
-            else value.strip().lower() == wanted[name].lower()
-        )
+        if name == "encoding":
+            same = parse_encoding(value).spec == tuned.encoding
+        elif name == "pooling":  # by what it computes: on MiniLM `model` is last-avg then Normalize
+            same = tuned.same_pooling(value)
+        else:
+            same = value.strip().lower() == wanted[name].lower()
         if not same:
             raise ConfigMismatchError(
                 f"--{name} {value} contradicts the tuned configuration {config}, which names {name} "

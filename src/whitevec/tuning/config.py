@@ -176,13 +176,13 @@ class TunedConfig:
             if fingerprint and self.model_fingerprint
             else model.strip().lower() == self.model.strip().lower()
         )
-        if not same_model or not self._same_pooling(pooling):
+        if not same_model or not self.same_pooling(pooling):
             raise ConfigMismatchError(
                 f"the tuned configuration was chosen for model {self.model!r} with pooling {self.pooling!r}, but "
                 f"{where} uses model {model!r} with pooling {pooling!r}; its transform is not valid there"
             )
 
-    def _same_pooling(self, pooling: str) -> bool:
+    def same_pooling(self, pooling: str) -> bool:
         """Whether ``pooling`` computes on the configured model what the configured pooling does (``model`` is
         the folder's own modules: on all-MiniLM-L6-v2, last-avg then Normalize). A final Normalize changes only
         each vector's length, so the cosines are the same unless a transform is fitted in between."""
