@@ -301,6 +301,37 @@ def test_resume_after_the_driver_is_killed(
         np.testing.assert_array_equal(rows[row][1], vector)
 
 
+def test_resume_rewrites_lite_data_a_killed_driver_left_unloadable(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Milvus Lite writes a segment's index file in place: a driver killed while it wrote one leaves a file the
+    next load cannot read (seen once in the killed-driver test above: "file seems not fully written"). The resume
+    starts the build's own Lite data again, so every shard is written anew, instead of failing."""
+    from whitevec.index.milvus_store import MilvusStore, new_collection_name
+    from whitevec.index.ray_engine import INSERTED_LOG, MILVUS_LOCAL, _open_collection
+
+    folder = tmp_path / "work"
+    name = new_collection_name()
+    store = MilvusStore(str(folder / MILVUS_LOCAL), name, 8, "cosine", "flat", None, create=True, docs=True)
+    x = np.random.default_rng(0).normal(size=(76, 8)).astype(np.float32)
+    store.upsert_documents(np.arange(76), x, [f"d{i}" for i in range(76)], ["t"] * 76, [None] * 76)
+    store.flush()
+    store.close()
+    segments = list((folder / MILVUS_LOCAL).rglob("*.idx"))
+    assert segments
+    for segment in segments:
+        os.truncate(segment, 0)  # the write a SIGKILL cut short
+    (folder / INSERTED_LOG).write_text("0\n1\n")
+    with caplog.at_level("WARNING", logger="whitevec.index.ray_engine"):
+        reopened = _open_collection(folder, {"collection": name}, 8, "cosine", "flat", None, None)
+    try:
+        assert reopened.count == 0 and reopened.collection == name
+        assert not (folder / INSERTED_LOG).exists(), "no shard counts as written in the new collection"
+        assert "writing every shard again" in caplog.text
+    finally:
+        reopened.close()
+
+
 # --- bad input ------------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_a_row_that_does_not_parse_is_named_and_leaves_nothing(

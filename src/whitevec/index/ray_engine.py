@@ -933,6 +933,14 @@ def _open_collection(
     except WhitevecError as exc:
         if "has no collection" not in str(exc) and "does not exist" not in str(exc):
             raise
+    except Exception as exc:  # pymilvus's own errors: the collection exists but cannot be loaded
+        if uri is not None:
+            raise
+        # Milvus Lite writes a segment's files in place, so a driver killed while it wrote one leaves data it
+        # cannot load ("file seems not fully written"). The shards are the build's record, kept in the work
+        # folder: start the build's own Lite data again and write every shard.
+        logger.warning("the build's Milvus Lite data cannot be loaded (%s); writing every shard again", exc)
+        shutil.rmtree(real_uri, ignore_errors=True)
     # A new collection holds none of the shards an earlier run may have logged as written.
     (folder / INSERTED_LOG).unlink(missing_ok=True)
     return MilvusStore(real_uri, name, dim, metric, kind, params, create=True, stored_uri=uri, docs=True)
