@@ -108,10 +108,9 @@ class RecordFile:
 
     def read(self, ids: np.ndarray) -> np.ndarray:
         """The records of ``ids`` (< rows; ascending, so the reads move forward through the file): one ``pread``
-        each, the bytes joined once, checked to be whole. A system call per record costs about 1 us here against
-        0.4 us for a mapped row (docs/notes/one-bit-codes.md); candidates are rarely neighbours, so merging runs
-        saved nothing, and a list of ``pread`` calls is the cheapest loop Python has for it (preadv into
-        memoryview slices cost 20% more)."""
+        each, the bytes joined once, checked to be whole. A system call per record costs about 0.9 us more than a
+        mapped row (docs/notes/one-bit-codes.md); candidates are rarely neighbours, so merging runs saved nothing,
+        and a list of ``pread`` calls costs less than ``preadv`` into memoryview slices."""
         self.check_size()
         width, fd = self.dtype.itemsize, self.fd
         offsets = (self.offset + ids.astype(np.int64) * width).tolist()
