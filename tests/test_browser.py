@@ -190,14 +190,18 @@ def test_search_page_end_to_end(
         shutil.copyfile(shot, keep)
 
 
+def _search_on_page(browser: webdriver.Chrome, base: str, query: str) -> None:
+    """Open the search page, type ``query`` and press Enter."""
+    browser.get(base + "/")
+    box = browser.find_element(By.ID, "query")
+    box.send_keys(query)
+    box.send_keys(Keys.ENTER)
+
+
 def test_search_page_shows_the_note_of_a_query_with_no_known_token(
     live_server: tuple[str, PageRetriever], browser: webdriver.Chrome
 ) -> None:
-    base, _ = live_server
-    browser.get(base + "/")
-    box = browser.find_element(By.ID, "query")
-    box.send_keys("ⓩⓩⓩ")
-    box.send_keys(Keys.ENTER)
+    _search_on_page(browser, live_server[0], "ⓩⓩⓩ")
     WebDriverWait(browser, 20).until(lambda d: UNKNOWN_QUERY_NOTE in d.find_element(By.ID, "status").text)
     assert browser.find_elements(By.CSS_SELECTOR, "#results li.hit") == []
 
@@ -205,11 +209,8 @@ def test_search_page_shows_the_note_of_a_query_with_no_known_token(
 def test_search_page_shows_a_server_error(
     live_server: tuple[str, PageRetriever], browser: webdriver.Chrome
 ) -> None:
-    base, _ = live_server
-    browser.get(base + "/")
-    box = browser.find_element(By.ID, "query")
-    box.send_keys("x" * 2001)  # over max_text_chars: the page shows the server's message, not a blank list
-    box.send_keys(Keys.ENTER)
+    # Over max_text_chars: the page shows the server's message, not a blank list.
+    _search_on_page(browser, live_server[0], "x" * 2001)
     WebDriverWait(browser, 20).until(lambda d: "Error" in d.find_element(By.ID, "status").text)
     assert "max_text_chars" in browser.find_element(By.ID, "status").text
     assert browser.find_elements(By.CSS_SELECTOR, "#results li") == []

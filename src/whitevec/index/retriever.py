@@ -26,7 +26,7 @@ import numpy as np
 
 from whitevec._io import atomic_dir, writers_lock, writing_to
 from whitevec.datasets.retrieval import Document, check_unique_ids
-from whitevec.encoding import known_token_mask, zero_unknown_rows
+from whitevec.encoding import known_token_mask
 from whitevec.errors import BadInputError, CorruptFileError, DimensionMismatchError
 from whitevec.index.build import as_documents, build_index, encoder_description, meaningful_documents
 from whitevec.index.documents import DocumentStore, documents_of
@@ -262,9 +262,9 @@ class Retriever:
         items = check_texts(texts, "texts")
         known = known_token_mask(self.encoder, items)
         out = np.zeros((len(items), self.dim), dtype=np.float32)
-        if known.any():
+        if known.any():  # the other rows stay zeros
             out[known] = self._stored_form([text for text, ok in zip(items, known, strict=True) if ok])
-        return zero_unknown_rows(out, known), known
+        return out, known
 
     def _stored_form(self, texts: list[str]) -> np.ndarray:
         return stored_form(
