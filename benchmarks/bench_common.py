@@ -79,8 +79,8 @@ def real_shape_static_folder(out: Path, dims: int = 256) -> Path:
     import numpy as np
     from tokenizers import Tokenizer
 
-    from whitevec.models import resolve_model
-    from whitevec.static_format import StaticTable, write_static_folder
+    from whitevec.encoders.models import resolve_model
+    from whitevec.encoders.static_format import StaticTable, write_static_folder
 
     tokenizer = Tokenizer.from_file(str(resolve_model("all-MiniLM-L6-v2") / "tokenizer.json"))
     table = np.random.default_rng(0).normal(size=(len(tokenizer.get_vocab()), dims)).astype(np.float32)

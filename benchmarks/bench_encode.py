@@ -40,7 +40,7 @@ def worker_encode(system: str, model: str, limit: int | None, reps: int) -> dict
     import torch
 
     torch.set_num_threads(THREADS)
-    from whitevec.models import resolve_model
+    from whitevec.encoders.models import resolve_model
 
     texts = texts_for(limit)
     if system == "sentence-transformers":
@@ -55,7 +55,7 @@ def worker_encode(system: str, model: str, limit: int | None, reps: int) -> dict
         def warm() -> Any:
             return st.encode(texts[:BATCH], batch_size=BATCH)
     else:
-        from whitevec.encoder import Encoder
+        from whitevec.encoders.transformer import Encoder
 
         backend = BACKEND_OF[system]
         # last-avg is the computation sentence-transformers runs for these models (mean of the last layer).
@@ -83,7 +83,7 @@ def worker_sts(model: str, backend: str) -> dict[str, Any]:
 
     torch.set_num_threads(THREADS)
     from whitevec.datasets import load_sts_task
-    from whitevec.encoder import Encoder
+    from whitevec.encoders.transformer import Encoder
     from whitevec.evaluation.sts import evaluate_sts_poolings
 
     # The float path reads the shared vector cache when results_sts.py filled it; fast paths have their own.

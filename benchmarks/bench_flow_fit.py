@@ -72,7 +72,7 @@ print(json.dumps(out))
 
 def _vectors(model: str) -> np.ndarray:
     from whitevec.datasets import load_sts_task
-    from whitevec.encoder import Encoder
+    from whitevec.encoders.transformer import Encoder
 
     sentences = load_sts_task("stsb").sentences("target")
     return Encoder(model=model, pooling=POOLING).encode(sentences, show_progress=False)

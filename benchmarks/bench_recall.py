@@ -134,7 +134,7 @@ def worker_real(model: str) -> dict[str, Any]:
     import faiss
 
     from whitevec.datasets import load_sts_task
-    from whitevec.encoder import Encoder
+    from whitevec.encoders.transformer import Encoder
     from whitevec.transforms import Whitening
 
     faiss.omp_set_num_threads(THREADS)

@@ -119,7 +119,7 @@ def worker(mode: str, corpus: str, count: int) -> None:
     if mode == "local":
         import torch
 
-        from whitevec.encoder import Encoder
+        from whitevec.encoders.transformer import Encoder
         from whitevec.index import build_index
 
         torch.set_num_threads(CPUS)
@@ -141,7 +141,7 @@ def worker(mode: str, corpus: str, count: int) -> None:
         return
     import ray
 
-    from whitevec.index.ray_engine import ray_build
+    from whitevec.engines.ray import ray_build
 
     started = time.perf_counter()
     ray.init(num_cpus=CPUS, include_dashboard=False, log_to_driver=False, object_store_memory=500 << 20)

@@ -77,7 +77,7 @@ DEFAULT_HISTORY = HERE / "results" / "serve_history.jsonl"
 def build_index(index_dir: Path, data_dir: Path | None, model: str, pooling: str, transform: str) -> None:
     from whitevec.datasets import resolve_data_dir
     from whitevec.datasets.retrieval import read_cranfield
-    from whitevec.encoder import Encoder
+    from whitevec.encoders.transformer import Encoder
     from whitevec.index import Retriever
 
     root = resolve_data_dir(data_dir) / "retrieval" / "cranfield"
@@ -634,7 +634,7 @@ def measure(args: argparse.Namespace, lock: str | None) -> dict[str, Any]:
                 server.stop()
     ceilings = round_ceilings[0]
     if args.peer == "infinity":
-        from whitevec.models import resolve_model
+        from whitevec.encoders.models import resolve_model
 
         model_dir = Path(resolve_model(args.model))
         peer = infinity_server(args.peer_python, model_dir, args.threads, args.batch, args.peer_dtype)

@@ -27,7 +27,7 @@ import numpy as np
 from whitevec.datasets.retrieval import RetrievalDataset
 from whitevec.evaluation.retrieval import evaluate_retrieval, score_rankings
 from whitevec.index.encodings import parse_encoding
-from whitevec.linalg import unit_rows
+from whitevec.utils.linalg import unit_rows
 
 K = 10
 MULTIPLIERS = (1, 2, 4, 10)

@@ -45,11 +45,11 @@ from machine import (
     results_header,
 )
 from synthetic import clustered_unit_vectors
-from whitevec._io import atomic_path
 from whitevec.datasets.retrieval import load_retrieval_dataset
 from whitevec.evaluation.frontier import pareto_front, plot_frontier
 from whitevec.evaluation.retrieval import RetrievalScore, evaluate_retrieval
 from whitevec.transforms import WhitevecWarning, make_transform
+from whitevec.utils.io import atomic_path
 
 # The token limit these figures were taken with (before a folder's max_seq_length became the default).
 MAX_LENGTH = 512
@@ -77,7 +77,7 @@ def _save(part: str, payload: dict[str, Any]) -> None:
 
 
 def part_quality(models: list[str]) -> None:
-    from whitevec.encoder import Encoder
+    from whitevec.encoders.transformer import Encoder
 
     dataset = load_retrieval_dataset("cranfield")
     earlier = _load("quality")
@@ -100,7 +100,7 @@ def part_quality(models: list[str]) -> None:
 
 
 def part_knobs(models: list[str]) -> None:
-    from whitevec.encoder import Encoder
+    from whitevec.encoders.transformer import Encoder
 
     dataset = load_retrieval_dataset("cranfield")
     judged = list(dataset.judged_queries())
@@ -145,7 +145,7 @@ def part_knobs(models: list[str]) -> None:
 
 
 def part_binary(models: list[str]) -> None:
-    from whitevec.encoder import Encoder
+    from whitevec.encoders.transformer import Encoder
 
     dataset = load_retrieval_dataset("cranfield")
     # As in part_quality: a run for one model keeps the other's results.

@@ -19,11 +19,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import facts_markdown, machine_facts, results_header
-from whitevec._io import atomic_path
 from whitevec.datasets.retrieval import load_retrieval_dataset
-from whitevec.encoder import Encoder
+from whitevec.encoders.transformer import Encoder
 from whitevec.evaluation.retrieval import RetrievalReport, RetrievalScore, evaluate_retrieval
 from whitevec.transforms import Flow
+from whitevec.utils.io import atomic_path
 
 # The token limit these figures were taken with (before a folder's max_seq_length became the default).
 MAX_LENGTH = 512

@@ -62,14 +62,14 @@ from static_page import (
     ZH_TASKS,
     markdown,
 )
-from whitevec._io import atomic_path
 from whitevec.datasets import StsTask, load_sts_task
 from whitevec.datasets.retrieval import RetrievalDataset, load_retrieval_dataset
 from whitevec.evaluation.retrieval import score_rankings
 from whitevec.evaluation.sts import StsScore, evaluate_sts
-from whitevec.linalg import unit_rows
-from whitevec.paths import whitevec_cache_folder
 from whitevec.transforms import Transform, make_transform
+from whitevec.utils.io import atomic_path
+from whitevec.utils.linalg import unit_rows
+from whitevec.utils.paths import whitevec_cache_folder
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "docs" / "results"
@@ -167,13 +167,13 @@ class Labelled:
 def contextual_encoder(model: str) -> Any:
     """The model itself: whitevec's Encoder with the model's own pooling, the mean of the last layer (what
     sentence-transformers computes for these models; its Normalize changes no cosine). Vectors cached on disk."""
-    from whitevec.encoder import Encoder
+    from whitevec.encoders.transformer import Encoder
 
     return Encoder(model, pooling="last-avg")
 
 
 def static_encoder(folder: Path) -> Any:
-    from whitevec.static_encoder import StaticEncoder
+    from whitevec.encoders.static import StaticEncoder
 
     return StaticEncoder(folder)
 
@@ -200,7 +200,7 @@ def zipfian_static(encoder: Any, texts: Sequence[str]) -> Transform:
     weighted by p(w) (counted on ``texts`` with the folder's own tokenizer, add-one smoothed as whitevec's
     TokenFrequencies), give the mean and covariance. A static type has one vector, so each type enters once with
     weight p(w): the paper's sums. Applied to the uniform token mean (whiten-then-pool = pool-then-whiten)."""
-    from whitevec.token_weights import zipfian_whitening_fit
+    from whitevec.encoders.token_weights import zipfian_whitening_fit
 
     ids, _ = encoder.token_ids(list(texts))
     counts = np.bincount(ids, minlength=encoder.table.embeddings.shape[0])
@@ -332,7 +332,7 @@ def model2vec_equality(models: list[str]) -> dict[str, float]:
 def run_peer(models: list[str], redo: bool, log: Callable[[str], None]) -> dict[str, Any]:
     """Model2Vec's distill of each model in the peer venv (benchmarks/peers/model2vec/distill.py); a folder
     already there is kept (with the record of its own run) unless ``redo``."""
-    from whitevec.models import resolve_model
+    from whitevec.encoders.models import resolve_model
 
     python = PEER_VENV / "bin" / "python"
     if not python.is_file():
@@ -353,12 +353,12 @@ def run_peer(models: list[str], redo: bool, log: Callable[[str], None]) -> dict[
 
 @contextlib.contextmanager
 def model_passes_once() -> Iterator[SimpleNamespace]:
-    """Inside, whitevec.distill computes the raw token table (the model passes: every token alone, or the
+    """Inside, whitevec.distill.run computes the raw token table (the model passes: every token alone, or the
     corpus) once per ``passes.key`` (set by the caller: model and method) and hands a copy to the later distills
     under the same key; every other step (PCA, weights, counts, fold, the folder) runs in full each time.
     ``passes.seconds[key]``: the model passes' seconds."""
-    import whitevec.distill as module
-    from whitevec.token_table import TokenTable
+    import whitevec.distill.run as module
+    from whitevec.distill.token_table import TokenTable
 
     passes = SimpleNamespace(key=None, seconds={})
     saved = {name: getattr(module, name) for name in ("single_token_table", "corpus_table")}
@@ -390,10 +390,10 @@ def model_passes_once() -> Iterator[SimpleNamespace]:
 def distilled_already(folder: Path, model: str, settings: dict[str, Any]) -> dict[str, Any] | None:
     """The provenance of ``folder`` when it holds the table these ``settings`` ask for (the same model weights,
     method, dims, token weights, transform, corpus by digest, sample and seed, normalisation), else None."""
-    from whitevec._io import sha256_file
-    from whitevec.distill import DEFAULT_SAMPLE
-    from whitevec.encoder import folder_fingerprint
-    from whitevec.models import resolve_model
+    from whitevec.distill.run import DEFAULT_SAMPLE
+    from whitevec.encoders.models import resolve_model
+    from whitevec.encoders.transformer import folder_fingerprint
+    from whitevec.utils.io import sha256_file
 
     config = folder / "config.json"
     if not (config.is_file() and (folder / "model.safetensors").is_file()):
@@ -426,12 +426,13 @@ def distilled_already(folder: Path, model: str, settings: dict[str, Any]) -> dic
 
 
 def distill_once(model: str, folder: Path, settings: dict[str, Any], redo: bool = False) -> dict[str, Any]:
-    """``whitevec.distill`` of ``model`` into ``folder`` with ``settings``, unless the folder already holds that
+    """``whitevec.distill.run`` of ``model`` into ``folder`` with ``settings``, unless the folder already holds
+    that
     table (then it is kept: ``reused``; ``redo`` distils it again). The record: seconds and load (a run here),
     shape, provenance."""
     from safetensors import safe_open
 
-    from whitevec.distill import distill
+    from whitevec.distill.run import distill
 
     provenance = None if redo else distilled_already(folder, model, settings)
     if provenance is not None:

@@ -19,11 +19,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import facts_markdown, machine_facts, results_header
-from whitevec._io import atomic_path
 from whitevec.datasets import load_sts_task
-from whitevec.encoder import Encoder
+from whitevec.encoders.transformer import Encoder
 from whitevec.evaluation.sts import StsScore, SubsetScore, evaluate_sts_poolings
 from whitevec.transforms import Flow
+from whitevec.utils.io import atomic_path
 
 MODELS = ["all-MiniLM-L6-v2", "all-mpnet-base-v2"]
 POOLINGS = ["cls", "embeddings-avg", "last-avg", "first-last-avg"]

@@ -37,18 +37,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import facts_markdown, machine_facts, results_header
 from results_sts import table
-from whitevec._io import atomic_path
 from whitevec.datasets import StsTask, load_sts_task
-from whitevec.encoder import Encoder
-from whitevec.evaluation.sts import StsScore, SubsetScore, evaluate_sts
-from whitevec.token_weights import (
+from whitevec.encoders.token_weights import (
     TokenFrequencies,
     TokenWeighting,
     count_frequencies,
     fit_zipfian_whitening,
     sentence_weights,
 )
+from whitevec.encoders.transformer import Encoder
+from whitevec.evaluation.sts import StsScore, SubsetScore, evaluate_sts
 from whitevec.transforms import Whitening
+from whitevec.utils.io import atomic_path
 
 MODELS = ["all-MiniLM-L6-v2", "all-mpnet-base-v2", "m3e-small"]
 POOLINGS = ["embeddings-avg", "cls", "last-avg"]

@@ -41,11 +41,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import command_line, facts_markdown, machine_facts, results_header
-from whitevec._io import atomic_path, write_json, writers_lock
 from whitevec.datasets import CHINESE_TASKS, load_sts_task
 from whitevec.datasets.retrieval import load_retrieval_dataset
-from whitevec.encoder import Encoder
+from whitevec.encoders.transformer import Encoder
 from whitevec.tuning import TuneResult, tune
+from whitevec.utils.io import atomic_path, write_json, writers_lock
 
 # The token limit these figures were taken with (before a folder's max_seq_length became the default).
 MAX_LENGTH = 512

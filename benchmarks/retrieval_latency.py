@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import RunConditions, command_line, conditions_sentence, exclusive_lock, machine_facts
 from results_retrieval import MAX_LENGTH, OUT, write_results
 from whitevec.datasets.retrieval import load_retrieval_dataset
-from whitevec.encoder import Encoder
+from whitevec.encoders.transformer import Encoder
 from whitevec.evaluation.retrieval import RetrievalReport, RetrievalScore, _timings
 from whitevec.index import Retriever
 

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import machine_facts, results_header
 from whitevec.datasets import load_sts_task
-from whitevec.encoder import Encoder
-from whitevec.st_export import export_sentence_transformer
+from whitevec.encoders.transformer import Encoder
+from whitevec.export.sentence_transformers import export_sentence_transformer
 from whitevec.transforms import Flow, Transform, Whitening
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"

@@ -12,7 +12,7 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
 
 from tests.conftest import _VOCAB
-from whitevec.static_format import StaticTable, write_static_folder
+from whitevec.encoders.static_format import StaticTable, write_static_folder
 
 
 def tiny_tokenizer() -> Tokenizer:

@@ -146,7 +146,7 @@ def test_commands_close_the_encoders_they_make(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from whitevec.encoder import Encoder
+    from whitevec.encoders.transformer import Encoder
 
     made: list[Encoder] = []
     closed: list[Encoder] = []

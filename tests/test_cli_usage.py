@@ -249,13 +249,13 @@ def test_other_warnings_keep_their_category_and_python_users_their_format(
 
     import numpy as np
 
-    import whitevec.vectors
+    import whitevec.workflows.vectors
 
     def warn_then_stop(*args: Any, **kwargs: Any) -> None:
         warnings.warn("old\n  behaviour", FutureWarning, stacklevel=1)
         raise typer.Exit(0)
 
-    monkeypatch.setattr(whitevec.vectors, "fit_transform_file", warn_then_stop)
+    monkeypatch.setattr(whitevec.workflows.vectors, "fit_transform_file", warn_then_stop)
     np.save(tmp_path / "v.npy", np.ones((4, 2), dtype=np.float32))
     shown = warnings.showwarning
     code, _, err = run_cli(["fit", "--vectors", str(tmp_path / "v.npy"), "--out", str(tmp_path / "w")], capsys)

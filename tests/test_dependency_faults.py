@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 import typer
 
-import whitevec._io as whitevec_io
+import whitevec.utils.io as whitevec_io
 from tests.conftest import REPO
 from tests.index_helpers import sentences
 from whitevec.cli import app, main
@@ -214,7 +214,7 @@ def test_a_device_this_machine_lacks_is_one_line_before_the_model_loads(
 
 
 def test_the_library_names_the_devices_too(tiny_bert_dir: Path, small_index: Path) -> None:
-    from whitevec.encoder import Encoder
+    from whitevec.encoders.transformer import Encoder
     from whitevec.index import Retriever
 
     missing = _missing_devices()[0]

@@ -321,7 +321,7 @@ def test_api_numbers_are_the_report_numbers(
     tiny_bert: Path, tiny_inputs: tuple[Path, Path], tmp_path: Path
 ) -> None:
     from whitevec.datasets import read_texts_file
-    from whitevec.encoder import Encoder
+    from whitevec.encoders.transformer import Encoder
 
     corpus, _ = tiny_inputs
     encoder = Encoder(tiny_bert, "last-avg", cache=False)
@@ -383,7 +383,7 @@ def test_a_flow_in_the_report_draws_its_loss_curve(
     tiny_bert: Path, tiny_inputs: tuple[Path, Path], tmp_path: Path
 ) -> None:
     from whitevec.datasets import read_texts_file
-    from whitevec.encoder import Encoder
+    from whitevec.encoders.transformer import Encoder
     from whitevec.transforms import Flow, make_transform
 
     def small(spec: str) -> Any:

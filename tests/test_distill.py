@@ -15,15 +15,15 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
-import whitevec.distill as distill_module
-from whitevec.distill import distill
-from whitevec.encoder import count_model_frequencies
+import whitevec.distill.run as distill_module
+from whitevec.distill.run import distill
+from whitevec.distill.token_table import kept_tokens, static_mean
+from whitevec.encoders.static_format import read_static_folder
+from whitevec.encoders.token_weights import TokenFrequencies, TokenWeighting, rank_sif_weights
+from whitevec.encoders.transformer import count_model_frequencies
 from whitevec.errors import BadInputError, DataNotFoundError
-from whitevec.linalg import unit_rows
-from whitevec.static_format import read_static_folder
-from whitevec.token_table import kept_tokens, static_mean
-from whitevec.token_weights import TokenFrequencies, TokenWeighting, rank_sif_weights
 from whitevec.transforms import AFFINE_SPEC_FORMS, SPEC_FORMS, NotAffineError, is_affine, make_transform
+from whitevec.utils.linalg import unit_rows
 
 from .conftest import VOCAB_WORDS
 from .static_helpers import tiny_static_folder

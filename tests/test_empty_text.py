@@ -1,5 +1,5 @@
 """Texts with no token the encoder knows (empty, blank, only emoji or characters the vocabulary lacks): the one
-rule (``whitevec.encoding.known_token_mask``) on every surface. Such a text has no meaning: a query finds
+rule (``whitevec.encoders.protocol.known_token_mask``) on every surface. Such a text has no meaning: a query finds
 nothing (no hits, a note), a document is skipped at build (counted), /embed gives zeros, evaluation scores 0."""
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ from tests.test_cli import run_cli as _run
 from tests.test_tune import MODEL, TableEncoder, retrieval_data
 from whitevec.datasets.retrieval import RetrievalDataset
 from whitevec.datasets.sts import Pair, StsTask
-from whitevec.encoder import Encoder
-from whitevec.encoding import known_token_mask
+from whitevec.encoders.protocol import known_token_mask
+from whitevec.encoders.static import StaticEncoder
+from whitevec.encoders.transformer import Encoder
 from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.evaluation.retrieval import evaluate_retrieval
 from whitevec.evaluation.sts import evaluate_sts
 from whitevec.index import Document, Retriever
 from whitevec.service.app import create_app
 from whitevec.service.settings import ServeSettings
-from whitevec.static_encoder import StaticEncoder
 from whitevec.tuning import tune
 
 # Texts neither test vocabulary knows a token of: emoji, a zero-width space, circled letters, empty, blank.

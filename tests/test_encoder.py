@@ -13,8 +13,8 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from tests.index_helpers import HashEncoder
-from whitevec.encoder import POOLINGS, Encoder, get_pooling
-from whitevec.encoding import EncoderLike
+from whitevec.encoders.protocol import EncoderLike
+from whitevec.encoders.transformer import POOLINGS, Encoder, get_pooling
 from whitevec.errors import BadInputError
 
 TEXTS = [

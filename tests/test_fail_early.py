@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 
 import whitevec.cli as cli
-from whitevec.encoder import Encoder
+from whitevec.encoders.transformer import Encoder
 from whitevec.errors import BadInputError, WhitevecWarning
-from whitevec.vectors import encode_to_file, fit_transform_file
+from whitevec.workflows.vectors import encode_to_file, fit_transform_file
 
 from .test_evaluation import synthetic_task
 
@@ -384,15 +384,15 @@ def test_a_cache_that_cannot_be_written_still_returns_the_vectors(
 INTERRUPTED_CHILD = """
 import signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)
-import whitevec.encoder
-forward = whitevec.encoder.Encoder._forward
+import whitevec.encoders.transformer
+forward = whitevec.encoders.transformer.Encoder._forward
 
 def forever(self, *args, **kwargs):
     print("WORKING", flush=True)
     while True:
         forward(self, *args, **kwargs)
 
-whitevec.encoder.Encoder._forward = forever
+whitevec.encoders.transformer.Encoder._forward = forever
 from whitevec.cli import main
 main(sys.argv[1:])
 """

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from whitevec.encoder import Encoder
+from whitevec.encoders.transformer import Encoder
 from whitevec.errors import BadInputError
 from whitevec.transforms import Whitening
 
@@ -118,7 +118,7 @@ def test_empty_partial_fit_leaves_state_alone() -> None:
 
 
 def test_bf16_pads_batches_to_a_multiple_of_eight(tiny_bert_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import whitevec.encoder as encoder_module
+    import whitevec.encoders.transformer as encoder_module
 
     texts = [" ".join(["word"] * n) for n in (1, 2, 3, 5, 9, 13, 21, 27)]
     encoder = Encoder(tiny_bert_dir, cache=False, backend="bf16", device="cpu")
@@ -141,7 +141,7 @@ def test_bf16_pads_batches_to_a_multiple_of_eight(tiny_bert_dir: Path, monkeypat
 
 
 def test_forward_overhead_trades_padding_for_passes() -> None:
-    from whitevec.encoder import length_batches
+    from whitevec.encoders.transformer import length_batches
 
     lengths = [40, 38, 30, 22, 20, 12, 10, 8, 6, 4]
     cheap_passes = length_batches(lengths, 64, overhead_tokens=8)

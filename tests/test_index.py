@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 from tests.index_helpers import sentences, tiny_bert
-from whitevec.encoder import Encoder
+from whitevec.encoders.transformer import Encoder
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError, DimensionMismatchError
-from whitevec.index import Document, Retriever, export_faiss, read_corpus_file
-from whitevec.linalg import unit_rows
+from whitevec.export import export_faiss
+from whitevec.index import Document, Retriever, read_corpus_file
+from whitevec.utils.linalg import unit_rows
 
 # 60 vectors of a 32-d random BERT leave one direction near-singular; the whitening warns about it, as it should.
 pytestmark = pytest.mark.filterwarnings("ignore::whitevec.transforms.WhitevecWarning")

@@ -11,7 +11,7 @@ import pytest
 
 from tests.index_helpers import sentences, tiny_bert
 from tests.test_cli import run_cli as _run
-from whitevec.encoder import Encoder
+from whitevec.encoders.transformer import Encoder
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 
 from tests.index_helpers import HashEncoder, sentences
-from whitevec import _io
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError
-from whitevec.index import Document, Retriever, export_faiss, read_manifest
+from whitevec.export import export_faiss
+from whitevec.index import Document, Retriever, read_manifest
+from whitevec.utils import io as _io
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 REPO = Path(__file__).resolve().parents[1]

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from tests.index_helpers import HashEncoder, sentences
-from whitevec import _io
 from whitevec.errors import DataNotFoundError
 from whitevec.index import Document, Retriever
+from whitevec.utils import io as _io
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

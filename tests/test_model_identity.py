@@ -68,7 +68,7 @@ def test_a_relative_model_folder_is_found_from_another_folder_and_a_namesake_is_
     _build(_corpus(tmp_path), tmp_path / "index", "st_mini", capsys)
     monkeypatch.chdir(elsewhere)
     assert _top_id(tmp_path / "index", capsys) == "6"  # the line number of the query, the sixth text
-    from whitevec.model_identity import model_checksum
+    from whitevec.encoders.model_identity import model_checksum
 
     manifest = read_manifest(tmp_path / "index")
     assert manifest["model_path"] == str((built_in / "st_mini").resolve()) and manifest["model_id"] is None
@@ -115,7 +115,7 @@ def test_model_points_at_a_moved_copy(kind: str, tmp_path: Path, capsys: pytest.
 def test_retriever_load_refuses_another_model_and_an_encoder_beside_a_model(tmp_path: Path) -> None:
     model = tiny_static_folder(tmp_path / "model")
     other = _same_sizes_other_contents(model, tmp_path / "other")
-    from whitevec.static_encoder import StaticEncoder
+    from whitevec.encoders.static import StaticEncoder
 
     Retriever.build(_documents(), tmp_path / "index", encoder=StaticEncoder(model), transform="none").close()
     with pytest.raises(BadInputError, match="weights sha256") as refused:
@@ -174,7 +174,7 @@ def test_serve_with_workers_passes_the_checked_model_folder_to_each_worker(
 
 
 def test_an_alias_is_recorded_as_the_portable_name(tmp_path: Path, minilm_dir: Path) -> None:
-    from whitevec.encoders import load_encoder
+    from whitevec.encoders.loading import load_encoder
 
     with load_encoder("all-MiniLM-L6-v2", "model", cache=False) as encoder:
         Retriever.build(_documents(4), tmp_path / "index", encoder=encoder, transform="none").close()
@@ -191,7 +191,7 @@ def test_an_index_built_before_the_model_was_recorded_still_loads(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     model = tiny_static_folder(tmp_path / "model")
-    from whitevec.static_encoder import StaticEncoder
+    from whitevec.encoders.static import StaticEncoder
 
     Retriever.build(_documents(), tmp_path / "index", encoder=StaticEncoder(model), transform="none").close()
     manifest = read_manifest(tmp_path / "index")
@@ -211,7 +211,7 @@ def test_an_index_built_before_the_model_was_recorded_still_loads(
 
 
 def test_a_cached_checksum_is_not_reused_for_a_rewritten_file(tmp_path: Path) -> None:
-    from whitevec.model_identity import file_checksum
+    from whitevec.encoders.model_identity import file_checksum
 
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(b"a" * 100)

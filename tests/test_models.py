@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from whitevec.encoders.models import models_home, resolve_model
 from whitevec.errors import ModelNotFoundError
-from whitevec.models import models_home, resolve_model
 from whitevec.preflight import vector_cache_home
 
 

@@ -460,7 +460,7 @@ def test_rescoring_records_through_adds_deletes_and_saves(tmp_path: Path) -> Non
     ("encoding", "needle"), [("itq", "sign codes take"), ("sq8+rescore", "rescoring vectors")]
 )
 def test_export_faiss_refuses_what_one_faiss_file_cannot_hold(tmp_path: Path, encoding: str, needle: str) -> None:
-    from whitevec.index import export_faiss
+    from whitevec.export import export_faiss
 
     _build(tmp_path / "idx", encoding).close()
     with pytest.raises(BadInputError, match=needle):

@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 
 import whitevec.cli as cli
-from whitevec._io import atomic_path
 from whitevec.datasets import Pair, read_pairs_file
 from whitevec.datasets.retrieval import Document, read_beir
 from whitevec.errors import BadInputError
 from whitevec.evaluation.sts import evaluate_sts, evaluate_sts_poolings
 from whitevec.preflight import describe_fault
-from whitevec.vectors import encode_to_file
+from whitevec.utils.io import atomic_path
+from whitevec.workflows.vectors import encode_to_file
 
 from .test_evaluation import synthetic_task
 
@@ -55,7 +55,7 @@ class _RefusingEncoder:
 
 @pytest.fixture(scope="module")
 def tiny_index(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from whitevec.encoder import Encoder
+    from whitevec.encoders.transformer import Encoder
     from whitevec.index import Retriever
 
     texts = ["a man is playing guitar", "the dog is running", "a woman is eating food", "the cat is on the car"]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import whitevec.progress as progress
-from whitevec.progress import LOG_EVERY_S, progress_bar
+import whitevec.utils.progress as progress
+from whitevec.utils.progress import LOG_EVERY_S, progress_bar
 
 from .test_cli import run_cli
 

@@ -88,7 +88,7 @@ def _encoder_args(model: Path) -> dict[str, Any]:
 def local_index(
     tmp_path_factory: pytest.TempPathFactory, corpus: Path, tiny_bert_dir: Path, ray_cluster: str
 ) -> Path:
-    from whitevec.encoder import Encoder
+    from whitevec.encoders.transformer import Encoder
     from whitevec.index import build_index
 
     out = tmp_path_factory.mktemp("local") / "index"
@@ -101,7 +101,7 @@ def local_index(
 def ray_index(
     tmp_path_factory: pytest.TempPathFactory, corpus: Path, tiny_bert_dir: Path, ray_cluster: str
 ) -> Path:
-    from whitevec.index.ray_engine import ray_build
+    from whitevec.engines.ray import ray_build
 
     out = tmp_path_factory.mktemp("ray") / "index"
     ray_build(
@@ -199,7 +199,7 @@ def _logged(folder: Path) -> int:
 def test_an_actor_killed_mid_run_is_replaced(
     tmp_path: Path, corpus: Path, tiny_bert_dir: Path, ray_cluster: str, ray_index: Path
 ) -> None:
-    from whitevec.index.ray_engine import ray_build, work_folder
+    from whitevec.engines.ray import ray_build, work_folder
 
     out = tmp_path / "index"
     errors: list[BaseException] = []
@@ -240,7 +240,7 @@ def test_an_actor_killed_mid_run_is_replaced(
 
 _DRIVER = """
 import sys
-from whitevec.index.ray_engine import ray_build
+from whitevec.engines.ray import ray_build
 ray_build(sys.argv[1], sys.argv[2], encoder={"model": sys.argv[3], "pooling": "last-avg", "batch_size": 32},
           transform="whitening", workers=2, unit_bytes=int(sys.argv[4]), ray_address=sys.argv[5])
 """
@@ -276,7 +276,7 @@ def test_resume_after_the_driver_is_killed(
 ) -> None:
     """Killed while encoding, then killed again while writing to Milvus, then run to the end: the same
     collection as an uninterrupted build, every row once."""
-    from whitevec.index.ray_engine import INSERTED_LOG, ray_build, work_folder
+    from whitevec.engines.ray import INSERTED_LOG, ray_build, work_folder
 
     out = tmp_path / "index"
     work = work_folder(out)
@@ -307,8 +307,8 @@ def test_resume_rewrites_lite_data_a_killed_driver_left_unloadable(
     """Milvus Lite writes a segment's index file in place: a driver killed while it wrote one leaves a file the
     next load cannot read (seen once in the killed-driver test above: "file seems not fully written"). The resume
     starts the build's own Lite data again, so every shard is written anew, instead of failing."""
+    from whitevec.engines.ray import INSERTED_LOG, MILVUS_LOCAL, _open_collection
     from whitevec.index.milvus_store import MilvusStore, new_collection_name
-    from whitevec.index.ray_engine import INSERTED_LOG, MILVUS_LOCAL, _open_collection
 
     folder = tmp_path / "work"
     name = new_collection_name()
@@ -322,7 +322,7 @@ def test_resume_rewrites_lite_data_a_killed_driver_left_unloadable(
     for segment in segments:
         os.truncate(segment, 0)  # the write a SIGKILL cut short
     (folder / INSERTED_LOG).write_text("0\n1\n")
-    with caplog.at_level("WARNING", logger="whitevec.index.ray_engine"):
+    with caplog.at_level("WARNING", logger="whitevec.engines.ray"):
         reopened = _open_collection(folder, {"collection": name}, 8, "cosine", "flat", None, None)
     try:
         assert reopened.count == 0 and reopened.collection == name
@@ -337,7 +337,7 @@ def test_resume_rewrites_lite_data_a_killed_driver_left_unloadable(
 def test_a_row_that_does_not_parse_is_named_and_leaves_nothing(
     tmp_path: Path, corpus: Path, tiny_bert_dir: Path, ray_cluster: str
 ) -> None:
-    from whitevec.index.ray_engine import ray_build, work_folder
+    from whitevec.engines.ray import ray_build, work_folder
 
     lines = corpus.read_text(encoding="utf-8").splitlines()
     lines[345] = '{"id": "broken", "text": "an unclosed string}'
@@ -358,7 +358,7 @@ def test_ray_not_installed_says_how_to_install(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_an_unreachable_ray_address_is_named_within_seconds() -> None:
-    from whitevec.index.ray_engine import check_address
+    from whitevec.engines.ray import check_address
 
     started = time.monotonic()
     with pytest.raises(BadInputError, match=r"127\.0\.0\.1:9"):
@@ -424,8 +424,8 @@ def test_a_fit_on_a_seeded_sample_with_units_grouped_per_call(
     """Small units (several per actor call): the same documents in the same rows, and the transform equals a
     fit on the rows that sample_rows draws from the corpus's vectors in corpus order."""
     from whitevec.datasets.shards import plan_units
-    from whitevec.encoder import Encoder
-    from whitevec.index.ray_engine import ray_build, units_per_call
+    from whitevec.encoders.transformer import Encoder
+    from whitevec.engines.ray import ray_build, units_per_call
     from whitevec.index.store import sample_rows
     from whitevec.transforms import Transform, Whitening
 
@@ -461,7 +461,7 @@ def test_fit_on_sample_fits_the_drawn_rows_of_the_shards(tmp_path: Path) -> None
     """Any transform (flow too) on the rows drawn from shards in unit order; without a sample, only whitening."""
     from whitevec.datasets.retrieval import Document
     from whitevec.datasets.shards import CorpusUnit
-    from whitevec.index.ray_engine import _transform_plan, fit_on_sample, shard_name, write_shard
+    from whitevec.engines.ray import _transform_plan, fit_on_sample, shard_name, write_shard
     from whitevec.index.store import sample_rows
     from whitevec.transforms import Whitening
 
@@ -487,7 +487,7 @@ def test_fit_on_sample_fits_the_drawn_rows_of_the_shards(tmp_path: Path) -> None
 
 
 def test_a_second_build_of_the_same_out_is_refused_at_once(tmp_path: Path, corpus: Path) -> None:
-    from whitevec.index.ray_engine import build_lock, ray_build
+    from whitevec.engines.ray import build_lock, ray_build
 
     out = tmp_path / "index"
     with build_lock(out):
@@ -529,7 +529,7 @@ def test_cli_checks_fit_sample_before_anything_runs(
 
 
 def test_ray_build_refuses_sign_codes_before_it_starts(tmp_path: Path, corpus: Path) -> None:
-    from whitevec.index.ray_engine import ray_build
+    from whitevec.engines.ray import ray_build
 
     with pytest.raises(BadInputError, match="--engine ray does not write 1-bit sign codes"):
         ray_build(

@@ -10,7 +10,7 @@ import pytest
 
 from tests.index_helpers import sentences, tiny_bert
 from whitevec.datasets.retrieval import load_retrieval_dataset, read_beir, read_cranfield
-from whitevec.encoder import Encoder
+from whitevec.encoders.transformer import Encoder
 from whitevec.errors import BadInputError, DataNotFoundError
 from whitevec.evaluation.retrieval import (
     average_precision,

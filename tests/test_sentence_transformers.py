@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from tests.conftest import VOCAB_WORDS
-from whitevec.encoder import Encoder
+from whitevec.encoders.st_config import UnsupportedModuleError
+from whitevec.encoders.transformer import Encoder
 from whitevec.errors import BadInputError, DimensionMismatchError
-from whitevec.st_config import UnsupportedModuleError
-from whitevec.st_export import export_sentence_transformer
+from whitevec.export.sentence_transformers import export_sentence_transformer
 from whitevec.transforms import AllButTheTop, Center, Flow, Normalize, Whitening
 
 st = pytest.importorskip("sentence_transformers")
@@ -216,7 +216,7 @@ def test_st_modules_import_without_whitevecs_machinery(tmp_path: Path) -> None:
     code = (
         "import sys, sentence_transformers\n"
         "before = set(sys.modules)\n"
-        "import whitevec.st_modules\n"
+        "import whitevec.export.st_modules\n"
         "open(sys.argv[1], 'w').write(','.join(sorted(set(sys.modules) - before)))\n"
     )
     out = tmp_path / "added.txt"
@@ -229,8 +229,8 @@ def test_st_modules_import_without_whitevecs_machinery(tmp_path: Path) -> None:
         "whitevec",
         "whitevec._version",
         "whitevec.errors",
-        "whitevec.token_pooling",
-        "whitevec.st_modules",
+        "whitevec.encoders.token_pooling",
+        "whitevec.export.st_modules",
     }
 
 
@@ -252,7 +252,7 @@ def test_export_refuses_an_existing_folder_and_replaces_it_whole(tiny_bert_dir: 
     def broken(*args: Any, **kwargs: Any) -> None:
         raise OSError("disk full")
 
-    import whitevec.st_export as st_export
+    import whitevec.export.sentence_transformers as st_export
 
     original = st_export.save_file
     st_export.save_file = broken  # type: ignore[assignment]

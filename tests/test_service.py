@@ -541,7 +541,7 @@ REAL_DOCS = [
 @pytest.fixture(scope="module")
 def real_index(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     index = pytest.importorskip("whitevec.index", reason="whitevec.index is not available")
-    from whitevec.encoder import Encoder
+    from whitevec.encoders.transformer import Encoder
 
     docs = [index.Document(f"d{i}", text, {"n": i}) for i, text in enumerate(REAL_DOCS)]
     out = tmp_path_factory.mktemp("serve-index") / "idx"

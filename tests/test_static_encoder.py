@@ -12,10 +12,10 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from tests.static_helpers import reference_vectors, tiny_static_folder, tiny_table
-from whitevec.encoding import EncoderLike
+from whitevec.encoders.protocol import EncoderLike
+from whitevec.encoders.static import StaticEncoder, unknown_token_id
+from whitevec.encoders.static_format import StaticTable, write_static_folder
 from whitevec.errors import BadInputError
-from whitevec.static_encoder import StaticEncoder, unknown_token_id
-from whitevec.static_format import StaticTable, write_static_folder
 
 REPO = Path(__file__).resolve().parents[1]
 # Empty, unknown-only, unknown among known, more tokens than max_length (6), longer than Model2Vec's cut in
@@ -118,7 +118,7 @@ _NO_TORCH = """
 import json, sys
 from pathlib import Path
 from whitevec.index import Retriever
-from whitevec.static_encoder import StaticEncoder
+from whitevec.encoders.static import StaticEncoder
 
 folder, corpus, index = sys.argv[1:4]
 Retriever.build(corpus, index, encoder=StaticEncoder(folder))

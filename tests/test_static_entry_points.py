@@ -13,9 +13,9 @@ import pytest
 from tests.index_helpers import sentences, tiny_cli_inputs
 from tests.static_helpers import tiny_static_folder
 from tests.test_cli import run_cli
-from whitevec.encoders import load_encoder
+from whitevec.encoders.loading import load_encoder
+from whitevec.encoders.static import StaticEncoder
 from whitevec.errors import BadInputError, ModelNotFoundError
-from whitevec.static_encoder import StaticEncoder
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -55,7 +55,7 @@ def test_load_encoder_picks_the_kind_and_refuses_what_a_static_folder_cannot_tak
 
 
 def test_encoder_of_a_static_folder_names_load_encoder(files: dict[str, Path]) -> None:
-    from whitevec.encoder import Encoder
+    from whitevec.encoders.transformer import Encoder
 
     with pytest.raises(BadInputError, match=r"static encoder folder.*use whitevec\.encoders\.load_encoder\("):
         Encoder(files["static"], cache=False)
@@ -94,8 +94,8 @@ def test_cli_leaves_the_batch_size_to_each_encoder(
 ) -> None:
     # A static encoder tokenises 1024 texts at a time, a model runs 64: the CLI imposes neither unless asked.
     import whitevec.cli._options as options
-    from whitevec.encoder import Encoder
-    from whitevec.static_encoder import DEFAULT_BATCH_SIZE
+    from whitevec.encoders.static import DEFAULT_BATCH_SIZE
+    from whitevec.encoders.transformer import Encoder
 
     made: list[object] = []
 
@@ -261,7 +261,7 @@ def test_the_server_serves_a_static_index(files: dict[str, Path], tmp_path: Path
 def test_the_ray_actor_encodes_with_a_static_folder(files: dict[str, Path], tmp_path: Path) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
     from whitevec.datasets.shards import plan_units
-    from whitevec.index.ray_engine import EncodeUnits
+    from whitevec.engines.ray import EncodeUnits
 
     args = {"model": str(files["static"]), "pooling": None, "max_length": None, "batch_size": 64}
     actor = EncodeUnits({**args, "device": None, "backend": "torch"}, str(tmp_path), moments=True)
@@ -297,7 +297,7 @@ def test_export_st_folds_a_linear_transform_into_the_table(
     from model2vec import StaticModel
     from sentence_transformers import SentenceTransformer
 
-    from whitevec.st_export import export_sentence_transformer
+    from whitevec.export.sentence_transformers import export_sentence_transformer
 
     encoder = StaticEncoder(files["static"])
     transform = _fitted(spec, files["static"])
@@ -335,7 +335,7 @@ def test_export_st_after_a_normalising_static_folder_writes_modules(
 
 
 def test_export_st_refuses_a_flow_by_name(files: dict[str, Path], tmp_path: Path) -> None:
-    from whitevec.st_export import export_sentence_transformer
+    from whitevec.export.sentence_transformers import export_sentence_transformer
     from whitevec.transforms.flow import Flow
 
     with pytest.raises(BadInputError, match="a Flow transform is not linear, so it cannot be folded"):
@@ -346,8 +346,8 @@ def test_export_st_refuses_a_flow_by_name(files: dict[str, Path], tmp_path: Path
 def test_export_st_of_a_static_index(files: dict[str, Path], tmp_path: Path) -> None:
     from sentence_transformers import SentenceTransformer
 
+    from whitevec.export.sentence_transformers import export_index
     from whitevec.index import Retriever
-    from whitevec.st_export import export_index
 
     texts = sentences(40, seed=6)
     encoder = StaticEncoder(files["static"])

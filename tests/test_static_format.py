@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from tests.static_helpers import reference_vectors, tiny_table, tiny_tokenizer
+from whitevec.encoders.static_format import StaticTable, is_static_folder, read_static_folder, write_static_folder
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError
-from whitevec.static_format import StaticTable, is_static_folder, read_static_folder, write_static_folder
 
 # Known words only (sentence-transformers keeps [UNK] in its mean, see below), at most 18 characters (max_length 6
 # x the tiny vocabulary's median token length 3: Model2Vec cuts longer texts, sentence-transformers does not);

@@ -1,4 +1,5 @@
-"""The query path's BLAS products run on one thread (whitevec._threads), and the limit is undone afterwards."""
+"""The query path's BLAS products run on one thread (whitevec.utils.threads), and the limit is undone
+afterwards."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from whitevec._threads import one_blas_thread, threaded_product
 from whitevec.index import stored_form
+from whitevec.utils.threads import one_blas_thread, threaded_product
 
 
 def blas_threads() -> list[int]:

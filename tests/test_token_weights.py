@@ -10,9 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from whitevec.encoder import Encoder, count_model_frequencies
-from whitevec.errors import BadInputError, DataNotFoundError
-from whitevec.token_weights import (
+from whitevec.encoders.token_weights import (
     FrequencyFileError,
     TokenFrequencies,
     TokenWeighting,
@@ -22,6 +20,8 @@ from whitevec.token_weights import (
     usif_a,
     zipfian_whitening_fit,
 )
+from whitevec.encoders.transformer import Encoder, count_model_frequencies
+from whitevec.errors import BadInputError, DataNotFoundError
 from whitevec.transforms import CommonComponentRemoval, Transform, make_transform
 
 from .test_cli import run_cli
@@ -367,8 +367,8 @@ def test_the_guide_snippet_runs(minilm_dir: Path, tmp_path: Path, monkeypatch: p
 def test_index_and_export_refuse_weighted_encoders(
     tiny_bert_dir: Path, tiny_frequencies: TokenFrequencies, tmp_path: Path
 ) -> None:
+    from whitevec.export.sentence_transformers import export_sentence_transformer
     from whitevec.index.build import encoder_fields
-    from whitevec.st_export import export_sentence_transformer
 
     encoder = Encoder(
         tiny_bert_dir, pooling="last-avg", cache=False, token_weights=TokenWeighting("sif", tiny_frequencies)

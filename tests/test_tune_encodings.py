@@ -15,11 +15,11 @@ from whitevec.errors import BadInputError
 from whitevec.evaluation.retrieval import ndcg_at_k
 from whitevec.index.encodings import parse_encoding
 from whitevec.index.faiss_store import FaissStore, _one_thread, cosine_scores, decoded_codes, encoded_vectors
-from whitevec.linalg import unit_rows
 from whitevec.transforms import make_transform
 from whitevec.tuning import TunedConfig, tune
 from whitevec.tuning.run import CandidateResult, _choose, _Scored
 from whitevec.tuning.space import check_encodings, cost_key, encoding_bytes
+from whitevec.utils.linalg import unit_rows
 
 
 def test_encodings_are_the_index_specs_with_float32_first() -> None:

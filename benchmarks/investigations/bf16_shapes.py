@@ -36,7 +36,7 @@ SETTINGS = {"now": (None, None), "before": (1, 64)}  # (length multiple, overhea
 
 
 def measure(index: Path, queries_file: Path, setting: str, passes: int) -> dict[str, Any]:
-    import whitevec.encoder as encoder_module
+    import whitevec.encoders.transformer as encoder_module
     from whitevec.service.run import load_retriever
 
     multiple, overhead = SETTINGS[setting]

@@ -1,5 +1,5 @@
 """Query batches through ``Retriever.search`` / ``embed`` with the query path's one-BLAS-thread block
-(whitevec._threads) and without it, by batch size, in the thread layout of the server (a second thread
+(whitevec.utils.threads) and without it, by batch size, in the thread layout of the server (a second thread
 encodes). Each setting runs in a fresh process with the machine's threads.
 
 Why: numpy's and faiss's OpenBLAS threads spin after a product and take cores from torch's next forward pass.

@@ -7,7 +7,8 @@ go through the model for ``corpus`` and are what a folded transform is fitted on
 count-based weights use them all. Scores: STS-B test, and the ``all`` score of STS12-15 (the same folders; no
 refit per task). Distill seconds are recorded as measured, on whatever machine ran it: not a benchmark.
 
-Every configuration runs the whole of ``whitevec.distill.distill``, except that the raw token vectors (the model
+Every configuration runs the whole of ``whitevec.distill.run.distill``, except that the raw token vectors (the
+model
 passes, which depend only on the method) are computed once per method and handed to the later configurations
 of that method (``_reuse_raw_tables``); the seconds of the first configuration of each method are the ones that
 include the model passes.
@@ -40,7 +41,7 @@ from benchmarks.machine import machine_facts  # noqa: E402
 
 from whitevec.datasets import load_sts_task  # noqa: E402
 from whitevec.datasets.paths import resolve_data_dir  # noqa: E402
-from whitevec.distill import distill  # noqa: E402
+from whitevec.distill.run import distill  # noqa: E402
 from whitevec.evaluation.sts import score_pairs  # noqa: E402
 
 TASKS = ("stsb", "sts12", "sts13", "sts14", "sts15")
@@ -73,8 +74,8 @@ def scores(folder: Path) -> dict[str, float]:
 
 def _reuse_raw_tables() -> None:
     """The raw tables of each method computed once: later distills of the same method reuse them."""
-    import whitevec.distill as distill_module
-    from whitevec.token_table import TokenTable
+    import whitevec.distill.run as distill_module
+    from whitevec.distill.token_table import TokenTable
 
     for name in ("single_token_table", "corpus_table"):
         compute = getattr(distill_module, name)

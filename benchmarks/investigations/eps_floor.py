@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 
 from whitevec.datasets import load_sts_task
-from whitevec.encoder import Encoder
+from whitevec.encoders.transformer import Encoder
 from whitevec.evaluation import cosine_rows, spearman100
 from whitevec.transforms import Whitening
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for
 
 from results_token_weights import TASKS
 from whitevec.datasets import load_sts_task
-from whitevec.encoder import Encoder
+from whitevec.encoders.transformer import Encoder
 from whitevec.evaluation.sts import evaluate_sts
 from whitevec.transforms import Flow
 

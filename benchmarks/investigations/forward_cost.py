@@ -1,6 +1,7 @@
 """What one forward pass costs beyond its tokens: fits time = overhead + per_token * n * L over batches of n
 random texts padded to L tokens (all-MiniLM-L6-v2 by default, 2 threads), and prints the overhead in tokens:
-the per-backend FORWARD_OVERHEAD_TOKENS in whitevec/encoder.py, which decide where a batch is split by length
+the per-backend FORWARD_OVERHEAD_TOKENS in whitevec/encoders/transformer.py, which decide where a batch is split
+by length
 (``--backend bf16`` / ``int8`` for the others).
 
     python benchmarks/investigations/forward_cost.py
@@ -20,7 +21,7 @@ import time
 import numpy as np
 import torch
 
-from whitevec.encoder import Encoder
+from whitevec.encoders.transformer import Encoder
 
 
 def main() -> None:

@@ -1,5 +1,6 @@
 """What the check for texts with no token the model knows adds to a query (issue 37, item 2): every search asks
-``whitevec.encoding.known_token_mask`` before it encodes, one more tokenization of the query. Single queries
+``whitevec.encoders.protocol.known_token_mask`` before it encodes, one more tokenization of the query. Single
+queries
 (two Cranfield-like sentences in turn), median of ``--repeats`` calls each: the encoder's ``encode`` against
 ``known_token_mask``, for all-MiniLM-L6-v2 (its own pooling) and a static table of the real shape (30,522 tokens
 x 256, seeded random values: the cost does not depend on them).
@@ -43,8 +44,8 @@ def median_ms(call: Callable[[Sequence[str]], object], repeats: int) -> float:
 
 
 def measure(name: str, model: str, pooling: str | None, repeats: int) -> dict[str, object]:
-    from whitevec.encoders import load_encoder
-    from whitevec.encoding import known_token_mask
+    from whitevec.encoders.loading import load_encoder
+    from whitevec.encoders.protocol import known_token_mask
 
     with load_encoder(model, pooling, cache=False) as encoder:
         encoder.encode(QUERIES)  # warm: first calls build caches

@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from whitevec.datasets.retrieval import RetrievalDataset, load_retrieval_dataset
-from whitevec.encoder import Encoder
+from whitevec.encoders.transformer import Encoder
 from whitevec.evaluation.retrieval import evaluate_retrieval, score_rankings
-from whitevec.linalg import unit_rows
+from whitevec.utils.linalg import unit_rows
 
 MULTIPLIERS = (1, 2, 4, 10)
 CODES = ("binary", "binary-rr", "itq", "rabitq")

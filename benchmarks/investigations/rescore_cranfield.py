@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from whitevec.datasets.retrieval import RetrievalDataset, load_retrieval_dataset
-from whitevec.encoder import Encoder
+from whitevec.encoders.transformer import Encoder
 from whitevec.evaluation.retrieval import evaluate_retrieval
 
 MULTIPLIERS = (1, 2, 4, 10)

@@ -21,8 +21,8 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 from whitevec.datasets import load_sts_task
-from whitevec.encoder import Encoder
-from whitevec.st_export import _affine
+from whitevec.encoders.transformer import Encoder
+from whitevec.export.sentence_transformers import _affine
 from whitevec.transforms import Whitening
 
 

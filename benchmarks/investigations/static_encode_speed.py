@@ -37,7 +37,7 @@ def main() -> None:
     from model2vec import StaticModel
 
     from whitevec.datasets.sts import load_sts_task
-    from whitevec.static_encoder import StaticEncoder
+    from whitevec.encoders.static import StaticEncoder
 
     texts = load_sts_task("stsb").sentences("target")[: args.texts]
     with tempfile.TemporaryDirectory() as tmp:

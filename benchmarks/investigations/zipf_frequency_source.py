@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for
 
 from results_token_weights import TASKS, run_method, target_union
 from whitevec.datasets import load_sts_task
-from whitevec.encoder import Encoder
-from whitevec.token_weights import TokenFrequencies, count_frequencies
+from whitevec.encoders.token_weights import TokenFrequencies, count_frequencies
+from whitevec.encoders.transformer import Encoder
 
 SCALE = 1e9  # wordfreq gives proportions; counts are integers: tokens per billion words
 

@@ -37,7 +37,7 @@ from zipf_frequency_source import frequency_sources
 
 from results_token_weights import TASKS, target_union
 from whitevec.datasets import load_sts_task
-from whitevec.encoder import Encoder
+from whitevec.encoders.transformer import Encoder
 from whitevec.evaluation.sts import aggregate, score_pairs
 from whitevec.transforms import Whitening
 

@@ -129,7 +129,7 @@ def on_pre_build(config: Any) -> None:
 
 
 def main() -> None:
-    from whitevec._io import atomic_path
+    from whitevec.utils.io import atomic_path
 
     path = DOCS / PAGE
     text = current_page(path.read_text(encoding="utf-8"))

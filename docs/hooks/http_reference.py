@@ -216,7 +216,7 @@ def on_pre_build(config: Any) -> None:
 
 
 def main() -> None:
-    from whitevec._io import atomic_path
+    from whitevec.utils.io import atomic_path
 
     for name, text in current_files((DOCS / PAGE).read_text(encoding="utf-8")).items():
         with atomic_path(DOCS / name) as tmp:

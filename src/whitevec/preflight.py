@@ -20,11 +20,11 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from whitevec._io import SQLITE_STORAGE, check_writable_parent
 from whitevec.datasets.paths import existing_file
+from whitevec.encoders.models import resolve_model
 from whitevec.errors import BadInputError, DataNotFoundError
-from whitevec.models import resolve_model
-from whitevec.paths import whitevec_cache_folder
+from whitevec.utils.io import SQLITE_STORAGE, check_writable_parent
+from whitevec.utils.paths import whitevec_cache_folder
 
 CACHE_ENV = "WHITEVEC_CACHE"
 

@@ -3,7 +3,8 @@
 An option several commands share is an ``Annotated`` alias below (``ModelOpt``, ``DataDirOpt``, ...); the options
 every encoding command ends with (``--max-length`` to ``--quiet``) are the fields of :class:`RunOptions`, which
 :func:`with_run_options` adds to a command and hands it as one ``run``. :func:`_encoder` is the one place a
-command makes its encoder (:func:`whitevec.encoders.load_encoder`: a transformers model, or a static folder).
+command makes its encoder (:func:`whitevec.encoders.loading.load_encoder`: a transformers model, or a static
+folder).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from whitevec.errors import BadInputError
 from whitevec.preflight import parse_device
 
 if TYPE_CHECKING:
-    from whitevec.encoders import AnyEncoder
+    from whitevec.encoders.loading import AnyEncoder
 
 
 def _no_command(ctx: typer.Context) -> None:
@@ -289,10 +290,11 @@ def with_run_options(command: Callable[..., None]) -> Callable[..., None]:
 
 def _encoder(**options: Any) -> AnyEncoder:
     """The one place a command makes its encoder, from :meth:`RunOptions.encoder`'s arguments
-    (:func:`whitevec.encoders.load_encoder`: an Encoder, or a StaticEncoder for a static folder). Commands call it
+    (:func:`whitevec.encoders.loading.load_encoder`: an Encoder, or a StaticEncoder for a static folder). Commands
+    call it
     (or hand it to the library) as ``_options._encoder``, a module attribute, so that tests can replace it here
     to show that a command stops before any model loads."""
-    from whitevec.encoders import load_encoder
+    from whitevec.encoders.loading import load_encoder
 
     return load_encoder(**options)
 
@@ -303,14 +305,14 @@ def _token_weights(
     """--token-weights and --token-frequencies checked before the model loads: the scheme, the poolings (mean
     kinds only; None: the model's default, looked up only when weights are asked for) and the frequency source
     (a .json file loaded and checked, or an existing corpus)."""
-    from whitevec.token_weights import check_scheme, read_frequencies
+    from whitevec.encoders.token_weights import check_scheme, read_frequencies
 
     scheme = check_scheme(token_weights)
     if scheme is None:
         if token_frequencies is not None:
             raise BadInputError("--token-frequencies needs --token-weights (sif, usif or zipf)")
         return None, None
-    from whitevec.encoders import is_static_model
+    from whitevec.encoders.loading import is_static_model
 
     if is_static_model(model):
         raise BadInputError(
@@ -319,7 +321,7 @@ def _token_weights(
         )
     if token_frequencies is None:
         raise BadInputError(f"--token-weights {scheme} needs --token-frequencies FILE (.json counts or a corpus)")
-    from whitevec.encoder import check_weighted_pooling, get_pooling
+    from whitevec.encoders.transformer import check_weighted_pooling, get_pooling
 
     for pooling in poolings:
         check_weighted_pooling(get_pooling(pooling or _default_pooling(model, "first-last-avg")))
@@ -329,7 +331,7 @@ def _token_weights(
 def _default_pooling(model: str, fallback: str) -> str:
     """The pooling a command uses when --pooling is not given: ``static`` for a static encoder folder, ``model``
     for a sentence-transformers folder, else ``fallback``."""
-    from whitevec.encoders import default_pooling_of
+    from whitevec.encoders.loading import default_pooling_of
 
     return default_pooling_of(model, fallback)
 
@@ -337,7 +339,7 @@ def _default_pooling(model: str, fallback: str) -> str:
 def _check_specs(model: str, poolings: list[str], transforms: list[str]) -> None:
     """Reject a pooling ``model`` cannot compute (a static folder: any but ``static``) or an unknown transform
     spec before the model loads."""
-    from whitevec.encoders import check_poolings
+    from whitevec.encoders.loading import check_poolings
     from whitevec.transforms import make_transform
 
     check_poolings(model, poolings)

@@ -89,7 +89,7 @@ def distill_command(
     quiet: QuietOpt = False,
 ) -> None:
     """Distil MODEL into a static encoder folder: one vector per vocabulary token, a mean per sentence."""
-    from whitevec.distill import distill
+    from whitevec.distill.run import distill
 
     result = distill(
         model,

@@ -25,12 +25,12 @@ from whitevec.cli._options import (
     with_run_options,
 )
 from whitevec.datasets.paths import existing_file
+from whitevec.encoders.models import DEFAULT_MODEL
 from whitevec.errors import BadInputError
-from whitevec.models import DEFAULT_MODEL
 from whitevec.preflight import check_encoder, check_output, model_hidden_size
 
 if TYPE_CHECKING:
-    from whitevec.encoders import AnyEncoder
+    from whitevec.encoders.loading import AnyEncoder
 
 
 @with_run_options
@@ -103,7 +103,7 @@ def fit_command(
         weights = _token_weights(token_weights, token_frequencies, model, [pooling])
     elif token_weights is not None or token_frequencies is not None:
         raise BadInputError("--token-weights applies when encoding --texts, not to --vectors")
-    from whitevec.vectors import fit_transform_file
+    from whitevec.workflows.vectors import fit_transform_file
 
     encoding: contextlib.AbstractContextManager[AnyEncoder | None] = (
         contextlib.nullcontext() if texts is None else _options._encoder(**run.encoder(model, pooling, *weights))
@@ -135,7 +135,7 @@ def frequencies_count_command(
     model_hidden_size(model)  # a wrong --model fails before the tokenizer loads
     from dataclasses import replace as with_source
 
-    from whitevec.encoder import count_model_frequencies
+    from whitevec.encoders.transformer import count_model_frequencies
 
     counted = with_source(count_model_frequencies(model, texts, max_length), source=corpus.name)
     counted.save(out)

@@ -29,8 +29,8 @@ from whitevec.cli._options import (
     with_run_options,
 )
 from whitevec.cli._output import FormatOpt, TableFormat, _check_json_file, _print_table, _save_json, _say, _Table
+from whitevec.encoders.models import DEFAULT_MODEL
 from whitevec.errors import BadInputError
-from whitevec.models import DEFAULT_MODEL
 from whitevec.preflight import check_encoder, check_output, check_output_folder, input_file
 
 if TYPE_CHECKING:

@@ -9,8 +9,8 @@ import typer
 
 from whitevec.cli._options import DeviceOpt, MaxLengthOpt, ModelOpt, PoolingOpt
 from whitevec.datasets.paths import existing_file
+from whitevec.encoders.models import DEFAULT_MODEL
 from whitevec.errors import BadInputError
-from whitevec.models import DEFAULT_MODEL
 from whitevec.preflight import check_encoder, check_output, existing_folder
 
 
@@ -37,7 +37,7 @@ def export_st_command(
 ) -> None:
     """Write a sentence-transformers folder: SentenceTransformer(OUT).encode(texts) gives whitevec's vectors. From
     a static encoder folder: a static folder with the transform folded into its table (linear transforms only)."""
-    from whitevec.st_export import check_export_target
+    from whitevec.export.sentence_transformers import check_export_target
 
     check_export_target(out, overwrite)
     check_output(out, "--out folder", folder=True)  # its parent can be written; the folder is made at the end
@@ -45,15 +45,15 @@ def export_st_command(
         if transform is not None or pooling is not None or max_length is not None or model != DEFAULT_MODEL:
             raise BadInputError("--index takes the model, pooling, max_length and transform from the index")
         existing_folder(index, "index folder")
-        from whitevec.st_export import export_index
+        from whitevec.export.sentence_transformers import export_index
 
         written = export_index(index, out, overwrite=overwrite, normalize=normalize, device=device)
     else:
         if transform is not None:
             existing_file(transform, "transform file")
         check_encoder(model, cache=False)
-        from whitevec.encoders import load_encoder
-        from whitevec.st_export import export_sentence_transformer
+        from whitevec.encoders.loading import load_encoder
+        from whitevec.export.sentence_transformers import export_sentence_transformer
         from whitevec.transforms import Transform
 
         fitted = Transform.load(transform) if transform is not None else None

@@ -28,8 +28,8 @@ from whitevec.cli._options import (
     with_run_options,
 )
 from whitevec.cli._output import FormatOpt, TableFormat, _print, _print_table, _Table
+from whitevec.encoders.models import DEFAULT_MODEL
 from whitevec.errors import BadInputError, WhitevecWarning
-from whitevec.models import DEFAULT_MODEL
 from whitevec.preflight import check_output, existing_folder
 
 if TYPE_CHECKING:
@@ -216,7 +216,7 @@ def index_export_faiss_command(
     """One FAISS file with the whitening in its pre-transform chain: faiss.read_index(OUT).search(raw, k)."""
     existing_folder(index_dir, "index folder")
     check_output(out, "FAISS file")
-    from whitevec.index import export_faiss
+    from whitevec.export import export_faiss
 
     export_faiss(index_dir, out)
     typer.echo(f"wrote {out} (ids are the rows of {index_dir / 'docs.sqlite'})", err=True)

@@ -16,7 +16,7 @@ from whitevec.cli._options import (
     with_run_options,
 )
 from whitevec.cli._output import FormatOpt, TableFormat, _check_json_file, _print_table, _save_json, _say, _Table
-from whitevec.models import DEFAULT_MODEL
+from whitevec.encoders.models import DEFAULT_MODEL
 from whitevec.preflight import check_output
 
 if TYPE_CHECKING:

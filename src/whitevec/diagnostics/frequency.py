@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy.stats import spearmanr
 
+from whitevec.encoders.token_weights import count_token_ids
 from whitevec.errors import BadInputError
 from whitevec.preflight import nonblank_texts
-from whitevec.token_weights import count_token_ids
 
 if TYPE_CHECKING:
-    from whitevec.encoder import Encoder
+    from whitevec.encoders.transformer import Encoder
 
 MIN_BUCKETS = 3
 DEFAULT_BUCKETS = 8

@@ -30,14 +30,14 @@ from whitevec.diagnostics.metrics import (
     spectrum,
 )
 from whitevec.diagnostics.results import DiagnosticsReport, KSweep, SpaceReport
+from whitevec.encoders.static import StaticEncoder
 from whitevec.errors import BadInputError
 from whitevec.evaluation.sts import score_pairs
 from whitevec.preflight import not_one_string
-from whitevec.static_encoder import StaticEncoder
 from whitevec.transforms import Transform, Whitening, make_transform
 
 if TYPE_CHECKING:
-    from whitevec.encoders import AnyEncoder
+    from whitevec.encoders.loading import AnyEncoder
 
 SWEEP_K = (8, 16, 32, 64, 128, 256)
 POSITIVE_SCORE = 4.0
@@ -421,7 +421,8 @@ def diagnose(
 ) -> DiagnosticsReport:
     """Measure anisotropy of sentence vectors raw and under each transform; see the module docstring.
 
-    ``source`` is an :class:`~whitevec.encoder.Encoder` (see :func:`diagnose_encoder`: texts are encoded and each
+    ``source`` is an :class:`~whitevec.encoders.transformer.Encoder` (see :func:`diagnose_encoder`: texts are
+    encoded and each
     spec in ``transforms`` is fitted on them) or a mapping ``{label: matrix}`` of vectors already transformed
     (see :func:`diagnose_vectors`; ``transforms``, the frequency options, ``show_progress`` and ``make`` apply
     to an Encoder only).

@@ -19,8 +19,8 @@ import numpy as np
 from scipy.special import logsumexp
 
 from whitevec.errors import BadInputError, DimensionMismatchError
-from whitevec.linalg import unit_rows
 from whitevec.transforms.validation import check_vectors
+from whitevec.utils.linalg import unit_rows
 
 DEFAULT_PAIRS = 20000
 DEFAULT_SEED = 0

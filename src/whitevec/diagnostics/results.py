@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from whitevec._io import write_json
 from whitevec._version import __version__
 from whitevec.diagnostics.frequency import FrequencyLink
 from whitevec.diagnostics.metrics import AlignmentUniformity, CosineStats, IsoScoreResult, Isotropy, Spectrum
 from whitevec.evaluation.metrics import non_finite_to_none
+from whitevec.utils.io import write_json
 
 
 @dataclass

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from whitevec._io import atomic_path
 from whitevec.diagnostics.results import DiagnosticsReport
+from whitevec.utils.io import atomic_path
 
 _CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;

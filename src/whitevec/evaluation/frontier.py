@@ -17,8 +17,8 @@ from typing import TypeVar
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from whitevec._io import atomic_path
 from whitevec.evaluation.retrieval import RetrievalScore
+from whitevec.utils.io import atomic_path
 
 T = TypeVar("T")
 _COLORS = ("#1f5fa8", "#d1495b", "#2a9d55", "#e08a00", "#7b4fa8", "#4d4d4d", "#00a6a6", "#a65628")

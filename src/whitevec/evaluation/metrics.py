@@ -28,7 +28,8 @@ def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def non_finite_to_none(data: Any) -> Any:
     """``data`` with every NaN or infinite float, inside dicts, lists and tuples too, replaced by None.
 
-    For ``to_dict`` methods: JSON has no NaN (strict parsers reject it, and ``whitevec._io.write_json`` refuses
+    For ``to_dict`` methods: JSON has no NaN (strict parsers reject it, and ``whitevec.utils.io.write_json``
+    refuses
     it), and a result can hold one, e.g. the Spearman correlation of constant predictions.
     """
     if isinstance(data, float):

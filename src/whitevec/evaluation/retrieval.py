@@ -44,15 +44,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from whitevec._io import write_json
 from whitevec.datasets.retrieval import RetrievalDataset
 from whitevec.errors import BadInputError
 from whitevec.evaluation.metrics import non_finite_to_none
+from whitevec.utils.io import write_json
 
 QPS_MIN_SECONDS = 0.3
 
 if TYPE_CHECKING:
-    from whitevec.encoders import AnyEncoder
+    from whitevec.encoders.loading import AnyEncoder
     from whitevec.transforms import Transform
 
 
@@ -153,7 +153,8 @@ class RetrievalScore:
     p99_query_ms: float = math.nan
     p99_search_ms: float = math.nan
     qps: float = math.nan  # batched: all queries in one search call
-    # The rule for texts with no token the model knows (whitevec.encoding.known_token_mask): such queries rank
+    # The rule for texts with no token the model knows (whitevec.encoders.protocol.known_token_mask): such queries
+    # rank
     # nothing (each scores 0, and counts in n_queries), such documents are not indexed (not in n_docs).
     unknown_queries: int = 0
     skipped_documents: int = 0

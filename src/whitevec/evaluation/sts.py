@@ -21,16 +21,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from whitevec._io import write_json
 from whitevec._version import __version__
 from whitevec.datasets import StsTask, read_texts_file
-from whitevec.encoding import known_token_mask, zero_unknown_rows
+from whitevec.encoders.protocol import known_token_mask, zero_unknown_rows
 from whitevec.errors import BadInputError
 from whitevec.evaluation.metrics import cosine_rows, non_finite_to_none, spearman100
 from whitevec.transforms import Transform, make_transform
+from whitevec.utils.io import write_json
 
 if TYPE_CHECKING:
-    from whitevec.encoders import AnyEncoder
+    from whitevec.encoders.loading import AnyEncoder
 
 FIT_TARGET = "target"
 FIT_TRAIN = "train"
@@ -138,7 +138,8 @@ def evaluate_sts(
     ``whitevec tune`` scores an encoding (:func:`whitevec.index.faiss_store.encoded_vectors`; codes trained on the
     task's evaluated sentences).
 
-    A sentence with no token the model knows (:func:`whitevec.encoding.known_token_mask`) has no meaning: it is
+    A sentence with no token the model knows (:func:`whitevec.encoders.protocol.known_token_mask`) has no meaning:
+    it is
     left out of the fit and its vector is zeros, so a pair holding one has similarity 0 (``unknown_pairs``
     counts them).
 

@@ -1,6 +1,6 @@
 """Searchable indexes of transformed sentence vectors: FAISS on one machine, Milvus to scale out.
 
->>> from whitevec.encoder import Encoder                                              # doctest: +SKIP
+>>> from whitevec.encoders import Encoder                                             # doctest: +SKIP
 >>> r = Retriever.build("corpus.jsonl", "idx", encoder=Encoder(pooling="last-avg"))  # doctest: +SKIP
 >>> Retriever.load("idx").search(["how do wings stall?"], k=5)                        # doctest: +SKIP
 """
@@ -12,7 +12,6 @@ from whitevec.index import docstore, faiss_store, milvus_store  # noqa: F401
 from whitevec.index.build import build_index, check_build, stored_dim
 from whitevec.index.documents import DocumentStore, document_store_names
 from whitevec.index.encodings import Encoding, list_encodings, parse_encoding, storage_estimate
-from whitevec.index.export import export_faiss
 from whitevec.index.faiss_store import FaissStore
 from whitevec.index.retriever import QueryHits, Retriever, SearchHit, SearchResults, check_encoder
 from whitevec.index.snapshot import read_manifest
@@ -34,7 +33,6 @@ __all__ = [
     "check_build",
     "check_encoder",
     "document_store_names",
-    "export_faiss",
     "index_size",
     "list_encodings",
     "parse_encoding",

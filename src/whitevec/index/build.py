@@ -1,6 +1,6 @@
 """Building an index folder: check what is cheap first, then encode, fit the transform, store, publish.
 
-The folder is written through ``whitevec._io.atomic_dir`` (built in a temporary sibling folder and swapped in
+The folder is written through ``whitevec.utils.io.atomic_dir`` (built in a temporary sibling folder and swapped in
 whole, see :mod:`whitevec.index.layout`); ``manifest.json`` is written last, so a leftover temporary folder is
 never loadable as an index.
 """
@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from whitevec._io import atomic_dir, check_writable_parent
 from whitevec.datasets.retrieval import Document, check_unique_ids, read_corpus_file
-from whitevec.encoding import check_empty_documents, known_token_mask
+from whitevec.encoders.model_identity import model_record
+from whitevec.encoders.protocol import check_empty_documents, known_token_mask
 from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
 from whitevec.index.docstore import write_docs
 from whitevec.index.encodings import parse_encoding
@@ -28,19 +28,20 @@ from whitevec.index.layout import DOCS_FILE, LINEAR_TRANSFORMS, TRANSFORM_FILE
 from whitevec.index.manifest import MANIFEST, write_manifest
 from whitevec.index.snapshot import read_manifest
 from whitevec.index.store import ENCODING, KINDS, METRICS, VectorStore, check_choice, store_class, stored_form
-from whitevec.model_identity import model_record
 from whitevec.transforms import Transform, make_transform
 from whitevec.transforms.base import class_key
+from whitevec.utils.io import atomic_dir, check_writable_parent
 
 if TYPE_CHECKING:
-    from whitevec.encoding import EncoderLike
+    from whitevec.encoders.protocol import EncoderLike
 
 # The ids a warning about documents without a known token names.
 _NAMED_IDS = 5
 
 
 def meaningful_documents(docs: list[Document], encoder: EncoderLike, empty_documents: str) -> list[Document]:
-    """The documents to index: those with a token ``encoder`` knows (:func:`whitevec.encoding.known_token_mask`),
+    """The documents to index: those with a token ``encoder`` knows
+    (:func:`whitevec.encoders.protocol.known_token_mask`),
     the others counted in one WhitevecWarning naming the first few ids. ``empty_documents``: ``skip`` leaves them
     out (they could only come back as noise: every one is the same point), ``keep`` indexes them as they encode,
     ``error`` refuses them in one line (a BadInputError, before anything is written)."""
@@ -233,7 +234,8 @@ def stored_dim(transform: str | None, encoder_dim: int) -> int | None:
 
 def encoder_fields(encoder: EncoderLike) -> dict[str, Any]:
     """What the manifest records of the encoder, so queries are encoded the same way, and of its model's folder
-    (where it is, the name that finds it elsewhere, a checksum of its contents: ``whitevec.model_identity``;
+    (where it is, the name that finds it elsewhere, a checksum of its contents:
+    ``whitevec.encoders.model_identity``;
     nulls for an encoder without a folder)."""
     folder = getattr(encoder, "model_path", None)
     described = encoder_description(encoder)

@@ -11,11 +11,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from whitevec._io import sqlite_uri, writing_to
 from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError, CorruptFileError
 from whitevec.index.documents import register_document_store
 from whitevec.index.layout import DOCS_FILE
+from whitevec.utils.io import sqlite_uri, writing_to
 
 if TYPE_CHECKING:
     from whitevec.index.snapshot import IndexSnapshot

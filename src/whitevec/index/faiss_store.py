@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from whitevec._io import writing_to
-from whitevec._threads import one_blas_thread
 from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
 from whitevec.index.encodings import (
     Encoding,
@@ -38,7 +36,9 @@ from whitevec.index.store import (
     resolve_params,
     sample_rows,
 )
-from whitevec.linalg import unit_rows
+from whitevec.utils.io import writing_to
+from whitevec.utils.linalg import unit_rows
+from whitevec.utils.threads import one_blas_thread
 
 if TYPE_CHECKING:
     from whitevec.index.snapshot import IndexSnapshot
@@ -401,7 +401,7 @@ class FaissStore:
         # With rescoring the codes find K x k candidates (no more than there are) for the vectors on disk to order.
         wanted = k if encoding.rescore is None else max(k, min(encoding.rescore * k, self.count))
         # From distance_compute_blas_threshold query floats on, faiss computes distances with its OpenBLAS,
-        # whose threads would spin beside torch's (whitevec._threads).
+        # whose threads would spin beside torch's (whitevec.utils.threads).
         blas = x.size >= int(getattr(_faiss().cvar, "distance_compute_blas_threshold", 0))
         small = x.shape[0] * self._work_per_query() < POOL_WORK
         with _one_thread() if small else contextlib.nullcontext(), one_blas_thread(when=blas):

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from whitevec._io import atomic_path, sha256_file
 from whitevec._version import __version__
 from whitevec.errors import BadInputError, CorruptFileError
 from whitevec.index.encodings import parse_encoding
+from whitevec.utils.io import atomic_path, sha256_file
 
 MANIFEST = "manifest.json"
 # 2: the manifest carries its own checksum and every field is checked.
@@ -90,7 +90,8 @@ FIELDS: dict[str, tuple[str, Callable[[Any], bool], bool]] = {
     "files": ("an object of file name -> {sha256, bytes}", _mapping, True),
     "model": ("a string", _text, True),
     "model_fingerprint": ("a string or null", _optional(_text), True),
-    # Where the model was and what it held (whitevec.model_identity); absent in indexes built before they were
+    # Where the model was and what it held (whitevec.encoders.model_identity); absent in indexes built before they
+    # were
     # recorded, null for an encoder without a model folder.
     "model_path": ("a string or null", _optional(_text), False),
     "model_id": ("a string or null", _optional(_text), False),

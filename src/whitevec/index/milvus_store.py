@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from whitevec._io import writing_to
 from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError, WhitevecError
 from whitevec.index.documents import register_document_store
@@ -47,6 +46,7 @@ from whitevec.index.store import (
     register_store,
     resolve_params,
 )
+from whitevec.utils.io import writing_to
 
 if TYPE_CHECKING:
     from whitevec.index.snapshot import IndexSnapshot

@@ -30,8 +30,8 @@ from typing import BinaryIO
 
 import numpy as np
 
-from whitevec._io import writing_to
 from whitevec.errors import BadInputError, CorruptFileError, IndexDamagedError
+from whitevec.utils.io import writing_to
 
 RESCORE_FILE = "rescore.npy"
 _COPY_ROWS = 1 << 16  # rows copied at a time when a version's file is written

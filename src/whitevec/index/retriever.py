@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from whitevec._io import atomic_dir, writers_lock, writing_to
 from whitevec.datasets.retrieval import Document, check_unique_ids
-from whitevec.encoding import known_token_mask
+from whitevec.encoders.model_identity import check_model_checksum, index_model_folder
+from whitevec.encoders.protocol import known_token_mask
 from whitevec.errors import BadInputError, CorruptFileError, DimensionMismatchError
 from whitevec.index.build import as_documents, build_index, encoder_description, meaningful_documents
 from whitevec.index.documents import DocumentStore, documents_of
@@ -34,12 +34,12 @@ from whitevec.index.layout import TRANSFORM_FILE, check_index_manifest
 from whitevec.index.manifest import SELF_CHECKSUM, write_manifest
 from whitevec.index.snapshot import IndexSnapshot, read_consistent
 from whitevec.index.store import VectorStore, store_class, store_files, stored_form
-from whitevec.model_identity import check_model_checksum, index_model_folder
 from whitevec.preflight import check_device, check_texts
 from whitevec.transforms import Transform
+from whitevec.utils.io import atomic_dir, writers_lock, writing_to
 
 if TYPE_CHECKING:
-    from whitevec.encoding import EncoderLike
+    from whitevec.encoders.protocol import EncoderLike
 
 logger = logging.getLogger(__name__)
 
@@ -181,7 +181,8 @@ class Retriever:
         max_length and encoder backend, on ``device``, with the vector cache on or off (``cache``; a server
         should not cache every query). The model is the folder the build recorded, or the alias or hub id it was
         given as, or ``model`` (a folder, alias or hub id: where that model is now); its contents must match
-        the checksum the build recorded (:mod:`whitevec.model_identity`). An ``encoder`` with another backend
+        the checksum the build recorded (:mod:`whitevec.encoders.model_identity`). An ``encoder`` with another
+        backend
         (bf16 queries on a float32 index, say) is allowed: same model, nearly the same vectors.
 
         Raises:
@@ -201,7 +202,7 @@ class Retriever:
         owns_encoder = encoder is None
         try:
             if encoder is None:
-                from whitevec.encoders import load_encoder
+                from whitevec.encoders.loading import load_encoder
 
                 encoder = load_encoder(
                     index_model_folder(manifest, model),  # checked before the model loads
@@ -257,7 +258,8 @@ class Retriever:
 
     def embed_marked(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """``(vectors, known)``: :meth:`embed`'s vectors and a bool per text, False where the text has no token
-        the model knows (:func:`whitevec.encoding.known_token_mask`). Such a text is not encoded: its row is
+        the model knows (:func:`whitevec.encoders.protocol.known_token_mask`). Such a text is not encoded: its row
+        is
         zeros, never the one direction a transform gives every such text."""
         items = check_texts(texts, "texts")
         known = known_token_mask(self.encoder, items)
@@ -324,7 +326,7 @@ class Retriever:
         leaves the index as it was, and readers in other processes see the old or the new version (the store
         stages the add; see :meth:`whitevec.index.store.VectorStore.stage_add`). Refused when the folder no
         longer holds the version this Retriever loaded (another process rebuilt or added meanwhile). Adds to
-        indexes in one parent folder take turns (``whitevec._io.writers_lock``) once their texts are encoded.
+        indexes in one parent folder take turns (``whitevec.utils.io.writers_lock``) once their texts are encoded.
 
         Raises:
             BadInputError: empty list, an id given twice, an id already in the index (named), the index

@@ -1,7 +1,7 @@
 """One version of an index folder, read as a whole even while another process replaces the folder.
 
 A build or an add never changes a published index folder in place: it writes a new folder and swaps it in
-(``whitevec._io.atomic_dir``). A reader that opened file after file by path could still mix two versions (the
+(``whitevec.utils.io.atomic_dir``). A reader that opened file after file by path could still mix two versions (the
 manifest and transform of one build with the vectors and documents of the next). So a reader pins one version:
 
 1. it opens the folder itself once (a descriptor), then the manifest and every file the manifest lists through

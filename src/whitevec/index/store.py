@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
-from whitevec._threads import one_blas_thread, threaded_product
 from whitevec.errors import BadInputError
 from whitevec.index.encodings import parse_encoding
-from whitevec.linalg import unit_rows
+from whitevec.utils.linalg import unit_rows
+from whitevec.utils.threads import one_blas_thread, threaded_product
 
 if TYPE_CHECKING:
     from whitevec.index.snapshot import IndexSnapshot
@@ -205,7 +205,7 @@ def stored_form(transform: Transform | None, vectors: np.ndarray, metric: str) -
     """Encoder vectors as an index stores them: transformed, L2-normalised for ``cosine``; float32, contiguous.
 
     Runs its products on one BLAS thread: the vectors come straight from torch, whose threads still hold the
-    cores (:mod:`whitevec._threads`; a transform's output has at most its input's dimensions)."""
+    cores (:mod:`whitevec.utils.threads`; a transform's output has at most its input's dimensions)."""
     rows, dim = vectors.shape if vectors.ndim == 2 else (len(vectors), 1)
     with one_blas_thread(when=transform is not None and threaded_product(rows, dim, dim)):
         out = vectors if transform is None else transform.transform(vectors)

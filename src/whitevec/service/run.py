@@ -70,7 +70,7 @@ def load_retriever(
 ) -> RetrieverLike:
     """``Retriever.load`` with a clear error for a folder that is not there; queries are encoded with the
     index's own arithmetic, or with ``compute`` (torch, bf16, int8) when it names another, by the index's model
-    (found at ``model`` when it moved; see :func:`whitevec.model_identity.index_model_folder`)."""
+    (found at ``model`` when it moved; see :func:`whitevec.encoders.model_identity.index_model_folder`)."""
     folder = Path(index_dir)
     if not folder.is_dir():
         raise DataNotFoundError(f"index folder {folder} does not exist; build one with `whitevec index build`")
@@ -81,9 +81,9 @@ def load_retriever(
         if compute == "index":
             retriever: RetrieverLike = Retriever.load(folder, cache=False, model=model)
             return retriever
-        from whitevec.encoders import load_encoder
+        from whitevec.encoders.loading import load_encoder
+        from whitevec.encoders.model_identity import index_model_folder
         from whitevec.index import read_manifest
-        from whitevec.model_identity import index_model_folder
 
         manifest = read_manifest(folder.expanduser(), verify=False)
         encoder = load_encoder(
@@ -278,8 +278,8 @@ def serve(
         # Every worker loads the index itself; here only check what fails fast and cheaply (the folder, its
         # checksums, the backend, the model's presence), so a bad index stops the command before any process
         # starts.
+        from whitevec.encoders.model_identity import index_model_folder
         from whitevec.index import read_manifest
-        from whitevec.model_identity import index_model_folder
 
         manifest = read_manifest(Path(index_dir).expanduser(), verify=True)
         check_workers(manifest, workers)

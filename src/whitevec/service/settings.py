@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from whitevec.encoding import COMPUTE_BACKENDS
+from whitevec.encoders.protocol import COMPUTE_BACKENDS
 from whitevec.errors import BadInputError
 
 ENV_PREFIX = "WHITEVEC_SERVE_"

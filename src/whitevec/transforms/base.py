@@ -25,10 +25,10 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval, InvalidParameterError, validate_parameter_constraints
 from sklearn.utils.validation import check_is_fitted
 
-from whitevec._io import atomic_path
 from whitevec._version import __version__
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError
 from whitevec.transforms.validation import check_vectors
+from whitevec.utils.io import atomic_path
 
 # Format 1 named the class bare ("Whitening"), so any subclass of that name could stand in for a built-in one.
 # No release wrote format 1, so it is refused with a clear message rather than kept readable by a second lookup.

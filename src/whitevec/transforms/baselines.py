@@ -10,10 +10,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from whitevec.linalg import unit_rows
 from whitevec.transforms.base import BadParameterError, Count, Shape, Transform
 from whitevec.transforms.validation import check_vectors
 from whitevec.transforms.whitening import moments, principal_axes, working_dtype
+from whitevec.utils.linalg import unit_rows
 
 
 class Center(Transform):

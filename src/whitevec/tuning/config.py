@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from whitevec._io import write_json
 from whitevec._version import __version__
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError, WhitevecError
 from whitevec.index.encodings import parse_encoding
 from whitevec.transforms import make_transform
 from whitevec.tuning.space import canonical_transform
+from whitevec.utils.io import write_json
 
 if TYPE_CHECKING:
-    from whitevec.encoders import AnyEncoder
+    from whitevec.encoders.loading import AnyEncoder
     from whitevec.transforms import Transform
 
 CONFIG_FORMAT = "whitevec-tuned-config"
@@ -58,7 +58,8 @@ _REQUIRED: dict[str, type | tuple[type, ...]] = {
 @dataclass
 class TunedConfig:
     """What tune chose. ``model`` is the name it was given (alias, folder or hub id); ``model_fingerprint`` the
-    sha256 of its config and weight file sizes (:attr:`whitevec.encoder.Encoder.model_fingerprint`), checked
+    sha256 of its config and weight file sizes (:attr:`whitevec.encoders.transformer.Encoder.model_fingerprint`),
+    checked
     when an encoder is matched against it."""
 
     model: str
@@ -120,10 +121,10 @@ class TunedConfig:
         known = {f for f in cls.__dataclass_fields__}
         values = {k: v for k, v in data.items() if k in known}
         try:
-            from whitevec.static_format import STATIC_POOLING
+            from whitevec.encoders.static_format import STATIC_POOLING
 
             if values["pooling"] != STATIC_POOLING:  # a static folder's one pooling
-                from whitevec.encoder import get_pooling
+                from whitevec.encoders.transformer import get_pooling
 
                 get_pooling(values["pooling"])
             values["transform"] = canonical_transform(values["transform"])
@@ -138,9 +139,10 @@ class TunedConfig:
         return make_transform(self.transform)
 
     def encoder(self, **options: Any) -> AnyEncoder:
-        """The encoder (:func:`whitevec.encoders.load_encoder`) of the configured model and pooling (``options``:
+        """The encoder (:func:`whitevec.encoders.loading.load_encoder`) of the configured model and pooling
+        (``options``:
         max_length, batch_size, device, cache, backend); checked against the recorded fingerprint."""
-        from whitevec.encoders import load_encoder
+        from whitevec.encoders.loading import load_encoder
 
         options.setdefault("max_length", self.max_length)
         encoder = load_encoder(self.model, self.pooling, **options)
@@ -188,7 +190,7 @@ class TunedConfig:
         each vector's length, so the cosines are the same unless a transform is fitted in between."""
         if pooling.strip().lower() == self.pooling.strip().lower():
             return True
-        from whitevec.encoders import pooling_computation
+        from whitevec.encoders.loading import pooling_computation
 
         try:
             (mine, my_steps), (theirs, their_steps) = (

@@ -52,19 +52,17 @@ from typing import Any
 
 import numpy as np
 
-from whitevec._io import write_json
 from whitevec.datasets.retrieval import RetrievalDataset
 from whitevec.datasets.sts import Pair, StsTask, check_scores_vary
-from whitevec.encoding import known_token_mask, zero_unknown_rows
+from whitevec.encoders.models import DEFAULT_MODEL
+from whitevec.encoders.protocol import known_token_mask, zero_unknown_rows
+from whitevec.encoders.static import StaticEncoder
+from whitevec.encoders.static_format import STATIC_POOLING
 from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.evaluation.metrics import cosine_rows, non_finite_to_none
 from whitevec.evaluation.retrieval import average_precision, mrr_at_k, ndcg_at_k, recall_at_k
 from whitevec.index.encodings import parse_encoding
-from whitevec.linalg import unit_rows
-from whitevec.models import DEFAULT_MODEL
 from whitevec.preflight import check_encoder
-from whitevec.static_encoder import StaticEncoder
-from whitevec.static_format import STATIC_POOLING
 from whitevec.transforms import AllButTheTop, Transform, Whitening, make_transform
 from whitevec.tuning.config import TunedConfig
 from whitevec.tuning.selection import (
@@ -88,6 +86,8 @@ from whitevec.tuning.space import (
     encoding_disk_bytes,
     output_dim,
 )
+from whitevec.utils.io import write_json
+from whitevec.utils.linalg import unit_rows
 
 STS_METRICS = ("spearman",)
 RETRIEVAL_METRICS = ("ndcg@K", "recall@K", "mrr@K", "map")
@@ -173,7 +173,8 @@ class TuneResult:
     checks: list[FoldCheck] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
-    # Per model: the texts of the run with no token it knows (whitevec.encoding.known_token_mask). They are left
+    # Per model: the texts of the run with no token it knows (whitevec.encoders.protocol.known_token_mask). They
+    # are left
     # out of the fits; their vectors are zeros (a pair holding one has similarity 0), such a query scores 0 and
     # such a document cannot be retrieved, as in an index built with the default --empty-documents skip.
     unknown_texts: dict[str, int] = field(default_factory=dict)
@@ -233,7 +234,7 @@ class TuneResult:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        from whitevec._io import atomic_path
+        from whitevec.utils.io import atomic_path
 
         scored = [c for c in self.candidates if c.dev is not None]
         fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -378,7 +379,7 @@ def _encode_poolings(
     if hasattr(encoder, "encode_poolings"):
         found = encoder.encode_poolings(texts, list(poolings), show_progress=show)
         # Encoder keys results by canonical pooling name; map back to what was asked.
-        from whitevec.encoder import get_pooling
+        from whitevec.encoders.transformer import get_pooling
 
         return {p: found[get_pooling(p).name] for p in poolings}
     if len(poolings) != 1:
@@ -402,7 +403,7 @@ def model_poolings(
     """The poolings each model is tuned with: ``static`` for a static encoder folder (its only one); the asked
     poolings other than ``static`` for a transformers model (its default pooling when none is left), each
     checked before anything loads."""
-    from whitevec.encoders import default_pooling_of, is_static_model
+    from whitevec.encoders.loading import default_pooling_of, is_static_model
 
     given = dict(encoders or {})
     asked = [p for p in poolings if p != STATIC_POOLING]
@@ -418,7 +419,7 @@ def model_poolings(
         else:
             out[model] = [default_pooling_of(model, "last-avg")]
     if any(p != STATIC_POOLING for each in out.values() for p in each):
-        from whitevec.encoder import get_pooling
+        from whitevec.encoders.transformer import get_pooling
 
         for pooling in {p for each in out.values() for p in each if p != STATIC_POOLING}:
             get_pooling(pooling)
@@ -493,7 +494,8 @@ def tune(
             baseline); BadInputError when none does.
         max_seconds: stop fitting further candidates once this many seconds have passed since the call began
             (encoding the texts included: a wall-clock budget for the whole run).
-        encoders: model name -> an already made encoder (e.g. an :class:`whitevec.encoder.Encoder`); other
+        encoders: model name -> an already made encoder (e.g. an :class:`whitevec.encoders.transformer.Encoder`);
+        other
             models are loaded with ``encoder_options`` and closed afterwards.
         show_progress: None: a progress bar on a terminal only.
 
@@ -695,7 +697,7 @@ def _encode_texts(
 ) -> tuple[dict[tuple[str, str], np.ndarray], dict[str, np.ndarray], dict[str, dict[str, Any]]]:
     """Every text encoded once per model, all its poolings from one pass: ``{(model, pooling): vectors}`` (zero
     rows for texts with no token the model knows), ``{model: known}`` (a bool per text, see
-    :func:`whitevec.encoding.known_token_mask`), and each model's description (dimension, max_length,
+    :func:`whitevec.encoders.protocol.known_token_mask`), and each model's description (dimension, max_length,
     fingerprint) with its encode cost."""
     vectors: dict[tuple[str, str], np.ndarray] = {}
     known: dict[str, np.ndarray] = {}
@@ -1041,7 +1043,7 @@ def _pairs(data: StsTask | Sequence[Pair] | None, what: str) -> list[Pair]:
 
 
 def _make_encoder(model: str, pooling: str, options: Mapping[str, Any] | None) -> Any:
-    from whitevec.encoders import load_encoder
+    from whitevec.encoders.loading import load_encoder
 
     return load_encoder(model, pooling, **dict(options or {}))
 

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from whitevec.datasets.paths import existing_file
+from whitevec.engines import check_engine, make
 from whitevec.preflight import check_encoder, check_output, check_output_folder
-from whitevec.workflows.engines import check_engine, make
 
 if TYPE_CHECKING:
-    from whitevec.encoders import AnyEncoder
+    from whitevec.encoders.loading import AnyEncoder
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def encode_file(
     written with room for the matrix.
 
     ``engine="ray"``: ``texts_file`` is a corpus (one file or a glob of JSONL, CSV/TSV, text or Parquet shards)
-    and ``out`` a folder of Parquet shards, written by :func:`whitevec.index.ray_engine.ray_encode` on
+    and ``out`` a folder of Parquet shards, written by :func:`whitevec.engines.ray.ray_encode` on
     ``workers`` actors at ``ray_address`` (no vector cache, no token weights).
     """
     if check_engine(engine):
@@ -63,7 +63,7 @@ def encode_file(
         existing_file(transform, "transform file")
     dim = check_encoder(encoder["model"], encoder.get("cache", True))
     check_output(out, "--out file", need_bytes=len(texts) * dim * 4)
-    from whitevec.vectors import encode_to_file
+    from whitevec.workflows.vectors import encode_to_file
 
     with make(encoder, make_encoder) as model:
         rows, dim = encode_to_file(model, texts, out, transform, show_progress=show_progress)
@@ -77,7 +77,7 @@ def _encode_on_ray(
     transform: str | os.PathLike[str] | None,
     **ray: Any,
 ) -> EncodedFile:
-    from whitevec.index.ray_engine import actor_encoder, ray_encode, require_ray
+    from whitevec.engines.ray import actor_encoder, ray_encode, require_ray
 
     require_ray()
     actors = actor_encoder(encoder)

@@ -1,5 +1,5 @@
 """A corpus file built into an index (``whitevec index build``): here (:func:`whitevec.index.build_index`) or on
-Ray (:func:`whitevec.index.ray_engine.ray_build`, the documents kept in Milvus)."""
+Ray (:func:`whitevec.engines.ray.ray_build`, the documents kept in Milvus)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from whitevec.datasets.paths import existing_file
-from whitevec.encoding import check_empty_documents
+from whitevec.encoders.protocol import check_empty_documents
+from whitevec.engines import check_engine, make
 from whitevec.errors import BadInputError
 from whitevec.preflight import check_encoder, check_output, check_texts, existing_folder, input_file
-from whitevec.workflows.engines import check_engine, make
 
 if TYPE_CHECKING:
-    from whitevec.encoders import AnyEncoder
+    from whitevec.encoders.loading import AnyEncoder
     from whitevec.index import SearchResults
 
 # The pooling of an index when none is named and the model folder has no sentence-transformers modules.
@@ -65,7 +65,7 @@ def build_index_file(
     ``fit_on`` and transform files, the model and its cache, room for the index in ``out``'s folder, the index
     options against the stored dimension.
 
-    ``engine="ray"``: built by :func:`whitevec.index.ray_engine.ray_build` on ``workers`` actors at
+    ``engine="ray"``: built by :func:`whitevec.engines.ray.ray_build` on ``workers`` actors at
     ``ray_address`` into Milvus (``backend="milvus"``; ``corpus`` may be a glob of shards; the transform fitted
     on the corpus, on ``fit_sample`` vectors drawn with ``fit_seed`` when given).
 
@@ -130,7 +130,7 @@ def _build_on_ray(
 ) -> BuiltIndex:
     """The Ray build, after what it needs beyond ray_build's own checks: Ray, a Milvus backend, the corpus as
     the fit data, the transform file, the sample, the model, ``out`` writable."""
-    from whitevec.index.ray_engine import actor_encoder, check_backend, check_fit_sample, ray_build, require_ray
+    from whitevec.engines.ray import actor_encoder, check_backend, check_fit_sample, ray_build, require_ray
 
     require_ray()
     check_backend(options["backend"])
@@ -154,7 +154,7 @@ def index_pooling(model: str, pooling: str | None) -> str:
     (``model``), else last-avg."""
     if pooling:
         return pooling
-    from whitevec.encoders import default_pooling_of
+    from whitevec.encoders.loading import default_pooling_of
 
     return default_pooling_of(model, INDEX_POOLING)
 

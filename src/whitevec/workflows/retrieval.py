@@ -7,13 +7,13 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from whitevec.engines import make
 from whitevec.errors import BadInputError
 from whitevec.preflight import check_encoder, input_file
-from whitevec.workflows.engines import make
 from whitevec.workflows.index import index_pooling
 
 if TYPE_CHECKING:
-    from whitevec.encoders import AnyEncoder
+    from whitevec.encoders.loading import AnyEncoder
     from whitevec.evaluation.retrieval import RetrievalReport
 
 
@@ -50,7 +50,7 @@ def evaluate_retrieval_dataset(
         raise BadInputError("give at least one pooling")
     input_file(fit_on, "--fit-on file", keywords=("corpus",))
     dim = check_encoder(encoder["model"], encoder.get("cache", True))
-    from whitevec.encoders import check_poolings
+    from whitevec.encoders.loading import check_poolings
     from whitevec.evaluation.retrieval import evaluate_retrieval, plan_configurations
     from whitevec.index.encodings import split_encoding_list
     from whitevec.transforms import make_transform

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from whitevec._io import atomic_path
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError
 from whitevec.preflight import check_output
 from whitevec.transforms import Transform, make_transform
+from whitevec.utils.io import atomic_path
 
 if TYPE_CHECKING:
-    from whitevec.encoders import AnyEncoder
+    from whitevec.encoders.loading import AnyEncoder
 
 
 def load_vectors(path: str | os.PathLike[str]) -> np.ndarray:

@@ -3,13 +3,14 @@
 A static encoder keeps one vector per vocabulary token; a sentence is the plain mean of its tokens' rows. The
 table is made in four steps:
 
-1. Raw token vectors, by ``method`` (:mod:`whitevec.token_table`): ``tokens``, each vocabulary token alone
+1. Raw token vectors, by ``method`` (:mod:`whitevec.distill.token_table`): ``tokens``, each vocabulary token alone
    between the model's special tokens, pooled (Model2Vec 0.10's distill), or ``corpus``, the mean of each
    token's contextual vectors over a sample of the user's text (``tokens`` for tokens the sample never shows).
 2. PCA to ``dims``, fitted on the table's rows (centred, as Model2Vec does); ``dims=None`` keeps the raw rows.
 3. Token weights multiply the rows: ``sif-rank`` (Model2Vec's default: SIF with ``a = 1e-4`` on ``p(w)`` from
    Zipf's law over the token's rank in the vocabulary), ``sif``, ``usif`` or ``zipf`` over token counts
-   (:mod:`whitevec.token_weights`; counted with the model's tokenizer on every line of the corpus, or read from
+   (:mod:`whitevec.encoders.token_weights`; counted with the model's tokenizer on every line of the corpus, or
+   read from
    a frequency file), or ``none``.
 4. ``transform`` (any affine spec: ``whitening-256``, ``pca-128``, ``abtt``...), fitted on the static sentence
    vectors of the sample and folded into the rows: for ``t(x) = x A + b`` and a sentence ``s = mean_i r_i``,
@@ -35,9 +36,24 @@ from typing import Any
 
 import numpy as np
 
-from whitevec._io import scratch_dir, sha256_file
 from whitevec.datasets import read_texts_file
-from whitevec.encoder import (
+from whitevec.distill.token_table import (
+    corpus_table,
+    reduce_table,
+    single_token_table,
+    static_mean,
+    static_tokenizer,
+)
+from whitevec.encoders.models import resolve_model
+from whitevec.encoders.static_format import StaticTable, is_static_folder, write_static_folder
+from whitevec.encoders.token_weights import (
+    RANK_SIF_A,
+    TokenFrequencies,
+    TokenWeighting,
+    rank_sif_weights,
+    read_frequencies,
+)
+from whitevec.encoders.transformer import (
     Encoder,
     check_weighted_pooling,
     count_model_frequencies,
@@ -46,18 +62,9 @@ from whitevec.encoder import (
     load_model_tokenizer,
 )
 from whitevec.errors import BadInputError, DataNotFoundError
-from whitevec.models import resolve_model
 from whitevec.preflight import available_memory, check_free_space, check_output, format_size, model_hidden_size
-from whitevec.static_format import StaticTable, is_static_folder, write_static_folder
-from whitevec.token_table import corpus_table, reduce_table, single_token_table, static_mean, static_tokenizer
-from whitevec.token_weights import (
-    RANK_SIF_A,
-    TokenFrequencies,
-    TokenWeighting,
-    rank_sif_weights,
-    read_frequencies,
-)
 from whitevec.transforms import AFFINE_SPEC_FORMS, Transform, is_affine, make_transform
+from whitevec.utils.io import scratch_dir, sha256_file
 
 METHODS = ("tokens", "corpus")
 TOKEN_WEIGHTS = ("sif-rank", "sif", "usif", "zipf", "none")

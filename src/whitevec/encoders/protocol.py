@@ -19,7 +19,8 @@ EMPTY_DOCUMENTS = ("skip", "keep", "error")
 
 @runtime_checkable
 class EncoderLike(Protocol):
-    """Texts to vectors, and a record of how. :class:`whitevec.encoder.Encoder` is one; so is any object with
+    """Texts to vectors, and a record of how. :class:`whitevec.encoders.transformer.Encoder` is one; so is any
+    object with
     these two methods (the tests' hash encoder, a remote model's client).
 
     An encoder may also say which texts carry meaning (:class:`KnowsTokens`, ``known_token_mask``); one that

@@ -25,11 +25,11 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from tokenizers import Tokenizer
 
+from whitevec.encoders.model_identity import file_checksum
+from whitevec.encoders.models import resolve_model
+from whitevec.encoders.static_format import STATIC_POOLING, StaticTable, check_static_pooling, read_static_folder
 from whitevec.errors import BadInputError
-from whitevec.model_identity import file_checksum
-from whitevec.models import resolve_model
-from whitevec.progress import progress_bar
-from whitevec.static_format import STATIC_POOLING, StaticTable, check_static_pooling, read_static_folder
+from whitevec.utils.progress import progress_bar
 
 DEFAULT_BATCH_SIZE = 1024
 
@@ -189,7 +189,7 @@ class StaticEncoder:
     def known_token_mask(self, texts: Sequence[str]) -> np.ndarray:
         """A bool per text: True where the token mean has a token to average (the text cut and truncated as
         :meth:`encode` does, unknown tokens dropped); False where its vector is zeros. See
-        :func:`whitevec.encoding.known_token_mask`."""
+        :func:`whitevec.encoders.protocol.known_token_mask`."""
         if isinstance(texts, str):
             raise BadInputError("known_token_mask takes a sequence of texts, not one string")
         items = list(texts)

@@ -25,9 +25,9 @@ from safetensors import safe_open
 from safetensors.numpy import save_file
 from tokenizers import Tokenizer
 
-from whitevec._io import atomic_dir, write_json
 from whitevec._version import __version__
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError
+from whitevec.utils.io import atomic_dir, write_json
 
 # Model2Vec's default when a config names no max_length (model2vec.model.DEFAULT_MAX_LENGTH).
 DEFAULT_MAX_LENGTH = 512

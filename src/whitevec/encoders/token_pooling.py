@@ -1,7 +1,7 @@
 """Token vectors to one sentence vector: the arithmetic of every pooling, on torch tensors only.
 
 The Encoder uses these, and so does the pooling module an exported sentence-transformers folder loads
-(:mod:`whitevec.st_modules`), so the two compute the same numbers. Masks mark real tokens with 1 and padding
+(:mod:`whitevec.export.st_modules`), so the two compute the same numbers. Masks mark real tokens with 1 and padding
 with 0; batches are padded on the right.
 """
 

@@ -1,5 +1,6 @@
-"""One way from a model name to an encoder: a transformers model gives an :class:`~whitevec.encoder.Encoder`, a
-static encoder folder (``static_format``) a :class:`~whitevec.static_encoder.StaticEncoder`.
+"""One way from a model name to an encoder: a transformers model gives an
+:class:`~whitevec.encoders.transformer.Encoder`, a
+static encoder folder (``static_format``) a :class:`~whitevec.encoders.static.StaticEncoder`.
 
 Every command, the index, the server, the Ray workers and ``tune`` make their encoders here, so a static folder
 goes wherever a model does. What only a transformers model has is refused for a static folder in one line: another
@@ -17,13 +18,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from whitevec.encoders.models import DEFAULT_MODEL, resolve_model
+from whitevec.encoders.static_format import FOLDER_FILES, STATIC_POOLING, check_static_pooling, is_static_folder
 from whitevec.errors import BadInputError, ModelNotFoundError
-from whitevec.models import DEFAULT_MODEL, resolve_model
-from whitevec.static_format import FOLDER_FILES, STATIC_POOLING, check_static_pooling, is_static_folder
 
 if TYPE_CHECKING:
-    from whitevec.encoder import Encoder
-    from whitevec.static_encoder import StaticEncoder
+    from whitevec.encoders.static import StaticEncoder
+    from whitevec.encoders.transformer import Encoder
 
 AnyEncoder: TypeAlias = "Encoder | StaticEncoder"
 
@@ -95,14 +96,14 @@ def load_encoder(
         check_static_options(
             model, backend=backend, token_weights=token_weights, token_frequencies=token_frequencies
         )
-        from whitevec.static_encoder import StaticEncoder
+        from whitevec.encoders.static import StaticEncoder
 
         if batch_size is None:
             return StaticEncoder(model, pooling, max_length=max_length)
         return StaticEncoder(model, pooling, max_length=max_length, batch_size=batch_size)
     if "model_type" not in _config(path) and "hidden_size" not in _config(path):
         raise _neither(path)
-    from whitevec.encoder import Encoder
+    from whitevec.encoders.transformer import Encoder
 
     return Encoder(
         model,
@@ -122,7 +123,7 @@ def default_pooling_of(model: str | os.PathLike[str], fallback: str) -> str:
     sentence-transformers folder, else ``fallback``."""
     if is_static_model(model):
         return STATIC_POOLING
-    from whitevec.st_config import default_pooling
+    from whitevec.encoders.st_config import default_pooling
 
     return default_pooling(resolve_model(model), fallback)
 
@@ -136,8 +137,8 @@ def pooling_computation(model: str | os.PathLike[str], pooling: str) -> tuple[tu
     pooling, or a configuration that cannot be read, is its name alone."""
     if is_static_model(model):
         return (pooling,), ()
-    from whitevec.encoder import get_pooling
-    from whitevec.st_config import UnsupportedModuleError, read_sentence_transformers_config
+    from whitevec.encoders.st_config import UnsupportedModuleError, read_sentence_transformers_config
+    from whitevec.encoders.transformer import get_pooling
 
     path = resolve_model(model)
     layers = _config(path).get("num_hidden_layers")
@@ -173,7 +174,7 @@ def check_poolings(model: str | os.PathLike[str], poolings: Sequence[str]) -> No
         for pooling in poolings:
             check_static_pooling(pooling, model)
         return
-    from whitevec.encoder import get_pooling
+    from whitevec.encoders.transformer import get_pooling
 
     for pooling in poolings:
         get_pooling(pooling)

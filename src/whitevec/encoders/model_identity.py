@@ -23,10 +23,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from whitevec._io import atomic_path, sha256_file
+from whitevec.encoders.models import resolve_model
 from whitevec.errors import BadInputError, ModelNotFoundError
-from whitevec.models import resolve_model
-from whitevec.paths import whitevec_cache_folder
+from whitevec.utils.io import atomic_path, sha256_file
+from whitevec.utils.paths import whitevec_cache_folder
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from whitevec._io import atomic_path
 from whitevec.errors import BadInputError
 from whitevec.index.encodings import parse_encoding
 from whitevec.index.faiss_store import FaissStore
@@ -28,6 +27,7 @@ from whitevec.index.layout import INDEX_FILE, LINEAR_NAMES, TRANSFORM_FILE
 from whitevec.index.snapshot import IndexSnapshot, read_consistent
 from whitevec.preflight import check_output
 from whitevec.transforms import Center, Transform, Whitening
+from whitevec.utils.io import atomic_path
 
 
 def linear_parts(transform: Transform | None, dim: int) -> tuple[np.ndarray, np.ndarray] | None:

@@ -42,27 +42,27 @@ from typing import Any
 import numpy as np
 import torch
 
-from whitevec.encoding import COMPUTE_BACKENDS
-from whitevec.errors import BadInputError, WhitevecWarning
-from whitevec.models import DEFAULT_MODEL, resolve_model
-from whitevec.preflight import check_device, not_one_string, sqlite_fault, vector_cache_folder
-from whitevec.progress import progress_bar
-from whitevec.st_config import (
+from whitevec.encoders.models import DEFAULT_MODEL, resolve_model
+from whitevec.encoders.protocol import COMPUTE_BACKENDS
+from whitevec.encoders.st_config import (
     SentenceTransformersConfig,
     UnsupportedModuleError,
     default_pooling,
     read_max_seq_length,
     read_sentence_transformers_config,
 )
-from whitevec.static_format import is_static_folder
-from whitevec.token_pooling import layer_mean, sentence_transformers_pool
-from whitevec.token_weights import (
+from whitevec.encoders.static_format import is_static_folder
+from whitevec.encoders.token_pooling import layer_mean, sentence_transformers_pool
+from whitevec.encoders.token_weights import (
     TokenFrequencies,
     TokenWeighting,
     check_scheme,
     count_frequencies,
     read_frequencies,
 )
+from whitevec.errors import BadInputError, WhitevecWarning
+from whitevec.preflight import check_device, not_one_string, sqlite_fault, vector_cache_folder
+from whitevec.utils.progress import progress_bar
 
 logger = logging.getLogger(__name__)
 
@@ -308,7 +308,8 @@ class Encoder:
     Faster paths, each with slightly different vectors (its own cache namespace; ``describe()["backend"]``):
     ``backend="bf16"`` runs the model in bfloat16 (pooling in float32): faster on CPUs with bfloat16
     instructions (AVX512-BF16, AMX) and on GPUs, with STS-B Spearman within 0.02 points of float32.
-    ``token_weights`` (``"sif"``, ``"usif"``, ``"zipf"``; see :mod:`whitevec.token_weights`) weighs each token in
+    ``token_weights`` (``"sif"``, ``"usif"``, ``"zipf"``; see :mod:`whitevec.encoders.token_weights`) weighs each
+    token in
     the token mean of a mean pooling by its frequency in ``token_frequencies``: a saved frequency file
     (``.json``), a text corpus (one text a line, counted here with this model's tokenizer) or a
     :class:`TokenFrequencies`; or give a :class:`TokenWeighting`. Special tokens are then left out of the mean.
@@ -508,7 +509,7 @@ class Encoder:
     def known_token_mask(self, texts: Sequence[str]) -> np.ndarray:
         """A bool per text: True where the tokenizer finds, within ``max_length``, a token other than the
         special ones ([CLS], [SEP], padding, the unknown token). No model pass; see
-        :func:`whitevec.encoding.known_token_mask` for what is done with it."""
+        :func:`whitevec.encoders.protocol.known_token_mask` for what is done with it."""
         texts = list(not_one_string(texts))
         if not texts:
             return np.zeros(0, dtype=bool)

@@ -41,9 +41,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from whitevec._io import atomic_path
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError
 from whitevec.preflight import nonblank_texts
+from whitevec.utils.io import atomic_path
 
 if TYPE_CHECKING:
     from whitevec.transforms.whitening import Whitening
@@ -425,7 +425,8 @@ def zipfian_whitening_fit(
 
 
 class TokenVectorEncoder(Protocol):
-    """What Zipfian whitening needs of an encoder (:class:`whitevec.encoder.Encoder` has it; this module sits
+    """What Zipfian whitening needs of an encoder (:class:`whitevec.encoders.transformer.Encoder` has it; this
+    module sits
     below the encoder, which imports it)."""
 
     tokenizer: Any

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from whitevec.errors import ModelNotFoundError
-from whitevec.paths import whitevec_cache_folder
+from whitevec.utils.paths import whitevec_cache_folder
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 

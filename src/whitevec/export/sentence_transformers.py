@@ -5,13 +5,15 @@
 - the Transformer: the model's own files, with ``max_seq_length`` (and ``do_lower_case``) in
   ``sentence_bert_config.json``; for a layer pooling the model's ``config.json`` asks for every hidden state;
 - the pooling: sentence-transformers' Pooling for ``cls`` (``cls``) and ``last-avg`` (``mean``), the
-  Transformer's pooler output for ``pooler``, :class:`whitevec.st_modules.LayerMeanPooling` for the other layer
+  Transformer's pooler output for ``pooler``, :class:`whitevec.export.st_modules.LayerMeanPooling` for the other
+  layer
   poolings, and the folder's own modules (Pooling, Dense, Normalize) for ``model``;
 - the transform: a Dense layer for a linear one (Whitening, Center, AllButTheTop: weight ``W^T``, bias
-  ``-(beta mu) W``, identity activation), a Normalize, or :class:`whitevec.st_modules.FlowModule` for a Flow;
+  ``-(beta mu) W``, identity activation), a Normalize, or :class:`whitevec.export.st_modules.FlowModule` for a
+  Flow;
 - an optional Normalize last (an index with the cosine metric stores unit vectors, so its export normalizes).
 
-From a static encoder (:class:`whitevec.static_encoder.StaticEncoder`) a linear transform is folded into the token
+From a static encoder (:class:`whitevec.encoders.static.StaticEncoder`) a linear transform is folded into the token
 table instead, and the folder is a static folder again (:func:`export_static`); see there for the one case written
 as modules (StaticEmbedding, Normalize, Dense).
 
@@ -33,18 +35,24 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import save_file
 
-from whitevec._io import atomic_dir, write_json, writing_to
 from whitevec._version import __version__
-from whitevec.encoder import Encoder
-from whitevec.encoders import AnyEncoder, load_encoder
+from whitevec.encoders.loading import AnyEncoder, load_encoder
+from whitevec.encoders.st_config import (
+    FLOW_CLASS,
+    LAYER_POOLING_CLASS,
+    MODEL_CONFIG,
+    MODULES_FILE,
+    TRANSFORMER_CONFIG,
+)
+from whitevec.encoders.static import StaticEncoder
+from whitevec.encoders.static_format import StaticTable, check_new_folder, saved_tokenizer, write_static_folder
+from whitevec.encoders.transformer import Encoder
 from whitevec.errors import BadInputError, DimensionMismatchError
-from whitevec.index.export import linear_parts
+from whitevec.export.faiss_index import linear_parts
 from whitevec.index.layout import TRANSFORM_FILE
 from whitevec.index.snapshot import IndexSnapshot, read_consistent
-from whitevec.st_config import FLOW_CLASS, LAYER_POOLING_CLASS, MODEL_CONFIG, MODULES_FILE, TRANSFORMER_CONFIG
-from whitevec.static_encoder import StaticEncoder
-from whitevec.static_format import StaticTable, check_new_folder, saved_tokenizer, write_static_folder
 from whitevec.transforms import AllButTheTop, Center, Normalize, Transform, Whitening, is_affine
+from whitevec.utils.io import atomic_dir, write_json, writing_to
 
 EXPORT_RECORD = "whitevec_export.json"
 _ST = "sentence_transformers.models."

@@ -33,11 +33,11 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
-from whitevec.encoder import Encoder
+from whitevec.encoders.static import median_token_length, unknown_token_id
+from whitevec.encoders.transformer import Encoder
 from whitevec.errors import BadInputError, WhitevecWarning
-from whitevec.progress import progress_bar
-from whitevec.static_encoder import median_token_length, unknown_token_id
 from whitevec.transforms.whitening import Whitening
+from whitevec.utils.progress import progress_bar
 
 UNUSED_TOKEN = re.compile(r"\[unused\d+\]")  # Model2Vec's token_remove_pattern
 SINGLE_TOKEN_BATCH = 256  # Model2Vec's batch of single tokens

@@ -7,7 +7,8 @@ Needs the optional extra ``whitevec[ray]``. The steps, each resumable:
    (:mod:`whitevec.datasets.shards`): pieces of about ``unit_bytes``, each parsed by a worker with whitevec's
    strict readers, so a bad row is named by file and line and the documents equal the single-process build's.
 2. **Encode.** A Ray Data pipeline maps the units through an actor pool (``workers`` actors, each one encoder
-   from :func:`~whitevec.encoders.load_encoder`, ``cpus_per_worker`` CPUs and ``gpus_per_worker`` GPUs). Each
+   from :func:`~whitevec.encoders.loading.load_encoder`, ``cpus_per_worker`` CPUs and ``gpus_per_worker`` GPUs).
+   Each
    actor writes one Parquet shard per unit (ids, texts, metadata, raw vectors), the unit's whitening moments
    (``Whitening.partial_fit``, exact float64) and the ids' 64-bit hashes, each file written under a temporary
    name and renamed. Ray replaces a dead actor and retries its unit; a retried unit rewrites the same files.
@@ -45,7 +46,6 @@ from typing import Any
 
 import numpy as np
 
-from whitevec._io import atomic_dir, atomic_path, write_json
 from whitevec.datasets.retrieval import Document
 from whitevec.datasets.shards import (
     DEFAULT_UNIT_BYTES,
@@ -76,6 +76,7 @@ from whitevec.index.milvus_store import (
 from whitevec.index.store import check_choice, sample_rows, stored_form
 from whitevec.transforms import Transform
 from whitevec.transforms.whitening import Whitening
+from whitevec.utils.io import atomic_dir, atomic_path, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +113,8 @@ def check_backend(backend: str) -> None:
 
 
 def actor_encoder(encoder: Mapping[str, Any]) -> dict[str, Any]:
-    """The :func:`~whitevec.encoders.load_encoder` arguments each actor builds its encoder from: those given, less
+    """The :func:`~whitevec.encoders.loading.load_encoder` arguments each actor builds its encoder from: those
+    given, less
     the vector cache (actors keep none). Token weights are refused: the actors do not take them."""
     if encoder.get("token_weights") is not None or encoder.get("token_frequencies") is not None:
         raise BadInputError("--token-weights and --token-frequencies are not supported with --engine ray")
@@ -247,8 +249,8 @@ class EncodeUnits:
         max_text_bytes: int | None = None,
         threads: int = 1,
     ) -> None:
-        from whitevec.encoders import load_encoder
-        from whitevec.static_encoder import StaticEncoder
+        from whitevec.encoders.loading import load_encoder
+        from whitevec.encoders.static import StaticEncoder
 
         self.encoder = load_encoder(**encoder, cache=False)
         if not isinstance(self.encoder, StaticEncoder):  # a static encoder never imports torch
@@ -673,7 +675,7 @@ def ray_build(
     transform, flow included, fitted on the driver) instead of exactly from moments merged across workers
     (whitening forms only).
 
-    ``encoder``: the keyword arguments of :func:`~whitevec.encoders.load_encoder` (``model``, ``pooling``,
+    ``encoder``: the keyword arguments of :func:`~whitevec.encoders.loading.load_encoder` (``model``, ``pooling``,
     ``max_length``, ``batch_size``, ``device``, ``backend``), made once in each actor and once here to describe
     it in the manifest. Resumes an earlier run of the same build that was killed.
 
@@ -851,7 +853,7 @@ def _encode_and_fit(plan: _BuildPlan, pool: _Pool, folder: Path, state: dict[str
         _discard_work(folder, state)
         raise
     if not fields:  # every unit was encoded by an earlier run: describe the encoder here
-        from whitevec.encoders import load_encoder
+        from whitevec.encoders.loading import load_encoder
 
         with load_encoder(**plan.encoder, cache=False) as loaded:
             fields = encoder_fields(loaded)

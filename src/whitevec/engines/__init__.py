@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from whitevec.errors import BadInputError
 
 if TYPE_CHECKING:
-    from whitevec.encoders import AnyEncoder
+    from whitevec.encoders.loading import AnyEncoder
 
 ENGINES = ("local", "ray")
 
@@ -23,10 +23,11 @@ def check_engine(engine: str) -> bool:
 
 
 def make(encoder: Mapping[str, Any], make_encoder: Callable[..., AnyEncoder] | None = None) -> AnyEncoder:
-    """``make_encoder(**encoder)``; by default :func:`whitevec.encoders.load_encoder` (an Encoder, torch imported
+    """``make_encoder(**encoder)``; by default :func:`whitevec.encoders.loading.load_encoder` (an Encoder, torch
+    imported
     only now, or a StaticEncoder for a static folder)."""
     if make_encoder is None:
-        from whitevec.encoders import load_encoder
+        from whitevec.encoders.loading import load_encoder
 
         make_encoder = load_encoder
     return make_encoder(**encoder)
