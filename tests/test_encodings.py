@@ -16,12 +16,12 @@ import pytest
 from tests.index_helpers import HashEncoder
 from whitevec.cli import main
 from whitevec.errors import BadInputError, CorruptFileError
+from whitevec.export import export_faiss
 from whitevec.index import (
     Document,
     FaissStore,
     Retriever,
     check_build,
-    export_faiss,
     index_size,
     list_encodings,
     parse_encoding,
