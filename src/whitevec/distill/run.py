@@ -35,16 +35,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tokenizers import Tokenizer
 
 from whitevec.datasets import read_texts_file
-from whitevec.distill.token_table import (
-    corpus_table,
-    reduce_table,
-    single_token_table,
-    static_mean,
-    static_tokenizer,
-)
+from whitevec.distill.token_table import corpus_table, reduce_table, single_token_table, static_tokenizer
 from whitevec.encoders.models import resolve_model
+from whitevec.encoders.static import DEFAULT_BATCH_SIZE, StaticTokens, static_mean
 from whitevec.encoders.static_format import StaticTable, is_static_folder, write_static_folder
 from whitevec.encoders.token_weights import (
     RANK_SIF_A,
@@ -343,14 +339,24 @@ def _row_weights(
 
 
 def _fold(
-    table: np.ndarray, transform: Transform, tokenizer: Any, texts: list[str], max_length: int | None
+    table: np.ndarray, transform: Transform, tokenizer: Tokenizer, texts: list[str], max_length: int | None
 ) -> np.ndarray:
     """``transform`` fitted on the static sentence vectors of ``texts``, folded into the rows."""
-    transform.fit(static_mean(table, tokenizer, texts, max_length))
+    transform.fit(_sentence_vectors(table, StaticTokens.of(tokenizer, max_length), texts))
     A, b = transform.affine()
     out = np.empty((table.shape[0], A.shape[1]), dtype=np.float32)
     for start in range(0, table.shape[0], 8192):
         out[start : start + 8192] = table[start : start + 8192] @ A + b
+    return out
+
+
+def _sentence_vectors(table: np.ndarray, tokens: StaticTokens, texts: list[str]) -> np.ndarray:
+    """:func:`static_mean` of ``texts`` (the vectors the written folder serves before it normalises), a batch
+    at a time: the tokenizer holds one batch's encodings, not the whole sample's."""
+    out = np.empty((len(texts), table.shape[1]), dtype=np.float32)
+    for start in range(0, len(texts), DEFAULT_BATCH_SIZE):
+        batch = texts[start : start + DEFAULT_BATCH_SIZE]
+        out[start : start + len(batch)] = static_mean(table, tokens, batch)
     return out
 
 
