@@ -133,15 +133,51 @@ def distill(
     started = time.perf_counter()
     _refuse_static(model)
     plan = _plan(method, corpus, sample, seed, dims, token_weights, frequencies, transform, max_length, pooling)
-    target = Path(out).expanduser()
-    if target.exists() and not overwrite:
-        raise BadInputError(f"{target} exists; pass overwrite=True (--overwrite) to replace it")
-    check_output(target, "--out folder", folder=True)
+    target = _new_folder(out, overwrite)
     path, tokenizer = load_model_tokenizer(model)
     tokens = static_tokenizer(tokenizer, str(model))
     check_room(str(model), path, tokens.get_vocab_size(with_added_tokens=True), dims, target)
     counts = _counts(plan, model, tokenizer, max_length)
     encoder = Encoder(model, pooling, max_length, batch_size, device, cache=False)
+    table, settings, n_seen = _token_rows(plan, encoder, tokens, counts, dims, target, show_progress)
+    if plan.transform is not None:
+        table = _fold(table, plan.transform, tokens, plan.sample_texts, max_length)
+    provenance = _provenance(model, path, plan, settings, transform, sample, seed, int(table.shape[1]))
+    written = write_static_folder(
+        target, StaticTable(table, tokens, normalize, max_length, provenance), overwrite=overwrite
+    )
+    return DistillResult(
+        path=written,
+        vocab_size=int(table.shape[0]),
+        dim=int(table.shape[1]),
+        n_texts=len(plan.sample_texts),
+        n_seen=n_seen,
+        seconds=time.perf_counter() - started,
+        provenance=provenance,
+    )
+
+
+def _new_folder(out: str | os.PathLike[str], overwrite: bool) -> Path:
+    """``out`` as a path, refused when it exists (unless ``overwrite``) or cannot be written."""
+    target = Path(out).expanduser()
+    if target.exists() and not overwrite:
+        raise BadInputError(f"{target} exists; pass overwrite=True (--overwrite) to replace it")
+    check_output(target, "--out folder", folder=True)
+    return target
+
+
+def _token_rows(
+    plan: _Plan,
+    encoder: Encoder,
+    tokens: Tokenizer,
+    counts: TokenFrequencies | None,
+    dims: int | None,
+    target: Path,
+    show_progress: bool | None,
+) -> tuple[np.ndarray, dict[str, Any], int]:
+    """Steps 1 to 3: the raw token vectors by the plan's method (spilled to a scratch folder beside ``target``),
+    PCA to ``dims``, the row weights. Returns the table, the settings the provenance records, and how many
+    tokens were given a contextual mean."""
     with scratch_dir(target) as scratch:
         if plan.method == "corpus":
             raw = corpus_table(encoder, tokens, plan.sample_texts, scratch, show_progress)
@@ -161,21 +197,7 @@ def distill(
         "dims": None if dims is None else int(table.shape[1]),
         "token_weights": {"scheme": "none"} if weighting is None else weighting[1],
     }
-    if plan.transform is not None:
-        table = _fold(table, plan.transform, tokens, plan.sample_texts, max_length)
-    provenance = _provenance(model, path, plan, settings, transform, sample, seed, int(table.shape[1]))
-    written = write_static_folder(
-        target, StaticTable(table, tokens, normalize, max_length, provenance), overwrite=overwrite
-    )
-    return DistillResult(
-        path=written,
-        vocab_size=int(table.shape[0]),
-        dim=int(table.shape[1]),
-        n_texts=len(plan.sample_texts),
-        n_seen=n_seen,
-        seconds=time.perf_counter() - started,
-        provenance=provenance,
-    )
+    return table, settings, n_seen
 
 
 def _plan(

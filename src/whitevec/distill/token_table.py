@@ -165,7 +165,7 @@ def reduce_table(raw: TokenTable, dims: int | None) -> np.ndarray:
             warnings.warn(
                 f"dims {dims} is more than the model's {width} dimensions: PCA keeps all {width} (rotated)",
                 WhitevecWarning,
-                stacklevel=3,
+                stacklevel=4,  # distill's caller (distill -> _token_rows -> here)
             )
         pca = Whitening(n_components=min(dims, width), gamma=0.0)
         table = pca.fit(raw.vectors, sample_weight=raw.kept.astype(np.float64)).transform(raw.vectors)
