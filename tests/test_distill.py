@@ -17,7 +17,8 @@ from tokenizers import Tokenizer
 
 import whitevec.distill.run as distill_module
 from whitevec.distill.run import distill
-from whitevec.distill.token_table import kept_tokens, static_mean
+from whitevec.distill.token_table import kept_tokens
+from whitevec.encoders.static import StaticEncoder, StaticTokens, median_token_length, static_mean
 from whitevec.encoders.static_format import read_static_folder
 from whitevec.encoders.token_weights import TokenFrequencies, TokenWeighting, rank_sif_weights
 from whitevec.encoders.transformer import count_model_frequencies
@@ -198,13 +199,49 @@ def test_folded_transform_equals_encode_then_transform(tiny_bert_dir: Path, tmp_
     want = whitening.transform(reference.encode(ODD_PROBES))
     want[ODD_PROBES.index("zebra")] = 0.0  # no token left: a zero vector, whatever the transform's offset
     table = read_static_folder(folded.path)
-    got = static_mean(table.embeddings, table.tokenizer, ODD_PROBES, table.max_length)
+    got = static_mean(table.embeddings, StaticTokens.of(table.tokenizer, table.max_length), ODD_PROBES)
     np.testing.assert_allclose(got, want, atol=1e-4)
     # Model2Vec's own reader of the folded folder: the same vectors, L2-normalised as the folder says.
     model2vec = StaticModel.from_pretrained(str(folded.path), force_download=False)
     np.testing.assert_allclose(model2vec.encode(ODD_PROBES), unit_rows(want), atol=1e-4)
     assert folded.provenance["transform"] == "whitening-8"
     assert folded.provenance["corpus"]["lines"] == len(ODD_CORPUS)
+
+
+def test_the_fit_sees_the_vectors_the_folder_serves(
+    tiny_bert_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The vectors distill fits its folded transform on are the ones the same table, written without the
+    transform, serves: one mean and one token rule (the character cut, the first max_length tokens, [UNK]
+    dropped) for the fit and the folder, on texts past both limits too."""
+    fitted: list[np.ndarray] = []
+
+    def recording_transform(spec: str) -> Any:
+        made = make_transform(spec)
+        assert made is not None
+        fit = made.fit
+
+        def recorded_fit(X: np.ndarray, *args: Any, **kwargs: Any) -> Any:
+            fitted.append(np.array(X))
+            return fit(X, *args, **kwargs)
+
+        made.fit = recorded_fit  # type: ignore[method-assign]
+        return made
+
+    monkeypatch.setattr(distill_module, "make_transform", recording_transform)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(ODD_CORPUS) + "\n", encoding="utf-8")
+    common: dict[str, Any] = {"method": "corpus", "corpus": corpus, "dims": 16, "max_length": MAX_LENGTH}
+    distill(tiny_bert_dir, tmp_path / "folded", transform="whitening-8", **common)
+    plain = distill(tiny_bert_dir, tmp_path / "plain", normalize=False, **common).path
+    whole = Tokenizer.from_file(str(plain / "tokenizer.json"))
+    whole.no_truncation()
+    cut = MAX_LENGTH * median_token_length(whole)
+    assert sum(len(text) > cut for text in ODD_CORPUS) >= 6
+    lengths = [len(e.ids) for e in whole.encode_batch([t[:cut] for t in ODD_CORPUS], add_special_tokens=False)]
+    assert sum(length > MAX_LENGTH for length in lengths) >= 2  # still too long after the cut
+    assert len(fitted) == 1 and fitted[0].shape == (len(ODD_CORPUS), 16)
+    np.testing.assert_allclose(fitted[0], StaticEncoder(plain).encode(ODD_CORPUS), rtol=0, atol=1e-6)
 
 
 def _affine_specs() -> list[str]:

@@ -35,16 +35,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tokenizers import Tokenizer
 
 from whitevec.datasets import read_texts_file
-from whitevec.distill.token_table import (
-    corpus_table,
-    reduce_table,
-    single_token_table,
-    static_mean,
-    static_tokenizer,
-)
+from whitevec.distill.token_table import corpus_table, reduce_table, single_token_table, static_tokenizer
 from whitevec.encoders.models import resolve_model
+from whitevec.encoders.static import DEFAULT_BATCH_SIZE, StaticTokens, static_mean
 from whitevec.encoders.static_format import StaticTable, is_static_folder, write_static_folder
 from whitevec.encoders.token_weights import (
     RANK_SIF_A,
@@ -137,15 +133,51 @@ def distill(
     started = time.perf_counter()
     _refuse_static(model)
     plan = _plan(method, corpus, sample, seed, dims, token_weights, frequencies, transform, max_length, pooling)
-    target = Path(out).expanduser()
-    if target.exists() and not overwrite:
-        raise BadInputError(f"{target} exists; pass overwrite=True (--overwrite) to replace it")
-    check_output(target, "--out folder", folder=True)
+    target = _new_folder(out, overwrite)
     path, tokenizer = load_model_tokenizer(model)
     tokens = static_tokenizer(tokenizer, str(model))
     check_room(str(model), path, tokens.get_vocab_size(with_added_tokens=True), dims, target)
     counts = _counts(plan, model, tokenizer, max_length)
     encoder = Encoder(model, pooling, max_length, batch_size, device, cache=False)
+    table, settings, n_seen = _token_rows(plan, encoder, tokens, counts, dims, target, show_progress)
+    if plan.transform is not None:
+        table = _fold(table, plan.transform, tokens, plan.sample_texts, max_length)
+    provenance = _provenance(model, path, plan, settings, transform, sample, seed, int(table.shape[1]))
+    written = write_static_folder(
+        target, StaticTable(table, tokens, normalize, max_length, provenance), overwrite=overwrite
+    )
+    return DistillResult(
+        path=written,
+        vocab_size=int(table.shape[0]),
+        dim=int(table.shape[1]),
+        n_texts=len(plan.sample_texts),
+        n_seen=n_seen,
+        seconds=time.perf_counter() - started,
+        provenance=provenance,
+    )
+
+
+def _new_folder(out: str | os.PathLike[str], overwrite: bool) -> Path:
+    """``out`` as a path, refused when it exists (unless ``overwrite``) or cannot be written."""
+    target = Path(out).expanduser()
+    if target.exists() and not overwrite:
+        raise BadInputError(f"{target} exists; pass overwrite=True (--overwrite) to replace it")
+    check_output(target, "--out folder", folder=True)
+    return target
+
+
+def _token_rows(
+    plan: _Plan,
+    encoder: Encoder,
+    tokens: Tokenizer,
+    counts: TokenFrequencies | None,
+    dims: int | None,
+    target: Path,
+    show_progress: bool | None,
+) -> tuple[np.ndarray, dict[str, Any], int]:
+    """Steps 1 to 3: the raw token vectors by the plan's method (spilled to a scratch folder beside ``target``),
+    PCA to ``dims``, the row weights. Returns the table, the settings the provenance records, and how many
+    tokens were given a contextual mean."""
     with scratch_dir(target) as scratch:
         if plan.method == "corpus":
             raw = corpus_table(encoder, tokens, plan.sample_texts, scratch, show_progress)
@@ -165,21 +197,7 @@ def distill(
         "dims": None if dims is None else int(table.shape[1]),
         "token_weights": {"scheme": "none"} if weighting is None else weighting[1],
     }
-    if plan.transform is not None:
-        table = _fold(table, plan.transform, tokens, plan.sample_texts, max_length)
-    provenance = _provenance(model, path, plan, settings, transform, sample, seed, int(table.shape[1]))
-    written = write_static_folder(
-        target, StaticTable(table, tokens, normalize, max_length, provenance), overwrite=overwrite
-    )
-    return DistillResult(
-        path=written,
-        vocab_size=int(table.shape[0]),
-        dim=int(table.shape[1]),
-        n_texts=len(plan.sample_texts),
-        n_seen=n_seen,
-        seconds=time.perf_counter() - started,
-        provenance=provenance,
-    )
+    return table, settings, n_seen
 
 
 def _plan(
@@ -343,14 +361,24 @@ def _row_weights(
 
 
 def _fold(
-    table: np.ndarray, transform: Transform, tokenizer: Any, texts: list[str], max_length: int | None
+    table: np.ndarray, transform: Transform, tokenizer: Tokenizer, texts: list[str], max_length: int | None
 ) -> np.ndarray:
     """``transform`` fitted on the static sentence vectors of ``texts``, folded into the rows."""
-    transform.fit(static_mean(table, tokenizer, texts, max_length))
+    transform.fit(_sentence_vectors(table, StaticTokens.of(tokenizer, max_length), texts))
     A, b = transform.affine()
     out = np.empty((table.shape[0], A.shape[1]), dtype=np.float32)
     for start in range(0, table.shape[0], 8192):
         out[start : start + 8192] = table[start : start + 8192] @ A + b
+    return out
+
+
+def _sentence_vectors(table: np.ndarray, tokens: StaticTokens, texts: list[str]) -> np.ndarray:
+    """:func:`static_mean` of ``texts`` (the vectors the written folder serves before it normalises), a batch
+    at a time: the tokenizer holds one batch's encodings, not the whole sample's."""
+    out = np.empty((len(texts), table.shape[1]), dtype=np.float32)
+    for start in range(0, len(texts), DEFAULT_BATCH_SIZE):
+        batch = texts[start : start + DEFAULT_BATCH_SIZE]
+        out[start : start + len(batch)] = static_mean(table, tokens, batch)
     return out
 
 

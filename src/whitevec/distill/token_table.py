@@ -1,5 +1,5 @@
-"""A static table's raw token vectors, made with an Encoder, and what reads them: the static tokenizer, PCA
-over the rows, the static sentence mean.
+"""A static table's raw token vectors, made with an Encoder, and what reads them: the static tokenizer and PCA
+over the rows (the static sentence mean is the static encoder's, :func:`whitevec.encoders.static.static_mean`).
 
 Two ways to give each vocabulary token a vector:
 
@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
-from whitevec.encoders.static import median_token_length, unknown_token_id
 from whitevec.encoders.transformer import Encoder
 from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.transforms.whitening import Whitening
@@ -42,7 +41,6 @@ from whitevec.utils.progress import progress_bar
 UNUSED_TOKEN = re.compile(r"\[unused\d+\]")  # Model2Vec's token_remove_pattern
 SINGLE_TOKEN_BATCH = 256  # Model2Vec's batch of single tokens
 _ID_CHUNK = 4096  # token ids per call to the encoder: bounds the memory of one chunk's vectors
-_TEXT_CHUNK = 1024
 
 
 @dataclass(frozen=True)
@@ -167,34 +165,9 @@ def reduce_table(raw: TokenTable, dims: int | None) -> np.ndarray:
             warnings.warn(
                 f"dims {dims} is more than the model's {width} dimensions: PCA keeps all {width} (rotated)",
                 WhitevecWarning,
-                stacklevel=3,
+                stacklevel=4,  # distill's caller (distill -> _token_rows -> here)
             )
         pca = Whitening(n_components=min(dims, width), gamma=0.0)
         table = pca.fit(raw.vectors, sample_weight=raw.kept.astype(np.float64)).transform(raw.vectors)
     table[~raw.kept] = 0.0
     return table
-
-
-def static_mean(
-    table: np.ndarray, tokenizer: Tokenizer, texts: Sequence[str], max_length: int | None
-) -> np.ndarray:
-    """Static sentence vectors, float32, as a static encoder of the table makes them (``StaticEncoder``,
-    Model2Vec's ``StaticModel``): the plain mean of the rows of each text's tokens (no special tokens, the
-    unknown token left out, the text cut to ``max_length`` x the median token length in characters, then its
-    first ``max_length`` tokens); zeros for a text with none."""
-    unknown = unknown_token_id(tokenizer)
-    chars = None if max_length is None else max_length * median_token_length(tokenizer)
-    out = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
-    for start in range(0, len(texts), _TEXT_CHUNK):
-        chunk = [text[:chars] for text in texts[start : start + _TEXT_CHUNK]]
-        encodings = tokenizer.encode_batch_fast(chunk, add_special_tokens=False)
-        rows = [[i for i in e.ids[:max_length] if i != unknown] for e in encodings]
-        lengths = np.array([len(r) for r in rows])
-        filled = np.flatnonzero(lengths)
-        if filled.size == 0:
-            continue
-        flat = np.concatenate([rows[i] for i in filled]).astype(np.int64)
-        offsets = np.concatenate([[0], np.cumsum(lengths[filled])[:-1]])
-        sums = np.add.reduceat(table[flat].astype(np.float64), offsets, axis=0)
-        out[start + filled] = sums / lengths[filled, None]
-    return out
