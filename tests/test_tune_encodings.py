@@ -13,8 +13,9 @@ import pytest
 from tests.test_tune import MODEL, TableEncoder, anisotropic_pairs, retrieval_data, run
 from whitevec.errors import BadInputError
 from whitevec.evaluation.retrieval import ndcg_at_k
+from whitevec.index.encoded import cosine_scores, decoded_codes, encoded_vectors
 from whitevec.index.encodings import parse_encoding
-from whitevec.index.faiss_store import FaissStore, _one_thread, cosine_scores, decoded_codes, encoded_vectors
+from whitevec.index.faiss_store import FaissStore, _one_thread
 from whitevec.transforms import make_transform
 from whitevec.tuning import TunedConfig, tune
 from whitevec.tuning.run import CandidateResult, _choose, _Scored

@@ -10,7 +10,7 @@ Protocol:
 3. Each candidate scores each dev item: the cosine of each pair (STS; the statistic is Spearman x 100 over the
    pairs) or the metric of each query (retrieval: nDCG@10 by default; exact cosine search over the corpus).
    A compressed encoding is scored as the index would store it
-   (:func:`whitevec.index.faiss_store.encoded_vectors`): a flat FAISS store
+   (:func:`whitevec.index.encoded.encoded_vectors`): a flat FAISS store
    with that encoding trains its codes on the stored side (the documents; for pairs every sentence) and the
    stored vectors are replaced by their decoded codes; queries stay float (asymmetric search) and are scored as
    the store scores them. For pairs both sentences are decoded and compared by cosine. A PQ encoding whose M
@@ -282,10 +282,10 @@ def _per_query_scores(
 ) -> np.ndarray:
     """Each query's metric under exact search over the documents as a flat cosine index with ``encoding`` scores
     them (ties broken by document order): cosine for float32; against decoded codes or sign codes
-    (``doc_vectors`` from :func:`whitevec.index.faiss_store.encoded_vectors`), the index's own score
-    (:func:`whitevec.index.faiss_store.cosine_scores`); for RaBitQ and ``+rescore``, the ranking of a flat store's
-    own search at the metric's depth (:func:`whitevec.index.faiss_store.searched_rankings`)."""
-    from whitevec.index.faiss_store import cosine_scores, searched_rankings
+    (``doc_vectors`` from :func:`whitevec.index.encoded.encoded_vectors`), the index's own score
+    (:func:`whitevec.index.encoded.cosine_scores`); for RaBitQ and ``+rescore``, the ranking of a flat store's
+    own search at the metric's depth (:func:`whitevec.index.encoded.searched_rankings`)."""
+    from whitevec.index.encoded import cosine_scores, searched_rankings
 
     score_of, depth = _query_metric(metric)
     depth = min(depth, len(doc_ids))
@@ -743,7 +743,7 @@ class _Plan:
 def _plan_candidates(grid: _Grid, info: dict[str, dict[str, Any]], items: _Items, notes: list[str]) -> _Plan:
     """Every candidate of the grid, cheapest first and flow last (so a time box cuts the slow ones); those over
     the budget left out (the baseline excepted). Notes what was lowered, skipped or left out."""
-    from whitevec.index.faiss_store import TRAIN_SAMPLE
+    from whitevec.index.encoded import TRAIN_SAMPLE
 
     n_train = min(items.stored_rows.size, TRAIN_SAMPLE)
     plan: list[Candidate] = []
@@ -881,7 +881,7 @@ def _score_candidate(
     """Fit (or reuse) the candidate's transform, store the vectors with its encoding, score every item. Texts
     with no token the model knows (``known`` False) stay out of the fit and the codes' training, and keep zero
     vectors."""
-    from whitevec.index.faiss_store import encoded_vectors
+    from whitevec.index.encoded import encoded_vectors
 
     key = (candidate.model, candidate.pooling, candidate.transform)
     if key not in fits.last_space:
