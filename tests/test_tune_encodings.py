@@ -18,7 +18,9 @@ from whitevec.index.encodings import parse_encoding
 from whitevec.index.faiss_store import FaissStore, _one_thread
 from whitevec.transforms import make_transform
 from whitevec.tuning import TunedConfig, tune
-from whitevec.tuning.run import CandidateResult, _choose, _Scored
+from whitevec.tuning.choice import choose as _choose
+from whitevec.tuning.results import CandidateResult
+from whitevec.tuning.scoring import Scored as _Scored
 from whitevec.tuning.space import check_encodings, cost_key, encoding_bytes
 from whitevec.utils.linalg import unit_rows
 

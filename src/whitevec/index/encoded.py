@@ -110,6 +110,27 @@ def searched_rankings(docs: np.ndarray, queries: np.ndarray, encoding: str, dept
     return rows
 
 
+def exact_rankings(docs: np.ndarray, queries: np.ndarray, encoding: str, depth: int) -> np.ndarray:
+    """Each query's top ``depth`` document rows by the scores a flat cosine store with ``encoding`` gives
+    (:func:`cosine_scores`; ties to the earlier row): exact search over ``docs`` as :func:`encoded_vectors` gives
+    them (float32 rows are unit-normalised here). (n_queries, depth) int64; ``depth`` at most the number of
+    documents."""
+    if encoding == "float32":
+        stored = unit_rows(docs, dtype=np.float32, zero_rows="keep")
+    else:
+        stored = np.ascontiguousarray(docs, dtype=np.float32)
+    unit = unit_rows(queries, dtype=np.float32, zero_rows="keep")
+    out = np.empty((unit.shape[0], depth), dtype=np.int64)
+    for start in range(0, unit.shape[0], 256):
+        sims = cosine_scores(unit[start : start + 256], stored, encoding)
+        top = np.argpartition(-sims, depth - 1, axis=1)[:, :depth] if depth < sims.shape[1] else None
+        for j in range(sims.shape[0]):
+            row = sims[j]
+            candidates = top[j] if top is not None else np.arange(row.size)
+            out[start + j] = candidates[np.lexsort((candidates, -row[candidates]))]
+    return out
+
+
 def cosine_scores(queries: np.ndarray, stored: np.ndarray, encoding: str | Encoding) -> np.ndarray:
     """The scores a ``cosine`` FAISS store with ``encoding`` gives unit ``queries`` against ``stored`` vectors
     (unit rows for float32; :func:`decoded_codes` for a lossy encoding; unit sign vectors for sign codes, which
