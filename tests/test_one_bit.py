@@ -26,7 +26,8 @@ from whitevec.index import (
     parse_encoding,
     read_manifest,
 )
-from whitevec.index.faiss_store import _one_thread, encoded_vectors, searched_rankings
+from whitevec.index.encoded import encoded_vectors, searched_rankings
+from whitevec.index.faiss_store import _one_thread
 from whitevec.index.rescore import RESCORE_FILE, RecordFile, RescoreVectors
 from whitevec.index.sign_codes import SIGN_FILE, SignCodes, random_rotation
 from whitevec.transforms import WhitevecWarning

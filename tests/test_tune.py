@@ -18,7 +18,9 @@ from whitevec.datasets.retrieval import Document, RetrievalDataset
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError, WhitevecWarning
 from whitevec.transforms import AllButTheTop, Whitening, make_transform, whitening_spec
 from whitevec.tuning import ConfigMismatchError, TunedConfig, apply_config, tune
-from whitevec.tuning.run import CandidateResult, _choose, _Scored
+from whitevec.tuning.choice import choose as _choose
+from whitevec.tuning.results import CandidateResult
+from whitevec.tuning.scoring import Scored as _Scored
 from whitevec.tuning.selection import bootstrap_gains, mean_resampled, resample_counts, spearman_resampled
 from whitevec.tuning.space import check_transforms, default_transforms, encoding_bytes
 

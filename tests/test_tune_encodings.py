@@ -13,11 +13,14 @@ import pytest
 from tests.test_tune import MODEL, TableEncoder, anisotropic_pairs, retrieval_data, run
 from whitevec.errors import BadInputError
 from whitevec.evaluation.retrieval import ndcg_at_k
+from whitevec.index.encoded import cosine_scores, decoded_codes, encoded_vectors
 from whitevec.index.encodings import parse_encoding
-from whitevec.index.faiss_store import FaissStore, _one_thread, cosine_scores, decoded_codes, encoded_vectors
+from whitevec.index.faiss_store import FaissStore, _one_thread
 from whitevec.transforms import make_transform
 from whitevec.tuning import TunedConfig, tune
-from whitevec.tuning.run import CandidateResult, _choose, _Scored
+from whitevec.tuning.choice import choose as _choose
+from whitevec.tuning.results import CandidateResult
+from whitevec.tuning.scoring import Scored as _Scored
 from whitevec.tuning.space import check_encodings, cost_key, encoding_bytes
 from whitevec.utils.linalg import unit_rows
 

@@ -34,10 +34,11 @@ import copy
 import math
 import os
 import platform
+import re
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,8 @@ from whitevec.evaluation.metrics import non_finite_to_none
 from whitevec.utils.io import write_json
 
 QPS_MIN_SECONDS = 0.3
+# The depth of the ranking MAP is read over, as trec_eval's.
+MAP_DEPTH = 1000
 
 if TYPE_CHECKING:
     from whitevec.encoders.loading import AnyEncoder
@@ -97,6 +100,32 @@ def average_precision(ranked: Sequence[str], qrels: Mapping[str, int]) -> float:
             hits += 1
             total += hits / rank
     return total / len(relevant)
+
+
+QueryMetric = Callable[[Sequence[str], Mapping[str, int]], float]
+
+
+def query_metric(metric: str) -> tuple[QueryMetric, int]:
+    """The per-query function of ``metric`` (``ndcg@K``, ``recall@K``, ``mrr@K`` or ``map``, lower-case) and the
+    ranking depth it reads (K; MAP: :data:`MAP_DEPTH`)."""
+    if metric == "map":
+        return average_precision, MAP_DEPTH
+    match = re.fullmatch(r"(ndcg|recall|mrr)@([1-9]\d*)", metric)
+    if match is None:
+        raise BadInputError(f"unknown retrieval metric {metric!r}; valid: ndcg@K, recall@K, mrr@K (K >= 1), map")
+    name, k = match.group(1), int(match.group(2))
+    if name == "ndcg":
+        return (lambda ranked, qrels: ndcg_at_k(ranked, qrels, k)), k
+    if name == "recall":
+        return (lambda ranked, qrels: recall_at_k(ranked, qrels, k)), k
+    return (lambda ranked, qrels: mrr_at_k(ranked, qrels, k)), k
+
+
+def query_scores(rankings: Iterable[Sequence[str]], qrels: Sequence[Mapping[str, int]], metric: str) -> np.ndarray:
+    """Each query's ``metric`` (:func:`query_metric`) of its ranking (document ids, best first) against its
+    judgments ``qrels``, in the order given; float64."""
+    score_of, _ = query_metric(metric)
+    return np.array([score_of(ranked, judged) for ranked, judged in zip(rankings, qrels, strict=True)], np.float64)
 
 
 @dataclass
@@ -285,7 +314,7 @@ def evaluate_retrieval(
     index_params: dict[str, Any] | None = None,
     workdir: str | os.PathLike[str] | None = None,
     latency_queries: int = 100,
-    map_depth: int = 1000,
+    map_depth: int = MAP_DEPTH,
     query_ids: Sequence[str] | None = None,
     show_progress: bool | None = None,
 ) -> RetrievalReport:

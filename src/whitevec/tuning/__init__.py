@@ -6,7 +6,9 @@ significant; :class:`TunedConfig` is the choice, saved as JSON and applied by ``
 """
 
 from whitevec.tuning.config import ConfigMismatchError, TunedConfig, apply_config
-from whitevec.tuning.run import CandidateResult, FoldCheck, TuneResult, check_metric, model_poolings, tune
+from whitevec.tuning.results import CandidateResult, FoldCheck, TuneResult
+from whitevec.tuning.run import model_poolings, tune
+from whitevec.tuning.scoring import check_metric
 from whitevec.tuning.space import Candidate, default_transforms
 
 __all__ = [
