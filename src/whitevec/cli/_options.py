@@ -321,7 +321,7 @@ def _token_weights(
         )
     if token_frequencies is None:
         raise BadInputError(f"--token-weights {scheme} needs --token-frequencies FILE (.json counts or a corpus)")
-    from whitevec.encoders.transformer import check_weighted_pooling, get_pooling
+    from whitevec.encoders.pooling import check_weighted_pooling, get_pooling
 
     for pooling in poolings:
         check_weighted_pooling(get_pooling(pooling or _default_pooling(model, "first-last-avg")))
