@@ -9,8 +9,14 @@ from typing import Any
 
 import torch
 
-from whitevec.encoders.st_config import UnsupportedModuleError
+from whitevec.encoders.st_config import DenseLayer, UnsupportedModuleError
 from whitevec.errors import BadInputError, WhitevecWarning
+
+
+def default_device() -> str:
+    """The device an Encoder runs on when none is named: the GPU when there is one."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
 
 # What one more forward pass costs beyond its tokens, counted in tokens, per compute backend: splitting a batch
 # pays this once more and saves the padding of the shorter texts. A forward of n texts of L tokens takes about
@@ -59,7 +65,7 @@ def to_bfloat16(model: Any, device: torch.device) -> Any:
             "this CPU has no bfloat16 instructions (AVX512-BF16 or AMX): backend 'bf16' is emulated and slower "
             "than float32 here; use backend 'int8' for a faster CPU path",
             WhitevecWarning,
-            stacklevel=3,
+            stacklevel=4,  # the code that made the Encoder (via Encoder.__init__ and Encoder._load_model)
         )
     return model.to(torch.bfloat16)
 
@@ -87,7 +93,7 @@ def quantize_int8(model: Any, device: torch.device) -> Any:
         return quantize_dynamic(model, spec, dtype=torch.qint8)
 
 
-def dense_activation(class_path: str) -> torch.nn.Module:
+def _activation(class_path: str) -> torch.nn.Module:
     """A ``torch.nn`` activation from its class path (a Dense layer's ``activation_function``)."""
     import importlib
 
@@ -99,3 +105,13 @@ def dense_activation(class_path: str) -> torch.nn.Module:
     if not (isinstance(klass, type) and issubclass(klass, torch.nn.Module)):
         raise UnsupportedModuleError(f"Dense activation {class_path!r} is not a torch.nn module")
     return klass()
+
+
+def dense_modules(layer: DenseLayer, device: torch.device) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """A sentence-transformers Dense layer as torch modules on ``device``: its linear layer and its activation."""
+    linear = torch.nn.Linear(layer.in_features, layer.out_features, bias=layer.bias is not None)
+    with torch.no_grad():
+        linear.weight.copy_(torch.from_numpy(layer.weight))
+        if layer.bias is not None:
+            linear.bias.copy_(torch.from_numpy(layer.bias))
+    return linear.to(device).eval(), _activation(layer.activation)

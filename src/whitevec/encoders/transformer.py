@@ -19,7 +19,7 @@ import torch
 
 from whitevec.encoders import compute
 from whitevec.encoders.cache import VectorCache
-from whitevec.encoders.compute import dense_activation, length_batches, quantize_int8, to_bfloat16
+from whitevec.encoders.compute import default_device, dense_modules, length_batches, quantize_int8, to_bfloat16
 from whitevec.encoders.models import DEFAULT_MODEL, resolve_model
 from whitevec.encoders.pooling import (
     CLS_KIND,
@@ -57,10 +57,6 @@ from whitevec.utils.progress import progress_bar
 logger = logging.getLogger(__name__)
 
 
-def _default_device() -> str:
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def _weighting_source(
     token_weights: str | TokenWeighting | None,
     token_frequencies: str | os.PathLike[str] | TokenFrequencies | None,
@@ -80,6 +76,18 @@ def _weighting_source(
             f"token weights {scheme!r} need token frequencies: a saved frequency file (.json) or a text corpus"
         )
     return scheme, read_frequencies(token_frequencies)
+
+
+def _check_settings(max_length: int | None, batch_size: int, backend: str) -> None:
+    """BadInputError for an Encoder's settings that can never work, before anything loads."""
+    if max_length is not None and max_length < 2:
+        raise BadInputError(f"max_length must be at least 2 (room for the special tokens), got {max_length}")
+    if batch_size < 1:
+        raise BadInputError(f"batch_size must be at least 1, got {batch_size}")
+    if backend not in COMPUTE_BACKENDS:
+        raise BadInputError(
+            f"unknown encoder backend {backend!r} (CLI: --compute); valid: {', '.join(COMPUTE_BACKENDS)}"
+        )
 
 
 class Encoder:
@@ -121,38 +129,15 @@ class Encoder:
         self._cache_folder = vector_cache_folder(cache)
         device = check_device(device)
         self._caches: dict[str, VectorCache] = {}
-        from transformers import AutoConfig, AutoModel
+        from transformers import AutoConfig
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # whitevec shows its own progress; the loader's bar is noise
-
-        if max_length is not None and max_length < 2:
-            raise BadInputError(f"max_length must be at least 2 (room for the special tokens), got {max_length}")
-        if batch_size < 1:
-            raise BadInputError(f"batch_size must be at least 1, got {batch_size}")
-        if backend not in COMPUTE_BACKENDS:
-            raise BadInputError(
-                f"unknown encoder backend {backend!r} (CLI: --compute); valid: {', '.join(COMPUTE_BACKENDS)}"
-            )
-        self.model_name = str(model)
-        self.model_path = resolve_model(model)
-        if is_static_folder(self.model_path):
-            # Its modules.json names a StaticEmbedding, which no pooling of a transformers model reproduces.
-            raise BadInputError(
-                f"{model} is a static encoder folder, which Encoder does not load; use "
-                f"whitevec.encoders.load_encoder({str(model)!r}), which loads either kind (or StaticEncoder)"
-            )
-        # The folder's sentence-transformers modules (pooling "model"); a module whitevec cannot reproduce is
-        # kept as the error to raise when that pooling is asked for, so the named poolings still work.
-        self.st_config: SentenceTransformersConfig | None = None
-        self._st_error: UnsupportedModuleError | None = None
-        try:
-            self.st_config = read_sentence_transformers_config(self.model_path)
-        except UnsupportedModuleError as exc:
-            self._st_error = exc
-        if pooling is None:
-            pooling = default_pooling(self.model_path, FALLBACK_POOLING)
-        self.pooling = get_pooling(pooling)
+        _check_settings(max_length, batch_size, backend)
+        self._read_folder(model)
+        self.pooling = get_pooling(
+            default_pooling(self.model_path, FALLBACK_POOLING) if pooling is None else pooling
+        )
         # Token weights: the scheme, the pooling and the frequency source are checked before anything loads.
         weighting_source = _weighting_source(token_weights, token_frequencies)
         self.token_weighting: TokenWeighting | None = None
@@ -163,18 +148,14 @@ class Encoder:
         if max_length is None:
             max_length = read_max_seq_length(self.model_path) or FALLBACK_MAX_LENGTH
         self.batch_size = batch_size
-        self.device = torch.device(device or _default_device())
+        self.device = torch.device(device or default_device())
         self.tokenizer = load_tokenizer(self.model_path, self.st_config)
         self.max_length = token_limit(max_length, self.tokenizer, AutoConfig.from_pretrained(str(self.model_path)))
         if weighting_source is not None:
             # Counting a corpus needs only the tokenizer: a bad or foreign frequency file fails before the model.
             self.token_weighting = self._weighting(*weighting_source)
-        self.model = AutoModel.from_pretrained(str(self.model_path)).to(self.device).eval()
         self.backend = backend
-        if backend == "int8":
-            self.model = quantize_int8(self.model, self.device)
-        elif backend == "bf16":
-            self.model = to_bfloat16(self.model, self.device)
+        self.model = self._load_model()
         config = self.model.config
         self.n_hidden_states = int(config.num_hidden_layers) + 1
         if self.max_length < max_length:
@@ -184,6 +165,35 @@ class Encoder:
         self._weight_tables: tuple[torch.Tensor, torch.Tensor] | None = None
         self._usable(self.pooling)  # fails early on out-of-range indices or a missing pooler
         self.dim = self.dim_of(self.pooling)
+
+    def _read_folder(self, model: str | os.PathLike[str]) -> None:
+        """The model's folder and its sentence-transformers modules (pooling "model"): a module whitevec cannot
+        reproduce is kept as the error to raise when that pooling is asked for, so named poolings still work."""
+        self.model_name = str(model)
+        self.model_path = resolve_model(model)
+        if is_static_folder(self.model_path):
+            # Its modules.json names a StaticEmbedding, which no pooling of a transformers model reproduces.
+            raise BadInputError(
+                f"{model} is a static encoder folder, which Encoder does not load; use "
+                f"whitevec.encoders.load_encoder({str(model)!r}), which loads either kind (or StaticEncoder)"
+            )
+        self.st_config: SentenceTransformersConfig | None = None
+        self._st_error: UnsupportedModuleError | None = None
+        try:
+            self.st_config = read_sentence_transformers_config(self.model_path)
+        except UnsupportedModuleError as exc:
+            self._st_error = exc
+
+    def _load_model(self) -> Any:
+        """The model's weights on this encoder's device, in evaluation mode, converted for its backend."""
+        from transformers import AutoModel
+
+        model = AutoModel.from_pretrained(str(self.model_path)).to(self.device).eval()
+        if self.backend == "int8":
+            return quantize_int8(model, self.device)
+        if self.backend == "bf16":
+            return to_bfloat16(model, self.device)
+        return model
 
     def _model_config(self) -> SentenceTransformersConfig:
         """The folder's sentence-transformers configuration, or the error saying why pooling 'model' cannot
@@ -584,10 +594,5 @@ class Encoder:
         if index not in self._dense_modules:
             layer = self._model_config().steps[index][1]
             assert layer is not None
-            linear = torch.nn.Linear(layer.in_features, layer.out_features, bias=layer.bias is not None)
-            with torch.no_grad():
-                linear.weight.copy_(torch.from_numpy(layer.weight))
-                if layer.bias is not None:
-                    linear.bias.copy_(torch.from_numpy(layer.bias))
-            self._dense_modules[index] = (linear.to(self.device).eval(), dense_activation(layer.activation))
+            self._dense_modules[index] = dense_modules(layer, self.device)
         return self._dense_modules[index]
