@@ -392,7 +392,7 @@ def distilled_already(folder: Path, model: str, settings: dict[str, Any]) -> dic
     method, dims, token weights, transform, corpus by digest, sample and seed, normalisation), else None."""
     from whitevec.distill.run import DEFAULT_SAMPLE
     from whitevec.encoders.models import resolve_model
-    from whitevec.encoders.transformer import folder_fingerprint
+    from whitevec.encoders.tokenization import folder_fingerprint
     from whitevec.utils.io import sha256_file
 
     config = folder / "config.json"

@@ -15,6 +15,7 @@ from whitevec.cli import main
 from whitevec.transforms import Transform
 
 from .test_evaluation import synthetic_task
+from .test_models import counted_lookups
 
 
 def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -258,6 +259,17 @@ def test_a_reader_that_leaves_early_is_no_error(args: list[str], small_index: Pa
 @pytest.mark.data
 @pytest.mark.model
 @pytest.mark.slow
+def test_eval_looks_its_model_up_once(
+    tiny_bert_dir: Path, pairs_file: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The preflight checks, the default pooling and the encoder each ask for the model: 7 lookups before.
+    looked = counted_lookups(monkeypatch)
+    args = ["eval", "--model", str(tiny_bert_dir), "--tasks", "", "--pairs", str(pairs_file), "--transform"]
+    code, _, err = run_cli([*args, "none,whitening-4", "-q"], capsys)
+    assert code == 0, err
+    assert looked == [str(tiny_bert_dir)]
+
+
 def test_eval_on_the_default_model(data_dir: Path, minilm_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(
         [

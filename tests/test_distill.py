@@ -21,7 +21,7 @@ from whitevec.distill.token_table import kept_tokens
 from whitevec.encoders.static import StaticEncoder, StaticTokens, median_token_length, static_mean
 from whitevec.encoders.static_format import read_static_folder
 from whitevec.encoders.token_weights import TokenFrequencies, TokenWeighting, rank_sif_weights
-from whitevec.encoders.transformer import count_model_frequencies
+from whitevec.encoders.tokenization import count_model_frequencies
 from whitevec.errors import BadInputError, DataNotFoundError
 from whitevec.transforms import AFFINE_SPEC_FORMS, SPEC_FORMS, NotAffineError, is_affine, make_transform
 from whitevec.utils.linalg import unit_rows

@@ -13,8 +13,9 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from tests.index_helpers import HashEncoder
+from whitevec.encoders.pooling import POOLINGS, get_pooling
 from whitevec.encoders.protocol import EncoderLike
-from whitevec.encoders.transformer import POOLINGS, Encoder, get_pooling
+from whitevec.encoders.transformer import Encoder
 from whitevec.errors import BadInputError
 
 TEXTS = [

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from whitevec.datasets import Pair, StsTask, load_sts_task
-from whitevec.encoders.transformer import Encoder, get_pooling
+from whitevec.encoders.pooling import get_pooling
+from whitevec.encoders.transformer import Encoder
 from whitevec.errors import BadInputError
 from whitevec.evaluation import SubsetScore, aggregate, cosine_rows, evaluate_sts, spearman100
 from whitevec.evaluation.metrics import non_finite_to_none

@@ -118,7 +118,7 @@ def test_empty_partial_fit_leaves_state_alone() -> None:
 
 
 def test_bf16_pads_batches_to_a_multiple_of_eight(tiny_bert_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import whitevec.encoders.transformer as encoder_module
+    import whitevec.encoders.compute as compute_module
 
     texts = [" ".join(["word"] * n) for n in (1, 2, 3, 5, 9, 13, 21, 27)]
     encoder = Encoder(tiny_bert_dir, cache=False, backend="bf16", device="cpu")
@@ -131,9 +131,9 @@ def test_bf16_pads_batches_to_a_multiple_of_eight(tiny_bert_dir: Path, monkeypat
 
     monkeypatch.setattr(encoder.model, "forward", recording)
     rounded = encoder.encode(texts)
-    assert seen and all(length % encoder_module.BF16_LENGTH_MULTIPLE == 0 for length in seen), seen
+    assert seen and all(length % compute_module.BF16_LENGTH_MULTIPLE == 0 for length in seen), seen
     seen.clear()
-    monkeypatch.setattr(encoder_module, "BF16_LENGTH_MULTIPLE", 1)
+    monkeypatch.setattr(compute_module, "BF16_LENGTH_MULTIPLE", 1)
     exact = encoder.encode(texts)
     assert any(length % 8 for length in seen)  # unrounded, the lengths are the texts' own
     cosine = (rounded * exact).sum(1) / np.linalg.norm(rounded, axis=1) / np.linalg.norm(exact, axis=1)
@@ -141,7 +141,7 @@ def test_bf16_pads_batches_to_a_multiple_of_eight(tiny_bert_dir: Path, monkeypat
 
 
 def test_forward_overhead_trades_padding_for_passes() -> None:
-    from whitevec.encoders.transformer import length_batches
+    from whitevec.encoders.compute import length_batches
 
     lengths = [40, 38, 30, 22, 20, 12, 10, 8, 6, 4]
     cheap_passes = length_batches(lengths, 64, overhead_tokens=8)

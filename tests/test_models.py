@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from whitevec.encoders.models import models_home, resolve_model
+import whitevec.encoders.models as models
+from whitevec.encoders.models import models_home, one_resolution_per_model, resolve_model
 from whitevec.errors import ModelNotFoundError
 from whitevec.preflight import vector_cache_home
 
@@ -54,6 +56,44 @@ def test_m3e_small_alias_finds_the_fetched_folder(tmp_path: Path, tiny_bert_dir:
     target.parent.mkdir(parents=True)
     target.symlink_to(tiny_bert_dir)
     assert resolve_model("m3e-small") == resolve_model("M3E-Small") == tiny_bert_dir.resolve()
+
+
+def counted_lookups(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names the resolver looks up afresh from now on, in order (shared with test_cli)."""
+    looked: list[str] = []
+    find = models._find_model
+
+    def counting(name: str | os.PathLike[str]) -> Path:
+        looked.append(str(name))
+        return find(name)
+
+    monkeypatch.setattr(models, "_find_model", counting)
+    return looked
+
+
+def test_a_run_looks_each_model_up_once_and_the_next_run_afresh(
+    tmp_path: Path, tiny_bert_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    looked = counted_lookups(monkeypatch)
+    target = tmp_path / "models" / "m3e-small"
+    with one_resolution_per_model():
+        with pytest.raises(ModelNotFoundError):
+            resolve_model("m3e-small")
+        target.parent.mkdir(parents=True)
+        target.symlink_to(tiny_bert_dir)
+        folder = resolve_model("m3e-small")  # a name not found is not remembered as missing
+        assert resolve_model("m3e-small") == resolve_model(folder) == folder == tiny_bert_dir.resolve()
+    assert looked == ["m3e-small", "m3e-small"]
+    # Between runs the folder changes: the next run finds the new one.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "config.json").write_text("{}")
+    target.unlink()
+    target.symlink_to(other)
+    with one_resolution_per_model():
+        assert resolve_model("m3e-small") == other.resolve()
+    assert resolve_model("m3e-small") == other.resolve()  # outside a run every call looks afresh
+    assert len(looked) == 4
 
 
 def test_folder_without_config_and_missing_path(tmp_path: Path) -> None:

@@ -20,7 +20,8 @@ from whitevec.encoders.token_weights import (
     usif_a,
     zipfian_whitening_fit,
 )
-from whitevec.encoders.transformer import Encoder, count_model_frequencies
+from whitevec.encoders.tokenization import count_model_frequencies
+from whitevec.encoders.transformer import Encoder
 from whitevec.errors import BadInputError, DataNotFoundError
 from whitevec.transforms import CommonComponentRemoval, Transform, make_transform
 

@@ -36,14 +36,14 @@ SETTINGS = {"now": (None, None), "before": (1, 64)}  # (length multiple, overhea
 
 
 def measure(index: Path, queries_file: Path, setting: str, passes: int) -> dict[str, Any]:
-    import whitevec.encoders.transformer as encoder_module
+    import whitevec.encoders.compute as compute_module
     from whitevec.service.run import load_retriever
 
     multiple, overhead = SETTINGS[setting]
     if multiple is not None:
-        encoder_module.BF16_LENGTH_MULTIPLE = multiple
+        compute_module.BF16_LENGTH_MULTIPLE = multiple
     if overhead is not None:
-        encoder_module.FORWARD_OVERHEAD_TOKENS = {**encoder_module.FORWARD_OVERHEAD_TOKENS, "bf16": overhead}
+        compute_module.FORWARD_OVERHEAD_TOKENS = {**compute_module.FORWARD_OVERHEAD_TOKENS, "bf16": overhead}
     retriever: Any = load_retriever(index, "bf16")
     queries: list[str] = json.loads(queries_file.read_text())
     for q in queries[:10]:

@@ -1,6 +1,6 @@
 """What one forward pass costs beyond its tokens: fits time = overhead + per_token * n * L over batches of n
 random texts padded to L tokens (all-MiniLM-L6-v2 by default, 2 threads), and prints the overhead in tokens:
-the per-backend FORWARD_OVERHEAD_TOKENS in whitevec/encoders/transformer.py, which decide where a batch is split
+the per-backend FORWARD_OVERHEAD_TOKENS in whitevec/encoders/compute.py, which decide where a batch is split
 by length
 (``--backend bf16`` / ``int8`` for the others).
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from whitevec.encoders.models import one_resolution_per_model
 from whitevec.errors import BadInputError
 from whitevec.preflight import parse_device
 
@@ -282,7 +283,8 @@ def with_run_options(command: Callable[..., None]) -> Callable[..., None]:
     @functools.wraps(command)
     def with_options(**kwargs: Any) -> None:
         run = RunOptions(**{p.name: kwargs.pop(p.name) for p in _RUN_PARAMETERS})
-        command(**kwargs, run=run)
+        with one_resolution_per_model():  # the run's checks and its encoder look the model up once
+            command(**kwargs, run=run)
 
     with_options.__signature__ = own.replace(parameters=[*parameters, *_RUN_PARAMETERS])  # type: ignore[attr-defined]
     return with_options
@@ -321,7 +323,7 @@ def _token_weights(
         )
     if token_frequencies is None:
         raise BadInputError(f"--token-weights {scheme} needs --token-frequencies FILE (.json counts or a corpus)")
-    from whitevec.encoders.transformer import check_weighted_pooling, get_pooling
+    from whitevec.encoders.pooling import check_weighted_pooling, get_pooling
 
     for pooling in poolings:
         check_weighted_pooling(get_pooling(pooling or _default_pooling(model, "first-last-avg")))

@@ -135,7 +135,7 @@ def frequencies_count_command(
     model_hidden_size(model)  # a wrong --model fails before the tokenizer loads
     from dataclasses import replace as with_source
 
-    from whitevec.encoders.transformer import count_model_frequencies
+    from whitevec.encoders.tokenization import count_model_frequencies
 
     counted = with_source(count_model_frequencies(model, texts, max_length), source=corpus.name)
     counted.save(out)

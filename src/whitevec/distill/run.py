@@ -40,6 +40,7 @@ from tokenizers import Tokenizer
 from whitevec.datasets import read_texts_file
 from whitevec.distill.token_table import corpus_table, reduce_table, single_token_table, static_tokenizer
 from whitevec.encoders.models import resolve_model
+from whitevec.encoders.pooling import check_weighted_pooling, get_pooling
 from whitevec.encoders.static import DEFAULT_BATCH_SIZE, StaticTokens, static_mean
 from whitevec.encoders.static_format import StaticTable, is_static_folder, write_static_folder
 from whitevec.encoders.token_weights import (
@@ -49,14 +50,8 @@ from whitevec.encoders.token_weights import (
     rank_sif_weights,
     read_frequencies,
 )
-from whitevec.encoders.transformer import (
-    Encoder,
-    check_weighted_pooling,
-    count_model_frequencies,
-    folder_fingerprint,
-    get_pooling,
-    load_model_tokenizer,
-)
+from whitevec.encoders.tokenization import count_model_frequencies, folder_fingerprint, load_model_tokenizer
+from whitevec.encoders.transformer import Encoder
 from whitevec.errors import BadInputError, DataNotFoundError
 from whitevec.preflight import available_memory, check_free_space, check_output, format_size, model_hidden_size
 from whitevec.transforms import AFFINE_SPEC_FORMS, Transform, is_affine, make_transform

@@ -22,8 +22,8 @@ from typing import Any
 
 _HOMES = {
     "Encoder": "transformer",
-    "Pooling": "transformer",
-    "get_pooling": "transformer",
+    "Pooling": "pooling",
+    "get_pooling": "pooling",
     "StaticEncoder": "static",
     "StaticTable": "static_format",
     "read_static_folder": "static_format",

@@ -137,8 +137,8 @@ def pooling_computation(model: str | os.PathLike[str], pooling: str) -> tuple[tu
     pooling, or a configuration that cannot be read, is its name alone."""
     if is_static_model(model):
         return (pooling,), ()
+    from whitevec.encoders.pooling import get_pooling
     from whitevec.encoders.st_config import UnsupportedModuleError, read_sentence_transformers_config
-    from whitevec.encoders.transformer import get_pooling
 
     path = resolve_model(model)
     layers = _config(path).get("num_hidden_layers")
@@ -174,7 +174,7 @@ def check_poolings(model: str | os.PathLike[str], poolings: Sequence[str]) -> No
         for pooling in poolings:
             check_static_pooling(pooling, model)
         return
-    from whitevec.encoders.transformer import get_pooling
+    from whitevec.encoders.pooling import get_pooling
 
     for pooling in poolings:
         get_pooling(pooling)

@@ -13,7 +13,10 @@ or put the folder where it is looked for (named in full).
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,8 +101,41 @@ def _from_hub(hub_id: str) -> Path:
     return Path(folder)
 
 
+# Folders found in this run (see one_resolution_per_model), by the name asked for; None: no run open, every call
+# resolves afresh.
+_FOUND_IN_RUN: ContextVar[dict[str, Path] | None] = ContextVar("whitevec_models_found_in_run", default=None)
+
+
+@contextlib.contextmanager
+def one_resolution_per_model() -> Iterator[None]:
+    """Within this block (one command's run) each model name is resolved once and its folder reused: a run asks
+    for its model from several places (the preflight checks, the default pooling, the encoder), and a hub id or
+    an alias may each time ask the hub. The next run resolves afresh, so a folder added, moved or fetched
+    between runs is found."""
+    token = _FOUND_IN_RUN.set({})
+    try:
+        yield
+    finally:
+        _FOUND_IN_RUN.reset(token)
+
+
 def resolve_model(name: str | os.PathLike[str] = DEFAULT_MODEL) -> Path:
-    """Return the local folder of model ``name`` (see the module docstring for the order tried)."""
+    """Return the local folder of model ``name`` (see the module docstring for the order tried); inside
+    :func:`one_resolution_per_model`, the folder found for that name earlier in the run."""
+    found = _FOUND_IN_RUN.get()
+    if found is None:
+        return _find_model(name)
+    key = str(name).strip()
+    if key not in found:
+        folder = _find_model(name)
+        found[key] = folder
+        if folder.is_absolute() and folder.resolve() == folder:
+            found[str(folder)] = folder  # the folder, asked for by its path, is itself: no second look
+    return found[key]
+
+
+def _find_model(name: str | os.PathLike[str]) -> Path:
+    """The local folder of model ``name``, looked for afresh."""
     text = str(name).strip()
     if not text:
         raise ModelNotFoundError("empty model name; give a folder, an alias such as all-MiniLM-L6-v2, or a hub id")

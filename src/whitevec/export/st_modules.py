@@ -2,7 +2,7 @@
 ``modules.json`` of a folder ``whitevec export-st`` writes.
 
 - :class:`LayerMeanPooling`: the mean of the token means of several ``hidden_states`` (first-last-avg and the
-  other layer poolings of :mod:`whitevec.encoders.transformer`), computed by the same function the Encoder uses.
+  other layer poolings of :mod:`whitevec.encoders.pooling`), computed by the same function the Encoder uses.
 - :class:`FlowModule`: a fitted :class:`whitevec.transforms.Flow` applied to the sentence vector.
 
 Importing this module loads torch, sentence-transformers and :mod:`whitevec.encoders.token_pooling` only; the

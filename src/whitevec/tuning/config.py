@@ -124,7 +124,7 @@ class TunedConfig:
             from whitevec.encoders.static_format import STATIC_POOLING
 
             if values["pooling"] != STATIC_POOLING:  # a static folder's one pooling
-                from whitevec.encoders.transformer import get_pooling
+                from whitevec.encoders.pooling import get_pooling
 
                 get_pooling(values["pooling"])
             values["transform"] = canonical_transform(values["transform"])

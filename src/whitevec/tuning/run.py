@@ -256,7 +256,7 @@ def _encode_poolings(
     if hasattr(encoder, "encode_poolings"):
         found = encoder.encode_poolings(texts, list(poolings), show_progress=show)
         # Encoder keys results by canonical pooling name; map back to what was asked.
-        from whitevec.encoders.transformer import get_pooling
+        from whitevec.encoders.pooling import get_pooling
 
         return {p: found[get_pooling(p).name] for p in poolings}
     if len(poolings) != 1:
@@ -296,7 +296,7 @@ def model_poolings(
         else:
             out[model] = [default_pooling_of(model, "last-avg")]
     if any(p != STATIC_POOLING for each in out.values() for p in each):
-        from whitevec.encoders.transformer import get_pooling
+        from whitevec.encoders.pooling import get_pooling
 
         for pooling in {p for each in out.values() for p in each if p != STATIC_POOLING}:
             get_pooling(pooling)
