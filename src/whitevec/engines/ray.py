@@ -66,13 +66,8 @@ from whitevec.index.build import (
 from whitevec.index.faiss_store import faiss_version
 from whitevec.index.layout import MILVUS_LOCAL, TRANSFORM_FILE
 from whitevec.index.manifest import write_manifest
-from whitevec.index.milvus_store import (
-    DOC_TEXT_BYTES,
-    MilvusDocs,
-    MilvusStore,
-    check_documents_encoding,
-    is_local_uri,
-)
+from whitevec.index.milvus_docs import MilvusDocs
+from whitevec.index.milvus_store import DOC_TEXT_BYTES, MilvusStore, check_documents_encoding, is_local_uri
 from whitevec.index.store import check_choice, sample_rows, stored_form
 from whitevec.transforms import Transform
 from whitevec.transforms.whitening import Whitening
