@@ -56,10 +56,10 @@ from whitevec.datasets.shards import (
 )
 from whitevec.errors import BadInputError, WhitevecError
 from whitevec.index.build import (
-    _check_target,
-    _is_fitted,
     check_build,
+    check_target,
     encoder_fields,
+    is_fitted,
     resolve_transform,
     transform_info,
 )
@@ -460,7 +460,7 @@ def _transform_plan(transform: str | Transform | None, sampled: bool) -> tuple[T
     obj, spec = resolve_transform(transform)
     if obj is None:
         return None, None, False
-    if _is_fitted(obj):
+    if is_fitted(obj):
         return obj, spec, False
     if not sampled and not isinstance(obj, Whitening):
         raise BadInputError(
@@ -880,7 +880,7 @@ def _publish(
     replaced: list[dict[str, Any] | None] = [None]
 
     def note_replaced() -> None:
-        replaced[0] = _check_target(plan.target)
+        replaced[0] = check_target(plan.target)
 
     with atomic_dir(plan.target, before_swap=note_replaced) as tmp:
         names: list[str] = []
