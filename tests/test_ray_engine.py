@@ -307,7 +307,8 @@ def test_resume_rewrites_lite_data_a_killed_driver_left_unloadable(
     """Milvus Lite writes a segment's index file in place: a driver killed while it wrote one leaves a file the
     next load cannot read (seen once in the killed-driver test above: "file seems not fully written"). The resume
     starts the build's own Lite data again, so every shard is written anew, instead of failing."""
-    from whitevec.engines.ray import INSERTED_LOG, MILVUS_LOCAL, _open_collection
+    from whitevec.engines.ray import INSERTED_LOG, open_collection
+    from whitevec.index.layout import MILVUS_LOCAL
     from whitevec.index.milvus_store import MilvusStore, new_collection_name
 
     folder = tmp_path / "work"
@@ -323,7 +324,7 @@ def test_resume_rewrites_lite_data_a_killed_driver_left_unloadable(
         os.truncate(segment, 0)  # the write a SIGKILL cut short
     (folder / INSERTED_LOG).write_text("0\n1\n")
     with caplog.at_level("WARNING", logger="whitevec.engines.ray"):
-        reopened = _open_collection(folder, {"collection": name}, 8, "cosine", "flat", None, None)
+        reopened = open_collection(folder, {"collection": name}, 8, "cosine", "flat", None, None)
     try:
         assert reopened.count == 0 and reopened.collection == name
         assert not (folder / INSERTED_LOG).exists(), "no shard counts as written in the new collection"
@@ -350,7 +351,7 @@ def test_a_row_that_does_not_parse_is_named_and_leaves_nothing(
 
 
 def test_ray_not_installed_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    from whitevec.index import ray_engine
+    from whitevec.engines import ray as ray_engine
 
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(BadInputError, match=r"pip install 'whitevec\[ray\]'"):
@@ -461,7 +462,7 @@ def test_fit_on_sample_fits_the_drawn_rows_of_the_shards(tmp_path: Path) -> None
     """Any transform (flow too) on the rows drawn from shards in unit order; without a sample, only whitening."""
     from whitevec.datasets.retrieval import Document
     from whitevec.datasets.shards import CorpusUnit
-    from whitevec.engines.ray import _transform_plan, fit_on_sample, shard_name, write_shard
+    from whitevec.engines.ray import fit_on_sample, shard_name, transform_plan, write_shard
     from whitevec.index.store import sample_rows
     from whitevec.transforms import Whitening
 
@@ -480,10 +481,10 @@ def test_fit_on_sample_fits_the_drawn_rows_of_the_shards(tmp_path: Path) -> None
     assert fit_on_sample(tmp_path, units, counts, fitted, 50, 9) == 50
     expected = Whitening().fit(vectors[sample_rows(len(vectors), 50, 9)])
     np.testing.assert_array_equal(fitted.mean_, expected.mean_)
-    flow, _, needs_fit = _transform_plan("flow", sampled=True)
+    flow, _, needs_fit = transform_plan("flow", sampled=True)
     assert needs_fit and flow is not None
     with pytest.raises(BadInputError, match="--fit-sample"):
-        _transform_plan("flow", sampled=False)
+        transform_plan("flow", sampled=False)
 
 
 def test_a_second_build_of_the_same_out_is_refused_at_once(tmp_path: Path, corpus: Path) -> None:

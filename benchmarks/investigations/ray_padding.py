@@ -19,9 +19,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for the suite's modules
 
 from bench_scale import BATCH, MODEL, POOLING, write_corpus
+from whitevec.datasets.shards import corpus_files, plan_units, read_unit
 from whitevec.encoders.compute import length_batches
 from whitevec.encoders.transformer import Encoder
-from whitevec.engines.ray import auto_unit_bytes, corpus_files, plan_units, read_unit, units_per_call
+from whitevec.engines.ray import auto_unit_bytes, units_per_call
 
 
 def main() -> None:

@@ -8,7 +8,7 @@
 # The vector stores and document stores register themselves by name when their modules are imported
 # (whitevec.index.store, whitevec.index.documents).
 from whitevec.datasets.retrieval import Document, read_corpus_file
-from whitevec.index import docstore, faiss_store, milvus_store  # noqa: F401
+from whitevec.index import docstore, faiss_store, milvus_docs, milvus_store  # noqa: F401
 from whitevec.index.build import build_index, check_build, stored_dim
 from whitevec.index.documents import DocumentStore, document_store_names
 from whitevec.index.encodings import Encoding, list_encodings, parse_encoding, storage_estimate

@@ -82,7 +82,7 @@ def as_documents(corpus: Sequence[Document] | str | os.PathLike[str]) -> list[Do
     return docs
 
 
-def _check_target(out: Path) -> dict[str, Any] | None:
+def check_target(out: Path) -> dict[str, Any] | None:
     """Refuse to replace anything but an earlier index; return the earlier index's manifest if there is one."""
     if not out.exists():
         return None
@@ -127,7 +127,7 @@ def check_build(
     if dim is not None:
         encoding.check_dim(dim)
     target = Path(out).expanduser()
-    previous = _check_target(target)
+    previous = check_target(target)
     check_writable_parent(target)
     return previous
 
@@ -177,7 +177,7 @@ def build_index(
     def note_replaced() -> None:
         # Under the writers' lock, just before the swap: the version really replaced, which may be newer than
         # the one seen before encoding (its vectors, if they live outside the folder, are freed below).
-        replaced[0] = _check_target(target)
+        replaced[0] = check_target(target)
 
     try:
         with atomic_dir(target, before_swap=note_replaced) as tmp:
@@ -265,7 +265,8 @@ def encoder_description(encoder: EncoderLike) -> dict[str, Any]:
     }
 
 
-def _is_fitted(transform: Transform) -> bool:
+def is_fitted(transform: Transform) -> bool:
+    """Whether ``transform`` holds a fit (loaded from a file, or given fitted)."""
     try:
         transform._check_fitted()
     except Exception:  # sklearn's NotFittedError, or a missing attribute
@@ -306,7 +307,7 @@ def fit_transform(
         return None, None
     source = "given"
     rows = 0
-    if not _is_fitted(obj):
+    if not is_fitted(obj):
         if str(fit_on) == "corpus":
             fit_vectors, source = vectors, "corpus"
         else:

@@ -4,7 +4,7 @@ places by name (the manifest's ``docs`` field).
 A vector store answers a search with int64 rows; the document store maps them back to the user's documents (id,
 text, metadata). ``docs.sqlite`` in the index folder (:class:`whitevec.index.docstore.DocStore`, the default,
 written by every local build) and the scalar fields of a Milvus collection
-(:class:`whitevec.index.milvus_store.MilvusDocs`, written by ``--engine ray`` beside the vectors) are the two
+(:class:`whitevec.index.milvus_docs.MilvusDocs`, written by ``--engine ray`` beside the vectors) are the two
 today. ``Retriever`` calls only these methods, so a new one is a class decorated with
 :func:`register_document_store` (its module imported in ``whitevec/index/__init__.py``) and a writer that
 records its ``name`` in the manifest.

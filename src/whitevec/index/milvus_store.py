@@ -17,25 +17,28 @@ encodings ``binary``, ``binary-rr`` and ``itq`` are stored as ``BINARY_VECTOR`` 
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import json
 import logging
 import os
 import shutil
 import uuid
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError, WhitevecError
-from whitevec.index.documents import register_document_store
 from whitevec.index.encodings import SIGN_CODECS, Encoding, parse_encoding
 from whitevec.index.layout import MILVUS_LOCAL
 from whitevec.index.manifest import MANIFEST
+from whitevec.index.milvus_lite_servers import (
+    check_lite_uri,
+    lite_closed,
+    lite_locked,
+    lite_opened,
+    quiet_lite_start,
+    stop_lite_server,
+)
 from whitevec.index.sign_codes import SIGN_FILE, SignCodes, code_bytes, hamming_scores
 from whitevec.index.store import (
     ENCODING,
@@ -58,6 +61,8 @@ _INSERT_BATCH = 2000
 # A collection that keeps the documents too (``docs=True``, built by --engine ray) has the scalar fields
 # doc_id, text and metadata (JSON text or null), VARCHARs of at most this many bytes each.
 DOC_TEXT_BYTES = 65535
+# The manifest's ``docs`` for such an index (:class:`whitevec.index.milvus_docs.MilvusDocs` reads them).
+DOCS_IN_COLLECTION = "milvus"
 _QUERY_ROWS = 1000
 DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
     "flat": {ENCODING: "float32"},
@@ -146,45 +151,13 @@ def is_local_uri(uri: str) -> bool:
 
 def _connect_message(uri: str, exc: Exception) -> str:
     """Why a connection failed, in words: Milvus Lite reports its lock on the data folder only in a log."""
-    if is_local_uri(uri) and _lite_locked(uri):
+    if is_local_uri(uri) and lite_locked(uri):
         return (
             f"the Milvus Lite data {uri} is open in another process, and Milvus Lite lets one process at a time "
             "open a data folder. Stop the other process (a running `whitevec serve`?), or keep the vectors on a "
             "Milvus server (--uri http://host:19530)."
         )
     return f"cannot connect to Milvus at {uri}: {exc}"
-
-
-@contextlib.contextmanager
-def _quiet_lite_start() -> Iterator[None]:
-    """Milvus Lite logs a full traceback when it cannot start (its data folder locked by another process);
-    the error whitevec raises says the same in one line, so drop that log record while connecting."""
-    lite_logger = logging.getLogger("milvus_lite.server_manager")
-    drop = logging.Filter("\0never")  # a filter whose name matches no logger: rejects every record
-    lite_logger.addFilter(drop)
-    try:
-        yield
-    finally:
-        lite_logger.removeFilter(drop)
-
-
-def _lite_locked(uri: str) -> bool:
-    """Whether another open file holds Milvus Lite's advisory lock (``LOCK`` in the data folder)."""
-    try:
-        import fcntl
-    except ImportError:
-        return False
-    try:
-        fd = os.open(os.path.join(uri, "LOCK"), os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # also drops the probe's own lock
-    return False
 
 
 def new_collection_name() -> str:
@@ -243,24 +216,15 @@ class MilvusStore:
         self._closed = True
         pymilvus = _pymilvus()
         if is_local_uri(self.uri):
-            if not self.uri.endswith(".db"):
-                raise BadInputError(f"a local Milvus Lite URI must be a file name ending in .db, got {self.uri!r}")
-            if create:
-                Path(self.uri).parent.mkdir(parents=True, exist_ok=True)
-            elif not os.path.exists(self.uri):
-                # Opening would create an empty database there: say what is missing instead.
-                raise DataNotFoundError(f"the Milvus Lite data {self.uri} does not exist; rebuild the index")
-            _check_same_lite_data(self.uri)
+            check_lite_uri(self.uri, create)
         try:
-            with _quiet_lite_start():
+            with quiet_lite_start():
                 self.client = pymilvus.MilvusClient(uri=self.uri, token=token or "")
         except Exception as exc:  # pymilvus raises many types; all mean "cannot reach it"
             raise WhitevecError(_connect_message(self.uri, exc)) from exc
         self._closed = False
         if is_local_uri(self.uri):
-            key = os.path.abspath(self.uri)
-            _LITE_HANDLES[key] += 1
-            _LITE_DATA.setdefault(key, _identity(key))
+            lite_opened(self.uri)
         try:
             if create:
                 self._create()
@@ -309,7 +273,7 @@ class MilvusStore:
                 manifest["index_kind"],
                 manifest["index_params"],
                 stored_uri=manifest["backend_uri"],
-                docs=manifest.get("docs") == MilvusDocs.name,
+                docs=manifest.get("docs") == DOCS_IN_COLLECTION,
             )
 
         uri = manifest["backend_uri"]
@@ -552,12 +516,7 @@ class MilvusStore:
         with contextlib.suppress(Exception):  # closing a broken connection is not worth a second error
             self.client.close()
         if is_local_uri(self.uri):
-            key = os.path.abspath(self.uri)
-            _LITE_HANDLES[key] -= 1
-            if _LITE_HANDLES[key] <= 0:
-                del _LITE_HANDLES[key]
-                _LITE_DATA.pop(key, None)
-                _stop_lite_server(key)
+            lite_closed(self.uri)
 
     def release(self) -> None:
         """Close, and for Milvus Lite also stop its in-process server at once, so the data folder is unlocked
@@ -565,99 +524,4 @@ class MilvusStore:
         server)."""
         self.close()
         if is_local_uri(self.uri):
-            _stop_lite_server(os.path.abspath(self.uri))
-
-
-# Open MilvusStore handles per Milvus Lite data folder in this process (its server is shared between them).
-_LITE_HANDLES: collections.Counter[str] = collections.Counter()
-
-
-# The data folder (st_dev, st_ino) each of those servers opened: Milvus Lite keys its servers by path, so a path
-# that now names another folder (a newer index version) must not be served by the old server.
-_LITE_DATA: dict[str, tuple[int, int] | None] = {}
-
-
-def _identity(path: str) -> tuple[int, int] | None:
-    try:
-        info = os.stat(path)
-    except OSError:
-        return None
-    return info.st_dev, info.st_ino
-
-
-def _check_same_lite_data(uri: str) -> None:
-    key = os.path.abspath(uri)
-    if _LITE_HANDLES.get(key, 0) > 0 and _LITE_DATA.get(key) != _identity(key):
-        raise WhitevecError(
-            f"this process still has an older version of the Milvus Lite data {uri} open (Milvus Lite runs one "
-            "server per path); close the Retriever(s) opened before the index was rebuilt, then load it again"
-        )
-
-
-def _stop_lite_server(path: str) -> None:
-    with contextlib.suppress(Exception):
-        from milvus_lite.server_manager import server_manager_instance
-
-        server_manager_instance.release_server(path)
-
-
-@register_document_store
-class MilvusDocs:
-    """The documents of an index built with ``--engine ray``, read from the scalar fields of its Milvus
-    collection (``milvus`` in the registry of :mod:`whitevec.index.documents`). It opens its own handle on the
-    collection (an in-process Milvus Lite server is shared between handles). Adding documents to such an index
-    is not supported (rebuild it)."""
-
-    name: ClassVar[str] = "milvus"
-    files: ClassVar[tuple[str, ...]] = ()  # in the collection (and, for in-folder Lite data, in milvus.db/)
-
-    def __init__(self, store: MilvusStore, where: str) -> None:
-        self.store = store
-        self.where = where
-
-    # --- life cycle -----------------------------------------------------------------------------------------
-    @classmethod
-    def check_manifest(cls, manifest: dict[str, Any]) -> str | None:
-        if manifest["backend"] != MilvusStore.name:
-            return "documents kept in Milvus need the milvus backend"
-        return None
-
-    @classmethod
-    def open(cls, snapshot: IndexSnapshot) -> MilvusDocs:
-        return cls(MilvusStore.open(snapshot), str(snapshot.folder))
-
-    def stage_add(self, folder: Path, docs: Sequence[Document], start_row: int) -> list[str]:
-        raise self._refuse()
-
-    def reopen(self, folder: Path) -> MilvusDocs:
-        raise self._refuse()
-
-    def close(self) -> None:
-        self.store.close()
-
-    def _refuse(self) -> BadInputError:
-        return BadInputError(
-            f"the index at {self.where} keeps its documents in Milvus (built with --engine ray); adding to it is "
-            "not supported: rebuild it with the new documents"
-        )
-
-    # --- data -----------------------------------------------------------------------------------------------
-    @property
-    def count(self) -> int:
-        visible = self.store.visible_rows
-        total = self.store.count
-        return total if visible is None else min(total, visible)
-
-    def get(self, rows: Sequence[int]) -> dict[int, Document]:
-        limit = self.store.visible_rows
-        wanted = [int(r) for r in rows if limit is None or int(r) < limit]
-        return {
-            row: Document(doc_id, text, None if meta is None else json.loads(meta))
-            for row, (doc_id, text, meta) in self.store.documents(wanted).items()
-        }
-
-    def existing_ids(self, ids: Sequence[str]) -> list[str]:
-        raise self._refuse()
-
-    def next_row(self) -> int:
-        raise self._refuse()
+            stop_lite_server(os.path.abspath(self.uri))

@@ -1,0 +1,79 @@
+"""The documents of an index built with ``--engine ray``, kept in the scalar fields of its Milvus collection
+beside the vectors (``milvus`` in the registry of :mod:`whitevec.index.documents`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from whitevec.datasets.retrieval import Document
+from whitevec.errors import BadInputError
+from whitevec.index.documents import register_document_store
+from whitevec.index.milvus_store import DOCS_IN_COLLECTION, MilvusStore
+
+if TYPE_CHECKING:
+    from whitevec.index.snapshot import IndexSnapshot
+
+
+@register_document_store
+class MilvusDocs:
+    """The documents of an index built with ``--engine ray``, read from the scalar fields of its Milvus
+    collection (``milvus`` in the registry of :mod:`whitevec.index.documents`). It opens its own handle on the
+    collection (an in-process Milvus Lite server is shared between handles). Adding documents to such an index
+    is not supported (rebuild it)."""
+
+    name: ClassVar[str] = DOCS_IN_COLLECTION
+    files: ClassVar[tuple[str, ...]] = ()  # in the collection (and, for in-folder Lite data, in milvus.db/)
+
+    def __init__(self, store: MilvusStore, where: str) -> None:
+        self.store = store
+        self.where = where
+
+    # --- life cycle -----------------------------------------------------------------------------------------
+    @classmethod
+    def check_manifest(cls, manifest: dict[str, Any]) -> str | None:
+        if manifest["backend"] != MilvusStore.name:
+            return "documents kept in Milvus need the milvus backend"
+        return None
+
+    @classmethod
+    def open(cls, snapshot: IndexSnapshot) -> MilvusDocs:
+        return cls(MilvusStore.open(snapshot), str(snapshot.folder))
+
+    def stage_add(self, folder: Path, docs: Sequence[Document], start_row: int) -> list[str]:
+        raise self._refuse()
+
+    def reopen(self, folder: Path) -> MilvusDocs:
+        raise self._refuse()
+
+    def close(self) -> None:
+        self.store.close()
+
+    def _refuse(self) -> BadInputError:
+        return BadInputError(
+            f"the index at {self.where} keeps its documents in Milvus (built with --engine ray); adding to it is "
+            "not supported: rebuild it with the new documents"
+        )
+
+    # --- data -----------------------------------------------------------------------------------------------
+    @property
+    def count(self) -> int:
+        visible = self.store.visible_rows
+        total = self.store.count
+        return total if visible is None else min(total, visible)
+
+    def get(self, rows: Sequence[int]) -> dict[int, Document]:
+        limit = self.store.visible_rows
+        wanted = [int(r) for r in rows if limit is None or int(r) < limit]
+        return {
+            row: Document(doc_id, text, None if meta is None else json.loads(meta))
+            for row, (doc_id, text, meta) in self.store.documents(wanted).items()
+        }
+
+    def existing_ids(self, ids: Sequence[str]) -> list[str]:
+        raise self._refuse()
+
+    def next_row(self) -> int:
+        raise self._refuse()
