@@ -197,8 +197,7 @@ run_app(create_app(retriever, settings), settings, port=int(sys.argv[3]), log_le
 def test_a_server_answers_503_and_says_damaged_and_keeps_serving(tmp_path: Path) -> None:
     pytest.importorskip("fastapi", reason="the serve extra (fastapi, uvicorn) is not installed")
     import httpx
-
-    from tests.service_helpers import wait_until_healthy
+    from benchmarks.common.serving import wait_until_healthy
 
     _build(tmp_path / "idx")
     with socket.socket() as probe:
