@@ -58,7 +58,7 @@ lint: install
 	$(VENV)/bin/mypy
 
 results-sts: install
-	$(PY) benchmarks/results_sts.py
+	$(PY) benchmarks/maintained/results_sts.py
 
 lock:
 	test -x $(LOCK_VENV)/bin/pip-compile || { $(PYTHON) -m venv $(LOCK_VENV) && \
@@ -94,7 +94,7 @@ $(M2V_VENV)/.installed: $(M2V_REQS)
 peer-m2v: $(M2V_VENV)/.installed
 
 bench: install
-	$(PY) benchmarks/run_all.py
+	$(PY) benchmarks/maintained/run_all.py
 
 # mutmut's venv sees the project's packages through a .pth file (see $(MUT_REQS)); rebuilt when either changes.
 $(MUT_VENV)/.installed: $(MUT_REQS) $(VENV)/.installed

@@ -121,3 +121,88 @@ def test_no_tracked_file_keeps_merge_conflict_markers() -> None:
         if name and (root / name).is_file() and marker.search((root / name).read_text(errors="replace"))
     ]
     assert kept == []
+
+
+# ---- benchmarks/: scripts share code only through benchmarks.common --------------------------------------------
+BENCHMARKS = SRC.parent / "benchmarks"
+COMMON = "benchmarks.common"
+
+
+def _benchmark_files() -> list[Path]:
+    return sorted(path for path in BENCHMARKS.rglob("*.py") if "peers" not in path.relative_to(BENCHMARKS).parts)
+
+
+def _whitevec_module(name: str) -> bool:
+    """Whether ``name`` (``whitevec.x.y``) is a module or package of src/whitevec."""
+    path = SRC.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _benchmark_imports(file: Path) -> tuple[set[str], set[str]]:
+    """What a benchmark file imports, at module level or in a function: the module names as written (a script
+    reaches another as ``bench_x`` after a sys.path insert of its folder, or as ``benchmarks.x`` after one of the
+    repository root; ``from benchmarks.y import x`` counts as ``benchmarks.y.x`` too), and the private whitevec
+    names it uses (``from whitevec.x import _y``, ``whitevec.x._y``, or ``_y`` of a whitevec module it
+    imported)."""
+    tree = ast.parse(file.read_text(encoding="utf-8"))
+    modules: set[str] = set()
+    private: set[str] = set()
+    bound: dict[str, str] = {}  # a local name -> the whitevec module it stands for
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                modules.add(alias.name)
+                if alias.name.startswith("whitevec"):  # import whitevec.x binds whitevec; ... as y binds y
+                    bound[alias.asname or "whitevec"] = alias.name if alias.asname else "whitevec"
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            modules.add(node.module)
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                if node.module.split(".")[0] == "benchmarks":
+                    modules.add(full)
+                if node.module.startswith("whitevec"):
+                    if alias.name.startswith("_"):
+                        private.add(full)
+                    elif _whitevec_module(full):
+                        bound[alias.asname or alias.name] = full
+    private |= {name for name in modules if name.startswith("whitevec") and "._" in name}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            value = node.value
+            dotted = []
+            while isinstance(value, ast.Attribute):
+                dotted.insert(0, value.attr)
+                value = value.value
+            if isinstance(value, ast.Name) and value.id in bound:
+                private.add(".".join([bound[value.id], *dotted, node.attr]))
+    return modules, private
+
+
+def test_benchmark_scripts_share_code_only_through_the_common_helper() -> None:
+    """Issue 38: maintained benchmarks, page generators and investigations import no other script of benchmarks/
+    (what they share is in benchmarks.common, imported by that name; a script another one must run is run by
+    path), nothing from tests/, and no private name of the library."""
+    stems = {path.stem for path in _benchmark_files()}
+    found = []
+    for file in _benchmark_files():
+        where = file.relative_to(BENCHMARKS.parent).as_posix()
+        modules, private = _benchmark_imports(file)
+        for name in sorted(modules):
+            top = name.split(".")[0]
+            if top in stems or (top == "benchmarks" and name != "benchmarks" and not name.startswith(COMMON)):
+                found.append(f"{where} imports the script {name}")
+            elif top == "tests":
+                found.append(f"{where} imports {name} from the tests")
+        found += [f"{where} uses the private {name}" for name in sorted(private)]
+    assert found == []
+
+
+def test_the_common_helper_imports_one_way() -> None:
+    """benchmarks.common's modules import no script and never one another both ways."""
+    graph = {
+        f"{COMMON}.{path.stem}": {name for name in _benchmark_imports(path)[0] if name.startswith(f"{COMMON}.")}
+        for path in (BENCHMARKS / "common").glob("*.py")
+        if path.stem != "__init__"
+    }
+    two_way = {tuple(sorted((a, b))) for a, targets in graph.items() for b in targets if a in graph.get(b, ())}
+    assert sorted(two_way) == []

@@ -1,6 +1,6 @@
 """Benchmark pages claim only the conditions their run recorded (issue 41): the command that ran, the load, the
 CPU seconds of the run and of everything else, a lock only when the script took it; run labels say what was
-measured."""
+measured; every benchmark script a page or the Makefile names is there."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benchmarks import bench_serve
-from benchmarks.machine import RunConditions, command_line, conditions_sentence, exclusive_lock
+from benchmarks.common.machine import RunConditions, command_line, conditions_sentence, exclusive_lock
+from benchmarks.maintained import bench_serve
 
 REPO = Path(__file__).resolve().parents[1]
 HISTORIES = sorted((REPO / "benchmarks" / "results").glob("*history*.jsonl"))
@@ -73,10 +73,10 @@ def _page_head(run: dict[str, Any]) -> str:
 
 
 def test_a_page_from_a_run_without_a_lock_claims_none() -> None:
-    argv = ["benchmarks/bench_serve.py", "--out", "serve.md", "--label", "batch wait 2 ms against none"]
+    argv = ["benchmarks/maintained/bench_serve.py", "--out", "serve.md", "--label", "batch wait 2 ms against none"]
     head = _page_head(_serve_run(RunConditions().record(), argv))
     assert not LOCK_CLAIM.search(head), head
-    command = 'python benchmarks/bench_serve.py --out serve.md --label "batch wait 2 ms against none"'
+    command = 'python benchmarks/maintained/bench_serve.py --out serve.md --label "batch wait 2 ms against none"'
     assert f"Command: `{command}`" in head  # the run's own argv, nothing put before it
 
 
@@ -84,19 +84,19 @@ def test_a_page_from_a_run_under_its_own_lock_says_so(tmp_path: Path) -> None:
     lock_file = tmp_path / "bench.lock"
     with exclusive_lock(lock_file) as lock:
         conditions = RunConditions(lock).record()
-    head = _page_head(_serve_run(conditions, ["benchmarks/bench_serve.py", "--lock", str(lock_file)]))
+    head = _page_head(_serve_run(conditions, ["benchmarks/maintained/bench_serve.py", "--lock", str(lock_file)]))
     assert "the script held an exclusive lock (its `--lock` file) throughout" in head
     assert conditions["lock"] == str(lock_file)
 
 
 def test_an_old_record_gets_only_what_it_kept() -> None:
     """Runs recorded before the conditions existed kept the load before: the page says that and no more."""
-    run = _serve_run({"load_before": 0.05}, ["benchmarks/bench_serve.py", "--label", "x"])
+    run = _serve_run({"load_before": 0.05}, ["benchmarks/maintained/bench_serve.py", "--label", "x"])
     del run["conditions"], run["command"]
     head = _page_head(run)
     assert "1-minute load average 0.05 at the start." in head
     assert not LOCK_CLAIM.search(head), head
-    assert "Command: `python benchmarks/bench_serve.py --label x`" in head
+    assert "Command: `python benchmarks/maintained/bench_serve.py --label x`" in head
 
 
 def test_the_sentence_says_only_what_the_record_holds() -> None:
@@ -129,7 +129,7 @@ def test_the_run_counts_its_children_cpu_seconds() -> None:
 
 
 def test_a_measuring_run_needs_a_label() -> None:
-    command = [sys.executable, str(REPO / "benchmarks" / "bench_serve.py"), "--quiet-below", "0", "--quiet-wait"]
+    command = [sys.executable, str(bench_serve.__file__), "--quiet-below", "0", "--quiet-wait"]
     proc = subprocess.run([*command, "0", "--history", ""], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "--label is required" in proc.stderr
@@ -155,3 +155,23 @@ def test_no_page_or_script_names_a_lock_file_outside_the_project() -> None:
         if match
     ]
     assert not found
+
+
+# A benchmark script named as a path (`python benchmarks/maintained/bench_serve.py`, benchmarks/common/loadgen.py).
+BENCHMARK_PATH = re.compile(r"\bbenchmarks/[\w./-]*\w\.(?:py|sh)\b")
+
+
+def test_every_benchmark_script_named_exists() -> None:
+    """The pages, the README, the Makefile and the code name benchmark scripts by path (a command to run, a
+    script a figure came from); each must be there, so a moved script moves every mention with it."""
+    named_in = [REPO / "README.md", REPO / "Makefile", *(REPO / "docs").rglob("*.md")]
+    named_in += [path for folder in ("benchmarks", "src", "tools") for path in (REPO / folder).rglob("*.py")]
+    missing = sorted(
+        {
+            f"{path.relative_to(REPO)}: {name}"
+            for path in named_in
+            for name in BENCHMARK_PATH.findall(path.read_text(encoding="utf-8"))
+            if not (REPO / name).is_file()
+        }
+    )
+    assert missing == []

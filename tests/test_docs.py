@@ -196,7 +196,7 @@ def check_tested_by(reference: str, root: Path) -> str | None:
     return None
 
 
-# A repository path a page names as code (`benchmarks/results_sts.py`): mkdocs checks links, not these.
+# A repository path a page names as code (`benchmarks/maintained/results_sts.py`): mkdocs checks links, not these.
 REPO_PATH = re.compile(r"\b(?:benchmarks|tests|src)/[\w./-]*\w\.(?:py|sh|md|json|jsonl|png)\b")
 
 

@@ -302,7 +302,7 @@ def test_divergence_raises_with_step() -> None:
 
 
 def test_nan_loss_names_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = flow_module._bits_per_dim
+    real = flow_module.bits_per_dim
     calls = {"n": 0}
 
     def poisoned(log_prob: torch.Tensor, dim: int) -> torch.Tensor:
@@ -310,6 +310,6 @@ def test_nan_loss_names_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
         loss = real(log_prob, dim)
         return loss * float("nan") if calls["n"] == 4 else loss
 
-    monkeypatch.setattr(flow_module, "_bits_per_dim", poisoned)
+    monkeypatch.setattr(flow_module, "bits_per_dim", poisoned)
     with pytest.raises(BadInputError, match=r"loss became nan at step 4 of \d+.*lr=0.001"):
         _quick(validation_fraction=0.0).fit(_correlated(300, 7))

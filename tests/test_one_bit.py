@@ -27,7 +27,7 @@ from whitevec.index import (
     read_manifest,
 )
 from whitevec.index.encoded import encoded_vectors, searched_rankings
-from whitevec.index.faiss_store import _one_thread
+from whitevec.index.faiss_store import one_faiss_thread
 from whitevec.index.rescore import RESCORE_FILE, RecordFile, RescoreVectors
 from whitevec.index.sign_codes import SIGN_FILE, SignCodes, random_rotation
 from whitevec.transforms import WhitevecWarning
@@ -64,7 +64,7 @@ FLOORS: dict[tuple[str, str], float] = {
 @functools.cache
 def _built(kind: str, encoding: str) -> FaissStore:
     store = FaissStore(D, "cosine", kind, {"encoding": encoding, **KIND_PARAMS[kind]})
-    with _one_thread():  # faiss's thread pool only slows small builds down on a shared machine (5 s against 1)
+    with one_faiss_thread():  # faiss's thread pool only slows small builds on a shared machine (5 s against 1)
         store.add(np.arange(N), VECTORS)
     return store
 

@@ -100,12 +100,12 @@ def test_the_readme_counts_what_its_pairs_file_holds(data_dir: Path, tmp_path: P
 
 def test_the_cranfield_figures_quoted_are_the_results_scripts() -> None:
     """The guide's pasted eval-retrieval output and the README's Cranfield row are the figures
-    benchmarks/results_retrieval.py wrote (docs/results/retrieval.json), at the settings the guide's command
-    names: a figure quoted next to a command is one that command prints."""
+    benchmarks/maintained/results_retrieval.py wrote (docs/results/retrieval.json), at the settings the guide's
+    command names: a figure quoted next to a command is one that command prints."""
     reports = json.loads((ROOT / "docs" / "results" / "retrieval.json").read_text(encoding="utf-8"))["reports"]
     (minilm,) = [report for report in reports if report["model"] == "all-MiniLM-L6-v2"]
     ndcg = {s["transform"]: f"{100 * s['ndcg_10']:.2f}" for s in minilm["scores"] if s["pooling"] == "last-avg"}
-    script = (ROOT / "benchmarks" / "results_retrieval.py").read_text(encoding="utf-8")
+    script = (ROOT / "benchmarks" / "maintained" / "results_retrieval.py").read_text(encoding="utf-8")
     max_length = re.search(r"^MAX_LENGTH = (\d+)", script, re.MULTILINE)
     guide = (ROOT / "docs" / "how-to" / "index-and-compress.md").read_text(encoding="utf-8")
     assert max_length is not None and f"--pooling last-avg --max-length {max_length.group(1)}" in guide

@@ -26,7 +26,7 @@ from tests.index_helpers import HashEncoder
 from tests.test_encodings import _clustered
 from whitevec.errors import IndexDamagedError
 from whitevec.index import Document, FaissStore, Retriever, rescore
-from whitevec.index.faiss_store import _one_thread
+from whitevec.index.faiss_store import one_faiss_thread
 from whitevec.index.rescore import RESCORE_FILE, RescoreVectors, decode_rows
 from whitevec.transforms import WhitevecWarning
 
@@ -197,8 +197,7 @@ run_app(create_app(retriever, settings), settings, port=int(sys.argv[3]), log_le
 def test_a_server_answers_503_and_says_damaged_and_keeps_serving(tmp_path: Path) -> None:
     pytest.importorskip("fastapi", reason="the serve extra (fastapi, uvicorn) is not installed")
     import httpx
-
-    from tests.service_helpers import wait_until_healthy
+    from benchmarks.common.serving import wait_until_healthy
 
     _build(tmp_path / "idx")
     with socket.socket() as probe:
@@ -313,7 +312,7 @@ def test_rescoring_orders_the_candidates_as_the_stored_records_say(tmp_path: Pat
         np.testing.assert_array_equal(ids[row], found[_exact_best(query, found, stored, metric, 10)])
     # Through a store's search: with K x k covering every vector, the result is the exact order of the records.
     store = FaissStore(16, metric, "flat", {"encoding": f"sq8+rescore=40:{form}"})
-    with _one_thread():
+    with one_faiss_thread():
         store.add(np.arange(400), x)
     store.save(tmp_path)
     store.reopen(tmp_path, {})

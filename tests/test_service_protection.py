@@ -29,9 +29,9 @@ import pytest
 pytest.importorskip("fastapi", reason="the serve extra (fastapi, uvicorn) is not installed")
 import httpx
 import uvicorn
+from benchmarks.common.serving import wait_until_healthy
 from fastapi.testclient import TestClient
 
-from tests.service_helpers import wait_until_healthy
 from whitevec.errors import BadInputError
 from whitevec.index import SearchHit as Hit
 from whitevec.service.app import create_app

@@ -87,13 +87,13 @@ def test_a_failed_add_leaves_the_index_whole(
 def test_faiss_one_thread_searches_stay_on_their_thread() -> None:
     import faiss
 
-    from whitevec.index.faiss_store import _one_thread
+    from whitevec.index.faiss_store import one_faiss_thread
 
     inside, done = threading.Event(), threading.Event()
     seen: dict[str, int] = {}
 
     def small_search() -> None:
-        with _one_thread():
+        with one_faiss_thread():
             seen["inside"] = faiss.omp_get_max_threads()
             inside.set()
             done.wait(10)

@@ -15,7 +15,7 @@ from whitevec.errors import BadInputError
 from whitevec.evaluation.retrieval import ndcg_at_k
 from whitevec.index.encoded import cosine_scores, decoded_codes, encoded_vectors
 from whitevec.index.encodings import parse_encoding
-from whitevec.index.faiss_store import FaissStore, _one_thread
+from whitevec.index.faiss_store import FaissStore, one_faiss_thread
 from whitevec.transforms import make_transform
 from whitevec.tuning import TunedConfig, tune
 from whitevec.tuning.choice import choose as _choose
@@ -49,7 +49,7 @@ def test_decoded_scores_equal_a_real_faiss_store(spec: str) -> None:
     assert not np.allclose(decoded, docs)  # lossy: the codes are what is scored
     ours = cosine_scores(queries, decoded, spec)
     store = FaissStore(16, "cosine", "flat", {"encoding": spec})
-    with _one_thread():  # as decoded_codes trains small sets (faiss's threads only slow a shared machine down)
+    with one_faiss_thread():  # as decoded_codes trains small sets (faiss's threads only slow a shared machine)
         store.add(np.arange(700), docs)
     scores, ids = store.search(queries, 10)
     for q in range(25):

@@ -9,8 +9,8 @@ faster than batches whose lengths keep changing.
 
     python benchmarks/investigations/bf16_shapes.py [INDEX] [--passes 9] [--repeats 2]
 
-An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/bf16-shapes.md (bf16 lengths
-rounded to a multiple of 8, 133ac35; the serve benchmark's shuffled ceiling, 0526e70); its output is
+An investigation of 2026-12-04, not part of the maintained suite (`make bench`). Backs docs/notes/bf16-shapes.md
+(bf16 lengths rounded to a multiple of 8, 133ac35; the serve benchmark's shuffled ceiling, 0526e70); its output is
 benchmarks/results/bf16_shapes.md.
 """
 
@@ -30,7 +30,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.machine import machine_facts  # noqa: E402
+from benchmarks.common.machine import machine_facts  # noqa: E402
 
 SETTINGS = {"now": (None, None), "before": (1, 64)}  # (length multiple, overhead tokens); None: the code's own
 

@@ -7,11 +7,11 @@ Why: numpy's and faiss's OpenBLAS threads spin after a product and take cores fr
     python benchmarks/investigations/blas_threads.py INDEX_DIR QUERIES_JSON [--compute bf16]
         [--batches 1,8,16,32,64]
 
-INDEX_DIR and QUERIES_JSON: those of benchmarks/bench_serve.py (/tmp/whitevec-bench/cranfield-minilm-w256 and
-/tmp/whitevec-bench-serve-queries.json).
+INDEX_DIR and QUERIES_JSON: those of benchmarks/maintained/bench_serve.py
+(/tmp/whitevec-bench/cranfield-minilm-w256 and /tmp/whitevec-bench-serve-queries.json).
 
-An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/blas-threads.md (the query
-path's BLAS on one thread, 1cf427a and c64a47b); its output is benchmarks/results/blas_threads.md.
+An investigation of 2026-12-04, not part of the maintained suite (`make bench`). Backs docs/notes/blas-threads.md
+(the query path's BLAS on one thread, 1cf427a and c64a47b); its output is benchmarks/results/blas_threads.md.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for the suite's modules
-from bench_common import emit, run_worker
-from machine import facts_markdown, machine_facts
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
+from benchmarks.common.machine import facts_markdown, machine_facts
+from benchmarks.common.runs import emit, run_worker
 
 
 def worker(index: str, queries_file: str, compute: str, batches: list[int], blas_block: bool) -> None:

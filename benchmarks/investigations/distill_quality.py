@@ -16,9 +16,10 @@ include the model passes.
     python benchmarks/investigations/distill_quality.py [--model all-MiniLM-L6-v2] \\
         [--configs tokens:sif-rank:none,tokens:sif-rank:whitening,...] [--json FILE]
 
-An investigation, not part of the maintained suite (`make bench`). Backs the distill figures reported for
-issue 31 (item 1: the ``corpus`` method against ``tokens``, raw and with whitening folded; ``sif-rank`` against
-count ``sif`` as the default weights); its output is benchmarks/results/distill_quality.json.
+An investigation of 2026-12-05, not part of the maintained suite (`make bench`). Backs the distill figures reported
+for issue 31 (item 1: the ``corpus`` method against ``tokens``, raw and with whitening folded; ``sif-rank`` against
+count ``sif`` as the default weights); its output is benchmarks/results/distill_quality.json. No page in docs/
+quotes it: docs/results/static.md measures the distill methods again (maintained/results_static.py).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.machine import machine_facts  # noqa: E402
+from benchmarks.common.machine import machine_facts  # noqa: E402
 
 from whitevec.datasets import load_sts_task  # noqa: E402
 from whitevec.datasets.paths import resolve_data_dir  # noqa: E402

@@ -5,8 +5,8 @@ reference BERT-whitening computation (np.cov, SVD, W = U diag(1/sqrt(s))) divide
 there; `Whitening(eps=1e-6)` raises eigenvalues below eps x the largest to that floor.
 Run: `python benchmarks/investigations/eps_floor.py` (WHITEVEC_DATA must point at the shared data).
 
-An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/eps-floor.md (why Whitening
-floors eigenvalues below eps x the largest).
+An investigation of 2026-12-02, not part of the maintained suite (`make bench`). Backs docs/notes/eps-floor.md (why
+Whitening floors eigenvalues below eps x the largest).
 """
 
 from __future__ import annotations

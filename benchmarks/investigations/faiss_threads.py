@@ -3,13 +3,13 @@
 
 For each batch size, ``rounds`` times: encode a batch of Cranfield queries with the index's encoder (torch on
 its threads), then time one ``index.search`` of that many query vectors, alternately on the pool (faiss's
-default threads) and inside ``_one_thread``. Reports the median, mean and 90th percentile in ms, and the
+default threads) and inside ``one_faiss_thread``. Reports the median, mean and 90th percentile in ms, and the
 multiply-adds of the search (queries x documents x dims) beside ``POOL_WORK``.
 
     python benchmarks/investigations/faiss_threads.py [INDEX] [--rounds 40] [--batches 1,8,32,64,256]
 
-An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/faiss-threads.md (small
-searches on one faiss thread, 0557e89); its output is benchmarks/results/faiss_threads.md.
+An investigation of 2026-12-04, not part of the maintained suite (`make bench`). Backs docs/notes/faiss-threads.md
+(small searches on one faiss thread, 0557e89); its output is benchmarks/results/faiss_threads.md.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.machine import machine_facts  # noqa: E402
+from benchmarks.common.machine import machine_facts  # noqa: E402
 
 
 def main() -> None:
@@ -40,7 +40,7 @@ def main() -> None:
     parser.add_argument("--batches", default="1,8,32,64,256")
     args = parser.parse_args()
 
-    from whitevec.index.faiss_store import POOL_WORK, _one_thread
+    from whitevec.index.faiss_store import POOL_WORK, one_faiss_thread
     from whitevec.service.run import load_retriever
 
     load_before = os.getloadavg()[0]
@@ -61,7 +61,7 @@ def main() -> None:
                 start = (i * 7) % max(1, len(texts) - 32)
                 retriever.embed(texts[start : start + 32])  # torch's threads have just run, as in the server
                 began = time.perf_counter()
-                with _one_thread() if mode == "one" else contextlib.nullcontext():
+                with one_faiss_thread() if mode == "one" else contextlib.nullcontext():
                     index.search(x, 10)
                 times[mode].append((time.perf_counter() - began) * 1000)
         cells = []

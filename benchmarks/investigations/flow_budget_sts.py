@@ -13,8 +13,8 @@ N(0, I)).
 
 ``--mixing-init random`` fits the flows from the earlier start (random rotations) instead of Flow's default.
 
-An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/flow-budget.md (STS of MPNet
-last-avg falls as the flow trains longer); its output is benchmarks/results/flow_budget_sts.md.
+An investigation of 2026-12-04, not part of the maintained suite (`make bench`). Backs docs/notes/flow-budget.md
+(STS of MPNet last-avg falls as the flow trains longer); its output is benchmarks/results/flow_budget_sts.md.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for the suite's modules
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
 
-from results_token_weights import TASKS
+from benchmarks.common.sts import STS_TASKS
+
 from whitevec.datasets import load_sts_task
 from whitevec.encoders.transformer import Encoder
 from whitevec.evaluation.sts import evaluate_sts
@@ -41,7 +42,7 @@ def main() -> None:
     parser.add_argument("--pooling", default="last-avg")
     parser.add_argument("--steps", default="50,100,200,500,1000,2000")
     parser.add_argument("--mixing-init", choices=("pca", "random"), default=None, help="default: Flow's")
-    parser.add_argument("--tasks", default=",".join(TASKS))
+    parser.add_argument("--tasks", default=",".join(STS_TASKS))
     args = parser.parse_args()
     names = args.tasks.split(",")
     tasks = [load_sts_task(name) for name in names]

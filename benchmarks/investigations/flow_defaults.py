@@ -13,8 +13,8 @@ data seeds 0-4 (A's condition number 66, 179, 17, 28, 34) x flow seeds 0-1, one 
 stops early, so the whole budget runs), wall and CPU seconds and the load average before it.
 ``--mixing-init random`` gives the earlier start (a random rotation) for any part.
 
-An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/flow-budget.md (why Flow's
-default is 500 steps, 32778fa; why its linear maps start at the principal axes).
+An investigation of 2026-12-03, not part of the maintained suite (`make bench`). Backs docs/notes/flow-budget.md
+(why Flow's default is 500 steps, 32778fa; why its linear maps start at the principal axes).
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@
 Run: `python benchmarks/investigations/flow_step.py [--out FILE]`; with PYTHONPATH pointing at another
 checkout's src/ it measures that version. Output: JSON on stdout (and in --out).
 
-An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/flow-budget.md (what a
-training step costs); its outputs are benchmarks/results/flow_step.json and flow_step_before_9dcd1d4.json.
+An investigation of 2026-12-02, not part of the maintained suite (`make bench`). Backs docs/notes/flow-budget.md
+(what a training step costs); its outputs are benchmarks/results/flow_step.json and flow_step_before_9dcd1d4.json.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from whitevec.transforms.flow import Flow, _bits_per_dim, _param_groups
+from whitevec.transforms.flow import Flow, bits_per_dim, param_groups
 from whitevec.transforms.flow_layers import Glow
 
 D = 768
@@ -44,7 +44,7 @@ def step_time() -> dict[str, object]:
     module = Glow(D, 2, 3, 32, 1, False, "lu", torch.Generator().manual_seed(0)).float()
     x = torch.from_numpy(correlated(14_000, 1))
     module.data_init(x[:1000])
-    optimizer = torch.optim.Adam(_param_groups(module, 1e-3), lr=1e-3, foreach=True)
+    optimizer = torch.optim.Adam(param_groups(module, 1e-3), lr=1e-3, foreach=True)
     losses: dict[int, float] = {}
     step = 0
 
@@ -53,7 +53,7 @@ def step_time() -> dict[str, object]:
         started = time.perf_counter()
         for _ in range(k):
             batch = x[torch.randint(0, len(x), (64,))]
-            loss = _bits_per_dim(module.log_prob(batch), D)
+            loss = bits_per_dim(module.log_prob(batch), D)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()

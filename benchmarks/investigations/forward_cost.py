@@ -6,8 +6,8 @@ by length
 
     python benchmarks/investigations/forward_cost.py
 
-An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/bf16-shapes.md (each backend's
-forward overhead: float32 64 tokens, int8 32, bf16 224).
+An investigation of 2026-12-03, not part of the maintained suite (`make bench`). Backs docs/notes/bf16-shapes.md
+(each backend's forward overhead: float32 64 tokens, int8 32, bf16 224).
 """
 
 from __future__ import annotations

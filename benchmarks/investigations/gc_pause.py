@@ -9,8 +9,8 @@ by itself over ``--searches`` one-query searches afterwards (and how long they t
 
     python benchmarks/investigations/gc_pause.py [INDEX] [--repeats 5] [--searches 2000]
 
-An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/gc-freeze.md (the loaded heap
-frozen once the app is built, 4314981); its output is benchmarks/results/gc_pause.md.
+An investigation of 2026-12-05, not part of the maintained suite (`make bench`). Backs docs/notes/gc-freeze.md (the
+loaded heap frozen once the app is built, 4314981); its output is benchmarks/results/gc_pause.md.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.machine import machine_facts  # noqa: E402
+from benchmarks.common.machine import machine_facts  # noqa: E402
 
 
 def full_collection_ms(repeats: int) -> list[float]:

@@ -7,8 +7,8 @@ x 256, seeded random values: the cost does not depend on them).
 
     python benchmarks/investigations/known_token_cost.py [--repeats 200]
 
-An investigation, not part of the maintained suite (`make bench`); run it alone on a quiet machine. Quoted in
-docs/how-to/index-and-compress.md (texts with no token the model knows).
+An investigation of 2026-12-05, not part of the maintained suite (`make bench`); run it alone on a quiet machine.
+Quoted in docs/how-to/index-and-compress.md (texts with no token the model knows).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for the suite's modules
-from bench_common import real_shape_static_folder
-from machine import cpu_model
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
+from benchmarks.common.data import real_shape_static_folder
+from benchmarks.common.machine import cpu_model
 
 QUERIES = [
     "heat transfer at hypersonic speed",

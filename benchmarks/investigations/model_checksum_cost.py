@@ -14,7 +14,8 @@ the page cache then):
     python benchmarks/investigations/model_checksum_cost.py [--mpnet DIR] [--static DIR] [--repeats 5]
 
 ``--mpnet`` defaults to the folder ``shared/models/fetch-all-mpnet-base-v2`` writes (skipped when absent).
-An investigation, not part of the maintained suite (`make bench`); run it alone on a quiet machine.
+An investigation of 2026-12-05, not part of the maintained suite (`make bench`); run it alone on a quiet machine.
+Backs docs/notes/model-checksum.md.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for the suite's modules
-from bench_common import real_shape_static_folder
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
+from benchmarks.common.data import real_shape_static_folder
 
 
 def timed(run: Callable[[], object], repeats: int) -> tuple[float, float]:
@@ -44,7 +45,7 @@ def timed(run: Callable[[], object], repeats: int) -> tuple[float, float]:
 
 
 def measure(name: str, folder: Path, pooling: str | None, repeats: int) -> dict[str, object]:
-    from whitevec import model_identity
+    from whitevec.encoders import model_identity
     from whitevec.encoders.loading import load_encoder
     from whitevec.utils.io import sha256_file
 
@@ -55,7 +56,7 @@ def measure(name: str, folder: Path, pooling: str | None, repeats: int) -> dict[
             sha256_file(path)
 
     def from_cache() -> None:
-        model_identity._memo.clear()  # a new process: only the JSON cache on disk
+        model_identity.checksum_memo.clear()  # a new process: only the JSON cache on disk
         model_identity.model_checksum(folder)
 
     def load() -> None:

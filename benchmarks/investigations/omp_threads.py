@@ -7,8 +7,8 @@ then in the main thread. Prints time per call and the cores used (process CPU ti
     python benchmarks/investigations/omp_threads.py ops [--main-first]
     python benchmarks/investigations/omp_threads.py serve INDEX_DIR [--compute bf16] [--load-in-main]
 
-An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/openmp-pools.md (the server
-loads its index in a passing thread, ec145cc).
+An investigation of 2026-12-04, not part of the maintained suite (`make bench`). Backs docs/notes/openmp-pools.md
+(the server loads its index in a passing thread, ec145cc).
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ For each model (last-avg pooling, cosine), nDCG@10 over Cranfield's 225 judged q
 Run: ``WHITEVEC_DATA=../shared/data python benchmarks/investigations/one_bit_cranfield.py [--models M ...]``
 (writes ``benchmarks/results/one_bit_cranfield.json``; quality only, deterministic, no timing).
 
-An investigation, not part of the maintained suite (``make bench``). Backs docs/notes/one-bit-codes.md (the
-rotation before the sign, and the default rescoring multiplier).
+An investigation of 2026-12-05, not part of the maintained suite (``make bench``). Backs
+docs/notes/one-bit-codes.md (the rotation before the sign, and the default rescoring multiplier).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ in the benchmark) and prints their smallest eigenvalue beside the float64 covari
 makes lambda^-1/2 non-finite. Run: `python benchmarks/investigations/peer_eigenvalues.py [N]` (default
 100,000); the output of the committed run is in benchmarks/results/peer_eigenvalues.txt.
 
-An investigation, not part of the maintained suite (`make bench`). Backs docs/results/bench.md, "Where whitevec
-loses, and why" (the peers' float32 covariances give non-finite whitening); its output is
+An investigation of 2026-12-02, not part of the maintained suite (`make bench`). Backs docs/results/bench.md,
+"Where whitevec loses, and why" (the peers' float32 covariances give non-finite whitening); its output is
 benchmarks/results/peer_eigenvalues.txt.
 """
 
@@ -17,9 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for the suite's modules
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
 
-from bench_whitening_fit import D, all_rows
+from benchmarks.common.data import ANISOTROPIC_DIM as D
+from benchmarks.common.data import anisotropic_rows as all_rows
 
 
 def main() -> None:

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Where `whitevec serve`'s CPU goes under 32 clients (docs/results/serve.md, "Where the server's time goes"):
-# py-spy samples the server for 15 s while benchmarks/loadgen.py (its own process) drives it, then the raw
-# stacks are summed per thread and per innermost frame. Needs py-spy (pip install py-spy), the index that
-# bench_serve.py builds, and its queries file. Usage: bash benchmarks/investigations/profile_serve.sh [INDEX] [QUERIES]
+# An investigation of 2026-12-03: where `whitevec serve`'s CPU goes under 32 clients (docs/results/serve.md,
+# "Where the server's time goes"): py-spy samples the server for 15 s while benchmarks/common/loadgen.py (its own
+# process) drives it, then the raw stacks are summed per thread and per innermost frame. Needs py-spy (pip install
+# py-spy), the index that maintained/bench_serve.py builds, and its queries file.
+# Usage: bash benchmarks/investigations/profile_serve.sh [INDEX] [QUERIES]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 INDEX="${1:-/tmp/whitevec-bench/cranfield-minilm-w256}"
@@ -13,7 +14,7 @@ export OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 TOKENIZERS_PARALLELISM=false
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 1 60); do sleep 1; curl -s localhost:8765/health > /dev/null && break; done
-.venv/bin/python benchmarks/loadgen.py --url http://127.0.0.1:8765/search --kind search --queries "$QUERIES" \
+.venv/bin/python benchmarks/common/loadgen.py --url http://127.0.0.1:8765/search --kind search --queries "$QUERIES" \
   --clients 32 --requests 6000 > "$OUT/load.log" 2>&1 &
 LOAD=$!
 sleep 6

@@ -6,8 +6,8 @@ counts are exact, not timed. Quoted in the docstring of ``EncodeUnits.__call__``
 
     python benchmarks/investigations/ray_padding.py   (WHITEVEC_DATA set; about a minute: it tokenizes the corpus)
 
-An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/ray-build-costs.md (actor
-calls take up to 4 units as one sorted batch list, bb55a4c).
+An investigation of 2026-12-04, not part of the maintained suite (`make bench`). Backs
+docs/notes/ray-build-costs.md (actor calls take up to 4 units as one sorted batch list, bb55a4c).
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for the suite's modules
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
 
-from bench_scale import BATCH, MODEL, POOLING, write_corpus
+from benchmarks.common.scale import BATCH, MODEL, POOLING, write_corpus
+
 from whitevec.datasets.shards import corpus_files, plan_units, read_unit
 from whitevec.encoders.compute import length_batches
 from whitevec.encoders.transformer import Encoder

@@ -6,8 +6,8 @@ logged as encoded, and the seconds spent in Milvus flushes and upserts. The fixe
 
 (WHITEVEC_DATA set; about a minute on 2 cores, alone on the machine)
 
-An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/ray-build-costs.md (where a
-small Ray build's fixed cost goes).
+An investigation of 2026-12-04, not part of the maintained suite (`make bench`). Backs
+docs/notes/ray-build-costs.md (where a small Ray build's fixed cost goes).
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for the suite's modules
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
 
-from bench_scale import BATCH, CPUS, MAX_LENGTH, MODEL, POOLING, TRANSFORM, write_corpus
-from whitevec.index import ray_engine
+from benchmarks.common.scale import BATCH, CPUS, MAX_LENGTH, MODEL, POOLING, TRANSFORM, write_corpus
+
+from whitevec.engines import ray as ray_engine
 from whitevec.index.milvus_store import MilvusStore
 
 STARTED = time.perf_counter()

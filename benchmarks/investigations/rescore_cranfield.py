@@ -9,6 +9,9 @@ within 1% of float32, as for the 1-bit codes (one_bit_cranfield.py).
 
 Run: ``WHITEVEC_DATA=../shared/data python benchmarks/investigations/rescore_cranfield.py [--models M ...]``
 (writes ``benchmarks/results/rescore_cranfield.json``; quality only, deterministic, no timing).
+
+An investigation of 2026-12-05, not part of the maintained suite (``make bench``). Quoted in
+docs/how-to/index-and-compress.md (the default rescoring multiplier of SQ and PQ).
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """The HTTP layer's own CPU per request: `whitevec serve`'s app with a retriever that does no work (ten fixed
-hits of 400 characters per query), driven by benchmarks/loadgen.py (its own process) at 32 clients; the server
-process's CPU seconds (from /proc) per request. ``--protocol`` picks whitevec's guarded h11 or httptools
+hits of 400 characters per query), driven by benchmarks/common/loadgen.py (its own process) at 32 clients; the
+server process's CPU seconds (from /proc) per request. ``--protocol`` picks whitevec's guarded h11 or httptools
 protocol (ServeSettings.http), ``--loop`` asyncio's event loop or uvloop (``pip install uvloop``).
 
     python benchmarks/investigations/serve_overhead.py [--protocol h11|httptools] [--loop asyncio|uvloop]
         [--requests 6000]
 
-An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/http-overhead.md (whitevec's
-connection guards on httptools, a5186eb); its output is benchmarks/results/serve_overhead.md.
+An investigation of 2026-12-04, not part of the maintained suite (`make bench`). Backs docs/notes/http-overhead.md
+(whitevec's connection guards on httptools, a5186eb); its output is benchmarks/results/serve_overhead.md.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-BENCHMARKS = Path(__file__).resolve().parents[1]  # loadgen.py lives in the suite
+LOADGEN = Path(__file__).resolve().parents[1] / "common" / "loadgen.py"  # the benchmarks' load generator
 
 
 @dataclass
@@ -99,7 +99,7 @@ def main() -> None:
             json.dump([f"query number {i}" for i in range(225)], queries)
         before = cpu_seconds(server.pid)
         load = subprocess.run(
-            [sys.executable, str(BENCHMARKS / "loadgen.py"), "--url", f"http://127.0.0.1:{args.port}/search",
+            [sys.executable, str(LOADGEN), "--url", f"http://127.0.0.1:{args.port}/search",
              "--kind", "search", "--queries", queries.name, "--clients", str(args.clients),
              "--requests", str(args.requests)],
             capture_output=True, text=True, check=True,

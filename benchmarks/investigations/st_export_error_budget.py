@@ -10,8 +10,8 @@ alone on the same 1000 STS-B sentences (the transform fitted on the 4000 before 
 
     WHITEVEC_DATA=../shared/data python benchmarks/investigations/st_export_error_budget.py
 
-An investigation, not part of the maintained suite (`make bench`). Backs docs/results/st_equality.md, "Where the
-full-whitening export difference comes from".
+An investigation of 2026-12-03, not part of the maintained suite (`make bench`). Backs docs/results/st_equality.md,
+"Where the full-whitening export difference comes from".
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from sentence_transformers import SentenceTransformer
 
 from whitevec.datasets import load_sts_task
 from whitevec.encoders.transformer import Encoder
-from whitevec.export.sentence_transformers import _affine
+from whitevec.export.sentence_transformers import affine_parts
 from whitevec.transforms import Whitening
 
 
@@ -33,7 +33,7 @@ def main() -> None:
         whitening = Whitening().fit(encoder.encode(fit_texts))
         ours = encoder.encode(eval_texts)
         theirs = SentenceTransformer(str(encoder.model_path), device="cpu").encode(eval_texts, batch_size=32)
-    weight, bias = _affine(whitening, ours.shape[1])
+    weight, bias = affine_parts(whitening, ours.shape[1])
     exact = theirs.astype(np.float64) @ weight.T + bias
     dense = torch.nn.Linear(weight.shape[1], weight.shape[0])
     dense.weight.data = torch.from_numpy(weight.astype(np.float32))

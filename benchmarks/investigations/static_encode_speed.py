@@ -8,7 +8,9 @@ does not depend on the values) written to a temporary folder.
 
     python benchmarks/investigations/static_encode_speed.py [--static DIR] [--texts 4000] [--passes 7]
 
-An investigation, not part of the maintained suite (`make bench`); run it alone on a quiet machine.
+An investigation of 2026-12-05, not part of the maintained suite (`make bench`); run it alone on a quiet machine.
+No page in docs/ quotes it: docs/results/static.md's speed section measures the same encoders
+(maintained/results_static.py --part timing).
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for the suite's modules
-from bench_common import real_shape_static_folder
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
+from benchmarks.common.data import real_shape_static_folder
 
 
 def main() -> None:

@@ -3,9 +3,9 @@ fitted on 1,400 correlated random vectors (Cranfield's corpus size). Quoted besi
 
     python benchmarks/investigations/whitening_one_query.py
 
-An investigation, not part of the maintained suite (`make bench`). Backs docs/notes/blas-threads.md (one MPNet
-query through a full-rank whitening took about 79 ms more than the other rows, while the transform itself takes
-about 1 ms).
+An investigation of 2026-12-04, not part of the maintained suite (`make bench`). Backs docs/notes/blas-threads.md
+(one MPNet query through a full-rank whitening took about 79 ms more than the other rows, while the transform
+itself takes about 1 ms).
 """
 
 from __future__ import annotations

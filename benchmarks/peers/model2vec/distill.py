@@ -3,7 +3,7 @@
 Runs in the peer venv (model2vec[distill] pins transformers<5.4, which whitevec's venv cannot hold):
     make peer-m2v
     .venv-m2v/bin/python benchmarks/peers/model2vec/distill.py NAME MODEL_FOLDER OUT_FOLDER [--pca-dims 256]
-benchmarks/results_static.py --distill-peer resolves the model names and calls this for each model.
+benchmarks/maintained/results_static.py --distill-peer resolves the model names and calls this for each model.
 
 The call is Model2Vec's defaults with ``pca_dims=256`` (the default, named as issue 31 did): SIF coefficient
 1e-4 on the Zipf rank, float16 table, mean pooling of each token passed alone through the model. The folder is

@@ -34,7 +34,8 @@ logger = logging.getLogger(__name__)
 _HASHED_PATTERNS = ("*.safetensors", "*.bin", "tokenizer.json")
 _CACHE_FILE = "checksums.json"
 _CACHE_LIMIT = 4096  # entries kept; a model folder holds a handful of files
-_memo: dict[tuple[str, int, int, int, int], str] = {}
+# This process's checksums by file identity, before the JSON cache (clearing it starts as a new process would).
+checksum_memo: dict[tuple[str, int, int, int, int], str] = {}
 
 
 def checksum_cache_folder() -> Path:
@@ -62,8 +63,8 @@ def file_checksum(path: Path) -> str:
     resolved = path.resolve()
     info = resolved.stat()
     key = (str(resolved), info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
-    if key in _memo:
-        return _memo[key]
+    if key in checksum_memo:
+        return checksum_memo[key]
     stamp = {"size": key[1], "mtime_ns": key[2], "ctime_ns": key[3], "inode": key[4]}
     cache = _read_cache()
     entry = cache.get(key[0])
@@ -74,7 +75,7 @@ def file_checksum(path: Path) -> str:
         cache.pop(key[0], None)  # re-inserted last: the oldest entries are dropped first
         cache[key[0]] = {**stamp, "sha256": checksum}
         _write_cache(cache)
-    _memo[key] = checksum
+    checksum_memo[key] = checksum
     return checksum
 
 

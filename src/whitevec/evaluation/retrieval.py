@@ -464,7 +464,7 @@ class _Run:
         quality, unknown_queries = _quality(
             retriever, qids, qtexts, self.dataset.qrels, min(self.map_depth, retriever.count)
         )
-        timing = _timings(retriever, timing_encoder, qtexts, self.latency_queries)
+        timing = query_timings(retriever, timing_encoder, qtexts, self.latency_queries)
         stored = retriever.manifest["index_params"].get(ENCODING, encoding)
         return RetrievalScore(
             transform=label,
@@ -545,7 +545,7 @@ def _per_index_uri(uri: str, name: str) -> str:
     return str(Path(uri).expanduser() / f"{name}.db")
 
 
-def _timings(
+def query_timings(
     retriever: Any, timing_encoder: AnyEncoder, texts: Sequence[str], latency_queries: int
 ) -> dict[str, float]:
     """p50/p99 ms of single queries with and without encoding, and batched QPS; NaN when not timed."""

@@ -360,7 +360,7 @@ def _transform_module(transform: Transform, dim: int) -> tuple[ExportedModule, i
     if isinstance(transform, Normalize):
         return ExportedModule(_ST + "Normalize", "Normalize"), dim
     if isinstance(transform, Whitening | Center | AllButTheTop):
-        A, b = _affine(transform, dim)  # transform(x) = A x + b
+        A, b = affine_parts(transform, dim)  # transform(x) = A x + b
         config = {
             "in_features": dim,
             "out_features": int(A.shape[0]),
@@ -391,7 +391,7 @@ def _transform_module(transform: Transform, dim: int) -> tuple[ExportedModule, i
     )
 
 
-def _affine(transform: Whitening | Center | AllButTheTop, dim: int) -> tuple[np.ndarray, np.ndarray]:
+def affine_parts(transform: Whitening | Center | AllButTheTop, dim: int) -> tuple[np.ndarray, np.ndarray]:
     """``(A, b)`` with ``transform(x) = A x + b`` in float64."""
     if isinstance(transform, AllButTheTop):
         # (x - mu) (I - V^T V): the projection is symmetric, so A = I - V^T V and b = -A mu.

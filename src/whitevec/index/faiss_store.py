@@ -83,7 +83,7 @@ SMALL_TRAIN = 20_000
 
 
 @contextlib.contextmanager
-def _one_thread() -> Iterator[None]:
+def one_faiss_thread() -> Iterator[None]:
     """Run faiss on one OpenMP thread inside the block, on the calling thread only.
 
     ``omp_set_num_threads`` sets the calling thread's own nthreads ICV (OpenMP's per-task data environment), so
@@ -309,7 +309,7 @@ class FaissStore:
                     pq_index.do_polysemous_training = False
         if not inner.is_trained:
             # A small training set trains on one thread (see SMALL_TRAIN): faster when the cores are shared.
-            with _one_thread() if train.shape[0] <= SMALL_TRAIN else contextlib.nullcontext():
+            with one_faiss_thread() if train.shape[0] <= SMALL_TRAIN else contextlib.nullcontext():
                 inner.train(train)
         # IndexIDMap, not IndexIDMap2: whitevec never reconstructs by id, and IDMap2's reverse hash map costs
         # about 50 bytes a vector in RAM (1M 1-bit codes: 155 MB resident against 104 MB of codes and ids).
@@ -319,7 +319,7 @@ class FaissStore:
         """Sign codes: the sign step fitted on ``train``, and a faiss binary index of its codes (an IVF's lists
         trained on the training vectors' codes)."""
         faiss = _faiss()
-        with _one_thread() if train.shape[0] <= SMALL_TRAIN else contextlib.nullcontext():
+        with one_faiss_thread() if train.shape[0] <= SMALL_TRAIN else contextlib.nullcontext():
             self.signs = SignCodes(self.encoding.codec).fit(train)
             inner = faiss.index_binary_factory(
                 self.signs.n_bits, factory_string(self.encoding, self.kind, self._params, self.dim)
@@ -403,7 +403,7 @@ class FaissStore:
         # whose threads would spin beside torch's (whitevec.utils.threads).
         blas = x.size >= int(getattr(_faiss().cvar, "distance_compute_blas_threshold", 0))
         small = x.shape[0] * self._work_per_query() < POOL_WORK
-        with _one_thread() if small else contextlib.nullcontext(), one_blas_thread(when=blas):
+        with one_faiss_thread() if small else contextlib.nullcontext(), one_blas_thread(when=blas):
             if self.signs is not None:
                 distances, ids = self.index.search(self.signs.encode(x), wanted)
                 scores = hamming_scores(distances, self.dim, self.metric)

@@ -44,7 +44,7 @@ VALIDATION_INTERVAL = 50
 PATIENCE_STEPS: int | None = 300
 
 
-def _bits_per_dim(log_prob: torch.Tensor, dim: int) -> torch.Tensor:
+def bits_per_dim(log_prob: torch.Tensor, dim: int) -> torch.Tensor:
     """Mean negative log-likelihood in bits per dimension (Glow's unit), from per-row log-densities in nats."""
     return -log_prob.mean() / (dim * math.log(2.0))
 
@@ -267,7 +267,7 @@ class Flow(Transform):
         """Adam on shuffled full batches under the schedule for ``total_steps``, the held-out loss checked every
         ``validation_interval`` steps; the best checked state is loaded back into ``module``."""
         n_train, dim = train.shape
-        optimizer = torch.optim.Adam(_param_groups(module, self.lr), lr=self.lr, foreach=True)
+        optimizer = torch.optim.Adam(param_groups(module, self.lr), lr=self.lr, foreach=True)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, self._lr_factor(total_steps))
         best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
         run = _Run()
@@ -281,7 +281,7 @@ class Flow(Transform):
                         break
                     run.steps += 1
                     step = run.steps
-                    loss = _bits_per_dim(module.log_prob(train[perm[start : start + self.batch_size]]), dim)
+                    loss = bits_per_dim(module.log_prob(train[perm[start : start + self.batch_size]]), dim)
                     self._check_finite(loss, step, total_steps, "training")
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
@@ -366,7 +366,7 @@ class Flow(Transform):
     def _evaluate(self, module: Glow, val: torch.Tensor, dim: int, step: int, total: int) -> float:
         with torch.no_grad():
             log_prob = torch.cat([module.log_prob(chunk) for chunk in val.split(_APPLY_BATCH)])
-            loss = _bits_per_dim(log_prob, dim)
+            loss = bits_per_dim(log_prob, dim)
         self._check_finite(loss, step, total, "validation")
         return float(loss)
 
@@ -432,7 +432,7 @@ class _Run:
     history: list[list[float]] = field(default_factory=list)
 
 
-def _param_groups(module: Glow, lr: float) -> list[dict[str, Any]]:
+def param_groups(module: Glow, lr: float) -> list[dict[str, Any]]:
     """Adam groups: the triangular factors of each d x d linear map learn at ``lr / sqrt(d)``.
 
     Adam moves every entry by about ``lr`` per step whatever its gradient's scale; early gradients of the

@@ -127,7 +127,7 @@ class Whitening(Transform):
     ``"float32"`` multiplies float32 input in float32 (in ``fit`` and ``transform``): about twice as fast,
     with an error of order ``1e-7 * condition number`` on whitened outputs, so use it for well-conditioned
     data (the tolerance on realistic data is checked in tests/test_fast_paths.py and measured in
-    benchmarks/bench_whitening_fit.py).
+    benchmarks/maintained/bench_whitening_fit.py).
 
     Eigenvalues below ``eps * lambda_max`` are raised to that floor (one :class:`WhitevecWarning`).
     ``transform`` and ``inverse_transform`` accept any float dtype and return float32, computed in float64.

@@ -13,11 +13,12 @@ per-core rate of the Ray build (sentences per CPU-second: driver and actors' use
 cluster sizes, and sizes Milvus's memory per index
 encoding with ``whitevec.index.encodings.storage_estimate`` (vectors only; Milvus's own overhead comes on top).
 
-Run: ``python benchmarks/bench_scale.py [--max-docs N] [--repeats 1,4] [--markdown]`` (WHITEVEC_DATA set; about
-7 min on 2 cores). Two or more corpus sizes (the unique sentences and copies in other letter cases) also give each
-build's fixed cost (start-up, writes) apart from its rate, which is what a large corpus sees.
-Writes benchmarks/results/scale.json and, with --markdown, docs/results/scale.md (``--render-only``: the page from
-the JSON, measuring nothing).
+Run: ``python benchmarks/maintained/bench_scale.py [--max-docs N] [--repeats 1,4] [--markdown]`` (WHITEVEC_DATA
+set; about 7 min on 2 cores). Two or more corpus sizes (the unique sentences and copies in other letter cases)
+also give each build's fixed cost (start-up, writes) apart from its rate, which is what a large corpus sees.
+Writes benchmarks/results/scale.json and, with --markdown, docs/results/scale.md (``python
+benchmarks/pages/scale.py`` writes the page from the JSON, measuring nothing). The settings:
+benchmarks/common/scale.py.
 """
 
 from __future__ import annotations
@@ -29,60 +30,28 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
 
-from bench_common import RESULTS, emit, run_worker, save_result
-from machine import facts_markdown, machine_facts, results_header
+from benchmarks.common.machine import machine_facts
+from benchmarks.common.runs import emit, run_page, run_worker, save_result
+from benchmarks.common.scale import (
+    BATCH,
+    CASE_COPIES,
+    CPUS,
+    DIMS,
+    MAX_LENGTH,
+    MODEL,
+    POOLING,
+    TRANSFORM,
+    write_corpus,
+)
 
-MODEL = "all-MiniLM-L6-v2"
-POOLING = "last-avg"
-TRANSFORM = "whitening-256"
-BATCH = 64
-MAX_LENGTH = 256
-CPUS = 2
 TARGET_DOCS = 100_000_000
 CLUSTERS = [16, 64, 256, 1024]  # CPUs (one actor each)
 ENCODINGS = [("flat", "float32"), ("hnsw", "float32"), ("hnsw", "sq8"), ("ivf", "sq8"), ("ivf", "pq64")]
-DIMS = [384, 256, 128]
-DOC = Path(__file__).resolve().parents[1] / "docs" / "results" / "scale.md"
-CASE_COPIES: list[Callable[[str], str]] = [str, str.lower, str.upper, str.swapcase]
-
-
-def write_corpus(path: Path, max_docs: int, repeats: int = 1) -> int:
-    """The unique STS sentences (at most ``max_docs``) as JSONL, then up to 3 more copies in other letter cases
-    (lower, upper, swapped; a copy equal to a text already written is left out): a larger corpus of the same
-    token sequences (the model's tokenizer lower-cases), so that a build's fixed costs can be told from its
-    rate. Copies must differ as text, since the encoder encodes a text once per call. Returns the rows."""
-    from whitevec.datasets import load_sts_task
-
-    seen: dict[str, None] = {}
-    for task in ("stsb", "sts12", "sts13", "sts14", "sts15"):
-        try:
-            loaded = load_sts_task(task)
-        except Exception:  # a task missing from the data folder: use the others
-            continue
-        for split in ("train", "validation", "test", "target"):
-            try:
-                for text in loaded.sentences(split):
-                    seen.setdefault(" ".join(text.split()), None)
-            except Exception:
-                continue
-    texts = [t for t in seen if t][:max_docs]
-    if not 1 <= repeats <= len(CASE_COPIES):
-        raise ValueError(f"repeats must be 1 to {len(CASE_COPIES)}, not {repeats}")
-    written: set[str] = set()
-    with open(path, "w", encoding="utf-8") as handle:
-        for k, copy in enumerate(CASE_COPIES[:repeats]):
-            for i, text in enumerate(texts):
-                variant = copy(text)
-                if variant not in written:
-                    written.add(variant)
-                    handle.write(json.dumps({"id": f"s{i}" if k == 0 else f"s{i}-{k}", "text": variant}) + "\n")
-    return len(written)
 
 
 def _actor_peaks(stop: threading.Event, peaks: dict[int, float], cpu: dict[int, float]) -> None:
@@ -216,99 +185,6 @@ def _fit_line(runs: list[dict[str, Any]], build: str) -> dict[str, float] | None
     }
 
 
-def _build_rows(run: dict[str, Any]) -> list[str]:
-    local, rayed = run["local"], run["ray"]
-    return [
-        f"| {local['docs']:,} | single process (2 torch threads) | {local['seconds']} | {local['docs_per_s']} | "
-        f"{local['cpu_seconds']} | {local['docs_per_cpu_s']} | {local['peak_mib']} MiB |",
-        f"| {rayed['docs']:,} | Ray, 2 actors x 1 CPU (+ `ray.init` {rayed['ray_init_seconds']} s, not counted) | "
-        f"{rayed['seconds']} | {rayed['docs_per_s']} | {rayed['cpu_seconds']} | {rayed['docs_per_cpu_s']} | "
-        f"driver {rayed['peak_mib']} MiB; actors {', '.join(str(v) for v in rayed['actor_peak_mib'])} MiB |",
-    ]
-
-
-def markdown(result: dict[str, Any]) -> str:
-    runs, plan = result["runs"], result["plan"]
-    per_cpu = result["ray_docs_per_s_per_cpu"]
-    lines = [
-        "# Scaling out: the Ray engine's cost here, and a plan for 100M documents",
-        "",
-        results_header(f"`{result['command']}`", result["machine"]),
-        "",
-        facts_markdown(result["machine"]),
-        f"Load average before the run: {result['load_before']}.",
-        "",
-        f"Corpus: the {runs[0]['local']['docs']:,} unique sentences of STS-B and STS12-15 (1 copy), and with up "
-        "to 3 more copies in other letter cases (lower, upper, swapped; distinct ids, distinct texts, so no "
-        "build encodes one text for another, but the same token sequences: the tokenizer lower-cases); "
-        f"{MODEL}, {POOLING}, float32, batch {BATCH}, {TRANSFORM}, Milvus Lite; {CPUS} CPUs for both builds.",
-        "",
-        "| documents | build | seconds | sentences/s | CPU seconds | sentences per CPU-second | peak memory |",
-        "|---:|---|---:|---:|---:|---:|---|",
-        *[row for run in runs for row in _build_rows(run)],
-        "",
-        "Ray / single process, target >= 0.85: "
-        + "; ".join(
-            f"**{r['ratio']:.2f}x** in sentences/s at {r['local']['docs']:,} documents "
-            f"({r['cpu_ratio']:.2f}x per CPU-second)"
-            for r in runs
-        )
-        + ". The Ray time includes starting the actor pool (each actor loads the model), moments, the "
-        "duplicate-id check and the writes to Milvus (documents included: with the Ray engine they live in "
-        "Milvus). On a busy machine (load average above the 2 cores) the wall-clock ratio favours whichever "
-        "build runs more processes; the per-CPU-second ratio does not.",
-        "",
-    ]
-    fits = result.get("fits")
-    if fits:
-        lines += [
-            "Fixed cost and rate, from the smallest and largest corpus (seconds = fixed + documents / rate):",
-            "",
-            "| build | fixed seconds | sentences/s past them | sentences per CPU-second past them |",
-            "|---|---:|---:|---:|",
-            *[
-                f"| {name} | {fit['fixed_seconds']} | {fit['docs_per_s']} | {fit['docs_per_cpu_s']} |"
-                for name, fit in fits.items()
-            ],
-            "",
-        ]
-    lines += [
-        f"## 100M documents at {per_cpu:.1f} sentences per CPU-second (the Ray build's, "
-        + ("past its fixed costs" if fits else "measured above")
-        + ")",
-        "",
-        "Encoding hours (one actor per CPU; sentences of this length; longer documents cost about in proportion "
-        "to their tokens):",
-        "",
-        "| CPUs | hours |",
-        "|---:|---:|",
-        *[f"| {cpus} | {hours} |" for cpus, hours in plan["hours_by_cpus"].items()],
-        "",
-        "Milvus memory for the vectors of 100M documents (GiB; `storage_estimate`: codes, ids, HNSW links with "
-        "M=32, IVF nlist=16384; Milvus's own overhead and the scalar fields holding the documents come on top):",
-        "",
-        "| index + encoding | " + " | ".join(f"d={d}" for d in DIMS) + " |",
-        "|---|" + "---:|" * len(DIMS),
-        *[
-            f"| {name} | " + " | ".join(str(row.get(d, row.get(str(d), "-"))) for d in DIMS) + " |"
-            for name, row in plan["milvus_gib_by_dim"].items()
-        ],
-        "",
-    ]
-    binary = RESULTS / "binary_scale.json"
-    if binary.exists():
-        from bench_binary import report_lines
-
-        lines += report_lines(json.loads(binary.read_text()))
-    return "\n".join(lines)
-
-
-def render() -> None:
-    """docs/results/scale.md from the saved results (scale.json, and binary_scale.json when there)."""
-    DOC.write_text(markdown(json.loads((RESULTS / "scale.json").read_text())), encoding="utf-8")
-    print(f"wrote {DOC}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--worker", nargs=3, metavar=("MODE", "CORPUS", "COUNT"))
@@ -319,16 +195,12 @@ def main() -> None:
         help="corpus sizes, as copies (1 to 4) of the unique sentences (comma-separated); two or more also "
         "give the builds' fixed costs and rates past them",
     )
-    parser.add_argument("--markdown", action="store_true")
     parser.add_argument(
-        "--render-only", action="store_true", help="measure nothing: write docs/results/scale.md from scale.json"
+        "--markdown", action="store_true", help="then write docs/results/scale.md (pages/scale.py)"
     )
     args = parser.parse_args()
     if args.worker:
         worker(args.worker[0], args.worker[1], int(args.worker[2]))
-        return
-    if args.render_only:
-        render()
         return
     repeats = sorted({int(r) for r in args.repeats.split(",")})
     if not repeats or repeats[0] < 1 or repeats[-1] > len(CASE_COPIES):
@@ -361,7 +233,7 @@ def main() -> None:
     ray_fit = fits["Ray"]
     per_cpu = ray_fit["docs_per_cpu_s"] if ray_fit else runs[-1]["ray"]["docs_per_cpu_s"]
     result = {
-        "command": "python benchmarks/bench_scale.py " + " ".join(sys.argv[1:]),
+        "command": "python benchmarks/maintained/bench_scale.py " + " ".join(sys.argv[1:]),
         "machine": machine_facts("ray", "pymilvus"),
         "load_before": load_before,
         "runs": runs,
@@ -372,9 +244,7 @@ def main() -> None:
     print(json.dumps(result, indent=2))
     save_result("scale", result)
     if args.markdown:
-        DOC.parent.mkdir(parents=True, exist_ok=True)
-        DOC.write_text(markdown(result), encoding="utf-8")
-        print(f"wrote {DOC}")
+        run_page("scale")
 
 
 if __name__ == "__main__":

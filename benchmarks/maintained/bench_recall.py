@@ -16,8 +16,8 @@ vectors it was made from).
                 Gaussians are the worst case for graph search; this row shows what sentence vectors do.
 
 Retrieval quality (raw vs whitened on real data) is in docs/results/retrieval.md, quoted by run_all.py.
-Run: `python benchmarks/bench_recall.py [--n 1000000] [--hnsw-n 1000000]` (a --hnsw-n other than --n adds flat rows
-at that N too, so HNSW is compared with flat search at its own size).
+Run: `python benchmarks/maintained/bench_recall.py [--n 1000000] [--hnsw-n 1000000]` (a --hnsw-n other than --n
+adds flat rows at that N too, so HNSW is compared with flat search at its own size).
 """
 
 from __future__ import annotations
@@ -30,10 +30,12 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
 
-from bench_common import THREADS, emit, median, ratio, run_worker, save_result
-from bench_whitening_fit import HELD_OUT, all_rows, chunk
+from benchmarks.common.data import HELD_OUT
+from benchmarks.common.data import anisotropic_chunk as chunk
+from benchmarks.common.data import anisotropic_rows as all_rows
+from benchmarks.common.runs import THREADS, emit, median, ratio, run_worker, save_result
 
 K = 10
 FIT_ROWS = 50_000

@@ -20,7 +20,7 @@ not the data generation). Agreement: on 1,000 held-out rows, the whitened output
 whitened rows, relative to the largest (rotation-invariant: near-equal eigenvalues let eigenvectors turn inside
 their eigenspace without changing the whitening).
 
-Run: `python benchmarks/bench_whitening_fit.py [--sizes 100000,1000000] [--big-n 10000000] [--reps 3]`.
+Run: `python benchmarks/maintained/bench_whitening_fit.py [--sizes 100000,1000000] [--big-n 10000000] [--reps 3]`.
 """
 
 from __future__ import annotations
@@ -34,45 +34,19 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
 
-from bench_common import emit, median, run_worker, save_result
+from benchmarks.common.data import ANISOTROPIC_DIM as D
+from benchmarks.common.data import CHUNK_ROWS as CHUNK
+from benchmarks.common.data import HELD_OUT, KAPPA
+from benchmarks.common.data import anisotropic_chunk as chunk
+from benchmarks.common.data import anisotropic_chunks as chunks
+from benchmarks.common.data import anisotropic_rows as all_rows
+from benchmarks.common.runs import emit, median, run_worker, save_result
 
-D = 768
-CHUNK = 8192
-KAPPA = 1000.0
-SEED = 20240
-HELD_OUT = 10**9  # chunk index of the held-out sample
 IN_MEMORY = ["reference", "sklearn-pca", "sklearn-ipca", "faiss-pca"]
 STREAMING = ["whitevec", "whitevec-f32"]
 RAM_GIB = 24
-
-
-def _params() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(SEED)
-    scales = np.geomspace(1.0, KAPPA**-0.5, D).astype(np.float32)
-    mix = (rng.standard_normal((16, D)) * 0.05).astype(np.float32)
-    mean = (rng.standard_normal(D) * 2).astype(np.float32)
-    return scales, mix, mean
-
-
-def chunk(index: int, rows: int = CHUNK) -> np.ndarray:
-    scales, mix, mean = _params()
-    z = np.random.default_rng([SEED, index]).standard_normal((rows, D), dtype=np.float32)
-    out: np.ndarray = z * scales + z[:, :16] @ mix + mean
-    return out
-
-
-def chunks(n: int) -> Any:
-    for index, start in enumerate(range(0, n, CHUNK)):
-        yield chunk(index, min(CHUNK, n - start))
-
-
-def all_rows(n: int) -> np.ndarray:
-    X = np.empty((n, D), dtype=np.float32)
-    for index, start in enumerate(range(0, n, CHUNK)):
-        X[start : start + CHUNK] = chunk(index, min(CHUNK, n - start))
-    return X
 
 
 def fit_in_memory(system: str, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -8,7 +8,7 @@ RSS just before ``fit`` is recorded too, so ``peak - baseline`` is what fitting 
 (user + system) seconds of ``fit`` alone are timed. On a shared machine wall time depends on load; the load
 average at the start of each run is recorded beside it.
 
-Run: ``python benchmarks/bench_flow_fit.py`` (WHITEVEC_DATA must point at the
+Run: ``python benchmarks/maintained/bench_flow_fit.py`` (WHITEVEC_DATA must point at the
 data). Writes benchmarks/results/flow_fit.json and flow_fit.md.
 """
 
@@ -24,12 +24,12 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import machine_facts
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
+from benchmarks.common.machine import machine_facts
+from benchmarks.common.runs import RESULTS
 
 MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
 POOLING = "first-last-avg"
-RESULTS = Path(__file__).resolve().parent / "results"
 
 _CHILD = r"""
 import json, os, resource, sys, time

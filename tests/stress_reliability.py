@@ -1,7 +1,7 @@
 """Reliability under stress: loads racing a rebuilding process, and the interrupt tests repeated on busy cores.
 
-    python benchmarks/stress_reliability.py                       # both parts, defaults below
-    python benchmarks/stress_reliability.py --loads 3000 --runs 20
+    python tests/stress_reliability.py                       # both parts, defaults below
+    python tests/stress_reliability.py --loads 3000 --runs 20
 
 Part 1 (``race``): one process rebuilds an index over and over, alternating two corpora; another process loads
 it in a loop (``Retriever.load`` + a search, and ``read_manifest`` with every checksum) and checks that each
@@ -12,6 +12,8 @@ job control starts background commands (the way the suite once failed). It count
 
 Writes benchmarks/results/reliability.json; ``--markdown`` prints the table for docs/results/reliability.md.
 The encoder is the suite's hashed stand-in (no model), so a load costs milliseconds and thousands fit in minutes.
+The script lives with the suite whose interrupt tests, corpora and stand-in encoder it runs (pytest collects
+nothing from it: its name does not start with test_).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.machine import cpu_model  # noqa: E402
+from benchmarks.common.machine import cpu_model  # noqa: E402
 
 RESULT_FILE = REPO / "benchmarks" / "results" / "reliability.json"
 INTERRUPT_TESTS = [
@@ -44,7 +46,6 @@ VERSIONS = {"a": (2000, 1), "b": (1500, 2)}  # tag: (documents, seed)
 
 def corpus(tag: str) -> list[Any]:
     from tests.index_helpers import sentences
-
     from whitevec.index import Document
 
     n, seed = VERSIONS[tag]
@@ -54,7 +55,6 @@ def corpus(tag: str) -> list[Any]:
 def rebuild_forever(out: str, transform: str) -> None:
     """Child: rebuild ``out`` alternating the two corpora until killed; print the count after each build."""
     from tests.index_helpers import HashEncoder
-
     from whitevec.index import Retriever
 
     versions = [corpus("a"), corpus("b")]
@@ -67,7 +67,6 @@ def rebuild_forever(out: str, transform: str) -> None:
 
 def race(workdir: Path, loads: int, transform: str) -> dict[str, Any]:
     from tests.index_helpers import HashEncoder, sentences
-
     from whitevec.index import Retriever, read_manifest
 
     encoder: Any = HashEncoder(dim=64)
@@ -200,7 +199,7 @@ def main() -> None:
         "machine": f"{cpu_model()} ({platform.machine()}), {os.cpu_count()} cores, "
         f"Python {platform.python_version()}",
         "load_average_before": os.getloadavg(),
-        "command": " ".join(["python", "benchmarks/stress_reliability.py", *sys.argv[1:]]),
+        "command": " ".join(["python", "tests/stress_reliability.py", *sys.argv[1:]]),
     }
     if "race" not in args.skip:
         result["race"] = []

@@ -3,7 +3,7 @@
 Every transform is fitted on the "target" sentences (all sentences of the evaluated task, all splits), per task,
 the protocol of the BERT-whitening and BERT-flow papers; each transform is compared with the same pooling's raw
 vectors (``none``).
-Run: `make results-sts` or `python benchmarks/results_sts.py [--models ...] [--transforms ...]`.
+Run: `make results-sts` or `python benchmarks/maintained/results_sts.py [--models ...] [--transforms ...]`.
 Needs WHITEVEC_DATA (the shared data) and all-mpnet-base-v2 fetched (shared/models/fetch-all-mpnet-base-v2).
 """
 
@@ -16,9 +16,11 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
 
-from machine import facts_markdown, machine_facts, results_header
+from benchmarks.common.machine import facts_markdown, machine_facts, results_header
+from benchmarks.common.sts import sts_table
+
 from whitevec.datasets import load_sts_task
 from whitevec.encoders.transformer import Encoder
 from whitevec.evaluation.sts import StsScore, SubsetScore, evaluate_sts_poolings
@@ -29,29 +31,7 @@ MODELS = ["all-MiniLM-L6-v2", "all-mpnet-base-v2"]
 POOLINGS = ["cls", "embeddings-avg", "last-avg", "first-last-avg"]
 TRANSFORMS = ["none", "whitening", "whitening-64", "whitening-128", "whitening-256", "flow"]
 TASKS = ["stsb", "sts12", "sts13", "sts14", "sts15"]
-OUT = Path(__file__).resolve().parents[1] / "docs" / "results"
-
-
-def table(scores: list[StsScore], tasks: list[str]) -> list[str]:
-    by_key: dict[tuple[str, str, str], dict[str, StsScore]] = {}
-    for s in scores:
-        by_key.setdefault((s.model, s.pooling, s.transform), {})[s.task] = s
-    head = ["model", "pooling", "transform"]
-    for task in tasks:
-        head += [f"{task} wmean"] if task == "stsb" else [f"{task} all", f"{task} wmean"]
-    head += ["avg wmean", "Δ avg vs none"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for (model, pooling, transform), per_task in by_key.items():
-        cells = [model, pooling, transform]
-        for task in tasks:
-            s = per_task[task]
-            cells += [f"{s.wmean:.2f}"] if task == "stsb" else [f"{s.all:.2f}", f"{s.wmean:.2f}"]
-        avg = sum(per_task[t].wmean for t in tasks) / len(tasks)
-        base = by_key[(model, pooling, "none")]
-        base_avg = sum(base[t].wmean for t in tasks) / len(tasks)
-        cells += [f"{avg:.2f}", "" if transform == "none" else f"{avg - base_avg:+.2f}"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+OUT = Path(__file__).resolve().parents[2] / "docs" / "results"
 
 
 def main() -> None:
@@ -121,7 +101,7 @@ def main() -> None:
     lines = [
         "# STS results",
         "",
-        results_header("`make results-sts` (`python benchmarks/results_sts.py`)", *measured),
+        results_header("`make results-sts` (`python benchmarks/maintained/results_sts.py`)", *measured),
         "",
         "Spearman x 100 between cosine similarity and gold scores. Each transform is fitted per task on",
         "that task's *target* sentences (every sentence of the task, all splits, de-duplicated; STS-B:",
@@ -137,7 +117,7 @@ def main() -> None:
         facts_markdown(facts) + f" Total time {time.perf_counter() - started:.0f} s.",
         *reused_lines,
         "",
-        *table(all_scores, tasks),
+        *sts_table(all_scores, tasks),
         "",
     ]
     with atomic_path(args.out / "sts.md") as tmp:

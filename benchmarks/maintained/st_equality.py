@@ -6,7 +6,7 @@ transformed vectors. Each transform is fitted on the first ``--fit`` STS-B sente
 every comparison runs on the next ``--eval`` sentences. Writes docs/results/st_equality.{json,md}; the page's
 hand-written part (below its notes mark) is kept, and ``--render-only`` rewrites the page from the JSON.
 
-    WHITEVEC_DATA=../shared/data python benchmarks/st_equality.py [--fit 4000] [--eval 1000]
+    WHITEVEC_DATA=../shared/data python benchmarks/maintained/st_equality.py [--fit 4000] [--eval 1000]
 """
 
 from __future__ import annotations
@@ -23,16 +23,17 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
 
-from machine import machine_facts, results_header
+from benchmarks.common.machine import machine_facts, results_header
+from benchmarks.common.pages import NOTES_MARK, kept_notes
+
 from whitevec.datasets import load_sts_task
 from whitevec.encoders.transformer import Encoder
 from whitevec.export.sentence_transformers import export_sentence_transformer
 from whitevec.transforms import Flow, Transform, Whitening
 
-RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
-NOTES_MARK = "<!-- notes: kept when the file is regenerated -->"
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
 # (pooling, transform name, transform factory); the flow only on MiniLM (its fit is the slow part).
 CASES = [
@@ -99,8 +100,7 @@ def markdown(result: dict[str, Any]) -> list[str]:
 def write_page(result: dict[str, Any]) -> None:
     """st_equality.md: the generated part, then the hand-written part of the existing page (below NOTES_MARK)."""
     page = RESULTS / "st_equality.md"
-    text = page.read_text() if page.is_file() else ""
-    notes = text.split(NOTES_MARK, 1)[1].strip() if NOTES_MARK in text else ""
+    notes = kept_notes(page).strip()
     lines = [*markdown(result), "", NOTES_MARK, "", *([notes, ""] if notes else [])]
     page.write_text("\n".join(lines))
     print("\n".join(lines))
@@ -141,7 +141,7 @@ def main() -> None:
                 {
                     "model": model,
                     "direction": "load",
-                    "pooling": f"model ({encoders['model']._model_config().describe()})",
+                    "pooling": f"model ({encoders['model'].st_config.describe()})",
                     "transform": "-",
                     "max_length": encoders["model"].max_length,
                     "max_abs_diff": float(np.abs(raw - st[0]).max()),
@@ -162,7 +162,7 @@ def main() -> None:
                 )
             for encoder in encoders.values():
                 encoder.close()
-    command = "WHITEVEC_DATA=../shared/data python benchmarks/st_equality.py " + " ".join(sys.argv[1:])
+    command = "WHITEVEC_DATA=../shared/data python benchmarks/maintained/st_equality.py " + " ".join(sys.argv[1:])
     import sentence_transformers
 
     result = {

@@ -7,9 +7,10 @@ memory map of the file. This script times both readers in one process, on one lo
 - ``memmap``: a benchmark-local copy of the old read (``np.memmap`` of the records, fancy-indexed by the ids);
 - ``pread``: whitevec's own reader (:class:`whitevec.index.rescore.RecordFile`).
 
-Corpus: ``n`` seeded synthetic 768-d unit vectors (``synthetic.py``), indexed as ``binary-rr+rescore`` (flat,
-cosine, codes trained on at most 100,000 of them) by ``bench_binary.build``; queries are perturbed corpus
-vectors. For each multiplier K (default 4 and 10) and each reader, single-query latency p50 / p99 (ms) of
+Corpus: ``n`` seeded synthetic 768-d unit vectors (``common/data.py``), indexed as ``binary-rr+rescore`` (flat,
+cosine, codes trained on at most 100,000 of them) by ``common/scale.py``'s ``build_row_index``, as
+bench_binary.py builds it; queries are perturbed corpus vectors. For each multiplier K (default 4 and 10) and
+each reader, single-query latency p50 / p99 (ms) of
 
 - ``search``: the store's whole search (the codes' Hamming scan, then the rescoring read and scoring), and
 - ``rescore``: the rescoring step alone (the same candidates, precomputed from the codes),
@@ -19,10 +20,13 @@ mapped). The readers take turns query by query, so drift of a shared machine fal
 return the same ids (checked).
 
 Run on a quiet machine (the build of 100k vectors takes a minute or two; the folder is reused):
-    python benchmarks/bench_rescore_read.py --n 100000 --workdir /tmp/whitevec-bench-rescore-read
+    python benchmarks/investigations/rescore_read.py --n 100000 --workdir /tmp/whitevec-bench-rescore-read
 Tiny check that it runs (no figure to quote):
-    python benchmarks/bench_rescore_read.py --n 3000 --queries 20 --workdir /tmp/rescore-read-tiny --out -
+    python benchmarks/investigations/rescore_read.py --n 3000 --queries 20 --workdir /tmp/rescore-read-tiny --out -
 Result: benchmarks/results/rescore_read.json (``--out``; ``-`` prints it only).
+
+An investigation of 2026-12-05, not part of the maintained suite (`make bench`). Backs docs/notes/one-bit-codes.md
+(what reading the rescoring rows with ``pread`` costs).
 """
 
 from __future__ import annotations
@@ -38,12 +42,12 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
 
-from bench_binary import DIM, K, RowEncoder, build, set_multiplier
-from bench_common import RESULTS
-from machine import machine_facts
-from synthetic import clustered_unit_vectors
+from benchmarks.common.data import clustered_unit_vectors
+from benchmarks.common.machine import machine_facts
+from benchmarks.common.runs import RESULTS
+from benchmarks.common.scale import DIM, K, RowEncoder, build_row_index, set_multiplier
 
 INDEX = "binary-rr+rescore"
 READERS = ("memmap", "pread")
@@ -122,11 +126,11 @@ def main() -> None:
     parser.add_argument("--out", default=str(RESULTS / "rescore_read.json"), help="result file, or - for stdout")
     args = parser.parse_args()
     x, queries = clustered_unit_vectors(args.n, args.queries, DIM)
-    folder = build(args.workdir / f"n{args.n}", x, INDEX)  # reused when already built
+    folder = build_row_index(args.workdir / f"n{args.n}", x, INDEX)  # reused when already built
     del x
     load = " ".join(f"{v:.2f}" for v in os.getloadavg())
     result = {
-        "command": "python benchmarks/bench_rescore_read.py " + " ".join(sys.argv[1:]),
+        "command": "python benchmarks/investigations/rescore_read.py " + " ".join(sys.argv[1:]),
         "machine": machine_facts("faiss-cpu"),
         "load_average_before": load,
         "n": args.n,

@@ -5,7 +5,8 @@ Each (system, model) runs in a fresh subprocess: load, one warm-up batch, then `
 texts; sentences/s is the median pass. Peak memory is that subprocess's ru_maxrss. The fast paths (bf16, int8)
 are also scored on STS-B (Spearman x 100, last-avg and first-last-avg, none and whitening) against the float path.
 
-Run: `python benchmarks/bench_encode.py [--models ...] [--mpnet-texts 2000] [--reps 3]` (WHITEVEC_DATA set).
+Run: `python benchmarks/maintained/bench_encode.py [--models ...] [--mpnet-texts 2000] [--reps 3]`
+(WHITEVEC_DATA set).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
 
-from bench_common import THREADS, emit, median, ratio, run_worker, save_result
+from benchmarks.common.runs import THREADS, emit, median, ratio, run_worker, save_result
+from benchmarks.common.sts import stsb_sentences
 
 MODELS = ["all-MiniLM-L6-v2", "all-mpnet-base-v2"]
 # whitevec systems and their Encoder backends; the peer is sentence-transformers.
@@ -29,20 +31,13 @@ BATCH = 64
 MAX_LENGTH = 256
 
 
-def texts_for(limit: int | None) -> list[str]:
-    from whitevec.datasets import load_sts_task
-
-    texts = load_sts_task("stsb").sentences("target")
-    return texts if limit is None or limit >= len(texts) else texts[:limit]
-
-
 def worker_encode(system: str, model: str, limit: int | None, reps: int) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(THREADS)
     from whitevec.encoders.models import resolve_model
 
-    texts = texts_for(limit)
+    texts = stsb_sentences(limit)
     if system == "sentence-transformers":
         from sentence_transformers import SentenceTransformer
 

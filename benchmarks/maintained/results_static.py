@@ -9,20 +9,21 @@ task's target sentences) as a folded transform would be.
 
 Parts (each runnable alone; each replaces its own section of static.json, then the page is rendered again):
 
-    make peer-m2v                                           # the peer's venv, .venv-m2v
-    python benchmarks/results_static.py --part peer        # Model2Vec's distill (in .venv-m2v) -> ~/.cache
-    python benchmarks/results_static.py --part distill     # whitevec distill, both methods -> ~/.cache (kept
-                                                            # where a folder already holds the same table;
-                                                            # --redo distils again, for the distill seconds)
-    python benchmarks/results_static.py --part quality     # STS, Chinese, Cranfield, sizes (deterministic)
-    python benchmarks/results_static.py --part timing      # encode sentences/s, a static index's /search p50
-    python benchmarks/results_static.py --part render      # the page from static.json only (static_page.py)
+    make peer-m2v                                          # the peer's venv, .venv-m2v
+    python benchmarks/maintained/results_static.py --part peer      # Model2Vec's distill (.venv-m2v) -> ~/.cache
+    python benchmarks/maintained/results_static.py --part distill   # whitevec distill, both methods -> ~/.cache
+                                                           # (kept where a folder already holds the same table;
+                                                           # --redo distils again, for the distill seconds)
+    python benchmarks/maintained/results_static.py --part quality   # STS, Chinese, Cranfield, sizes (no timing)
+    python benchmarks/maintained/results_static.py --part timing    # encode sentences/s, a static index's /search
+    python benchmarks/maintained/results_static.py --part render    # the page from static.json (pages/static.py)
 
 The committed page distilled all-mpnet-base-v2 by ``tokens`` only (``--part distill --models all-mpnet-base-v2
 --methods tokens``): its corpus passes were cut for time on the shared 2-core machine; the page says so.
 
 The timing part is for a quiet machine (nothing else running); a small check of it:
-    python benchmarks/results_static.py --part timing --texts 200 --reps 1 --requests 20 --out /tmp/static-check
+    python benchmarks/maintained/results_static.py --part timing --texts 200 --reps 1 --requests 20 \\
+        --out /tmp/static-check
 Needs WHITEVEC_DATA (the shared data), all-mpnet-base-v2 and m3e-small fetched.
 """
 
@@ -44,24 +45,13 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
 
-from bench_serve import kept_notes
-from machine import machine_facts
-from results_token_weights import Prefitted
-from results_tune import _sample
-from static_page import (
-    CHINESE,
-    CONTEXTUAL,
-    CORPUS_OF,
-    ENGLISH,
-    METHODS,
-    MODEL2VEC,
-    MODELS,
-    STS_TASKS,
-    ZH_TASKS,
-    markdown,
-)
+from benchmarks.common.machine import machine_facts
+from benchmarks.common.pages import CHINESE, CONTEXTUAL, CORPUS_OF, ENGLISH, METHODS, MODEL2VEC, MODELS
+from benchmarks.common.runs import emit, run_page, run_worker
+from benchmarks.common.sts import STS_TASKS, ZH_TASKS, Prefitted, seeded_sample, stsb_sentences
+
 from whitevec.datasets import StsTask, load_sts_task
 from whitevec.datasets.retrieval import RetrievalDataset, load_retrieval_dataset
 from whitevec.evaluation.retrieval import score_rankings
@@ -71,7 +61,7 @@ from whitevec.utils.io import atomic_path
 from whitevec.utils.linalg import unit_rows
 from whitevec.utils.paths import whitevec_cache_folder
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "docs" / "results"
 STEM = "static"
 ZH_PAIRS = 2000  # valid/test pairs per Chinese task: results_tune.py's seeded samples (sts-zh.md)
@@ -105,7 +95,10 @@ def chinese_task(name: str, evaluated: str = "test") -> StsTask:
     """A Chinese task as sts-zh.md scores it: seeded samples of ZH_PAIRS valid and test pairs, transforms fitted
     on the sentences of both ("target" here); ``evaluated``: the test sample, or the valid one (for choosing)."""
     task = load_sts_task(name)
-    splits = {"valid": _sample(task.splits["valid"], ZH_PAIRS), "test": _sample(task.splits["test"], ZH_PAIRS)}
+    splits = {
+        "valid": seeded_sample(task.splits["valid"], ZH_PAIRS),
+        "test": seeded_sample(task.splits["test"], ZH_PAIRS),
+    }
     suffix = "" if evaluated == "test" else f"-{evaluated}"
     return StsTask(f"{name}{suffix}", {evaluated: splits[evaluated]}, splits, source=task.source)
 
@@ -521,9 +514,7 @@ STATIC_SYSTEMS = {
 def worker_static(system: str, folder: Path, limit: int, reps: int) -> dict[str, Any]:
     """Encode the first ``limit`` STS-B sentences ``reps`` times with one static encoder; sentences/s of the
     median pass (one warm-up pass first: the tokenizer's first calls allocate)."""
-    from bench_encode import texts_for
-
-    texts = texts_for(limit)
+    texts = stsb_sentences(limit)
     if system == "model2vec":
         from model2vec import StaticModel
 
@@ -550,10 +541,8 @@ def worker_static(system: str, folder: Path, limit: int, reps: int) -> dict[str,
 def time_encoding(limit: int, reps: int, static_reps: int, log: Callable[[str], None]) -> dict[str, Any]:
     """The contextual MiniLM (bench_encode.py's whitevec float32 worker: batch 64, 256 tokens, cache off) and the
     static encoders on the same sentences, each in a fresh process with 2 threads, one after another."""
-    from bench_common import run_worker
-
     contextual = run_worker(
-        REPO / "benchmarks" / "bench_encode.py",
+        REPO / "benchmarks" / "maintained" / "bench_encode.py",
         ["encode", "--system", "whitevec", "--model", TIMED_MODEL, "--limit", str(limit), "--reps", str(reps)],
     )
     log(f"contextual: {contextual}")
@@ -568,9 +557,9 @@ def time_encoding(limit: int, reps: int, static_reps: int, log: Callable[[str], 
 
 def time_search(folder: Path, requests: int, work: Path, log: Callable[[str], None]) -> dict[str, Any]:
     """A static Cranfield index (flat, cosine) served by `whitevec serve`: /search p50 for one closed-loop client
-    (benchmarks/loadgen.py, its own process), and bench_serve.py's in-process ceiling beside it."""
-    from bench_common import run_worker
-    from bench_serve import cranfield_queries, load_row, whitevec_server
+    (benchmarks/common/loadgen.py, its own process), and bench_serve.py's in-process ceiling beside it."""
+    from benchmarks.common.serving import cranfield_queries, load_row, whitevec_server
+
     from whitevec.index import Retriever
 
     index = work / "cranfield-static"
@@ -580,7 +569,9 @@ def time_search(folder: Path, requests: int, work: Path, log: Callable[[str], No
     queries_file = work / "queries.json"
     queries_file.write_text(json.dumps(cranfield_queries(None)))
     ceiling_args = ["ceiling", "--index", str(index), "--queries-file", str(queries_file)]
-    ceiling = run_worker(REPO / "benchmarks" / "bench_serve.py", [*ceiling_args, "--batch", "64", "--k", "10"])
+    ceiling = run_worker(
+        REPO / "benchmarks" / "maintained" / "bench_serve.py", [*ceiling_args, "--batch", "64", "--k", "10"]
+    )
     log(f"ceiling: {ceiling}")
     server = whitevec_server(index, {}, 2, "static")
     try:
@@ -600,7 +591,7 @@ def run_timing(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str
     search = time_search(deploy_folder(TIMED_MODEL), args.requests, work, log)
     return {
         "machine": machine_facts("model2vec", "tokenizers", "scipy"),
-        "command": "python benchmarks/results_static.py " + " ".join(sys.argv[1:]),
+        "command": "python benchmarks/maintained/results_static.py " + " ".join(sys.argv[1:]),
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "seconds": round(time.perf_counter() - started, 1),
@@ -648,8 +639,6 @@ def main() -> None:
     parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker == "encode":
-        from bench_common import emit
-
         emit(worker_static(args.system, args.folder, args.texts, args.reps))
         return
     models = [m for m in args.models.split(",") if m]
@@ -664,7 +653,7 @@ def main() -> None:
         return json.loads(json_path.read_text()) if json_path.is_file() else {}
 
     started = time.perf_counter()
-    run = {"command": "python benchmarks/results_static.py " + " ".join(sys.argv[1:])}
+    run = {"command": "python benchmarks/maintained/results_static.py " + " ".join(sys.argv[1:])}
     if args.part == "peer":
         records = run_peer(models, args.redo, log)
         data = saved()
@@ -687,10 +676,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     with atomic_path(json_path) as tmp:
         tmp.write_text(json.dumps(data, indent=1) + "\n")
-    page = args.out / f"{STEM}.md"
-    with atomic_path(page) as tmp:
-        tmp.write_text(markdown(data, kept_notes(page)), encoding="utf-8")
-    log(f"wrote {page}")
+    run_page("static", "--out", str(args.out))
 
 
 if __name__ == "__main__":

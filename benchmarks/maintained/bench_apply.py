@@ -7,7 +7,7 @@ float64 (then float32 output); ``precision="float32"`` keeps float32 arithmetic.
 trained for --flow-epochs only: its apply cost does not depend on how well it trained) has no numpy peer; its
 rate is shown beside whitening. Every system runs in a fresh subprocess (peak memory includes the data).
 
-Run: `python benchmarks/bench_apply.py [--n 200000] [--reps 5]`.
+Run: `python benchmarks/maintained/bench_apply.py [--n 200000] [--reps 5]`.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
 
-from bench_common import THREADS, emit, median, ratio, run_worker, save_result
-from bench_whitening_fit import all_rows
+from benchmarks.common.data import anisotropic_rows as all_rows
+from benchmarks.common.runs import THREADS, emit, median, ratio, run_worker, save_result
 
 SYSTEMS = ["numpy-reference", "whitevec", "whitevec-f32", "whitevec-flow"]
 

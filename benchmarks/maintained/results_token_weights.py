@@ -14,7 +14,8 @@ Methods (a pooling that reads one token, cls, takes no token weights: only the s
 * ``sif``: SIF weights a/(a+p(w)), a=1e-3, then the first uncentred principal component removed (``sif-pc``);
 * ``usif``: uSIF weights with the closed-form a, then soft removal of 5 components (``usif-pc``).
 
-Run: `python benchmarks/results_token_weights.py [--models ...] [--poolings ...] [--methods ...] [--skip-flow]`.
+Run: `python benchmarks/maintained/results_token_weights.py [--models ...] [--poolings ...] [--methods ...]
+[--skip-flow]`.
 Rows already in the output JSON that this run does not measure are kept (``--fresh`` drops them), so runs can
 be split by model, pooling or method.
 """
@@ -26,28 +27,22 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmarks.common.machine import facts_markdown, machine_facts, results_header
+from benchmarks.common.sts import STS_TASKS, run_method, sts_table, target_union
 
-from machine import facts_markdown, machine_facts, results_header
-from results_sts import table
-from whitevec.datasets import StsTask, load_sts_task
+from whitevec.datasets import load_sts_task
 from whitevec.encoders.token_weights import (
-    TokenFrequencies,
     TokenWeighting,
     count_frequencies,
-    fit_zipfian_whitening,
-    sentence_weights,
 )
 from whitevec.encoders.transformer import Encoder
-from whitevec.evaluation.sts import StsScore, SubsetScore, evaluate_sts
-from whitevec.transforms import Whitening
+from whitevec.evaluation.sts import StsScore, SubsetScore
 from whitevec.utils.io import atomic_path
 
 MODELS = ["all-MiniLM-L6-v2", "all-mpnet-base-v2", "m3e-small"]
@@ -55,55 +50,9 @@ POOLINGS = ["embeddings-avg", "cls", "last-avg"]
 # m3e-small is a Chinese encoder: only its last-avg runs, on the same (English) tasks.
 POOLINGS_OF = {"m3e-small": ["last-avg"]}
 METHODS = ["raw", "whitening", "zipfian", "zipfian-sent", "sif", "usif", "flow"]
-TASKS = ["stsb", "sts12", "sts13", "sts14", "sts15"]
 TOKEN_METHODS = {"zipfian", "sif", "usif"}  # need the token mean (not cls)
-OUT = Path(__file__).resolve().parents[1] / "docs" / "results"
+OUT = Path(__file__).resolve().parents[2] / "docs" / "results"
 STEM = "sts-token-weights"
-
-
-def target_union(tasks: list[StsTask]) -> list[str]:
-    """Every target sentence of ``tasks``, once each, in first-seen order: the text token counts are made on."""
-    return list(dict.fromkeys(s for task in tasks for s in task.sentences("target")))
-
-
-class Prefitted:
-    """A transform fitted beforehand (on token vectors, or with sentence weights); evaluate_sts's fit: no-op."""
-
-    def __init__(self, whitening: Whitening) -> None:
-        self.whitening = whitening
-
-    def fit(self, X: Any) -> Prefitted:
-        return self
-
-    def transform(self, X: Any) -> np.ndarray:
-        return self.whitening.transform(X)
-
-
-def run_method(encoder: Encoder, method: str, task: StsTask, frequencies: TokenFrequencies) -> StsScore:
-    """One method on one task: the encoder (weighted as the method says) and its transform, via evaluate_sts."""
-    specs = {"raw": "none", "whitening": "whitening", "flow": "flow", "sif": "sif-pc", "usif": "usif-pc"}
-    make: Callable[[str], Any] | None = None
-    if method in ("sif", "usif", "zipfian"):
-        encoder = encoder.with_token_weights(
-            TokenWeighting(method if method != "zipfian" else "zipf", frequencies)
-        )
-    target = task.sentences("target")
-    if method == "zipfian":
-        fitted = fit_zipfian_whitening(encoder, target, frequencies)
-        make = lambda spec: Prefitted(fitted)  # noqa: E731
-    elif method == "zipfian-sent":
-        vectors = encoder.encode(target, show_progress=False)
-        weights = sentence_weights(encoder.tokenizer, target, frequencies, encoder.max_length)
-        sentence_fitted = Whitening().fit(vectors, sample_weight=weights)
-        make = lambda spec: Prefitted(sentence_fitted)  # noqa: E731
-    spec = specs.get(method, method)
-    if make is None:
-        report = evaluate_sts(encoder, [task], [spec], "target", show_progress=False)
-    else:
-        report = evaluate_sts(encoder, [task], [spec], "target", show_progress=False, make=make)
-    score = report.scores[0]
-    score.transform = "none" if method == "raw" else method
-    return score
 
 
 def delta_table(scores: list[StsScore], tasks: list[str]) -> list[str]:
@@ -139,7 +88,7 @@ def main() -> None:
     parser.add_argument("--poolings", default=None, help=f"default {','.join(POOLINGS)} (m3e-small: last-avg)")
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--skip-flow", action="store_true", help="leave out the flow rows (slow)")
-    parser.add_argument("--tasks", default=",".join(TASKS))
+    parser.add_argument("--tasks", default=",".join(STS_TASKS))
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--fresh", action="store_true", help="drop the rows of earlier runs in the output JSON")
     parser.add_argument(
@@ -201,7 +150,7 @@ def main() -> None:
         encoder.close()
     load_after = os.getloadavg()
     facts = machine_facts("scikit-learn", "scipy")
-    command = "python benchmarks/results_token_weights.py " + " ".join(sys.argv[1:])
+    command = "python benchmarks/maintained/results_token_weights.py " + " ".join(sys.argv[1:])
     args.out.mkdir(parents=True, exist_ok=True)
     json_path = args.out / f"{STEM}.json"
     earlier_runs: list[dict[str, Any]] = []
@@ -213,7 +162,7 @@ def main() -> None:
                 scores.append(StsScore(**{**row, "subsets": [SubsetScore(**x) for x in row["subsets"]]}))
         earlier_runs = earlier.get("runs", [])
     if args.render_only:
-        tasks = [t for t in TASKS if any(s.task == t for s in scores)]
+        tasks = [t for t in STS_TASKS if any(s.task == t for s in scores)]
     order = {m: i for i, m in enumerate(["none", *METHODS[1:]])}
     scores.sort(
         key=lambda s: (
@@ -250,7 +199,7 @@ def main() -> None:
         "# STS with token-frequency weights: Zipfian whitening, SIF, uSIF",
         "",
         results_header(
-            "`python benchmarks/results_token_weights.py` (the runs listed below)",
+            "`python benchmarks/maintained/results_token_weights.py` (the runs listed below)",
             *(run["machine"] for run in payload["runs"]),
         ),
         "",
@@ -281,7 +230,7 @@ def main() -> None:
         "",
         "## Per task",
         "",
-        *table(scores, tasks),
+        *sts_table(scores, tasks),
         "",
     ]
     with atomic_path(args.out / f"{STEM}.md") as tmp:

@@ -1,32 +1,45 @@
-"""The page of benchmarks/results_static.py: docs/results/static.md rendered from static.json alone.
+"""The page of benchmarks/maintained/results_static.py: docs/results/static.md rendered from static.json alone,
+measuring nothing (the hand-written notes below the page's notes mark are kept).
+
+    python benchmarks/pages/static.py [--out docs/results]
 
 Every statement about the figures is computed from the rows at render time: the issue's targets (met or not),
 where a static encoder with an isotropy transform comes close to the model and where it does not, ``corpus``
-against ``tokens``. The names here (models, tasks, methods, systems) are the script's too.
+against ``tokens``. The names (models, tasks, methods, systems) are the benchmark's too:
+benchmarks/common/pages.py.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from bench_serve import NOTES_MARK
-from machine import facts_markdown, results_header
-from results_sts import table as sts_table
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
 
-ENGLISH = ["all-MiniLM-L6-v2", "all-mpnet-base-v2"]
-CHINESE = ["m3e-small"]
-MODELS = [*ENGLISH, *CHINESE]
-STS_TASKS = ["stsb", "sts12", "sts13", "sts14", "sts15"]
-ZH_TASKS = ["atec", "bq", "lcqmc", "pawsx", "stsb-zh"]
-# How each table was made: whitevec distill's method, and which corpus its counts (and `corpus` passes) read.
-# "eval": the unlabelled text of the evaluations; "heldout": STS-B's train split, text no evaluation scores.
-METHODS = ["tokens", "corpus", "corpus-heldout"]
-CORPUS_OF = {"tokens": "eval", "corpus": "eval", "corpus-heldout": "heldout"}
-CONTEXTUAL = "contextual"
-MODEL2VEC = "model2vec"
+from benchmarks.common.machine import facts_markdown, results_header
+from benchmarks.common.pages import (
+    CHINESE,
+    CONTEXTUAL,
+    CORPUS_OF,
+    ENGLISH,
+    METHODS,
+    MODEL2VEC,
+    MODELS,
+    NOTES_MARK,
+    kept_notes,
+)
+from benchmarks.common.sts import STS_TASKS, ZH_TASKS, sts_table
+
+from whitevec.utils.io import atomic_path
+
+OUT = Path(__file__).resolve().parents[2] / "docs" / "results"
+STEM = "static"
 
 
 def averages(
@@ -411,7 +424,7 @@ def distill_lines(data: dict[str, Any]) -> list[str]:
                      f"{corpus} | {seconds} | {load_text(record)} | {shape} | {fmt_int(size)} |")  # fmt: skip
     if rest:
         lines += ["", f"The other token weightings of each model and method reuse that method's model passes "
-                      f"(benchmarks/results_static.py's `model_passes_once`): {min(rest):.0f} to "
+                      f"(benchmarks/maintained/results_static.py's `model_passes_once`): {min(rest):.0f} to "
                       f"{max(rest):.0f} s each for the rest of distill (PCA, counts, weights, the "
                       "folder)."]  # fmt: skip
     return lines
@@ -437,7 +450,8 @@ def fmt_int(value: int | None) -> str:
 def timing_lines(timing: dict[str, Any] | None) -> list[str]:
     if timing is None:
         return [
-            "**Pending the lead's quiet run** (`python benchmarks/results_static.py --part timing`); this machine",
+            "**Pending the lead's quiet run** (`python benchmarks/maintained/results_static.py --part timing`); "
+            "this machine",
             "is shared, so no speed is quoted here.",
         ]
     lines = [
@@ -461,7 +475,8 @@ def timing_lines(timing: dict[str, Any] | None) -> list[str]:
     lines += [
         "",
         f"A static index of the Cranfield documents (folder `{search['folder']}`, flat, cosine) under `whitevec "
-        f"serve`, one closed-loop client (benchmarks/loadgen.py, its own process), {row['requests']} requests: "
+        f"serve`, one closed-loop client (benchmarks/common/loadgen.py, its own process), {row['requests']} "
+        "requests: "
         f"/search p50 **{row['p50_ms']:.2f} ms**, p99 {row['p99_ms']:.2f} ms, {row['qps']:.0f} queries/s. "
         f"In-process ceiling (bench_serve.py's worker): one query at a time p50 "
         f"{ceiling.get('search_single_p50_ms', 0):.3f} ms; batches of 64 "
@@ -515,7 +530,8 @@ def missing_lines(quality: dict[str, Any]) -> list[str]:
         if systems and missing:
             why = NOT_DISTILLED.get(model, "not distilled")
             lines.append(f"**Not measured**: {model} by {', '.join(f'`{m}`' for m in missing)} ({why}). "
-                         f"`python benchmarks/results_static.py --part distill --models {model} --methods "
+                         "`python benchmarks/maintained/results_static.py --part distill --models "
+                         f"{model} --methods "
                          f"{','.join(missing)}`, then `--part quality --models {model}`, add them.")  # fmt: skip
     return [*lines, ""] if lines else []
 
@@ -523,7 +539,9 @@ def missing_lines(quality: dict[str, Any]) -> list[str]:
 def markdown(data: dict[str, Any], notes: str) -> str:
     quality, timing = data.get("quality"), data.get("timing")
     machines = [part["machine"] for part in (data.get("distill_run"), quality, timing) if part]
-    command = "`python benchmarks/results_static.py --part peer|distill|quality|timing` (the parts below)"
+    command = (
+        "`python benchmarks/maintained/results_static.py --part peer|distill|quality|timing` (the parts below)"
+    )
     lines = [
         "# Static encoders: `whitevec distill` against Model2Vec's distill and the models themselves",
         "",
@@ -640,3 +658,18 @@ def quality_section(data: dict[str, Any], quality: dict[str, Any]) -> list[str]:
         "",
     ]
     return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=OUT, help="the folder of static.json and static.md")
+    args = parser.parse_args()
+    json_path, page = args.out / f"{STEM}.json", args.out / f"{STEM}.md"
+    data = json.loads(json_path.read_text()) if json_path.is_file() else {}
+    with atomic_path(page) as tmp:
+        tmp.write_text(markdown(data, kept_notes(page)), encoding="utf-8")
+    print(f"wrote {page}", file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    main()

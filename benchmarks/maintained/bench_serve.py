@@ -2,16 +2,16 @@
 
 A served Cranfield index (all-MiniLM-L6-v2, first-last-avg, whitening-256, FAISS flat, cosine) answers POST
 /search (one Cranfield query per request, k=10) from 1, 8 and 32 concurrent clients on 127.0.0.1. The clients
-are benchmarks/loadgen.py: one separate process, one asyncio event loop (aiohttp), so the generator costs little
-CPU and none of it runs inside the server's process; its CPU seconds are reported per row, since on a 2-core
-machine it still shares the cores with the server.
+are benchmarks/common/loadgen.py: one separate process, one asyncio event loop (aiohttp), so the generator costs
+little CPU and none of it runs inside the server's process; its CPU seconds are reported per row, since on a
+2-core machine it still shares the cores with the server.
 
 Beside each row:
 - the in-process ceiling, measured in a fresh process with the same threads: the same queries encoded and
   searched by ``Retriever.search`` in batches of ``batch_max_texts`` (queries/s; the median of
   ``--ceiling-passes`` passes, each in a fresh random order as a server's mixes come), and one by one (p50 ms);
-- the 1-minute load average just before that row (and the conditions of the whole run: benchmarks/machine.py's
-  ``RunConditions``).
+- the 1-minute load average just before that row (and the conditions of the whole run:
+  benchmarks/common/machine.py's ``RunConditions``).
 
 Each server configuration (``--configs``: ``label`` or ``label:setting=value,...`` with ServeSettings fields) runs
 in its own `whitevec serve` process, its log in a file. ``--peer infinity`` also runs infinity-emb (from its own
@@ -22,7 +22,7 @@ venv, offline from the package index (infinity-emb 0.0.78 brings sentence-transf
     /tmp/infinity-venv/bin/pip install torch==2.13.0 && \
       /tmp/infinity-venv/bin/pip install 'infinity-emb[server,torch]==0.0.78' torch==2.13.0
 
-    python benchmarks/bench_serve.py --out docs/results/serve.md --label "what this run measures"
+    python benchmarks/maintained/bench_serve.py --out docs/results/serve.md --label "what this run measures"
 
 ``--lock FILE`` makes the script hold an exclusive lock on FILE while it measures (give every job that must not
 share the cores the same file); the page says so only then. Every page reports the conditions the run observed:
@@ -33,7 +33,7 @@ Every run is appended to benchmarks/results/serve_history.jsonl (every row, ever
 that history, one line per run. ``--render-only`` measures nothing: it writes the page of a run already in the
 history (``--run N``, 0 the oldest, -1 the latest), so the page of any earlier run can be read again:
 
-    python benchmarks/bench_serve.py --render-only --run -1 --out docs/results/serve.md
+    python benchmarks/maintained/bench_serve.py --render-only --run -1 --out docs/results/serve.md
 
 Needs the serve extra, aiohttp (dev extra) and the shared data ($WHITEVEC_DATA or ../shared/data).
 """
@@ -44,22 +44,18 @@ import argparse
 import json
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(REPO))
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # the repository root: benchmarks.common
 
-from benchmarks.bench_common import emit, run_worker, thread_env  # noqa: E402
-from benchmarks.machine import (  # noqa: E402
+from benchmarks.common.machine import (  # noqa: E402
     RunConditions,
     command_line,
     conditions_sentence,
@@ -67,10 +63,11 @@ from benchmarks.machine import (  # noqa: E402
     machine_facts,
     shell_word,
 )
-from tests.service_helpers import wait_until_healthy  # noqa: E402  (the repository root is on the path now)
+from benchmarks.common.pages import NOTES_MARK, kept_notes  # noqa: E402
+from benchmarks.common.runs import RESULTS, emit, run_worker, thread_env  # noqa: E402
+from benchmarks.common.serving import Server, cranfield_queries, load_row, whitevec_server  # noqa: E402
 
-NOTES_MARK = "<!-- notes: kept when the file is regenerated -->"
-DEFAULT_HISTORY = HERE / "results" / "serve_history.jsonl"
+DEFAULT_HISTORY = RESULTS / "serve_history.jsonl"
 
 
 # ---- the index and queries ---------------------------------------------------------------------------------
@@ -85,13 +82,6 @@ def build_index(index_dir: Path, data_dir: Path | None, model: str, pooling: str
     started = time.perf_counter()
     Retriever.build(corpus, index_dir, encoder=Encoder(model, pooling), transform=transform, show_progress=False)
     print(f"built {index_dir} ({len(corpus)} documents) in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-
-
-def cranfield_queries(data_dir: Path | None) -> list[str]:
-    from whitevec.datasets import resolve_data_dir
-    from whitevec.datasets.retrieval import read_cranfield
-
-    return list(read_cranfield(resolve_data_dir(data_dir) / "retrieval" / "cranfield").queries.values())
 
 
 # ---- the in-process ceiling (a fresh process: --worker) ----------------------------------------------------
@@ -151,12 +141,6 @@ def ceiling_worker(index_dir: Path, queries_file: Path, batch: int, compute: str
 
 
 # ---- servers ------------------------------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def parse_config(spec: str) -> tuple[str, dict[str, str]]:
     """``label`` or ``label:name=value,name=value`` -> label and the server's environment. A name is a
     ServeSettings field (``concurrency=lock``), or ``env.NAME`` for any other variable of the server process
@@ -172,54 +156,6 @@ def parse_config(spec: str) -> tuple[str, dict[str, str]]:
     return label, env
 
 
-class Server:
-    """A server process on a free port, logging to a file (never an unread pipe), killed on exit."""
-
-    def __init__(self, command: list[str], env: dict[str, str], what: str, health: str, timeout_s: float) -> None:
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.log = Path(tempfile.gettempdir()) / f"whitevec-bench-serve-{self.port}.log"
-        with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                [part.replace("{port}", str(self.port)) for part in command],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-        try:
-            wait_until_healthy(self.base, what, timeout_s, self.proc, self.log, poll_s=0.5, path=health)
-        except BaseException:
-            self.stop()
-            raise
-
-    def cpu_seconds(self) -> float:
-        """User+system CPU seconds of the server process so far (all its threads)."""
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def reports_encoder(self) -> bool:
-        """Whether /health carries whitevec's encoder counters (calls, texts, busy seconds)."""
-        with urllib.request.urlopen(self.base + "/health", timeout=10) as answer:
-            health = json.loads(answer.read())
-        return isinstance(health, dict) and "encoder_busy_s" in health
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def whitevec_server(index_dir: Path, env_extra: dict[str, str], threads: int, label: str) -> Server:
-    env = {**thread_env(threads), **env_extra}
-    env.pop("WHITEVEC_API_KEY", None)
-    command = [sys.executable, "-c", "from whitevec.cli import main; main()", "serve", str(index_dir)]
-    return Server([*command, "--port", "{port}"], env, f"whitevec serve ({label})", "/health", 300)
-
-
 def infinity_server(peer_python: Path, model_dir: Path, threads: int, batch: int, dtype: str) -> Server:
     env = {**thread_env(threads), "INFINITY_ANONYMOUS_USAGE_STATS": "0", "DO_NOT_TRACK": "1"}
     env["HF_HUB_OFFLINE"] = "1"
@@ -227,52 +163,6 @@ def infinity_server(peer_python: Path, model_dir: Path, threads: int, batch: int
     command = [str(peer_python), "-m", "infinity_emb.cli", "v2", "--model-id", str(model_dir), *options.split()]
     command += ["--batch-size", str(batch), "--dtype", dtype]
     return Server(command, env, "infinity-emb", "/health", 600)
-
-
-def load_row(
-    server: Server, path: str, kind: str, queries_file: Path, clients: int, requests: int, k: int, model: str = ""
-) -> dict[str, Any]:
-    load_before = os.getloadavg()[0]
-    cpu_before = server.cpu_seconds()
-    command = [
-        sys.executable,
-        str(HERE / "loadgen.py"),
-        "--url",
-        server.base + path,
-        "--kind",
-        kind,
-        "--queries",
-        str(queries_file),
-        "--clients",
-        str(clients),
-        "--requests",
-        str(requests),
-        "--k",
-        str(k),
-        "--model",
-        model,
-    ]
-    if server.reports_encoder():
-        command += ["--health-url", server.base + "/health"]
-    proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=900)
-    result: dict[str, Any] | None = None
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            result = json.loads(line[len("RESULT ") :])
-    if result is None:
-        raise RuntimeError(f"load generator failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    # Server CPU over the whole generator run (its warm-up included): cores the server kept busy.
-    result["server_cpu_s"] = server.cpu_seconds() - cpu_before
-    before, after = result.pop("health_before", None), result.pop("health_after", None)
-    if before is not None and after is not None:  # the encoder over exactly the timed requests
-        calls = after["encoder_calls"] - before["encoder_calls"]
-        texts = after["encoder_texts"] - before["encoder_texts"]
-        busy = after["encoder_busy_s"] - before["encoder_busy_s"]
-        result["mean_batch"] = texts / max(calls, 1)
-        result["encoder_busy"] = busy / result["seconds"]  # share of the wall time the encoder was in a call
-        result["encoder_rate"] = texts / busy if busy > 0 else 0.0  # texts/s while in a call
-    result["load_before"] = load_before
-    return result
 
 
 def wait_for_quiet(below: float, wait_s: float) -> float:
@@ -409,7 +299,7 @@ def markdown(run: dict[str, Any], history: list[dict[str, Any]], notes: str, ren
     --render-only command when the page is written from the history, not by the run itself."""
     facts = run["facts"]
     # Runs recorded before "command" and "conditions" kept the arguments and the load before only.
-    command = run.get("command") or command_line(["benchmarks/bench_serve.py", *run["argv"]])
+    command = run.get("command") or command_line(["benchmarks/maintained/bench_serve.py", *run["argv"]])
     conditions = run.get("conditions") or {
         "cpu": facts["cpu"],
         "cores": facts["cores"],
@@ -433,7 +323,8 @@ def markdown(run: dict[str, Any], history: list[dict[str, Any]], notes: str, ren
         "FAISS flat, cosine",
         f"- Load: {run['requests']} POST requests per row (one Cranfield query each, k={run['k']}, the "
         f"{run['n_queries']} queries in turn), closed loop: each client sends its next request when its answer "
-        "arrives. Clients: benchmarks/loadgen.py, one separate process with one asyncio event loop (aiohttp) on "
+        "arrives. Clients: benchmarks/common/loadgen.py, one separate process with one asyncio event loop "
+        "(aiohttp) on "
         "the same 2 cores as the server; `gen CPU` is its CPU time per request, `server cores` the server "
         "process's CPU seconds per wall second. From the server's /health just around the timed requests: "
         "`mean batch` (texts per encoder call), `encoder busy` (the share of the wall time the encoder thread "
@@ -479,7 +370,7 @@ def markdown(run: dict[str, Any], history: list[dict[str, Any]], notes: str, ren
             "one line each. `ceiling q/s`: the in-process batched ceiling (compute `index`, the median over the "
             "run's rounds); the last two columns: the `default` server (else the first server, named) at 32 "
             "clients, medians over the rounds, `x ceiling` against each round's own ceiling. Every row of a run: "
-            "`python benchmarks/bench_serve.py --render-only --run N --out FILE`.",
+            "`python benchmarks/maintained/bench_serve.py --render-only --run N --out FILE`.",
             "",
             *history_table(history),
             "",
@@ -678,13 +569,6 @@ def measure(args: argparse.Namespace, lock: str | None) -> dict[str, Any]:
     }
 
 
-def kept_notes(out: Path | None) -> str:
-    """The hand-written part of an existing page (below NOTES_MARK), kept when the page is written again."""
-    if out is not None and out.is_file() and NOTES_MARK in out.read_text():
-        return out.read_text().split(NOTES_MARK, 1)[1]
-    return ""
-
-
 def write_page(text: str, out: Path | None) -> None:
     print(text)
     if out is not None:
@@ -700,7 +584,7 @@ def render_only(history_file: Path, number: int, out: Path | None) -> None:
     if not -len(history) <= number < len(history):
         raise SystemExit(f"--run {number}: {history_file} holds runs 0 to {len(history) - 1}")
     number %= len(history)
-    command = f"python benchmarks/bench_serve.py --render-only --run {number}"
+    command = f"python benchmarks/maintained/bench_serve.py --render-only --run {number}"
     if history_file.resolve() != DEFAULT_HISTORY:
         command += f" --history {shell_word(str(history_file))}"
     write_page(markdown(history[number], history, kept_notes(out), rendered_by=command), out)

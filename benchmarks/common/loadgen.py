@@ -3,9 +3,9 @@ the previous answer arrives, until ``requests`` answers are in. One process, one
 on a 2-core machine the generator shares the CPU with the server, so it must cost as little as possible (its CPU
 time is reported beside the figures so the reader can see what it took).
 
-Run by benchmarks/bench_serve.py in its own process; prints one line ``RESULT {json}``:
+Run by benchmarks/maintained/bench_serve.py in its own process; prints one line ``RESULT {json}``:
 
-    python benchmarks/loadgen.py --url http://127.0.0.1:8000/search --kind search --queries q.json \
+    python benchmarks/common/loadgen.py --url http://127.0.0.1:8000/search --kind search --queries q.json \
         --clients 8 --requests 600
 """
 

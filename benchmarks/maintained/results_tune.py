@@ -15,9 +15,9 @@ Columns: raw = the model's own pooling (last-avg, mean pooling) with no transfor
 BERT-whitening (a fixed choice); tuned = what tune chose; best = the best candidate on the held-out side (what an
 oracle would have picked). Targets: tuned >= raw - 0.1 everywhere; tuned >= raw + 1.0 where best >= raw + 1.5.
 
-Run (quality figures; the load does not change them): ``python -W ignore benchmarks/results_tune.py`` with
-WHITEVEC_DATA set; ``--models``/``--sets`` run a part and merge it into the existing tune.json. ``--no-flow``
-leaves flow out of the grid (the committed figures do: see tune.md for why).
+Run (quality figures; the load does not change them): ``python -W ignore benchmarks/maintained/results_tune.py``
+with WHITEVEC_DATA set; ``--models``/``--sets`` run a part and merge it into the existing tune.json.
+``--no-flow`` leaves flow out of the grid (the committed figures do: see tune.md for why).
 
 ``--encodings-run`` runs only the encoding axis instead (issue 12): all-MiniLM-L6-v2, last-avg, on Cranfield
 (5-fold over the queries, nDCG@10), transforms :data:`ENCODING_TRANSFORMS` x encodings :data:`ENCODINGS`, each
@@ -36,11 +36,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmarks.common.machine import command_line, facts_markdown, machine_facts, results_header
+from benchmarks.common.sts import seeded_sample
 
-from machine import command_line, facts_markdown, machine_facts, results_header
 from whitevec.datasets import CHINESE_TASKS, load_sts_task
 from whitevec.datasets.retrieval import load_retrieval_dataset
 from whitevec.encoders.transformer import Encoder
@@ -54,7 +54,7 @@ ENGLISH_MODELS = ["all-MiniLM-L6-v2", "all-mpnet-base-v2"]
 CHINESE_MODEL = "m3e-small"
 ENGLISH_SETS = ["stsb", "sts12", "sts13", "sts14", "sts15", "cranfield"]
 POOLINGS = ["last-avg", "first-last-avg"]
-OUT = Path(__file__).resolve().parents[1] / "docs" / "results"
+OUT = Path(__file__).resolve().parents[2] / "docs" / "results"
 ENCODING_MODEL = "all-MiniLM-L6-v2"
 ENCODING_TRANSFORMS = ["whitening-128", "whitening-256", "pca-128"]  # none is always scored
 ENCODINGS = ["float32", "sq8", "pq96", "pq48"]
@@ -83,7 +83,10 @@ def run_one(model: str, name: str, encoder: Encoder, args: argparse.Namespace) -
         # the sentences of both (unlabelled). The full ATEC/BQ/LCQMC sets (~150k sentences) do not fit the
         # encoding budget of two shared cores.
         task = load_sts_task(name)
-        valid, test = _sample(task.splits["valid"], args.zh_pairs), _sample(task.splits["test"], args.zh_pairs)
+        valid, test = (
+            seeded_sample(task.splits["valid"], args.zh_pairs),
+            seeded_sample(task.splits["test"], args.zh_pairs),
+        )
         fit = list(dict.fromkeys(s for p in [*valid, *test] for s in (p.sentence1, p.sentence2)))
         result = tune(valid, test=test, fit_texts=fit, **common)
         protocol = "valid -> test" + (
@@ -159,8 +162,8 @@ def run_encodings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def built_scores(folder: Path, model: str) -> dict[tuple[str, str], float]:
-    """nDCG@10 x 100 of the indexes benchmarks/results_compression.py built for real (compression-quality.json),
-    by (canonical transform, encoding); empty when that file is absent."""
+    """nDCG@10 x 100 of the indexes benchmarks/maintained/results_compression.py built for real
+    (compression-quality.json), by (canonical transform, encoding); empty when that file is absent."""
     from whitevec.tuning.space import canonical_transform
 
     path = folder / "compression-quality.json"
@@ -193,7 +196,8 @@ def render_encodings(run: dict[str, Any], built: dict[tuple[str, str], float]) -
         "(the index's 8-byte id per vector left out). dev = nDCG@10 x 100 over all judged queries; gain over "
         "none / float32 with its 95% bootstrap interval; sig = significant over all candidates at once (max-t). "
         "built index = the same configuration's nDCG@10 from compression-quality.json, where "
-        "benchmarks/results_compression.py built each index for real (`eval-retrieval`) and searched it.",
+        "benchmarks/maintained/results_compression.py built each index for real (`eval-retrieval`) and "
+        "searched it.",
         "",
         "| transform | encoding | dim | bytes | dev | built index | gain [95% CI] | sig | status |",
         "|---|---|---:|---:|---:|---:|---|---|---|",
@@ -239,14 +243,6 @@ def render_encodings(run: dict[str, Any], built: dict[tuple[str, str], float]) -
         "![quality against bytes](tune-encodings-cranfield.png)",
     ]
     return lines
-
-
-def _sample(pairs: list[Any], limit: int) -> list[Any]:
-    """At most ``limit`` pairs, a seeded sample kept in file order."""
-    if len(pairs) <= limit:
-        return pairs
-    keep = np.sort(np.random.default_rng(0).choice(len(pairs), size=limit, replace=False))
-    return [pairs[i] for i in keep]
 
 
 def summarise(model: str, name: str, protocol: str, result: TuneResult, seconds: float) -> dict[str, Any]:
@@ -311,12 +307,13 @@ def render_tune(data: dict[str, Any]) -> str:
         "# `whitevec tune`: raw vs fixed whitening vs tuned, on the side tune did not choose on",
         "",
         results_header(
-            "`python -W ignore benchmarks/results_tune.py` (the runs listed below)",
+            "`python -W ignore benchmarks/maintained/results_tune.py` (the runs listed below)",
             *run_machines(data),
             *([data["encodings"]["machine"]] if "machine" in data.get("encodings", {}) else []),
         ),
         "",
-        "Generated by `benchmarks/results_tune.py` (its docstring has the protocol). Score x 100: Spearman on STS "
+        "Generated by `benchmarks/maintained/results_tune.py` (its docstring has the protocol). Score x 100: "
+        "Spearman on STS "
         "sets, nDCG@10 on Cranfield. raw = last-avg (the models' own mean pooling), no transform; whitening = "
         "last-avg + full BERT-whitening fitted on the set's unlabelled sentences; tuned = tune's choice; best = "
         "the best of all candidates on the held-out side (an oracle; it says whether a gain was there to find). "
@@ -390,12 +387,13 @@ def render_zh(data: dict[str, Any]) -> str:
         "# Chinese STS and matching: m3e-small, raw, whitened and tuned",
         "",
         results_header(
-            "`python -W ignore benchmarks/results_tune.py --models m3e-small --no-flow "
+            "`python -W ignore benchmarks/maintained/results_tune.py --models m3e-small --no-flow "
             "--sets pawsx,stsb-zh,atec,bq,lcqmc`",
             *run_machines(data, CHINESE_MODEL),
         ),
         "",
-        "Generated by `benchmarks/results_tune.py`. Model: m3e-small (moka-ai; BERT, 4 layers, hidden 512, "
+        "Generated by `benchmarks/maintained/results_tune.py`. Model: m3e-small (moka-ai; BERT, 4 layers, "
+        "hidden 512, "
         "fine-tuned on Chinese sentence pairs; `whitevec` alias `m3e-small`). Spearman x 100 of the cosine "
         "against the gold label (0/1 for ATEC, BQ, LCQMC, PAWS-X; 0-5 for STS-B) on each task's **test** split. "
         "Every transform is fitted on the unlabelled sentences of the task's valid and test pairs used here; "

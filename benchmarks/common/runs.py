@@ -1,4 +1,4 @@
-"""Shared plumbing for the benchmarks: one measurement per fresh subprocess, medians, result files.
+"""Shared plumbing for the benchmarks: one measurement per fresh subprocess, medians, result files, pages.
 
 Every measurement runs in its own Python process (``run_worker``) so that the peak resident memory it reports
 (``ru_maxrss`` of that process) belongs to that run alone, and no run warms caches or allocator pools for the
@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+PAGES = Path(__file__).resolve().parents[1] / "pages"
 THREADS = 2
 
 
@@ -73,15 +73,7 @@ def ratio(numerator: float, denominator: float) -> float:
     return float(numerator / denominator) if denominator else float("nan")
 
 
-def real_shape_static_folder(out: Path, dims: int = 256) -> Path:
-    """A static encoder folder of the real shape (all-MiniLM-L6-v2's tokenizer, 30,522 tokens x ``dims``, seeded
-    random values) for timing: encoding and hashing costs do not depend on the values."""
-    import numpy as np
-    from tokenizers import Tokenizer
-
-    from whitevec.encoders.models import resolve_model
-    from whitevec.encoders.static_format import StaticTable, write_static_folder
-
-    tokenizer = Tokenizer.from_file(str(resolve_model("all-MiniLM-L6-v2") / "tokenizer.json"))
-    table = np.random.default_rng(0).normal(size=(len(tokenizer.get_vocab()), dims)).astype(np.float32)
-    return write_static_folder(out, StaticTable(table, tokenizer, True, 512, {"base_model": "random"}))
+def run_page(generator: str, *args: str) -> None:
+    """Run the page generator ``benchmarks/pages/<generator>.py`` in its own process (scripts share code only
+    through benchmarks.common), with the same interpreter; a failure stops the caller."""
+    subprocess.run([sys.executable, str(PAGES / f"{generator}.py"), *args], check=True)

@@ -4,7 +4,7 @@ Each benchmark writes benchmarks/results/<name>.json; this script runs them in t
 only rebuild the report from the existing JSON with --report-only), then writes the report with the machine
 facts. The flow-fit result (benchmarks/results/flow_fit.json/.md, from bench_flow_fit.py), the serve load test
 (docs/results/serve.md) and the retrieval quality table (docs/results/retrieval.md) are included when present.
-It runs its jobs one at a time; run it with nothing else on the machine: `python benchmarks/run_all.py`
+It runs its jobs one at a time; run it with nothing else on the machine: `python benchmarks/maintained/run_all.py`
 (`make bench`).
 """
 
@@ -18,13 +18,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
 
-from bench_common import RESULTS, thread_env
-from machine import facts_markdown, machine_facts, results_header
+from benchmarks.common.machine import facts_markdown, machine_facts, results_header
+from benchmarks.common.runs import RESULTS, thread_env
 
 HERE = Path(__file__).resolve().parent
-DOCS = HERE.parent / "docs" / "results"
+DOCS = HERE.parents[1] / "docs" / "results"
 BENCHES = {
     "whitening_fit": "bench_whitening_fit.py",
     "apply": "bench_apply.py",
@@ -138,7 +138,8 @@ def fit_section(data: dict[str, Any], losses: list[str], targets: list[str]) -> 
         "## 2. Fitting whitening (seconds, lower is better)",
         "",
         f"Synthetic anisotropic float32 data, d = {data['d']} (covariance condition ~{data['kappa'] * 3:.0f}; see "
-        "benchmarks/bench_whitening_fit.py). Peers hold all rows in memory; whitevec is fed 8,192-row chunks "
+        "benchmarks/maintained/bench_whitening_fit.py). Peers hold all rows in memory; whitevec is fed 8,192-row "
+        "chunks "
         "through `partial_fit` (generation not timed). Agreement with the float64 reference on 1,000 held-out "
         "rows: max |difference| of the whitened outputs after matching column signs, and max relative "
         "difference of all their pairwise dot products (what search uses; invariant to rotations inside "
@@ -347,14 +348,17 @@ def flow_section() -> list[str]:
     out = ["## 5. Flow fitting beside whitening", ""]
     if md.exists():
         body = [line for line in md.read_text().splitlines() if not line.startswith("# ")]
-        out += ["From `benchmarks/bench_flow_fit.py` (its output: `benchmarks/results/flow_fit.md`):", "",
-                *body, ""]  # fmt: skip
+        out += ["From `benchmarks/maintained/bench_flow_fit.py` (its output: "
+                "`benchmarks/results/flow_fit.md`):", "", *body, ""]  # fmt: skip
     elif js.exists():
         runs = json.loads(js.read_text()).get("runs", [])
         keys = sorted({k for r in runs for k, v in r.items() if not isinstance(v, dict | list)})
         out += [*table(keys, [[r.get(k, "") for k in keys] for r in runs]), ""]
     else:
-        out += ["benchmarks/results/flow_fit.json was not there yet (run benchmarks/bench_flow_fit.py).", ""]
+        out += [
+            "benchmarks/results/flow_fit.json was not there yet (run benchmarks/maintained/bench_flow_fit.py).",
+            "",
+        ]
     serve = DOCS / "serve.md"
     out += ["## Serving", ""]
     out += (
@@ -387,7 +391,7 @@ def report(note: str = "", facts: dict[str, Any] | None = None) -> None:
     lines = [
         "# Benchmarks against the peers",
         "",
-        results_header("`make bench` (`python benchmarks/run_all.py`)", facts),
+        results_header("`make bench` (`python benchmarks/maintained/run_all.py`)", facts),
         "",
         facts_markdown(facts) + " Machine RAM: 24 GiB. Heavy jobs ran one at a time; each ratio compares "
         "systems measured by the same script minutes apart, each in a fresh process. Raw numbers in bench.json.",
