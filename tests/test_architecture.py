@@ -1,17 +1,24 @@
-"""The layering ARCHITECTURE.md describes, checked on the source: no module imports one that imports it back
-(lazy imports inside functions count too), and the lower floors never import the higher ones."""
+"""The layering ARCHITECTURE.md describes, checked on the source: no import circle anywhere in the repository
+(lazy imports inside functions count too), the lower floors never import the higher ones, a small top level, no
+file or function too long to read in one sitting, and benchmarks that share code only through their helper."""
 
 from __future__ import annotations
 
 import ast
 import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
 PACKAGE = SRC / "whitevec"
+
+MAX_TOP_LEVEL_MODULES = 8  # besides __init__ and the packages: a newcomer finds where a change goes in one look
+MAX_FILE_LINES = 600
+MAX_FUNCTION_LINES = 80
 
 # Floor of each part (a package, or one module of a package when its modules stand on different floors; the
 # longest name that matches decides): a module may import only its own floor or lower ones.
@@ -44,49 +51,111 @@ FLOORS = {
 }
 
 
-def _modules() -> dict[str, Path]:
-    found = {}
-    for file in PACKAGE.rglob("*.py"):
-        parts = file.relative_to(SRC).with_suffix("").parts
-        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        found[name] = file
+def _python_files() -> Iterator[Path]:
+    for folder in ("src", "tests", "benchmarks", "tools", "docs/hooks"):
+        for file in (ROOT / folder).rglob("*.py"):
+            if "fixtures" not in file.relative_to(ROOT).parts:
+                yield file
+
+
+def _module_name(file: Path) -> str:
+    base = ROOT / "src" if file.is_relative_to(ROOT / "src") else ROOT
+    parts = file.relative_to(base).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts).replace("/", ".")
+
+
+def _imported_names(file: Path, name: str) -> Iterator[str]:
+    """Every dotted name ``file`` imports (module level or inside functions), relative imports resolved."""
+    is_package = file.name == "__init__.py"
+    for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                base = name.split(".") if is_package else name.split(".")[:-1]
+                module = ".".join([*base[: len(base) - node.level + 1], *([module] if module else [])])
+            yield module
+            yield from (f"{module}.{alias.name}" for alias in node.names)
+
+
+def _resolve(target: str, importer: Path, modules: dict[str, Path]) -> str | None:
+    """The repository module ``target`` names: itself, the longest module it starts with, or a script's sibling
+    imported by bare name (benchmark scripts put their own folder on sys.path)."""
+    candidates = [target]
+    sibling = importer.parent / f"{target.split('.')[0]}.py"
+    # Only scripts (outside src/, whose modules import absolutely) reach a sibling by bare name.
+    if not importer.is_relative_to(SRC) and sibling.exists() and target.split(".")[0] not in modules:
+        candidates.append(_module_name(sibling) + target[len(target.split(".")[0]) :])
+    for candidate in candidates:
+        while candidate:
+            if candidate in modules:
+                return candidate
+            candidate = candidate.rpartition(".")[0]
+    return None
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = {_module_name(file): file for file in _python_files()}
+    graph: dict[str, set[str]] = {}
+    for name, file in files.items():
+        targets = {_resolve(target, file, files) for target in _imported_names(file, name)}
+        graph[name] = {target for target in targets if target and target != name}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
     return found
 
 
-def _imports(name: str, file: Path, modules: dict[str, Path]) -> set[str]:
-    """Every whitevec module ``name`` imports, at module level or inside a function."""
-    is_package = file.name == "__init__.py"
-    targets: set[str] = set()
-    for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            targets |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = name.split(".") if is_package else name.split(".")[:-1]
-                base = base[: len(base) - node.level + 1]
-                module = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                module = node.module or ""
-            targets.add(module)
-            targets |= {f"{module}.{alias.name}" for alias in node.names}
-    resolved = set()
-    for target in targets:
-        while target not in modules and "." in target:
-            target = target.rsplit(".", 1)[0]
-        if target in modules and target != name:
-            resolved.add(target)
-    return resolved
+def test_the_repository_has_no_import_circle() -> None:
+    """Library, tests, benchmarks and tools: no module reaches itself through its imports."""
+    assert circles(import_graph()) == []
 
 
-def _graph() -> dict[str, set[str]]:
-    modules = _modules()
-    return {name: _imports(name, file, modules) for name, file in modules.items()}
-
-
-def test_no_module_imports_one_that_imports_it_back() -> None:
-    graph = _graph()
-    two_way = sorted({tuple(sorted((a, b))) for a, targets in graph.items() for b in targets if a in graph[b]})
-    assert two_way == []
+def test_the_circle_finder_finds_a_circle_through_three_modules() -> None:
+    # Guards the guard: a finder that never reports would make the test above pass on anything.
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(graph) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
 
 
 def test_lower_floors_never_import_higher_ones() -> None:
@@ -97,10 +166,36 @@ def test_lower_floors_never_import_higher_ones() -> None:
                 return FLOORS[".".join(parts[:end])]
         raise AssertionError(f"{module}: give its part a floor in FLOORS (and a line in ARCHITECTURE.md)")
 
+    library = {name: targets for name, targets in import_graph().items() if name.startswith("whitevec.")}
     upward = sorted(
-        f"{a} -> {b}" for a, targets in _graph().items() if a != "whitevec" for b in targets if floor(b) > floor(a)
+        f"{a} -> {b}" for a, targets in library.items() for b in targets if b != "whitevec" and floor(b) > floor(a)
     )
     assert upward == []
+
+
+def test_the_top_level_stays_small() -> None:
+    modules = sorted(file.stem for file in PACKAGE.glob("*.py") if file.name != "__init__.py")
+    assert len(modules) <= MAX_TOP_LEVEL_MODULES, modules
+
+
+def test_no_source_file_is_too_long() -> None:
+    long = {
+        str(file.relative_to(ROOT)): lines
+        for file in PACKAGE.rglob("*.py")
+        if (lines := file.read_text(encoding="utf-8").count("\n")) > MAX_FILE_LINES
+    }
+    assert long == {}
+
+
+def test_no_function_is_too_long() -> None:
+    long = {}
+    for file in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    long[f"{file.relative_to(ROOT)}:{node.name}"] = length
+    assert long == {}
 
 
 def test_no_tracked_file_keeps_merge_conflict_markers() -> None:
@@ -195,14 +290,3 @@ def test_benchmark_scripts_share_code_only_through_the_common_helper() -> None:
                 found.append(f"{where} imports {name} from the tests")
         found += [f"{where} uses the private {name}" for name in sorted(private)]
     assert found == []
-
-
-def test_the_common_helper_imports_one_way() -> None:
-    """benchmarks.common's modules import no script and never one another both ways."""
-    graph = {
-        f"{COMMON}.{path.stem}": {name for name in _benchmark_imports(path)[0] if name.startswith(f"{COMMON}.")}
-        for path in (BENCHMARKS / "common").glob("*.py")
-        if path.stem != "__init__"
-    }
-    two_way = {tuple(sorted((a, b))) for a, targets in graph.items() for b in targets if a in graph.get(b, ())}
-    assert sorted(two_way) == []

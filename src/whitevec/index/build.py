@@ -161,13 +161,7 @@ def build_index(
     check_empty_documents(empty_documents)
     kind, metric = kind.strip().lower(), metric.strip().lower()
     stores = store_class(backend)
-    given = as_documents(corpus)
-    if not given:
-        raise BadInputError("the corpus is empty; give at least one document")
-    check_unique_ids(given)
-    docs = meaningful_documents(given, encoder, empty_documents)
-    if not docs:
-        raise BadInputError(f"none of the {len(given)} documents has a token the model knows; nothing to index")
+    given, docs = documents_to_index(corpus, encoder, empty_documents)
     vectors = encoder.encode([d.text for d in docs], show_progress=show_progress)
     fitted, transform_info = fit_transform(transform, fit_on, vectors, encoder, show_progress)
     stored = stored_form(fitted, vectors, metric)
@@ -196,13 +190,7 @@ def build_index(
                 "transform": transform_info,
                 "metric": metric,
                 "index_kind": kind,
-                "index_params": store.params(),
-                "count": len(docs),
-                **({"skipped_documents": len(given) - len(docs)} if len(docs) < len(given) else {}),
-                "backend": stores.name,
-                **store.location(),
-                "faiss": faiss_version(),
-                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                **_stored_fields(store, len(docs), len(given)),
                 "build_seconds": round(time.perf_counter() - started, 3),
             }
             write_manifest(tmp, manifest, files)  # last: a folder without it is never an index
@@ -218,6 +206,34 @@ def build_index(
         with contextlib.suppress(BadInputError):  # a backend this whitevec no longer has: nothing to free
             store_class(replaced[0]["backend"]).discard(replaced[0])
     return target
+
+
+def documents_to_index(
+    corpus: Sequence[Document] | str | os.PathLike[str], encoder: EncoderLike, empty_documents: str
+) -> tuple[list[Document], list[Document]]:
+    """``(given, kept)``: the corpus's documents, ids checked unique, and those the index keeps by
+    ``empty_documents`` (see :func:`meaningful_documents`); BadInputError when either is empty."""
+    given = as_documents(corpus)
+    if not given:
+        raise BadInputError("the corpus is empty; give at least one document")
+    check_unique_ids(given)
+    kept = meaningful_documents(given, encoder, empty_documents)
+    if not kept:
+        raise BadInputError(f"none of the {len(given)} documents has a token the model knows; nothing to index")
+    return given, kept
+
+
+def _stored_fields(store: VectorStore, count: int, given: int) -> dict[str, Any]:
+    """The manifest's fields about what was stored and where."""
+    return {
+        "index_params": store.params(),
+        "count": count,
+        **({"skipped_documents": given - count} if count < given else {}),
+        "backend": store.name,
+        **store.location(),
+        "faiss": faiss_version(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
 
 
 def stored_dim(transform: str | None, encoder_dim: int) -> int | None:

@@ -76,14 +76,7 @@ def build_index_file(
     empty = None if empty_documents is None else check_empty_documents(empty_documents)
     options: dict[str, Any] = dict(kind=kind, metric=metric, backend=backend, uri=uri, index_params=index_params)
     if check_engine(engine):
-        if empty not in (None, "keep"):
-            raise BadInputError(
-                f"--engine ray indexes every document; --empty-documents {empty} is for a local build"
-            )
-        if fit_sample is not None and str(transform) == "none":
-            raise BadInputError(
-                "--fit-sample draws the vectors a transform is fitted on; --transform none fits nothing"
-            )
+        _check_ray_options(empty, fit_sample, transform)
         ray = {"ray_address": ray_address, "workers": workers, "gpus_per_worker": gpus_per_worker}
         sample = {"fit_sample": fit_sample, "fit_seed": fit_seed}
         return _build_on_ray(
@@ -118,6 +111,16 @@ def build_index_file(
         ) as retriever,
     ):
         return BuiltIndex(Path(out), repr(retriever))
+
+
+def _check_ray_options(empty: str | None, fit_sample: int | None, transform: str) -> None:
+    """The options a Ray build refuses: leaving documents out, a fit sample with nothing to fit."""
+    if empty not in (None, "keep"):
+        raise BadInputError(f"--engine ray indexes every document; --empty-documents {empty} is for a local build")
+    if fit_sample is not None and str(transform) == "none":
+        raise BadInputError(
+            "--fit-sample draws the vectors a transform is fitted on; --transform none fits nothing"
+        )
 
 
 def _build_on_ray(
