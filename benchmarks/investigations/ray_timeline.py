@@ -13,6 +13,7 @@ docs/notes/ray-build-costs.md (where a small Ray build's fixed cost goes).
 from __future__ import annotations
 
 import functools
+import importlib
 import sys
 import tempfile
 import threading
@@ -64,8 +65,10 @@ def main() -> None:
     global STARTED
     import ray
 
-    for name in ("encode_units", "_check_ids", "_merge_moments", "_open_collection", "_write_vectors"):
-        setattr(ray_engine, name, phase(name, getattr(ray_engine, name)))
+    # The steps as the build module calls them (bound there by its imports).
+    steps = importlib.import_module("whitevec.engines.ray.build")
+    for name in ("encode_units", "check_ids", "merge_moments", "open_collection", "write_vectors"):
+        setattr(steps, name, phase(name, getattr(steps, name)))
     for name in SPENT:
         setattr(MilvusStore, name, summed(name, getattr(MilvusStore, name)))
     folder = Path(tempfile.mkdtemp(prefix="ray-timeline-"))
