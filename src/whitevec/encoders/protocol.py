@@ -56,6 +56,17 @@ class KnowsTokens(Protocol):
         ...
 
 
+@runtime_checkable
+class KnowsTokenStrings(Protocol):
+    """An encoder that can give each text's tokens as strings, as its vocabulary spells them: what a lexical
+    index with the ``encoder`` analyzer indexes (:mod:`whitevec.index.lexical`). Both whitevec encoders are."""
+
+    def token_strings(self, texts: Sequence[str]) -> list[list[str]]:
+        """Each text's tokens, the whole text (no truncation: a lexical index reads all of it), without the
+        special tokens and the unknown token."""
+        ...
+
+
 def known_token_mask(encoder: object, texts: Sequence[str]) -> np.ndarray:
     """The one rule for texts without meaning: a bool per text, True where ``encoder`` knows one of its tokens.
 

@@ -14,6 +14,7 @@ tokenizer (and cutting texts when one is longer than the limit).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -251,6 +252,24 @@ class StaticEncoder:
         """``(ids, counts)``: the ids every text keeps (cut, truncated, unknown tokens dropped; see
         :class:`StaticTokens`), concatenated, and how many each text has."""
         return self._tokens.token_ids(texts)
+
+    @functools.cached_property
+    def _whole_tokens(self) -> StaticTokens:
+        # Made once, on first use: copying the tokenizer for every query would cost more than tokenising it.
+        return StaticTokens.of(self.table.tokenizer, None)
+
+    def token_strings(self, texts: Sequence[str]) -> list[list[str]]:
+        """Each text's tokens as the vocabulary spells them, the whole text (neither cut nor truncated, unlike
+        :meth:`token_ids`), the unknown token dropped: the terms of a lexical index with the ``encoder`` analyzer
+        (:class:`whitevec.encoders.protocol.KnowsTokenStrings`)."""
+        if isinstance(texts, str):
+            raise BadInputError("token_strings takes a sequence of texts, not one string")
+        whole = self._whole_tokens
+        ids, counts = whole.token_ids(list(texts))
+        # Every id came from this tokenizer, so each has its token string.
+        tokens = [str(whole.tokenizer.id_to_token(int(i))) for i in ids]
+        ends = np.cumsum(counts)
+        return [tokens[end - count : end] for end, count in zip(ends.tolist(), counts.tolist(), strict=True)]
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         out = static_mean(self.table.embeddings, self._tokens, texts)

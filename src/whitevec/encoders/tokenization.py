@@ -100,3 +100,23 @@ def _lower_case(tokenizer: Any) -> None:
     elif current is not None:
         parts.append(current)
     backend.normalizer = NormalizerSequence(parts)
+
+
+class TokenStrings:
+    """``token_strings`` for an encoder holding a transformers ``tokenizer`` (the Encoder): what makes it a
+    :class:`whitevec.encoders.protocol.KnowsTokenStrings`, kept here beside the other uses of its tokenizer."""
+
+    tokenizer: Any
+
+    def token_strings(self, texts: Sequence[str]) -> list[list[str]]:
+        """Each text's tokens as the tokenizer spells them (WordPiece's ``##`` pieces included), the whole text
+        (not cut at ``max_length``), without special tokens and the unknown token: the terms of a lexical index
+        with the ``encoder`` analyzer."""
+        if isinstance(texts, str):
+            raise BadInputError("token_strings takes a sequence of texts, not one string")
+        items = list(texts)
+        if not items:
+            return []
+        id_lists = self.tokenizer(items, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
+        specials = {int(i) for i in self.tokenizer.all_special_ids}
+        return [self.tokenizer.convert_ids_to_tokens([i for i in ids if i not in specials]) for ids in id_lists]

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from whitevec.encoders import compute
+from whitevec.encoders import compute, tokenization
 from whitevec.encoders.cache import VectorCache
 from whitevec.encoders.compute import default_device, dense_modules, length_batches, quantize_int8, to_bfloat16
 from whitevec.encoders.models import DEFAULT_MODEL, resolve_model
@@ -90,7 +90,7 @@ def _check_settings(max_length: int | None, batch_size: int, backend: str) -> No
         )
 
 
-class Encoder:
+class Encoder(tokenization.TokenStrings):
     """A transformers model and a pooling: ``encode(texts)`` gives float32 sentence vectors, one row per text.
 
     Texts are tokenised once, sorted by length and batched with dynamic padding, so the order of the input is kept
