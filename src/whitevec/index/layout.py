@@ -4,6 +4,8 @@ DIR/manifest.json           what built it, counts, versions, sha256 of every fil
 DIR/transform.safetensors   the fitted transform (absent for transform "none")
 DIR/docs.sqlite             row -> id, text, metadata (JSON), unless the documents live elsewhere (the manifest's
                             ``docs``: :mod:`whitevec.index.documents`)
+DIR/lexical.safetensors     the BM25 index of the documents' text (its sparse score matrix), and
+DIR/lexical_terms.json      its terms, when the manifest has "lexical" (:mod:`whitevec.index.lexical`)
 DIR/...                     what the vector store keeps there (FAISS: index.faiss, and binary.safetensors for
                             sign codes, rescore.npy for +rescore; Milvus Lite: milvus.db/)
 """
@@ -22,6 +24,10 @@ from whitevec.transforms import Center, Transform, Whitening
 TRANSFORM_FILE = "transform.safetensors"
 DOCS_FILE = "docs.sqlite"
 INDEX_FILE = "index.faiss"
+# The lexical index (whitevec.index.lexical): both files, exactly when the manifest has a "lexical" record.
+LEXICAL_MATRIX = "lexical.safetensors"
+LEXICAL_TERMS = "lexical_terms.json"
+LEXICAL_FILES = (LEXICAL_MATRIX, LEXICAL_TERMS)
 MILVUS_LOCAL = "milvus.db"  # Milvus Lite data of an index built without --uri
 # The transforms a FAISS pre-transform can express (export-faiss), recorded as "linear" in the manifest.
 LINEAR_TRANSFORMS: tuple[type[Transform], ...] = (Whitening, Center)
@@ -45,6 +51,8 @@ def check_index_manifest(manifest: dict[str, Any], folder: Path) -> None:
     if problem is not None:
         raise CorruptFileError(f"{where}: {problem}")
     expected = {*store_files(manifest), *documents.files}
+    if "lexical" in manifest:
+        expected.update(LEXICAL_FILES)
     if manifest["transform"] is not None:
         expected.add(TRANSFORM_FILE)
         if manifest["transform"]["file"] != TRANSFORM_FILE:

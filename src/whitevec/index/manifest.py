@@ -82,6 +82,34 @@ def _transform_info(v: Any) -> bool:
     )
 
 
+def _count(v: Any) -> bool:
+    return _integer(0)(v)
+
+
+# The "lexical" record (whitevec.index.lexical.LexicalIndex.record): each field and its check.
+LEXICAL_RECORD: dict[str, Callable[[Any], bool]] = {
+    "ranker": lambda v: v == "bm25",
+    "library": _text,
+    "method": _text,
+    "k1": _number,
+    "b": _number,
+    "delta": _number,
+    "analyzer": _mapping,
+    "documents": _count,
+    "documents_without_terms": _count,
+    "terms": _count,
+    "postings": _count,
+    "build_seconds": _number,
+}
+
+
+def is_lexical_record(v: Any) -> bool:
+    """Whether ``v`` has the form of a ``lexical`` record: every field of :data:`LEXICAL_RECORD`, of its type,
+    and no other."""
+    fields = LEXICAL_RECORD.items()
+    return isinstance(v, dict) and set(v) == set(LEXICAL_RECORD) and all(check(v[k]) for k, check in fields)
+
+
 # Every field an index manifest holds, with its check; (description, check, required).
 FIELDS: dict[str, tuple[str, Callable[[Any], bool], bool]] = {
     "format_version": ("an integer", _integer(1), True),
@@ -124,6 +152,9 @@ FIELDS: dict[str, tuple[str, Callable[[Any], bool], bool]] = {
     # Where the documents are: a registered document store (whitevec.index.documents, checked by layout), absent
     # for "sqlite" (docs.sqlite in the folder); "milvus" (scalar fields of the collection) from --engine ray.
     "docs": ("a string", _text, False),
+    # The BM25 index beside the vectors (whitevec.index.lexical; its files checked by layout); absent: none, as
+    # in every index built before it.
+    "lexical": ("an object with " + ", ".join(LEXICAL_RECORD), is_lexical_record, False),
 }
 
 
