@@ -127,6 +127,24 @@ EmptyDocumentsOpt = Annotated[
         "keeps them.",
     ),
 ]
+LexicalOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--lexical",
+        help="none or bm25: bm25 keeps a BM25 index of the documents' text beside the vectors (bm25s, in the same "
+        "index version), for lexical and hybrid search. Default: none. Local builds with --backend faiss only, "
+        "for now.",
+    ),
+]
+AnalyzerOpt = Annotated[
+    str,
+    typer.Option(
+        "--analyzer",
+        help="How --lexical bm25 cuts documents and queries into terms: english (lower case, English stop words, "
+        "Snowball stemmer), plain (lower-cased words), cjk-bigram (Chinese, Japanese, Korean: overlapping "
+        "character bigrams, no dictionary) or encoder (the model's own tokens).",
+    ),
+]
 
 
 @index_app.command("build")
@@ -158,10 +176,13 @@ def index_build_command(
     fit_sample: FitSampleOpt = None,
     fit_seed: FitSeedOpt = 0,
     empty_documents: EmptyDocumentsOpt = None,
+    lexical: LexicalOpt = None,
+    analyzer: AnalyzerOpt = "english",
     *,
     run: RunOptions,
 ) -> None:
-    """Encode a corpus, fit the transform, and write an index folder (manifest, transform, index, documents).
+    """Encode a corpus, fit the transform, and write an index folder (manifest, transform, index, documents, and
+    with --lexical bm25 a BM25 index of the documents' text).
 
     With --engine ray (--backend milvus), --corpus may be a quoted glob of shards (JSONL, CSV/TSV, text,
     Parquet); the documents are kept in the Milvus collection, and a killed build resumes when run again."""
@@ -192,6 +213,8 @@ def index_build_command(
         show_progress=run.show_progress,
         make_encoder=_options._encoder,
         empty_documents=empty_documents,
+        lexical=lexical,
+        analyzer=analyzer,
     )
     typer.echo(f"wrote {built}", err=True)
 
@@ -200,12 +223,15 @@ def index_build_command(
 def index_info_command(index_dir: Annotated[Path, typer.Argument(help="Index folder.")]) -> None:
     """Print an index's manifest (checksums verified) as JSON, with its size under "size": encoding, code bytes
     per vector, index bytes, and the bytes a vector costs in memory (ram_bytes_per_vector) and on disk
-    (disk_bytes_per_vector: +rescore's vectors, read from disk on demand)."""
+    (disk_bytes_per_vector: +rescore's vectors, read from disk on demand); the lexical part's bytes
+    (lexical_bytes, lexical_bytes_per_document), or how to add one."""
     existing_folder(index_dir, "index folder")
     from whitevec.index import index_size, read_manifest
+    from whitevec.index.lexical import lexical_size
 
     manifest = read_manifest(index_dir)
-    _print(json.dumps({**manifest, "size": index_size(manifest)}, indent=2, sort_keys=True))
+    size = {**index_size(manifest), **lexical_size(manifest)}
+    _print(json.dumps({**manifest, "size": size}, indent=2, sort_keys=True))
 
 
 @index_app.command("export-faiss")

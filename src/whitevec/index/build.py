@@ -25,6 +25,13 @@ from whitevec.index.docstore import write_docs
 from whitevec.index.encodings import parse_encoding
 from whitevec.index.faiss_store import faiss_version
 from whitevec.index.layout import DOCS_FILE, LINEAR_TRANSFORMS, TRANSFORM_FILE
+from whitevec.index.lexical import (
+    DEFAULT_ANALYZER,
+    LexicalIndex,
+    check_lexical,
+    make_analyzer,
+    warn_documents_without_terms,
+)
 from whitevec.index.manifest import MANIFEST, write_manifest
 from whitevec.index.snapshot import read_manifest
 from whitevec.index.store import ENCODING, KINDS, METRICS, VectorStore, check_choice, store_class, stored_form
@@ -107,13 +114,15 @@ def check_build(
     uri: str | None = None,
     index_params: dict[str, Any] | None = None,
     dim: int | None = None,
+    lexical: str | None = None,
+    analyzer: str = DEFAULT_ANALYZER,
 ) -> dict[str, Any] | None:
     """Everything about a build that can be checked before any model loads or document is encoded.
 
     Checks the kind, metric, backend and index parameters (the encoding among them, against the kind and metric
-    and the stored dimension ``dim`` when it is known: see :func:`stored_dim`), the URI's form, that ``out`` is
-    absent, empty or an earlier index, and that its parent folder can be written. Returns the earlier index's
-    manifest, if any.
+    and the stored dimension ``dim`` when it is known: see :func:`stored_dim`), the URI's form, the lexical part
+    (:func:`whitevec.index.lexical.check_lexical`), that ``out`` is absent, empty or an earlier index, and that
+    its parent folder can be written. Returns the earlier index's manifest, if any.
 
     Raises:
         BadInputError: an unknown choice or parameter, or an ``out`` that must not be replaced.
@@ -124,6 +133,7 @@ def check_build(
     store_class(backend).check_options(kind.strip().lower(), index_params, uri)
     encoding = parse_encoding((index_params or {}).get(ENCODING))
     encoding.check_kind(kind.strip().lower(), metric.strip().lower())
+    check_lexical(lexical, analyzer, backend)
     if dim is not None:
         encoding.check_dim(dim)
     target = Path(out).expanduser()
@@ -146,22 +156,27 @@ def build_index(
     index_params: dict[str, Any] | None = None,
     show_progress: bool | None = None,
     empty_documents: str = "skip",
+    lexical: str | None = None,
+    analyzer: str = DEFAULT_ANALYZER,
 ) -> Path:
-    """Encode ``corpus``, fit ``transform``, store the vectors and write the index folder ``out``; see
-    :meth:`whitevec.index.Retriever.build` for the arguments. Returns ``out``.
+    """Encode ``corpus``, fit ``transform``, store the vectors, and the lexical index when ``lexical`` says so,
+    and write the index folder ``out``; see :meth:`whitevec.index.Retriever.build` for the arguments. Returns
+    ``out``.
 
     Raises:
-        BadInputError: empty corpus, duplicate ids, unknown kind/metric/backend/params, or ``out`` is
-            something other than an earlier index; documents without a known token and ``empty_documents``
-            ``"error"``, or none with one. Nothing is written in these cases.
+        BadInputError: empty corpus, duplicate ids, unknown kind/metric/backend/params/lexical/analyzer, or
+            ``out`` is something other than an earlier index; documents without a known token and
+            ``empty_documents`` ``"error"``, or none with one. Nothing is written in these cases.
     """
     started = time.perf_counter()
     target = Path(out).expanduser()
-    previous = check_build(target, kind=kind, metric=metric, backend=backend, uri=uri, index_params=index_params)
+    options: dict[str, Any] = dict(kind=kind, metric=metric, backend=backend, uri=uri, index_params=index_params)
+    previous = check_build(target, **options, lexical=lexical, analyzer=analyzer)
     check_empty_documents(empty_documents)
     kind, metric = kind.strip().lower(), metric.strip().lower()
     stores = store_class(backend)
     given, docs = documents_to_index(corpus, encoder, empty_documents)
+    lexical_index = lexical_part(check_lexical(lexical, analyzer, backend), analyzer, docs, encoder)
     vectors = encoder.encode([d.text for d in docs], show_progress=show_progress)
     fitted, transform_info = fit_transform(transform, fit_on, vectors, encoder, show_progress)
     stored = stored_form(fitted, vectors, metric)
@@ -182,8 +197,7 @@ def build_index(
             store = stores.create(tmp, int(stored.shape[1]), metric, kind, index_params, uri)
             store.add(np.arange(len(docs), dtype=np.int64), stored)
             files += store.save(tmp)
-            write_docs(tmp / DOCS_FILE, docs)
-            files.append(DOCS_FILE)
+            files += write_texts(tmp, docs, lexical_index)
             manifest = {
                 **encoder_fields(encoder),
                 "dim": int(stored.shape[1]),
@@ -192,6 +206,7 @@ def build_index(
                 "index_kind": kind,
                 **_stored_fields(store, len(docs), len(given)),
                 "build_seconds": round(time.perf_counter() - started, 3),
+                **({} if lexical_index is None else {"lexical": lexical_index.record()}),
             }
             write_manifest(tmp, manifest, files)  # last: a folder without it is never an index
     except BaseException:
@@ -221,6 +236,26 @@ def documents_to_index(
     if not kept:
         raise BadInputError(f"none of the {len(given)} documents has a token the model knows; nothing to index")
     return given, kept
+
+
+def write_texts(folder: Path, docs: Sequence[Document], lexical: LexicalIndex | None) -> list[str]:
+    """The documents' store and their lexical index, if any, written into ``folder``: the lexical index in the
+    same version as the vectors, never one of another build. The names written."""
+    write_docs(folder / DOCS_FILE, docs)
+    return [DOCS_FILE, *([] if lexical is None else lexical.save(folder))]
+
+
+def lexical_part(
+    ranker: str | None, analyzer: str, docs: Sequence[Document], encoder: EncoderLike
+) -> LexicalIndex | None:
+    """The lexical index of ``docs`` (rows in their order) for the ranker :func:`check_lexical` chose, or None;
+    documents left without a term are counted in one warning (the vectors still find them). Made before the
+    vectors: it costs little, and a fault in it should not wait for the encoding."""
+    if ranker is None:
+        return None
+    made = LexicalIndex.build([d.text for d in docs], make_analyzer(analyzer, encoder))
+    warn_documents_without_terms(made.documents_without_terms, made.count, made.analyzer.name)
+    return made
 
 
 def _stored_fields(store: VectorStore, count: int, given: int) -> dict[str, Any]:

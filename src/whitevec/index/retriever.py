@@ -31,6 +31,7 @@ from whitevec.errors import BadInputError, CorruptFileError, DimensionMismatchEr
 from whitevec.index.build import as_documents, build_index, encoder_description, meaningful_documents
 from whitevec.index.documents import DocumentStore, documents_of
 from whitevec.index.layout import TRANSFORM_FILE, check_index_manifest
+from whitevec.index.lexical import DEFAULT_ANALYZER, LexicalIndex, warn_documents_without_terms
 from whitevec.index.manifest import SELF_CHECKSUM, write_manifest
 from whitevec.index.snapshot import IndexSnapshot, read_consistent
 from whitevec.index.store import VectorStore, store_class, store_files, stored_form
@@ -99,12 +100,15 @@ class Retriever:
         docs: DocumentStore,
         *,
         owns_encoder: bool = False,
+        lexical: LexicalIndex | None = None,
     ) -> None:
         self.path = path
         self.manifest = manifest
         self.encoder = encoder
         self.transform = transform
         self.store = store
+        # The BM25 index of this version's documents (rows aligned with the store's), when the manifest has one.
+        self.lexical = lexical
         self._docs = docs
         self._owns_encoder = owns_encoder  # made by load(): closing the Retriever closes it (its vector cache)
         self._lock = threading.RLock()
@@ -126,6 +130,8 @@ class Retriever:
         index_params: dict[str, Any] | None = None,
         show_progress: bool | None = None,
         empty_documents: str = "skip",
+        lexical: str | None = None,
+        analyzer: str = DEFAULT_ANALYZER,
     ) -> Retriever:
         """Encode ``corpus``, fit ``transform`` (on the corpus or a text file ``fit_on``), index, write ``out``;
         the new index, loaded.
@@ -160,6 +166,8 @@ class Retriever:
             index_params=index_params,
             show_progress=show_progress,
             empty_documents=empty_documents,
+            lexical=lexical,
+            analyzer=analyzer,
         )
         return cls.load(target, encoder=encoder)
 
@@ -196,7 +204,7 @@ class Retriever:
             raise BadInputError("give Retriever.load an encoder or a model, not both")
         folder = Path(path).expanduser()
         device = check_device(device)  # before the index is read: a device this machine lacks, named
-        manifest, transform, store, docs = read_consistent(
+        manifest, transform, store, docs, lexical = read_consistent(
             folder, lambda snapshot: _open_version(snapshot, device or "cpu")
         )
         owns_encoder = encoder is None
@@ -215,11 +223,13 @@ class Retriever:
             # A given encoder, or a named model (an index older than the checksum is compared by fingerprint).
             if not owns_encoder or model is not None:
                 check_encoder(encoder, manifest)
+            # The encoder analyzer's tokens: the index's model, just checked (or made from the manifest).
+            lexical = None if lexical is None else lexical.with_encoder(encoder)
         except BaseException:
             store.close()
             docs.close()
             raise
-        return cls(folder, manifest, encoder, transform, store, docs, owns_encoder=owns_encoder)
+        return cls(folder, manifest, encoder, transform, store, docs, owns_encoder=owns_encoder, lexical=lexical)
 
     # --- querying --------------------------------------------------------------------------------------------
     @property
@@ -375,6 +385,10 @@ class Retriever:
                         (tmp / TRANSFORM_FILE).write_bytes(transform_bytes)
                     files.append(TRANSFORM_FILE)
                 files = [*self._docs.stage_add(tmp, items, start), *files]
+                lexical = self._rebuilt_lexical(items, start)
+                if lexical is not None:
+                    files += lexical.save(tmp)
+                    manifest["lexical"] = lexical.record()
                 written = write_manifest(tmp, manifest, files)
         except BaseException:
             if staged is not None:
@@ -389,8 +403,23 @@ class Retriever:
         self._docs.close()
         self._docs = docs
         self.store = staged.reopen(self.path, written)
+        self.lexical = lexical
         self.manifest = written
         return self.count
+
+    def _rebuilt_lexical(self, items: list[Document], start: int) -> LexicalIndex | None:
+        """The lexical index over every row's text, this version's and ``items`` (rows from ``start``), with
+        the same analyzer and parameters; None when the index has none. bm25s has no incremental add (its
+        weights hang on every document's length and every term's document count), so an add builds it whole."""
+        if self.lexical is None:
+            return None
+        known = self._docs.get(range(start))
+        texts = [known[row].text if row in known else "" for row in range(start)] + [d.text for d in items]
+        params = self.lexical.params
+        rebuilt = LexicalIndex.build(texts, self.lexical.analyzer, k1=params.k1, b=params.b, method=params.method)
+        added = rebuilt.documents_without_terms - self.lexical.documents_without_terms
+        warn_documents_without_terms(added, len(items), rebuilt.analyzer.name)
+        return rebuilt
 
     def _read_own_transform(self, snapshot: IndexSnapshot) -> bytes | None:
         """The transform file of the version this Retriever loaded (refused if the folder moved on)."""
@@ -418,7 +447,8 @@ class Retriever:
         spec = (m.get("transform") or {}).get("spec", "none")
         return (
             f"Retriever({str(self.path)!r}, model={m['model']!r}, pooling={m['pooling']!r}, transform={spec!r}, "
-            f"{m['index_kind']}/{m['metric']}/{m['backend']}, count={self.count}, dim={self.dim})"
+            f"{m['index_kind']}/{m['metric']}/{m['backend']}, count={self.count}, dim={self.dim}"
+            f"{'' if self.lexical is None else f', lexical=bm25/{self.lexical.analyzer.name}'})"
         )
 
 
@@ -459,9 +489,10 @@ def check_encoder(encoder: EncoderLike, manifest: dict[str, Any]) -> None:
 
 def _open_version(
     snapshot: IndexSnapshot, device: str
-) -> tuple[dict[str, Any], Transform | None, VectorStore, DocumentStore]:
-    """Manifest, transform (on ``device``, for one that runs on torch), vectors and documents of one pinned
-    version (see :mod:`whitevec.index.snapshot`)."""
+) -> tuple[dict[str, Any], Transform | None, VectorStore, DocumentStore, LexicalIndex | None]:
+    """Manifest, transform (on ``device``, for one that runs on torch), vectors, documents and lexical index (None
+    for an index without one, as every index built before it) of one pinned version (see
+    :mod:`whitevec.index.snapshot`)."""
     manifest, folder = snapshot.manifest, snapshot.folder
     check_index_manifest(manifest, folder)
     # The documents first: a store that opens them by path (SQLite) does so while the pinned version is most
@@ -475,14 +506,20 @@ def _open_version(
             else None
         )
         store = store_class(manifest["backend"]).open(snapshot)
-        if docs.count != manifest["count"] or store.count < manifest["count"]:
+        lexical = LexicalIndex.from_snapshot(snapshot) if "lexical" in manifest else None
+        if (
+            docs.count != manifest["count"]
+            or store.count < manifest["count"]
+            or (lexical is not None and lexical.count != docs.next_row())
+        ):
             raise CorruptFileError(
                 f"index at {folder} is inconsistent: manifest count {manifest['count']}, documents {docs.count}, "
-                f"vectors {store.count}; rebuild the index"
+                f"vectors {store.count}{'' if lexical is None else f', lexical rows {lexical.count}'}; rebuild "
+                "the index"
             )
     except BaseException:
         docs.close()
         if store is not None:
             store.close()
         raise
-    return manifest, transform, store, docs
+    return manifest, transform, store, docs, lexical

@@ -58,6 +58,8 @@ def build_index_file(
     show_progress: bool | None = None,
     make_encoder: Callable[..., AnyEncoder] | None = None,
     empty_documents: str | None = None,
+    lexical: str | None = None,
+    analyzer: str = "english",
 ) -> BuiltIndex:
     """Encode the corpus file ``corpus``, fit ``transform`` and write the index folder ``out``; the arguments
     are those of :meth:`whitevec.index.Retriever.build`. ``encoder``'s ``pooling`` None: the model folder's
@@ -71,12 +73,13 @@ def build_index_file(
 
     ``empty_documents`` (``skip``, ``keep``, ``error``; None: ``skip``): what becomes of documents with no token
     the model knows (see :meth:`whitevec.index.Retriever.build`). The Ray engine indexes every document (None or
-    ``keep``; the others are refused).
+    ``keep``; the others are refused). ``lexical`` and ``analyzer``: the BM25 index beside the vectors (see
+    :meth:`whitevec.index.Retriever.build`); local FAISS builds only, for now.
     """
     empty = None if empty_documents is None else check_empty_documents(empty_documents)
     options: dict[str, Any] = dict(kind=kind, metric=metric, backend=backend, uri=uri, index_params=index_params)
     if check_engine(engine):
-        _check_ray_options(empty, fit_sample, transform)
+        _check_ray_options(empty, fit_sample, transform, lexical)
         ray = {"ray_address": ray_address, "workers": workers, "gpus_per_worker": gpus_per_worker}
         sample = {"fit_sample": fit_sample, "fit_seed": fit_seed}
         return _build_on_ray(
@@ -95,7 +98,7 @@ def build_index_file(
     check_output(out, "index folder", need_bytes=need, folder=True)
     from whitevec.index import Retriever, check_build, stored_dim
 
-    check_build(out, **options, dim=stored_dim(transform, dim))
+    check_build(out, **options, dim=stored_dim(transform, dim), lexical=lexical, analyzer=analyzer)
     pooling = index_pooling(encoder["model"], encoder.get("pooling"))
     with (
         make({**encoder, "pooling": pooling}, make_encoder) as model,
@@ -107,14 +110,22 @@ def build_index_file(
             fit_on=fit_on,
             show_progress=show_progress,
             empty_documents=empty or "skip",
+            lexical=lexical,
+            analyzer=analyzer,
             **options,
         ) as retriever,
     ):
         return BuiltIndex(Path(out), repr(retriever))
 
 
-def _check_ray_options(empty: str | None, fit_sample: int | None, transform: str) -> None:
-    """The options a Ray build refuses: leaving documents out, a fit sample with nothing to fit."""
+def _check_ray_options(empty: str | None, fit_sample: int | None, transform: str, lexical: str | None) -> None:
+    """The options a Ray build refuses: leaving documents out, a fit sample with nothing to fit, a lexical part
+    (not on Milvus yet)."""
+    if lexical is not None and str(lexical).strip().lower() != "none":
+        raise BadInputError(
+            "the lexical part on Milvus comes with Milvus's own BM25 function (issue 39); build with --engine "
+            "local --backend faiss, or with --lexical none"
+        )
     if empty not in (None, "keep"):
         raise BadInputError(f"--engine ray indexes every document; --empty-documents {empty} is for a local build")
     if fit_sample is not None and str(transform) == "none":
