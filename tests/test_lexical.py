@@ -1,0 +1,338 @@
+"""The lexical index beside the vectors (issue 39 item 1): analyzers, BM25 scores against bm25s used directly,
+its two files (persisted, checksummed, in the index version), build, add and load with and without it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import bm25s
+import numpy as np
+import pytest
+import Stemmer
+
+from tests.index_helpers import HashEncoder, sentences
+from tests.static_helpers import tiny_static_folder
+from tests.test_cli import run_cli
+from whitevec.encoders.static import StaticEncoder
+from whitevec.errors import BadInputError, CorruptFileError
+from whitevec.index import Document, Retriever, read_manifest
+from whitevec.index.layout import LEXICAL_FILES, LEXICAL_MATRIX, LEXICAL_TERMS, check_index_manifest
+from whitevec.index.lexical import (
+    DEFAULT_LEXICAL,
+    METHODS,
+    Analyzer,
+    LexicalIndex,
+    check_lexical,
+    make_analyzer,
+)
+from whitevec.index.manifest import is_lexical_record
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+SAVED = Path(__file__).parent / "fixtures" / "saved"
+
+TEXTS = [
+    "The cats were running across the streets",
+    "A dog runs in the street",
+    "Wings stall at high angles of attack",
+    "",
+    "the of and to",
+    "Cats and dogs, cats and more cats",
+    "Boundary layers on a flat plate",
+    "Running dogs chase running cats",
+]
+QUERIES = ["running cat", "dog street", "stall wing attack", "plate boundary layer cats"]
+
+
+def docs_of(texts: list[str], tag: str = "d") -> list[Document]:
+    return [Document(f"{tag}{i}", text) for i, text in enumerate(texts)]
+
+
+# --- analyzers ------------------------------------------------------------------------------------------------
+def test_english_gives_the_terms_bm25s_tokenize_gives() -> None:
+    texts = [*TEXTS, "Flows; FLOWING, flowed! 3D x-ray naïve café"]
+    theirs = bm25s.tokenize(
+        texts, stopwords="en", stemmer=Stemmer.Stemmer("english"), return_ids=False, show_progress=False
+    )
+    assert make_analyzer("english").analyze(texts) == theirs
+    # Lucene's 33 English stop words (bm25s's list): "were" is not one of them.
+    assert make_analyzer("english").analyze(["The cats were running"]) == [["cat", "were", "run"]]
+
+
+def test_plain_keeps_every_word_as_written_lower_cased() -> None:
+    assert make_analyzer("plain").analyze(["The Cats were running, a b"]) == [["the", "cats", "were", "running"]]
+
+
+def test_cjk_bigram_pairs_characters_of_cjk_runs_and_keeps_other_words() -> None:
+    terms = make_analyzer("cjk-bigram").analyze(["我爱北京 iPhone 15 中", "ＡＢＣ東京タワー", "한국어"])
+    assert terms == [
+        ["我爱", "爱北", "北京", "iphone", "15", "中"],
+        ["abc", "東京", "京タ", "タワ", "ワー"],
+        ["한국", "국어"],
+    ]
+
+
+def test_encoder_analyzer_uses_the_encoders_tokens_without_the_unknown_one(tmp_path: Path) -> None:
+    encoder = StaticEncoder(tiny_static_folder(tmp_path / "static"))
+    analyzer = make_analyzer("encoder", encoder)
+    # "dogs" is two pieces of the tiny vocabulary; "zebra" is unknown (dropped); no cut at the encoder's 6 tokens.
+    assert analyzer.analyze(["The dogs zebra", "a man a man a man a man"]) == [
+        ["the", "dog", "##s"],
+        ["a", "man"] * 4,
+    ]
+    assert analyzer.record()["model"] == encoder.describe()["model"]
+    with pytest.raises(BadInputError, match="needs the encoder"):
+        make_analyzer("encoder")
+    with pytest.raises(BadInputError, match="token_strings"):
+        make_analyzer("encoder", HashEncoder())  # type: ignore[arg-type]
+
+
+def test_the_transformer_encoders_tokens(tiny_bert_dir: Path) -> None:
+    from whitevec.encoders.transformer import Encoder
+
+    encoder = Encoder(tiny_bert_dir, "last-avg", max_length=4)
+    # The whole text, past max_length; special tokens and [UNK] dropped.
+    assert encoder.token_strings(["The dogs zebra are eating food"]) == [
+        ["the", "dog", "##s", "are", "eating", "food"]
+    ]
+
+
+def test_a_query_of_stop_words_punctuation_or_emoji_has_no_terms() -> None:
+    index = LexicalIndex.build(TEXTS, make_analyzer("english"))
+    queries = ["the of and", "?!, ...", "🙂🙂", "zebra", "cats"]
+    assert index.has_terms(queries).tolist() == [False, False, False, True, True]
+    rows, scores = index.search(queries, 3)
+    assert (rows[:4] == -1).all() and np.isneginf(scores[:4]).all()  # zebra: a term the corpus never had
+    assert (rows[4] >= 0).all()
+
+
+@pytest.mark.parametrize("name", ["stemmed", "bigram", ""])
+def test_an_unknown_analyzer_or_lexical_choice_is_one_line(name: str) -> None:
+    with pytest.raises(BadInputError, match="unknown analyzer") as caught:
+        make_analyzer(name)
+    assert "\n" not in str(caught.value) and "english, cjk-bigram, plain, encoder" in str(caught.value)
+    with pytest.raises(BadInputError, match="unknown --lexical 'bm26'; valid: none, bm25"):
+        check_lexical("bm26", "english")
+
+
+def test_a_recorded_analyzer_must_be_this_whitevecs() -> None:
+    record = make_analyzer("english").record()
+    assert Analyzer.from_record(record) == make_analyzer("english")
+    with pytest.raises(CorruptFileError, match="not this whitevec's"):
+        Analyzer.from_record({**record, "stemmer": "porter"})
+    with pytest.raises(CorruptFileError, match="unknown analyzer"):
+        Analyzer.from_record({**record, "name": "klingon"})
+
+
+# --- scores ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("method", METHODS)
+def test_scores_equal_bm25s_used_directly_on_the_same_tokens(method: str) -> None:
+    analyzer = make_analyzer("english")
+    index = LexicalIndex.build(TEXTS, analyzer, k1=1.2, b=0.6, method=method)
+    oracle = bm25s.BM25(k1=1.2, b=0.6, method=method)
+    oracle.index(analyzer.analyze(TEXTS), show_progress=False)
+    rows, scores = index.search(QUERIES, len(TEXTS) + 2)
+    for query, terms, row, score in zip(QUERIES, analyzer.analyze(QUERIES), rows, scores, strict=True):
+        theirs = oracle.get_scores(terms)
+        sharing = [i for i, doc in enumerate(analyzer.analyze(TEXTS)) if set(doc) & set(terms)]
+        found = row[row >= 0]
+        assert sorted(found.tolist()) == sharing, query  # every document sharing a term, no other
+        np.testing.assert_array_equal(score[: found.size], theirs[found])
+        assert (np.diff(score[: found.size]) <= 0).all() and (row[found.size :] == -1).all()
+
+
+def test_best_first_with_equal_scores_by_row_and_depth_cut() -> None:
+    index = LexicalIndex.build(["cat", "dog", "cat", "cat dog", "cat"], make_analyzer("plain"))
+    rows, scores = index.search(["cat"], 3)
+    assert rows.tolist() == [[0, 2, 4]] and scores.dtype == np.float32 and rows.dtype == np.int64
+    with pytest.raises(BadInputError, match="depth"):
+        index.search(["cat"], 0)
+
+
+def test_bad_bm25_parameters_are_one_line() -> None:
+    analyzer = make_analyzer("plain")
+    for kwargs, needle in (
+        ({"method": "bm26"}, "unknown BM25 method"),
+        ({"b": 1.5}, "b must"),
+        ({"k1": -1}, "k1"),
+    ):
+        with pytest.raises(BadInputError, match=needle):
+            LexicalIndex.build(TEXTS, analyzer, **kwargs)
+
+
+def test_no_document_with_a_term_builds_an_index_that_finds_nothing() -> None:
+    index = LexicalIndex.build(["the", "", "of and"], make_analyzer("english"), method="bm25l")
+    assert index.record()["documents_without_terms"] == 3 and index.record()["terms"] == 0
+    assert (index.search(["the cat"], 2)[0] == -1).all()
+
+
+# --- files ----------------------------------------------------------------------------------------------------
+def test_saved_and_opened_it_answers_the_same_and_writes_the_same_bytes(tmp_path: Path) -> None:
+    index = LexicalIndex.build(TEXTS, make_analyzer("english"), method="bm25+")
+    for folder in (tmp_path / "a", tmp_path / "b"):
+        folder.mkdir()
+        assert index.save(folder) == list(LEXICAL_FILES)
+    # Columns numbered by sorted term: another build of the same texts writes the same bytes.
+    LexicalIndex.build(TEXTS, make_analyzer("english"), method="bm25+").save(tmp_path / "b")
+    for name in LEXICAL_FILES:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    # Across processes too (a set's order changes with the string hash seed): the terms are kept sorted.
+    terms = json.loads((tmp_path / "a" / LEXICAL_TERMS).read_text(encoding="utf-8"))
+    assert terms == sorted(terms) and len(terms) == index.record()["terms"]
+    opened = LexicalIndex.open(tmp_path / "a", index.record())
+    for got, expected in zip(opened.search(QUERIES, 5), index.search(QUERIES, 5), strict=True):
+        np.testing.assert_array_equal(got, expected)
+    assert opened.record() == index.record()
+
+
+def build(tmp_path: Path, docs: list[Document], **kwargs: Any) -> Retriever:
+    return Retriever.build(docs, tmp_path / "idx", encoder=HashEncoder(), **kwargs)
+
+
+def test_build_with_lexical_records_it_and_lists_its_files(tmp_path: Path) -> None:
+    with build(tmp_path, docs_of(TEXTS[:3] + TEXTS[4:]), lexical="bm25", transform="none") as retriever:
+        manifest = retriever.manifest
+        assert retriever.lexical is not None and retriever.lexical.count == retriever.count == 7
+        assert "lexical=bm25/english" in repr(retriever)
+    record = manifest["lexical"]
+    assert (record["method"], record["k1"], record["b"], record["analyzer"]["name"]) == (
+        "lucene",
+        1.5,
+        0.75,
+        "english",
+    )
+    assert record["documents"] == 7 and record["documents_without_terms"] == 1  # "the of and to"
+    assert set(LEXICAL_FILES) <= set(manifest["files"]) and is_lexical_record(record)
+    assert read_manifest(tmp_path / "idx")["lexical"] == record  # checksums verified
+
+
+def test_build_without_lexical_writes_none_of_it(tmp_path: Path) -> None:
+    assert DEFAULT_LEXICAL == "none"
+    with build(tmp_path, docs_of(TEXTS[:3])) as retriever:
+        assert retriever.lexical is None and "lexical" not in retriever.manifest
+    assert not any((tmp_path / "idx" / name).exists() for name in LEXICAL_FILES)
+
+
+@pytest.mark.parametrize("victim", [LEXICAL_MATRIX, LEXICAL_TERMS])
+def test_a_flipped_byte_in_a_lexical_file_is_caught_at_load(tmp_path: Path, victim: str) -> None:
+    build(tmp_path, docs_of(TEXTS), lexical="bm25").close()
+    path = tmp_path / "idx" / victim
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptFileError, match=f"{victim} fails its checksum"):
+        Retriever.load(tmp_path / "idx", encoder=HashEncoder())
+
+
+def test_the_layout_wants_the_lexical_files_exactly_when_the_manifest_has_lexical(tmp_path: Path) -> None:
+    build(tmp_path, docs_of(TEXTS), lexical="bm25").close()
+    manifest = read_manifest(tmp_path / "idx")
+    check_index_manifest(manifest, tmp_path / "idx")
+    without_record = {k: v for k, v in manifest.items() if k != "lexical"}
+    without_files = {**manifest, "files": {k: v for k, v in manifest["files"].items() if k not in LEXICAL_FILES}}
+    for broken in (without_record, without_files):
+        with pytest.raises(CorruptFileError, match="lexical"):
+            check_index_manifest(broken, tmp_path / "idx")
+
+
+def test_load_answers_as_the_built_index(tmp_path: Path) -> None:
+    with build(tmp_path, docs_of(TEXTS), lexical="bm25", analyzer="plain") as built:
+        expected = built.lexical.search(QUERIES, 4) if built.lexical else None
+    with Retriever.load(tmp_path / "idx", encoder=HashEncoder()) as loaded:
+        assert loaded.lexical is not None and loaded.lexical.analyzer == make_analyzer("plain")
+        for got, want in zip(loaded.lexical.search(QUERIES, 4), expected or (), strict=True):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_an_encoder_analyzer_index_loads_with_its_model_bound(tmp_path: Path) -> None:
+    folder = tiny_static_folder(tmp_path / "static")
+    docs = docs_of(["a dog is running", "the cat is eating food", "red car on the street"])
+    Retriever.build(
+        docs, tmp_path / "idx", encoder=StaticEncoder(folder), lexical="bm25", analyzer="encoder"
+    ).close()
+    with Retriever.load(tmp_path / "idx") as loaded:  # the model made from the manifest
+        assert loaded.lexical is not None and loaded.lexical.analyzer.name == "encoder"
+        assert loaded.lexical.search(["dogs eating"], 3)[0].tolist() == [[0, 1, -1]]
+
+
+# --- add ------------------------------------------------------------------------------------------------------
+def test_add_keeps_the_lexical_index_in_step_with_the_vectors(tmp_path: Path) -> None:
+    texts = [text for text in TEXTS if text]  # a blank one would be left out of both (no token the model knows)
+    with build(tmp_path, docs_of(texts[:4]), lexical="bm25", analyzer="plain") as retriever:
+        assert retriever.add(docs_of(texts[4:], tag="n")) == len(texts)
+        assert retriever.lexical is not None and retriever.lexical.count == len(texts)
+        added = retriever.lexical.search(QUERIES, 6)
+        assert retriever.manifest["lexical"]["documents"] == len(texts)
+    # The same as one build over all the texts: every weight follows the new lengths and document counts.
+    whole = LexicalIndex.build(texts, make_analyzer("plain"))
+    for got, want in zip(added, whole.search(QUERIES, 6), strict=True):
+        np.testing.assert_array_equal(got, want)
+    with Retriever.load(tmp_path / "idx", encoder=HashEncoder()) as loaded:
+        assert loaded.lexical is not None
+        np.testing.assert_array_equal(loaded.lexical.search(QUERIES, 6)[0], added[0])
+
+
+# --- bad input and old indexes --------------------------------------------------------------------------------
+def test_a_bad_choice_refuses_the_build_before_anything_is_written(tmp_path: Path) -> None:
+    for kwargs, needle in (
+        ({"lexical": "bm25", "analyzer": "klingon"}, "unknown analyzer 'klingon'"),
+        ({"lexical": "tf-idf"}, "unknown --lexical 'tf-idf'"),
+        ({"lexical": "bm25", "backend": "milvus"}, "the lexical part on Milvus comes with"),
+    ):
+        with pytest.raises(BadInputError, match=needle):
+            build(tmp_path, docs_of(TEXTS), **kwargs)
+        assert not (tmp_path / "idx").exists()
+
+
+def test_the_command_line_refuses_a_bad_lexical_choice_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(sentences(5)) + "\n")
+    model = str(tiny_static_folder(tmp_path / "static"))
+    base = ["index", "build", "--corpus", str(corpus), "--out", str(tmp_path / "idx"), "--model", model]
+    for extra, needle in (
+        (["--lexical", "bm26"], "unknown --lexical 'bm26'"),
+        (["--lexical", "bm25", "--engine", "ray", "--backend", "milvus"], "the lexical part on Milvus comes with"),
+    ):
+        code, _, err = run_cli([*base, *extra], capsys)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("whitevec: error: ") and needle in lines[0], (
+            err
+        )
+
+
+def test_bad_lexical_choices_are_refused_before_the_model_loads(tmp_path: Path) -> None:
+    from whitevec.workflows import build_index_file
+
+    def no_model(**_: Any) -> Any:
+        raise AssertionError("the model was loaded before the lexical options were checked")
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(sentences(5)) + "\n")
+    model = {"model": str(tiny_static_folder(tmp_path / "static")), "pooling": None}
+    for lexical, analyzer, needle in (("bm26", "english", "--lexical"), ("bm25", "klingon", "analyzer")):
+        with pytest.raises(BadInputError, match=needle):
+            build_index_file(
+                corpus, tmp_path / "idx", encoder=model, lexical=lexical, analyzer=analyzer, make_encoder=no_model
+            )
+
+
+def test_the_help_names_the_default_of_lexical() -> None:
+    from whitevec.cli.index import LexicalOpt
+
+    help_text = LexicalOpt.__metadata__[0].help
+    assert f"Default: {DEFAULT_LEXICAL}." in help_text
+
+
+def test_an_index_written_before_the_lexical_part_loads_and_says_how_to_add_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    index = shutil.copytree(SAVED / "index-flat-whitening", tmp_path / "index")
+    with Retriever.load(index, model=SAVED / "static") as retriever:
+        assert retriever.lexical is None and retriever.search(["a query"], k=2)[0]
+    code, stdout, err = run_cli(["index", "info", str(index)], capsys)
+    assert code == 0, err
+    assert "--lexical bm25" in json.loads(stdout)["size"]["lexical"]
