@@ -181,8 +181,9 @@ def index_build_command(
     *,
     run: RunOptions,
 ) -> None:
-    """Encode a corpus, fit the transform, and write an index folder (manifest, transform, index, documents, and
-    with --lexical bm25 a BM25 index of the documents' text).
+    """Encode a corpus, fit the transform, and write an index folder (manifest, transform, index, documents).
+
+    With --lexical bm25, a BM25 index of the documents' text too, in the same index version.
 
     With --engine ray (--backend milvus), --corpus may be a quoted glob of shards (JSONL, CSV/TSV, text,
     Parquet); the documents are kept in the Milvus collection, and a killed build resumes when run again."""
