@@ -26,6 +26,7 @@ from whitevec.index.lexical import (
     Analyzer,
     LexicalIndex,
     check_lexical,
+    lexical_size,
     make_analyzer,
 )
 from whitevec.index.manifest import is_lexical_record
@@ -206,6 +207,9 @@ def test_build_with_lexical_records_it_and_lists_its_files(tmp_path: Path) -> No
     assert record["documents"] == 7 and record["documents_without_terms"] == 1  # "the of and to"
     assert set(LEXICAL_FILES) <= set(manifest["files"]) and is_lexical_record(record)
     assert read_manifest(tmp_path / "idx")["lexical"] == record  # checksums verified
+    size = lexical_size(manifest)  # what index info adds under "size"
+    assert size["lexical_bytes"] == sum((tmp_path / "idx" / name).stat().st_size for name in LEXICAL_FILES)
+    assert size["lexical_bytes_per_document"] == round(size["lexical_bytes"] / 7, 2)
 
 
 def test_build_without_lexical_writes_none_of_it(tmp_path: Path) -> None:
