@@ -72,6 +72,14 @@ def test_bad_specs_are_one_line_naming_the_valid_forms(spec: str) -> None:
     assert FUSION_FORMS in str(info.value) and "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize(
+    "arguments", [{"method": "convex", "alpha": 1.5}, {"method": "rrf", "k": 0}, {"method": "sum"}]
+)
+def test_a_fusion_made_directly_is_checked_too(arguments: dict[str, Any]) -> None:
+    with pytest.raises(BadInputError, match=re.escape(FUSION_FORMS)):
+        Fusion(**arguments)
+
+
 def test_the_default_fusion_is_convex_at_the_dense_weight_of_issue_39() -> None:
     assert Fusion("convex", alpha=0.6) == DEFAULT_FUSION and MODES == ("dense", "lexical", "hybrid")
 
@@ -405,6 +413,30 @@ def test_the_cli_refuses_in_one_line_before_the_model_loads(
     monkeypatch.setattr(Retriever, "load", lambda *a, **kw: pytest.fail("the index was loaded"))
     code, out, err = run_cli(["search", str(dense_index), "wing", *options], capsys)
     check_bad_input(code, out, err, needle)
+
+
+class _Borrowed:
+    """A loaded Retriever lent to a workflow: leaving its ``with`` does not close it."""
+
+    def __init__(self, retriever: Retriever) -> None:
+        self.retriever = retriever
+
+    def __enter__(self) -> Retriever:
+        return self.retriever
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def test_the_search_workflow_passes_the_mode_on(hybrid: Retriever, monkeypatch: pytest.MonkeyPatch) -> None:
+    from whitevec.workflows import search_index
+
+    # An index with a lexical part, as its manifest says and the loaded retriever has.
+    monkeypatch.setattr("whitevec.index.read_manifest", lambda *a, **kw: {**hybrid.manifest, "lexical": {}})
+    monkeypatch.setattr(Retriever, "load", lambda *a, **kw: _Borrowed(hybrid))
+    for options in ({"mode": "lexical"}, {"fusion": "rrf:2", "candidates": 2}):
+        found = search_index(hybrid.path, ["car engine"], k=3, **options)
+        assert found == hybrid.search(["car engine"], k=3, **options)
 
 
 def _results() -> SearchResults:
