@@ -147,8 +147,8 @@ def test_cli_build_and_search(tiny_bert_dir: Path, tmp_path: Path, capsys: pytes
     code, stdout, err = _run(["search", str(index), "😀", MEANINGFUL[2], "ⓩⓩⓩ", "-k", "3", "--json"], capsys)
     assert code == 0, err
     assert err.splitlines() == [
-        "whitevec: warning: query 1 has no token the model knows; no hits",
-        "whitevec: warning: query 3 has no token the model knows; no hits",
+        "whitevec: warning: query 1: the query has no token the model knows; no hits",
+        "whitevec: warning: query 3: the query has no token the model knows; no hits",
     ]
     payload = json.loads(stdout)
     assert payload[0]["hits"] == [] and "no token the model knows" in payload[0]["note"]

@@ -249,6 +249,33 @@ def index_export_faiss_command(
     typer.echo(f"wrote {out} (ids are the rows of {index_dir / 'docs.sqlite'})", err=True)
 
 
+SearchModeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--mode",
+        help="dense (the vectors), lexical (the BM25 part) or hybrid (both, fused). Default: the index's own "
+        "(hybrid when it was built with --lexical bm25, else dense).",
+    ),
+]
+FusionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--fusion",
+        help="How hybrid fuses the two rankings: convex[:ALPHA] = ALPHA x min-max(dense) + (1 - ALPHA) x "
+        "min-max(lexical), ALPHA the dense weight (convex alone: 0.6); rrf[:K] = the sum of 1/(K + rank) (rrf "
+        "alone: 60). Default: the index's own, else convex:0.6. Given without --mode, it asks for hybrid.",
+    ),
+]
+CandidatesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--candidates",
+        help="Hybrid: each ranker's top N x k documents are fused (default 10). Given without --mode, it asks "
+        "for hybrid.",
+    ),
+]
+
+
 def search_command(
     index_dir: Annotated[Path, typer.Argument(help="Index folder.")],
     query: Annotated[list[str], typer.Argument(help="One or more queries.")],
@@ -265,20 +292,36 @@ def search_command(
         ),
     ] = None,
     model: IndexModelOpt = None,
+    mode: SearchModeOpt = None,
+    fusion: FusionOpt = None,
+    candidates: CandidatesOpt = None,
 ) -> None:
     """Search an index; queries are encoded with the index's own model, pooling and transform.
 
-    --format json (or --json) prints, per query, its hits with their whole text and metadata; csv a row per hit
-    with the whole text; a drawn table and Markdown cut texts at 100 characters."""
+    --format json (or --json) prints, per query, its hits with their whole text, metadata and, for lexical and
+    hybrid searches, the rank and score each ranker gave it (rankers); csv a row per hit with the whole text; a
+    drawn table and Markdown cut texts at 100 characters. Lexical and hybrid tables add each ranker's rank
+    ("-": not among its candidates)."""
     if json_out:
         if table_format not in (TableFormat.auto, TableFormat.json):
             raise BadInputError(f"--json is --format json; give it or --format {table_format}, not both")
         table_format = TableFormat.json
     from whitevec.workflows import search_index
 
-    results = search_index(index_dir, query, k=k, device=device, config=config, model=model)
-    for position in results.unknown_queries:
-        warnings.warn(f"query {position + 1} has no token the model knows; no hits", WhitevecWarning, stacklevel=1)
+    results = search_index(
+        index_dir,
+        query,
+        k=k,
+        device=device,
+        config=config,
+        model=model,
+        mode=mode,
+        fusion=fusion,
+        candidates=candidates,
+    )
+    for position, hits in enumerate(results):
+        if hits.note is not None:
+            warnings.warn(f"query {position + 1}: {hits.note}", WhitevecWarning, stacklevel=1)
     if table_format is TableFormat.json:
         payload = [
             {"query": q, "hits": [h.to_dict() for h in hits], **({"note": hits.note} if hits.note else {})}
@@ -298,16 +341,23 @@ def _hits_table(
     index_dir: Path, queries: list[str], results: Sequence[Sequence[SearchHit]], shown: int | None
 ) -> _Table:
     """A row per hit: the query, its rank, the document's id, the score and its text (cut to ``shown``
-    characters with "...", or whole for None)."""
+    characters with "...", or whole for None); after a lexical or hybrid search, also the rank each ranker gave
+    it (None where it was not among that ranker's candidates)."""
     top = max(map(len, results), default=0)
+    rankers = [name for name in _RANKERS if any(name in (hit.rankers or ()) for hits in results for hit in hits)]
     table = _Table(
         f"{index_dir} - top {top} per query",
-        ("query", "rank", "id", "score", "text"),
+        ("query", "rank", "id", "score", *rankers, "text"),
         text=("query", "id", "text"),
         formats={"score": ".4f"},
     )
     for q, hits in zip(queries, results, strict=True):
         for rank, hit in enumerate(hits, start=1):
             text = hit.text if shown is None or len(hit.text) <= shown else hit.text[: shown - 3] + "..."
-            table.add_row(q, rank, hit.id, hit.score, text)
+            found = [(hit.rankers or {}).get(name, {}).get("rank") for name in rankers]
+            table.add_row(q, rank, hit.id, hit.score, *found, text)
     return table
+
+
+# The ranker columns of a lexical or hybrid search's table (SearchHit.rankers' names).
+_RANKERS = ("dense", "lexical")

@@ -8,6 +8,10 @@ nothing here depends on which.
 
 ``k`` larger than the number of documents is clamped to that number, with a logged warning
 (``logging.getLogger("whitevec.index.retriever")``); ``k`` below 1 is a BadInputError.
+
+A search runs in one of three modes (:mod:`whitevec.index.fusion`): ``dense`` (the vectors), ``lexical`` (the
+index's BM25 part, :attr:`Retriever.lexical`) or ``hybrid`` (both rankings fused); the index's manifest says
+which is its default.
 """
 
 from __future__ import annotations
@@ -18,7 +22,6 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +33,16 @@ from whitevec.encoders.protocol import known_token_mask
 from whitevec.errors import BadInputError, CorruptFileError, DimensionMismatchError
 from whitevec.index.build import as_documents, build_index, encoder_description, meaningful_documents
 from whitevec.index.documents import DocumentStore, documents_of
+from whitevec.index.fusion import Fusion, LexicalRanker, SearchPlan, fuse, plan_search, search_defaults
+from whitevec.index.hits import (
+    UNKNOWN_QUERY_NOTE,
+    QueryHits,
+    SearchHit,
+    SearchResults,
+    fused_hits,
+    lexical_hits,
+    no_hits,
+)
 from whitevec.index.layout import TRANSFORM_FILE, check_index_manifest
 from whitevec.index.lexical import DEFAULT_ANALYZER, LexicalIndex, warn_documents_without_terms
 from whitevec.index.manifest import SELF_CHECKSUM, write_manifest
@@ -43,48 +56,6 @@ if TYPE_CHECKING:
     from whitevec.encoders.protocol import EncoderLike
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class SearchHit:
-    """One result: the document's id, its score, text and metadata.
-
-    ``score`` is the cosine similarity (metric ``cosine``) or inner product (``ip``) in the transformed space,
-    higher is closer; for ``l2`` it is the squared Euclidean distance, lower is closer. Hits come best first.
-    """
-
-    id: str
-    score: float
-    text: str
-    metadata: dict[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "score": self.score, "text": self.text, "metadata": self.metadata}
-
-
-# The note on a query with no token the model knows (see Retriever.search).
-UNKNOWN_QUERY_NOTE = "the query has no token the model knows; no hits"
-
-
-class QueryHits(list[SearchHit]):
-    """One query's hits, best first (a list); ``note`` says why there are none when the query was not searched."""
-
-    note: str | None = None
-
-
-class SearchResults(list[QueryHits]):
-    """:meth:`Retriever.search`'s answer: one :class:`QueryHits` per query, in order (a list)."""
-
-    @property
-    def unknown_queries(self) -> list[int]:
-        """Positions of the queries with no token the model knows (empty hits, with a note)."""
-        return [i for i, hits in enumerate(self) if hits.note is not None]
-
-
-def _no_hits(note: str) -> QueryHits:
-    hits = QueryHits()
-    hits.note = note
-    return hits
 
 
 class Retriever:
@@ -107,7 +78,8 @@ class Retriever:
         self.encoder = encoder
         self.transform = transform
         self.store = store
-        # The BM25 index of this version's documents (rows aligned with the store's), when the manifest has one.
+        # The BM25 index of this version's documents (rows aligned with the store's), for lexical and hybrid
+        # searches; None: dense only.
         self.lexical = lexical
         self._docs = docs
         self._owns_encoder = owns_encoder  # made by load(): closing the Retriever closes it (its vector cache)
@@ -283,22 +255,86 @@ class Retriever:
             self.transform, self.encoder.encode(texts, show_progress=False), self.manifest["metric"]
         )
 
-    def search(self, queries: Sequence[str], k: int = 10) -> SearchResults:
-        """The ``k`` nearest documents for each query, best first (see the module docstring for ``k``): a list
-        of hit lists. A query with no token the model knows (only emoji or characters the vocabulary lacks) is
-        not searched: its hit list is empty, with a ``note`` (see :class:`SearchResults`'s
-        ``unknown_queries``).
+    def search_plan(
+        self, mode: str | None = None, fusion: str | Fusion | None = None, candidates: int | None = None
+    ) -> SearchPlan:
+        """The search :meth:`search` runs for these arguments (see there); a one-line BadInputError for a bad
+        one, or for a lexical or hybrid search when the index has no lexical part."""
+        defaults = search_defaults(self.manifest)
+        return plan_search(mode, fusion, candidates, defaults=defaults, has_lexical=self.lexical is not None)
+
+    def search(
+        self,
+        queries: Sequence[str],
+        k: int = 10,
+        *,
+        mode: str | None = None,
+        fusion: str | Fusion | None = None,
+        candidates: int | None = None,
+    ) -> SearchResults:
+        """The ``k`` best documents for each query, best first (see the module docstring for ``k``): a list of
+        hit lists (see :class:`SearchHit` for what a score means in each mode).
+
+        ``mode``: ``dense``, ``lexical`` or ``hybrid``; None, the index's own (:func:`~whitevec.index.fusion.
+        search_defaults`). ``fusion`` (``rrf[:K]``, ``convex[:ALPHA]`` or a :class:`~whitevec.index.fusion.Fusion`;
+        None, the index's own) and ``candidates`` (each ranker's top ``candidates x k`` are fused; None,
+        :data:`~whitevec.index.fusion.CANDIDATE_FACTOR`) are for hybrid searches, which either asks for when no
+        mode is given.
+
+        A query with no token the model knows (only emoji or characters the vocabulary lacks) is not searched
+        densely: in dense mode its hit list is empty, with a ``note`` (see :class:`SearchResults`'s
+        ``unknown_queries``); in hybrid mode it gets the lexical ranking alone (noted). A query with no term left
+        after analysis (stop words, punctuation): in lexical mode, no hits and a note; in hybrid mode, the dense
+        ranking alone (noted).
 
         Raises:
-            BadInputError: not a list of strings, an empty list, or a blank query (see :func:`check_texts`).
+            BadInputError: not a list of strings, an empty list, or a blank query (see :func:`check_texts`); an
+                unknown mode or fusion, candidates below 1, a fusion with a mode other than hybrid, a lexical or
+                hybrid search on an index without a lexical part.
         """
         items = check_texts(queries, "queries")
+        plan = self.search_plan(mode, fusion, candidates)
         k = self.effective_k(k)
+        if plan.mode == "lexical":
+            return self._search_lexical(items, k)
         known = known_token_mask(self.encoder, items)
+        if plan.mode == "hybrid":
+            return self._search_hybrid(items, known, k, plan)
         meaningful = [text for text, ok in zip(items, known, strict=True) if ok]
         with self._lock:
             found = iter(self._search(self._stored_form(meaningful), k) if meaningful else [])
-        return SearchResults(next(found) if ok else _no_hits(UNKNOWN_QUERY_NOTE) for ok in known)
+        return SearchResults(next(found) if ok else no_hits(UNKNOWN_QUERY_NOTE) for ok in known)
+
+    def _search_lexical(self, items: list[str], k: int) -> SearchResults:
+        """The BM25 ranking of each query; no hits and a note for a query with no term left after analysis."""
+        lexical = self._lexical()
+        with self._lock:
+            terms = lexical.has_terms(items)
+            rows, scores = lexical.search(items, k)
+            found = self._docs.get(rows[rows >= 0].tolist())
+        return lexical_hits(rows, scores, terms, found)
+
+    def _search_hybrid(self, items: list[str], known: np.ndarray, k: int, plan: SearchPlan) -> SearchResults:
+        """Each ranker's top ``plan.depth`` candidates fused (:func:`~whitevec.index.fusion.fuse`); a query one
+        ranker cannot search gets the other's ranking alone, with a note."""
+        lexical, depth = self._lexical(), plan.depth(k, self.count)
+        dense_rows = np.full((len(items), depth), -1, dtype=np.int64)
+        dense_scores = np.full((len(items), depth), -np.inf, dtype=np.float32)
+        with self._lock:
+            terms = np.asarray(lexical.has_terms(items), dtype=bool)
+            lexical_rows, lexical_scores = lexical.search(items, depth)
+            if known.any():
+                meaningful = [text for text, ok in zip(items, known, strict=True) if ok]
+                dense_scores[known], dense_rows[known] = self.store.search(self._stored_form(meaningful), depth)
+            metric = self.manifest["metric"]
+            fused = fuse(dense_rows, dense_scores, lexical_rows, lexical_scores, plan.fusion, k, metric=metric)
+            found = self._docs.get(sorted({hit.row for query in fused for hit in query}))
+        return fused_hits(fused, known, terms, found)
+
+    def _lexical(self) -> LexicalRanker:
+        if self.lexical is None:  # search_plan refuses these modes first; kept for a caller that skipped it
+            raise BadInputError("this index has no lexical part; rebuild it with --lexical bm25")
+        return self.lexical
 
     def search_vectors(self, vectors: np.ndarray, k: int = 10) -> list[QueryHits]:
         """Search with vectors already made by :meth:`embed`."""

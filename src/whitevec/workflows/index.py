@@ -181,20 +181,30 @@ def search_index(
     device: str | None = None,
     config: str | os.PathLike[str] | None = None,
     model: str | os.PathLike[str] | None = None,
+    mode: str | None = None,
+    fusion: str | None = None,
+    candidates: int | None = None,
 ) -> SearchResults:
     """The ``k`` best hits of each query in the index ``index_dir``, queries encoded with the index's own model
     (found where ``model`` says when it moved), pooling and transform (a query with no token the model knows: no
-    hits and a note, see :meth:`whitevec.index.Retriever.search`). Checked before the index loads: the folder,
-    that it follows the tuned configuration ``config`` when one is given, and that no query is blank (as HTTP
-    /search refuses one)."""
+    hits and a note, see :meth:`whitevec.index.Retriever.search`), in ``mode`` with ``fusion`` and
+    ``candidates`` (None: the index's own; see :mod:`whitevec.index.fusion`). Checked before the index loads: the
+    folder, that it follows the tuned configuration ``config`` when one is given, the mode, fusion and candidates
+    (a lexical or hybrid search needs a lexical part), and that no query is blank (as HTTP /search refuses one)."""
     existing_folder(index_dir, "index folder")
+    from whitevec.index import read_manifest
+    from whitevec.index.fusion import plan_search, search_defaults
+
+    # The fields suffice here (Retriever.load verifies every file); a tuned configuration's check verifies too.
+    manifest = read_manifest(index_dir, verify=config is not None)
     if config is not None:
-        from whitevec.index import read_manifest
         from whitevec.tuning.config import TunedConfig
 
-        TunedConfig.load(config).check_index(read_manifest(index_dir), where=f"index {index_dir}")
+        TunedConfig.load(config).check_index(manifest, where=f"index {index_dir}")
+    has_lexical = manifest.get("lexical") is not None
+    plan_search(mode, fusion, candidates, defaults=search_defaults(manifest), has_lexical=has_lexical)
     check_texts(queries)
     from whitevec.index import Retriever
 
     with Retriever.load(index_dir, device=device, model=model) as retriever:
-        return retriever.search(queries, k=k)
+        return retriever.search(queries, k=k, mode=mode, fusion=fusion, candidates=candidates)
