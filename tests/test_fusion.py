@@ -21,9 +21,11 @@ from whitevec.errors import BadInputError, CorruptFileError
 from whitevec.index import Document, Retriever
 from whitevec.index.fusion import (
     CANDIDATE_FACTOR,
+    CONVEX_ALPHA,
     DEFAULT_FUSION,
     FUSION_FORMS,
     MODES,
+    RRF_K,
     FusedHit,
     Fusion,
     Ranked,
@@ -51,7 +53,7 @@ from whitevec.index.hits import (
         ("rrf", Fusion("rrf", k=60)),
         ("rrf:1", Fusion("rrf", k=1)),
         ("RRF : 10 ", Fusion("rrf", k=10)),
-        ("convex", Fusion("convex", alpha=0.6)),
+        ("convex", Fusion("convex", alpha=0.5)),
         ("convex:0", Fusion("convex", alpha=0.0)),
         ("convex:1", Fusion("convex", alpha=1.0)),
         ("convex:0.25", Fusion("convex", alpha=0.25)),
@@ -81,7 +83,7 @@ def test_a_fusion_made_directly_is_checked_too(arguments: dict[str, Any]) -> Non
 
 
 def test_the_default_fusion_is_convex_at_the_dense_weight_of_issue_39() -> None:
-    assert Fusion("convex", alpha=0.6) == DEFAULT_FUSION and MODES == ("dense", "lexical", "hybrid")
+    assert Fusion("convex", alpha=0.5) == DEFAULT_FUSION and MODES == ("dense", "lexical", "hybrid")
 
 
 def test_search_defaults_come_from_the_manifest() -> None:
@@ -494,3 +496,15 @@ def test_the_json_carries_the_rankers_and_each_note_warns(
     }
     assert payload[1]["note"] == LEXICAL_ALONE_NOTE and payload[1]["hits"][0]["id"] == "d2"
     assert err == f"whitevec: warning: query 2: {LEXICAL_ALONE_NOTE}\n"
+
+
+def test_the_search_help_quotes_the_fusion_defaults() -> None:
+    # The CLI writes them as literals (importing the index at start-up would cost every command): a change of
+    # the constants must change the help too.
+    from whitevec.cli.index import CandidatesOpt, FusionOpt
+
+    help_text = " ".join(FusionOpt.__metadata__[0].help.split())
+    assert f"convex alone: {CONVEX_ALPHA:g}" in help_text and f"rrf alone: {RRF_K}" in help_text
+    assert f"else {DEFAULT_FUSION.spec}." in help_text
+    candidates = " ".join(CandidatesOpt.__metadata__[0].help.split())
+    assert f"(default {CANDIDATE_FACTOR})" in candidates

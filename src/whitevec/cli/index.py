@@ -262,8 +262,8 @@ FusionOpt = Annotated[
     typer.Option(
         "--fusion",
         help="How hybrid fuses the two rankings: convex[:ALPHA] = ALPHA x min-max(dense) + (1 - ALPHA) x "
-        "min-max(lexical), ALPHA the dense weight (convex alone: 0.6); rrf[:K] = the sum of 1/(K + rank) (rrf "
-        "alone: 60). Default: the index's own, else convex:0.6. Given without --mode, it asks for hybrid.",
+        "min-max(lexical), ALPHA the dense weight (convex alone: 0.5); rrf[:K] = the sum of 1/(K + rank) (rrf "
+        "alone: 60). Default: the index's own, else convex:0.5. Given without --mode, it asks for hybrid.",
     ),
 ]
 CandidatesOpt = Annotated[

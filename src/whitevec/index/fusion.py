@@ -28,7 +28,10 @@ MODES = ("dense", "lexical", "hybrid")
 FUSION_METHODS = ("rrf", "convex")
 FUSION_FORMS = "rrf, rrf:K (K an integer >= 1), convex or convex:ALPHA (0 <= ALPHA <= 1, the dense weight)"
 RRF_K = 60  # `rrf` alone: the constant of Cormack et al. (2009), what the vector databases default to
-CONVEX_ALPHA = 0.6  # `convex` alone. Issue 39: 0.6 beat dense alone on Cranfield, MED and CACM (0.5 lost on MED)
+# `convex` alone, and the default. Measured with this module's candidate-list min-max (all-MiniLM-L6-v2,
+# benchmarks/investigations/hybrid_modes.py): 0.4-0.6 is a flat top, 0.5 the best average of Cranfield, MED,
+# CACM and ADI and above dense alone on each.
+CONVEX_ALPHA = 0.5
 # Each ranker's top CANDIDATE_FACTOR x k documents are fused: enough that a document ranked well by one ranker
 # is usually in the other's list too (min-max then scales over a list of the same depth for every query).
 CANDIDATE_FACTOR = 10
@@ -56,7 +59,7 @@ class Fusion:
 
     @property
     def spec(self) -> str:
-        """The canonical form :func:`parse_fusion` reads back: ``rrf:60``, ``convex:0.6``."""
+        """The canonical form :func:`parse_fusion` reads back: ``rrf:60``, ``convex:0.5``."""
         return f"rrf:{self.k}" if self.method == "rrf" else f"convex:{self.alpha:g}"
 
     def __str__(self) -> str:
