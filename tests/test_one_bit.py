@@ -31,6 +31,7 @@ from whitevec.index.faiss_store import one_faiss_thread
 from whitevec.index.rescore import RESCORE_FILE, RecordFile, RescoreVectors
 from whitevec.index.sign_codes import SIGN_FILE, SignCodes, random_rotation
 from whitevec.transforms import WhitevecWarning
+from whitevec.utils.linalg import unit_rows
 
 N, D = 2000, 64
 VECTORS = _clustered(N, D, seed=0)
@@ -336,7 +337,7 @@ def test_saves_loads_and_searches_the_same(tmp_path: Path, encoding: str, kind: 
         store: Any = loaded.store
         assert store.encoding.spec == parse_encoding(encoding).spec
         if store.rescore is not None:
-            assert isinstance(store.rescore._disk, RecordFile)  # read from the file on demand, not loaded
+            assert isinstance(store.rescore.disk, RecordFile)  # read from the file on demand, not loaded
 
 
 def test_index_info_reports_memory_and_disk_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -576,3 +577,16 @@ def test_eval_retrieval_table_shows_disk_bytes_only_when_an_encoding_rescores() 
     report.scores.append(row("binary+rescore=4", 8, 128))
     table = _retrieval_table(report, "t")
     assert table.columns[4:6] == ("bytes/vec", "disk B/vec") and [r[5] for r in table.rows] == [0, 128]
+
+
+def test_a_rescore_multiplier_can_be_changed_on_an_open_store(tmp_path: Path) -> None:
+    """The knob the benchmarks turn (FaissStore.set_rescore_multiplier): the search re-ranks multiplier x k."""
+    from whitevec.index.faiss_store import FaissStore
+
+    store = FaissStore(D, "cosine", "flat", {"encoding": "binary+rescore=2"})
+    store.add(np.arange(N, dtype=np.int64), unit_rows(VECTORS))
+    store.set_rescore_multiplier(20)
+    assert store.params()["encoding"] == "binary+rescore=20" and store.encoding.rescore == 20
+    plain = FaissStore(D, "cosine", "flat", {"encoding": "binary"})
+    with pytest.raises(BadInputError, match="no \\+rescore"):
+        plain.set_rescore_multiplier(4)

@@ -144,8 +144,8 @@ def test_a_record_file_refuses_a_short_read(tmp_path: Path, monkeypatch: pytest.
     records.save(tmp_path / RESCORE_FILE)
     vectors = RescoreVectors.open_path(tmp_path / RESCORE_FILE, "fp16", 8)
     np.testing.assert_array_equal(vectors.vectors(np.array([0, 7, 8, 49])), x[[0, 7, 8, 49]].astype(np.float16))
-    assert vectors._disk is not None
-    vectors._disk.check_size = lambda: None  # type: ignore[method-assign]
+    assert vectors.disk is not None
+    vectors.disk.check_size = lambda: None  # type: ignore[method-assign]
     os.truncate(tmp_path / RESCORE_FILE, 128 + 40 * 16 + 8)  # record 40 cut in half
     np.testing.assert_array_equal(vectors.vectors(np.array([0, 39])), x[[0, 39]].astype(np.float16))
     with pytest.raises(IndexDamagedError, match=r"rescore\.npy gave 8 of 16 bytes at offset 768 since"):

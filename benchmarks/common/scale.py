@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -102,12 +101,8 @@ class RowEncoder:
 
 
 def set_multiplier(store: Any, multiplier: int) -> None:
-    """Search a ``+rescore`` store at another multiplier (the benchmark's own knob: the encoding in the store's
-    parameters is what its search reads)."""
-    from whitevec.index.encodings import parse_encoding
-
-    encoding = parse_encoding(store.params()["encoding"])
-    store._params["encoding"] = replace(encoding, rescore=multiplier).spec
+    """Search a ``+rescore`` store at another multiplier (the benchmark's own knob)."""
+    store.set_rescore_multiplier(multiplier)
 
 
 def build_row_index(workdir: Path, x: np.ndarray, name: str) -> Path:

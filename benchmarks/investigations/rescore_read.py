@@ -83,7 +83,7 @@ def measure(folder: Path, queries: np.ndarray, multipliers: list[int]) -> dict[s
     retriever = Retriever.load(folder, encoder=RowEncoder(None))  # type: ignore[arg-type]
     store: Any = retriever.store
     records = store.rescore
-    pread = records._disk
+    pread = records.disk
     readers = {
         "memmap": MemmapRecords(folder / RESCORE_FILE, pread.dtype, pread.offset, pread.rows),
         "pread": pread,
@@ -94,13 +94,13 @@ def measure(folder: Path, queries: np.ndarray, multipliers: list[int]) -> dict[s
         candidates = [store.index.search(store.signs.encode(q[None, :]), multiplier * K)[1] for q in queries]
         times: dict[str, dict[str, list[float]]] = {name: {"search": [], "rescore": []} for name in READERS}
         for name in READERS:  # warm: every query's rows read once with each reader
-            records._disk = readers[name]
+            records.disk = readers[name]
             for q in queries:
                 store.search(q[None, :], K)
         for i, q in enumerate(queries):
             found = {}
             for name in READERS if i % 2 == 0 else READERS[::-1]:
-                records._disk = readers[name]
+                records.disk = readers[name]
                 ms, (_, ids) = _timed(lambda q=q: store.search(q[None, :], K))
                 times[name]["search"].append(ms)
                 found_by_codes = candidates[i]
@@ -109,7 +109,7 @@ def measure(folder: Path, queries: np.ndarray, multipliers: list[int]) -> dict[s
                 found[name] = ids
             if not np.array_equal(found["memmap"], found["pread"]):
                 raise SystemExit(f"the readers disagree on query {i}: {found}")
-        records._disk = pread
+        records.disk = pread
         out[str(multiplier)] = {
             name: {step: _percentiles(ms) for step, ms in steps.items()} for name, steps in times.items()
         }

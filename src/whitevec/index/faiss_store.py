@@ -7,6 +7,7 @@ import contextlib
 import math
 import warnings
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -264,6 +265,14 @@ class FaissStore:
     def encoding(self) -> Encoding:
         """How the vectors are stored (``float32`` for indexes built before encodings existed)."""
         return parse_encoding(self._params.get(ENCODING))
+
+    def set_rescore_multiplier(self, multiplier: int) -> None:
+        """Search this open store at another ``+rescore`` multiplier (re-rank ``multiplier x k`` candidates),
+        for measuring what the multiplier buys; the saved index keeps the one it was built with."""
+        encoding = self.encoding
+        if not encoding.rescore:
+            raise BadInputError(f"this index's encoding {encoding.spec!r} has no +rescore step")
+        self._params[ENCODING] = replace(encoding, rescore=multiplier).spec
 
     def training_rows(self, vectors: np.ndarray) -> np.ndarray:
         """The vectors that train the codes: all of ``vectors``, or ``train_sample`` of them drawn with a fixed

@@ -152,7 +152,8 @@ class RescoreVectors:
     def __init__(self, form: str, dim: int) -> None:
         self.form = form
         self.dim = int(dim)
-        self._disk: RecordFile | None = None  # the saved records, read from their file on demand
+        self.disk: RecordFile | None = None  # the saved records, read from their file on demand (public: a
+        # benchmark swaps in another reader of the same records to compare read paths)
         self._source: str = RESCORE_FILE
         self._added_ids = np.zeros(0, dtype=np.int64)  # sorted
         self._added = np.zeros(0, dtype=record_dtype(form, dim))
@@ -190,7 +191,7 @@ class RescoreVectors:
             )
         if shape[0]:
             # A descriptor of its own: the snapshot closes the handle once the index is loaded.
-            vectors._disk = RecordFile(os.dup(handle.fileno()), str(source), offset, int(shape[0]), expected)
+            vectors.disk = RecordFile(os.dup(handle.fileno()), str(source), offset, int(shape[0]), expected)
         return vectors
 
     @classmethod
@@ -202,14 +203,14 @@ class RescoreVectors:
     @property
     def rows(self) -> int:
         """Records a saved file of this state holds: one per id up to the largest."""
-        disk = 0 if self._disk is None else self._disk.rows
+        disk = 0 if self.disk is None else self.disk.rows
         return max(disk, int(self._added_ids[-1]) + 1 if self._added_ids.size else 0)
 
     # --- changes --------------------------------------------------------------------------------------------
     def staged(self) -> RescoreVectors:
         """A copy to add to and delete from for the next version (the file stays shared, read-only)."""
         other = RescoreVectors(self.form, self.dim)
-        other._disk, other._source = self._disk, self._source
+        other.disk, other._source = self.disk, self._source
         other._added_ids, other._added, other._deleted = self._added_ids, self._added, self._deleted
         return other
 
@@ -239,10 +240,10 @@ class RescoreVectors:
         dtype = record_dtype(self.form, self.dim)
         with writing_to(path):
             out = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=(self.rows,))
-            saved = 0 if self._disk is None else self._disk.rows
+            saved = 0 if self.disk is None else self.disk.rows
             for start in range(0, saved, _COPY_ROWS):
                 stop = min(start + _COPY_ROWS, saved)
-                out[start:stop] = self._disk.read_range(start, stop)  # type: ignore[union-attr]
+                out[start:stop] = self.disk.read_range(start, stop)  # type: ignore[union-attr]
             if self._added_ids.size:
                 out[self._added_ids] = self._added
             gone = self._deleted[self._deleted < self.rows]
@@ -268,8 +269,8 @@ class RescoreVectors:
             out[added] = decode_rows(self._added[where[added]], self.form)
         on_disk = ~added
         if on_disk.any():
-            assert self._disk is not None, "an id neither added nor saved"
-            out[on_disk] = decode_rows(self._disk.read(ids[on_disk]), self.form)
+            assert self.disk is not None, "an id neither added nor saved"
+            out[on_disk] = decode_rows(self.disk.read(ids[on_disk]), self.form)
         return out
 
     def rescore(
