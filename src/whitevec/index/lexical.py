@@ -56,7 +56,8 @@ __all__ = [
 # vectors").
 DEFAULT_LEXICAL = "none"
 LEXICAL_CHOICES = ("none", "bm25")
-# The vector backends a lexical index sits beside for now: Milvus gets its own BM25 function (issue 39 item 4).
+# The vector backends whose lexical part is a bm25s index beside the vectors; on Milvus it is Milvus's own BM25
+# (whitevec.index.milvus_bm25).
 LEXICAL_BACKENDS = ("faiss",)
 # bm25s's variants and its defaults (Lucene's BM25, k1 1.5, b 0.75; delta only for bm25l and bm25+).
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
@@ -70,11 +71,12 @@ _FORMAT = "whitevec-lexical-1"
 
 def check_lexical(lexical: str | None, analyzer: str, backend: str = "faiss") -> str | None:
     """The lexical ranker a build writes (``"bm25"``) or None, checked before any model loads: ``lexical`` one of
-    :data:`LEXICAL_CHOICES` (None: :data:`DEFAULT_LEXICAL`), ``analyzer`` one of :data:`ANALYZERS`, and a
-    backend that can keep one (the default does not apply where none can be kept yet).
+    :data:`LEXICAL_CHOICES` (None: :data:`DEFAULT_LEXICAL`), ``analyzer`` one of :data:`ANALYZERS` and, on a
+    backend other than :data:`LEXICAL_BACKENDS` (Milvus, whose own BM25 keeps the lexical part), one that backend
+    can reproduce.
 
     Raises:
-        BadInputError: an unknown choice, or ``bm25`` asked of a backend without a lexical index yet.
+        BadInputError: an unknown choice, or an analyzer Milvus cannot reproduce on the Milvus backend.
     """
     chosen = DEFAULT_LEXICAL if lexical is None else str(lexical).strip().lower()
     if chosen not in LEXICAL_CHOICES:
@@ -83,12 +85,9 @@ def check_lexical(lexical: str | None, analyzer: str, backend: str = "faiss") ->
     if chosen == "none":
         return None
     if str(backend).strip().lower() not in LEXICAL_BACKENDS:
-        if lexical is None:
-            return None
-        raise BadInputError(
-            f"the lexical part on Milvus comes with Milvus's own BM25 function (issue 39); build with --backend "
-            f"{' or '.join(LEXICAL_BACKENDS)}, or with --lexical none"
-        )
+        from whitevec.index.milvus_bm25 import check_milvus_analyzer
+
+        check_milvus_analyzer(analyzer)  # Milvus's BM25 function on the text field, with its analyzer
     return chosen
 
 
@@ -432,6 +431,10 @@ def lexical_size(manifest: dict[str, Any]) -> dict[str, Any]:
         return {
             "lexical": "none: this index has no lexical part; rebuild it with `whitevec index build --lexical "
             "bm25` to add one"
+        }
+    if manifest["lexical"].get("library") == "milvus":
+        return {
+            "lexical": "in the Milvus collection (Milvus's BM25 on the documents' text); its bytes are Milvus's"
         }
     files = manifest["files"]
     total = sum(int(files[name]["bytes"]) for name in LEXICAL_FILES if name in files)
