@@ -134,17 +134,6 @@ def milvus_index_type(kind: str, encoding: Encoding, uri: str | None) -> tuple[s
     return table[key], extra
 
 
-def check_documents_encoding(params: dict[str, Any] | None) -> None:
-    """Refuse sign codes in a collection that keeps the documents (``--engine ray``): its shards are written by
-    a resumable pipeline, and the codes' mean and rotation would have to be fitted before the first shard."""
-    encoding = parse_encoding((params or {}).get(ENCODING))
-    if encoding.sign:
-        raise BadInputError(
-            f"encoding {encoding.spec!r}: --engine ray does not write 1-bit sign codes to Milvus; build with "
-            "--engine local, or use float32, sq8 or rabitq"
-        )
-
-
 def _pymilvus() -> Any:
     try:
         import pymilvus
