@@ -187,9 +187,7 @@ def build_index(
     options.update(kind=kind, metric=metric)
     stores = store_class(backend)
     given, docs = documents_to_index(corpus, encoder, empty_documents)
-    ranker = check_lexical(lexical, analyzer, backend)
-    in_store = ranker is not None and keeps_lexical(stores)  # Milvus's BM25 on the collection's text field
-    lexical_index = None if in_store else lexical_part(ranker, analyzer, docs, encoder)
+    in_store, lexical_index = _lexical_plan(stores, lexical, analyzer, docs, encoder)
     vectors = encoder.encode([d.text for d in docs], show_progress=show_progress)
     fitted, transform_info = fit_transform(transform, fit_on, vectors, encoder, show_progress)
     stored = stored_form(fitted, vectors, metric)
@@ -208,9 +206,6 @@ def build_index(
                 fitted.save(tmp / TRANSFORM_FILE)
                 files.append(TRANSFORM_FILE)
             store = _filled_store(stores, tmp, stored, docs, options, analyzer if in_store else None)
-            lexical_record = lexical_index.record() if lexical_index is not None else None
-            if in_store:
-                lexical_record = cast(KeepsLexical, store).lexical_record(len(docs))
             files += store.save(tmp)
             files += write_texts(tmp, docs, lexical_index)
             manifest = {
@@ -221,7 +216,7 @@ def build_index(
                 "index_kind": kind,
                 **_stored_fields(store, len(docs), len(given)),
                 "build_seconds": round(time.perf_counter() - started, 3),
-                **({} if lexical_record is None else {"lexical": lexical_record}),
+                **_lexical_field(store, lexical_index, in_store, len(docs)),
             }
             write_manifest(tmp, manifest, files)  # last: a folder without it is never an index
     except BaseException:
@@ -236,6 +231,26 @@ def build_index(
         with contextlib.suppress(BadInputError):  # a backend this whitevec no longer has: nothing to free
             store_class(replaced[0]["backend"]).discard(replaced[0])
     return target
+
+
+def _lexical_field(
+    store: VectorStore, index: LexicalIndex | None, in_store: bool, count: int
+) -> dict[str, dict[str, Any]]:
+    """The manifest's ``lexical`` field: the bm25s index's record, or the store's own (:class:`KeepsLexical`),
+    or nothing."""
+    if index is not None:
+        return {"lexical": index.record()}
+    return {"lexical": cast(KeepsLexical, store).lexical_record(count)} if in_store else {}
+
+
+def _lexical_plan(
+    stores: type[VectorStore], lexical: str | None, analyzer: str, docs: Sequence[Document], encoder: EncoderLike
+) -> tuple[bool, LexicalIndex | None]:
+    """``(in_store, index)``: whether the store keeps the lexical part itself (Milvus's BM25), and otherwise the
+    bm25s index of ``docs`` a build writes beside the vectors (None without a lexical part)."""
+    ranker = check_lexical(lexical, analyzer, stores.name)
+    in_store = ranker is not None and keeps_lexical(stores)
+    return in_store, None if in_store else lexical_part(ranker, analyzer, docs, encoder)
 
 
 def _filled_store(

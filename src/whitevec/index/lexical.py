@@ -34,6 +34,7 @@ from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
 from whitevec.index.analyzers import ANALYZERS, DEFAULT_ANALYZER, Analyzer, check_analyzer_name, make_analyzer
 from whitevec.index.layout import LEXICAL_FILES, LEXICAL_MATRIX, LEXICAL_TERMS
 from whitevec.index.manifest import LEXICAL_RECORD, is_lexical_record
+from whitevec.index.store import keeps_lexical, store_class
 from whitevec.utils.io import atomic_path, writing_to
 
 if TYPE_CHECKING:
@@ -56,9 +57,6 @@ __all__ = [
 # vectors").
 DEFAULT_LEXICAL = "none"
 LEXICAL_CHOICES = ("none", "bm25")
-# The vector backends whose lexical part is a bm25s index beside the vectors; on Milvus it is Milvus's own BM25
-# (whitevec.index.milvus_bm25).
-LEXICAL_BACKENDS = ("faiss",)
 # bm25s's variants and its defaults (Lucene's BM25, k1 1.5, b 0.75; delta only for bm25l and bm25+).
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 NONOCCURRENCE_METHODS = ("bm25l", "bm25+")
@@ -72,8 +70,8 @@ _FORMAT = "whitevec-lexical-1"
 def check_lexical(lexical: str | None, analyzer: str, backend: str = "faiss") -> str | None:
     """The lexical ranker a build writes (``"bm25"``) or None, checked before any model loads: ``lexical`` one of
     :data:`LEXICAL_CHOICES` (None: :data:`DEFAULT_LEXICAL`), ``analyzer`` one of :data:`ANALYZERS` and, on a
-    backend other than :data:`LEXICAL_BACKENDS` (Milvus, whose own BM25 keeps the lexical part), one that backend
-    can reproduce.
+    backend that keeps the lexical part itself (:class:`~whitevec.index.store.KeepsLexical`: Milvus), one it can
+    reproduce.
 
     Raises:
         BadInputError: an unknown choice, or an analyzer Milvus cannot reproduce on the Milvus backend.
@@ -84,10 +82,10 @@ def check_lexical(lexical: str | None, analyzer: str, backend: str = "faiss") ->
     check_analyzer_name(analyzer)
     if chosen == "none":
         return None
-    if str(backend).strip().lower() not in LEXICAL_BACKENDS:
+    if keeps_lexical(store_class(backend)):  # the store's own BM25 (Milvus's, on the collection's text field)
         from whitevec.index.milvus_bm25 import check_milvus_analyzer
 
-        check_milvus_analyzer(analyzer)  # Milvus's BM25 function on the text field, with its analyzer
+        check_milvus_analyzer(analyzer)
     return chosen
 
 

@@ -80,10 +80,7 @@ def build_index_file(
     empty = None if empty_documents is None else check_empty_documents(empty_documents)
     options: dict[str, Any] = dict(kind=kind, metric=metric, backend=backend, uri=uri, index_params=index_params)
     if check_engine(engine):
-        _check_ray_options(empty, fit_sample, transform)
-        from whitevec.index.lexical import check_lexical
-
-        check_lexical(lexical, analyzer, "milvus")  # an analyzer Milvus cannot reproduce, before Ray starts
+        _check_ray_options(empty, fit_sample, transform, lexical, analyzer)
         ray = {"ray_address": ray_address, "workers": workers, "gpus_per_worker": gpus_per_worker}
         sample = {"fit_sample": fit_sample, "fit_seed": fit_seed, "lexical": lexical, "analyzer": analyzer}
         return _build_on_ray(
@@ -122,8 +119,14 @@ def build_index_file(
         return BuiltIndex(Path(out), repr(retriever))
 
 
-def _check_ray_options(empty: str | None, fit_sample: int | None, transform: str) -> None:
-    """The options a Ray build refuses: leaving documents out, a fit sample with nothing to fit."""
+def _check_ray_options(
+    empty: str | None, fit_sample: int | None, transform: str, lexical: str | None, analyzer: str
+) -> None:
+    """The options a Ray build refuses: leaving documents out, a fit sample with nothing to fit, an analyzer
+    Milvus cannot reproduce (before Ray starts)."""
+    from whitevec.index.lexical import check_lexical
+
+    check_lexical(lexical, analyzer, "milvus")
     if empty not in (None, "keep"):
         raise BadInputError(f"--engine ray indexes every document; --empty-documents {empty} is for a local build")
     if fit_sample is not None and str(transform) == "none":
