@@ -53,7 +53,8 @@ def main() -> None:
                 table[name] = {}
                 for label, (mode, fusion) in SEARCHES.items():
                     found = retriever.search(texts, 10, mode=mode, fusion=fusion)
-                    scores = [ndcg_at_k([h.id for h in hits], data.qrels[q], 10) for q, hits in zip(qids, found)]
+                    pairs = zip(qids, found, strict=True)
+                    scores = [ndcg_at_k([h.id for h in hits], data.qrels[q], 10) for q, hits in pairs]
                     table[name][label] = round(100 * sum(scores) / len(scores), 2)
     print(json.dumps({"collection": data.name, "queries": len(qids), "ndcg@10": table}, indent=2))
 
