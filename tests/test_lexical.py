@@ -283,7 +283,7 @@ def test_a_bad_choice_refuses_the_build_before_anything_is_written(tmp_path: Pat
     for kwargs, needle in (
         ({"lexical": "bm25", "analyzer": "klingon"}, "unknown analyzer 'klingon'"),
         ({"lexical": "tf-idf"}, "unknown --lexical 'tf-idf'"),
-        ({"lexical": "bm25", "backend": "milvus"}, "the lexical part on Milvus comes with"),
+        ({"lexical": "bm25", "backend": "milvus", "analyzer": "cjk-bigram"}, "'cjk-bigram' has no Milvus"),
     ):
         with pytest.raises(BadInputError, match=needle):
             build(tmp_path, docs_of(TEXTS), **kwargs)
@@ -299,7 +299,10 @@ def test_the_command_line_refuses_a_bad_lexical_choice_in_one_line(
     base = ["index", "build", "--corpus", str(corpus), "--out", str(tmp_path / "idx"), "--model", model]
     for extra, needle in (
         (["--lexical", "bm26"], "unknown --lexical 'bm26'"),
-        (["--lexical", "bm25", "--engine", "ray", "--backend", "milvus"], "the lexical part on Milvus comes with"),
+        (
+            ["--lexical", "bm25", "--engine", "ray", "--backend", "milvus", "--analyzer", "encoder"],
+            "'encoder' has no Milvus counterpart",
+        ),
     ):
         code, _, err = run_cli([*base, *extra], capsys)
         lines = err.strip().splitlines()

@@ -132,8 +132,9 @@ LexicalOpt = Annotated[
     typer.Option(
         "--lexical",
         help="none or bm25: bm25 keeps a BM25 index of the documents' text beside the vectors (bm25s, in the same "
-        "index version), for lexical and hybrid search. Default: none. Local builds with --backend faiss only, "
-        "for now.",
+        "index version), for lexical and hybrid search. Default: none. On --backend milvus (and --engine ray), "
+        "Milvus's own BM25 on the collection's text field (analyzers english and plain; Milvus Lite does not "
+        "stem).",
     ),
 ]
 AnalyzerOpt = Annotated[
@@ -142,7 +143,7 @@ AnalyzerOpt = Annotated[
         "--analyzer",
         help="How --lexical bm25 cuts documents and queries into terms: english (lower case, English stop words, "
         "Snowball stemmer), plain (lower-cased words), cjk-bigram (Chinese, Japanese, Korean: overlapping "
-        "character bigrams, no dictionary) or encoder (the model's own tokens).",
+        "character bigrams, no dictionary) or encoder (the model's own tokens). On Milvus: english or plain.",
     ),
 ]
 

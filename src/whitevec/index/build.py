@@ -13,7 +13,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -34,7 +34,17 @@ from whitevec.index.lexical import (
 )
 from whitevec.index.manifest import MANIFEST, write_manifest
 from whitevec.index.snapshot import read_manifest
-from whitevec.index.store import ENCODING, KINDS, METRICS, VectorStore, check_choice, store_class, stored_form
+from whitevec.index.store import (
+    ENCODING,
+    KINDS,
+    METRICS,
+    KeepsLexical,
+    VectorStore,
+    check_choice,
+    keeps_lexical,
+    store_class,
+    stored_form,
+)
 from whitevec.transforms import Transform, make_transform
 from whitevec.transforms.base import class_key
 from whitevec.utils.io import atomic_dir, check_writable_parent
@@ -174,9 +184,10 @@ def build_index(
     previous = check_build(target, **options, lexical=lexical, analyzer=analyzer)
     check_empty_documents(empty_documents)
     kind, metric = kind.strip().lower(), metric.strip().lower()
+    options.update(kind=kind, metric=metric)
     stores = store_class(backend)
     given, docs = documents_to_index(corpus, encoder, empty_documents)
-    lexical_index = lexical_part(check_lexical(lexical, analyzer, backend), analyzer, docs, encoder)
+    in_store, lexical_index = _lexical_plan(stores, lexical, analyzer, docs, encoder)
     vectors = encoder.encode([d.text for d in docs], show_progress=show_progress)
     fitted, transform_info = fit_transform(transform, fit_on, vectors, encoder, show_progress)
     stored = stored_form(fitted, vectors, metric)
@@ -194,8 +205,7 @@ def build_index(
             if fitted is not None:
                 fitted.save(tmp / TRANSFORM_FILE)
                 files.append(TRANSFORM_FILE)
-            store = stores.create(tmp, int(stored.shape[1]), metric, kind, index_params, uri)
-            store.add(np.arange(len(docs), dtype=np.int64), stored)
+            store = _filled_store(stores, tmp, stored, docs, options, analyzer if in_store else None)
             files += store.save(tmp)
             files += write_texts(tmp, docs, lexical_index)
             manifest = {
@@ -206,7 +216,7 @@ def build_index(
                 "index_kind": kind,
                 **_stored_fields(store, len(docs), len(given)),
                 "build_seconds": round(time.perf_counter() - started, 3),
-                **({} if lexical_index is None else {"lexical": lexical_index.record()}),
+                **_lexical_field(store, lexical_index, in_store, len(docs)),
             }
             write_manifest(tmp, manifest, files)  # last: a folder without it is never an index
     except BaseException:
@@ -221,6 +231,55 @@ def build_index(
         with contextlib.suppress(BadInputError):  # a backend this whitevec no longer has: nothing to free
             store_class(replaced[0]["backend"]).discard(replaced[0])
     return target
+
+
+def _lexical_field(
+    store: VectorStore, index: LexicalIndex | None, in_store: bool, count: int
+) -> dict[str, dict[str, Any]]:
+    """The manifest's ``lexical`` field: the bm25s index's record, or the store's own (:class:`KeepsLexical`),
+    or nothing."""
+    if index is not None:
+        return {"lexical": index.record()}
+    return {"lexical": cast(KeepsLexical, store).lexical_record(count)} if in_store else {}
+
+
+def _lexical_plan(
+    stores: type[VectorStore], lexical: str | None, analyzer: str, docs: Sequence[Document], encoder: EncoderLike
+) -> tuple[bool, LexicalIndex | None]:
+    """``(in_store, index)``: whether the store keeps the lexical part itself (Milvus's BM25), and otherwise the
+    bm25s index of ``docs`` a build writes beside the vectors (None without a lexical part)."""
+    ranker = check_lexical(lexical, analyzer, stores.name)
+    in_store = ranker is not None and keeps_lexical(stores)
+    return in_store, None if in_store else lexical_part(ranker, analyzer, docs, encoder)
+
+
+def _filled_store(
+    stores: type[VectorStore],
+    folder: Path,
+    stored: np.ndarray,
+    docs: Sequence[Document],
+    options: dict[str, Any],
+    analyzer: str | None,
+) -> VectorStore:
+    """A new store in ``folder`` holding ``stored`` (rows 0..n-1); with ``analyzer``, a store that keeps the
+    lexical part itself (:class:`~whitevec.index.store.KeepsLexical`), given the documents' text too."""
+    dim, ids = int(stored.shape[1]), np.arange(len(docs), dtype=np.int64)
+    args = (folder, dim, options["metric"], options["kind"], options["index_params"], options["uri"])
+    if analyzer is None:
+        store = stores.create(*args)
+    else:
+        store = cast(VectorStore, cast(KeepsLexical, stores).create_lexical(*args, analyzer=analyzer))
+    try:
+        if analyzer is None:
+            store.add(ids, stored)
+        else:
+            cast(KeepsLexical, store).add_with_texts(ids, stored, [d.text for d in docs])
+    except BaseException:
+        with contextlib.suppress(Exception):
+            store.drop()
+        store.close()
+        raise
+    return store
 
 
 def documents_to_index(

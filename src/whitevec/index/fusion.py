@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -294,4 +294,22 @@ class LexicalRanker(Protocol):
     def search(self, queries: Sequence[str], depth: int) -> tuple[np.ndarray, np.ndarray]:
         """``(rows, scores)``, int64 and float32 (n, depth), best first; -1 and -inf where fewer than ``depth``
         documents share a term with the query (a query with no term: all -1)."""
+        ...
+
+
+@runtime_checkable
+class FusesItself(Protocol):
+    """A lexical ranker that fuses its ranking with the dense one where it lives (Milvus's ``hybrid_search``)."""
+
+    def fused(
+        self,
+        vectors: np.ndarray,
+        queries: Sequence[str],
+        lists: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+        fusion: Fusion,
+        k: int,
+    ) -> list[list[FusedHit]] | None:
+        """Each query's top ``k`` fused there, as :func:`fuse` would give them over ``lists`` (dense rows and
+        scores, lexical rows and scores, (n, depth) each) with each ranker's place; ``vectors`` the queries'
+        stored-form vectors. None where it cannot do ``fusion`` (the caller then runs :func:`fuse`)."""
         ...

@@ -6,6 +6,7 @@ DIR/docs.sqlite             row -> id, text, metadata (JSON), unless the documen
                             ``docs``: :mod:`whitevec.index.documents`)
 DIR/lexical.safetensors     the BM25 index of the documents' text (its sparse score matrix), and
 DIR/lexical_terms.json      its terms, when the manifest has "lexical" (:mod:`whitevec.index.lexical`)
+                            and it is not kept in Milvus (:mod:`whitevec.index.milvus_bm25`)
 DIR/...                     what the vector store keeps there (FAISS: index.faiss, and binary.safetensors for
                             sign codes, rescore.npy for +rescore; Milvus Lite: milvus.db/)
 """
@@ -24,7 +25,8 @@ from whitevec.transforms import Center, Transform, Whitening
 TRANSFORM_FILE = "transform.safetensors"
 DOCS_FILE = "docs.sqlite"
 INDEX_FILE = "index.faiss"
-# The lexical index (whitevec.index.lexical): both files, exactly when the manifest has a "lexical" record.
+# The lexical index (whitevec.index.lexical): both files, exactly when the manifest has a "lexical" record
+# whose library is not "milvus".
 LEXICAL_MATRIX = "lexical.safetensors"
 LEXICAL_TERMS = "lexical_terms.json"
 LEXICAL_FILES = (LEXICAL_MATRIX, LEXICAL_TERMS)
@@ -51,7 +53,7 @@ def check_index_manifest(manifest: dict[str, Any], folder: Path) -> None:
     if problem is not None:
         raise CorruptFileError(f"{where}: {problem}")
     expected = {*store_files(manifest), *documents.files}
-    if "lexical" in manifest:
+    if "lexical" in manifest and manifest["lexical"].get("library") != "milvus":  # Milvus keeps its own BM25
         expected.update(LEXICAL_FILES)
     if manifest["transform"] is not None:
         expected.add(TRANSFORM_FILE)

@@ -34,6 +34,7 @@ from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
 from whitevec.index.analyzers import ANALYZERS, DEFAULT_ANALYZER, Analyzer, check_analyzer_name, make_analyzer
 from whitevec.index.layout import LEXICAL_FILES, LEXICAL_MATRIX, LEXICAL_TERMS
 from whitevec.index.manifest import LEXICAL_RECORD, is_lexical_record
+from whitevec.index.store import keeps_lexical, store_class
 from whitevec.utils.io import atomic_path, writing_to
 
 if TYPE_CHECKING:
@@ -56,8 +57,6 @@ __all__ = [
 # vectors").
 DEFAULT_LEXICAL = "none"
 LEXICAL_CHOICES = ("none", "bm25")
-# The vector backends a lexical index sits beside for now: Milvus gets its own BM25 function (issue 39 item 4).
-LEXICAL_BACKENDS = ("faiss",)
 # bm25s's variants and its defaults (Lucene's BM25, k1 1.5, b 0.75; delta only for bm25l and bm25+).
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 NONOCCURRENCE_METHODS = ("bm25l", "bm25+")
@@ -70,11 +69,12 @@ _FORMAT = "whitevec-lexical-1"
 
 def check_lexical(lexical: str | None, analyzer: str, backend: str = "faiss") -> str | None:
     """The lexical ranker a build writes (``"bm25"``) or None, checked before any model loads: ``lexical`` one of
-    :data:`LEXICAL_CHOICES` (None: :data:`DEFAULT_LEXICAL`), ``analyzer`` one of :data:`ANALYZERS`, and a
-    backend that can keep one (the default does not apply where none can be kept yet).
+    :data:`LEXICAL_CHOICES` (None: :data:`DEFAULT_LEXICAL`), ``analyzer`` one of :data:`ANALYZERS` and, on a
+    backend that keeps the lexical part itself (:class:`~whitevec.index.store.KeepsLexical`: Milvus), one it can
+    reproduce.
 
     Raises:
-        BadInputError: an unknown choice, or ``bm25`` asked of a backend without a lexical index yet.
+        BadInputError: an unknown choice, or an analyzer Milvus cannot reproduce on the Milvus backend.
     """
     chosen = DEFAULT_LEXICAL if lexical is None else str(lexical).strip().lower()
     if chosen not in LEXICAL_CHOICES:
@@ -82,13 +82,10 @@ def check_lexical(lexical: str | None, analyzer: str, backend: str = "faiss") ->
     check_analyzer_name(analyzer)
     if chosen == "none":
         return None
-    if str(backend).strip().lower() not in LEXICAL_BACKENDS:
-        if lexical is None:
-            return None
-        raise BadInputError(
-            f"the lexical part on Milvus comes with Milvus's own BM25 function (issue 39); build with --backend "
-            f"{' or '.join(LEXICAL_BACKENDS)}, or with --lexical none"
-        )
+    if keeps_lexical(store_class(backend)):  # the store's own BM25 (Milvus's, on the collection's text field)
+        from whitevec.index.milvus_bm25 import check_milvus_analyzer
+
+        check_milvus_analyzer(analyzer)
     return chosen
 
 
@@ -432,6 +429,10 @@ def lexical_size(manifest: dict[str, Any]) -> dict[str, Any]:
         return {
             "lexical": "none: this index has no lexical part; rebuild it with `whitevec index build --lexical "
             "bm25` to add one"
+        }
+    if manifest["lexical"].get("library") == "milvus":
+        return {
+            "lexical": "in the Milvus collection (Milvus's BM25 on the documents' text); its bytes are Milvus's"
         }
     files = manifest["files"]
     total = sum(int(files[name]["bytes"]) for name in LEXICAL_FILES if name in files)

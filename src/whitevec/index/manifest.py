@@ -104,11 +104,26 @@ LEXICAL_RECORD: dict[str, Callable[[Any], bool]] = {
 }
 
 
+# The ``lexical`` record of an index whose BM25 Milvus keeps (library "milvus"; whitevec.index.milvus_bm25): the
+# analyzer whitevec's, milvus_analyzer the analyzer_params of the collection's text field.
+MILVUS_LEXICAL_RECORD: dict[str, Callable[[Any], bool]] = {
+    "ranker": lambda v: v == "bm25",
+    "library": lambda v: v == "milvus",
+    "analyzer": _mapping,
+    "milvus_analyzer": _mapping,
+    "k1": _number,
+    "b": _number,
+    "documents": _count,
+}
+
+
 def is_lexical_record(v: Any) -> bool:
-    """Whether ``v`` has the form of a ``lexical`` record: every field of :data:`LEXICAL_RECORD`, of its type,
-    and no other."""
-    fields = LEXICAL_RECORD.items()
-    return isinstance(v, dict) and set(v) == set(LEXICAL_RECORD) and all(check(v[k]) for k, check in fields)
+    """Whether ``v`` has the form of a ``lexical`` record: every field of :data:`LEXICAL_RECORD` (or, for a
+    lexical part kept in Milvus, of :data:`MILVUS_LEXICAL_RECORD`), of its type, and no other."""
+    if not isinstance(v, dict):
+        return False
+    form = MILVUS_LEXICAL_RECORD if v.get("library") == "milvus" else LEXICAL_RECORD
+    return set(v) == set(form) and all(check(v[k]) for k, check in form.items())
 
 
 # Every field an index manifest holds, with its check; (description, check, required).
@@ -157,7 +172,15 @@ FIELDS: dict[str, tuple[str, Callable[[Any], bool], bool]] = {
     "docs": ("a string", _text, False),
     # The BM25 index beside the vectors (whitevec.index.lexical; its files checked by layout); absent: none, as
     # in every index built before it.
-    "lexical": ("an object with " + ", ".join(LEXICAL_RECORD), is_lexical_record, False),
+    "lexical": (
+        "an object with "
+        + ", ".join(LEXICAL_RECORD)
+        + " (kept in Milvus: "
+        + ", ".join(MILVUS_LEXICAL_RECORD)
+        + ")",
+        is_lexical_record,
+        False,
+    ),
 }
 
 

@@ -11,10 +11,23 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError
 from whitevec.index.documents import register_document_store
+from whitevec.index.encodings import parse_encoding
 from whitevec.index.milvus_store import DOCS_IN_COLLECTION, MilvusStore
+from whitevec.index.store import ENCODING
 
 if TYPE_CHECKING:
     from whitevec.index.snapshot import IndexSnapshot
+
+
+def check_documents_encoding(params: dict[str, Any] | None) -> None:
+    """Refuse sign codes in a collection that keeps the documents (``--engine ray``): its shards are written by
+    a resumable pipeline, and the codes' mean and rotation would have to be fitted before the first shard."""
+    encoding = parse_encoding((params or {}).get(ENCODING))
+    if encoding.sign:
+        raise BadInputError(
+            f"encoding {encoding.spec!r}: --engine ray does not write 1-bit sign codes to Milvus; build with "
+            "--engine local, or use float32, sq8 or rabitq"
+        )
 
 
 @register_document_store

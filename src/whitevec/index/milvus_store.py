@@ -31,6 +31,17 @@ from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError, 
 from whitevec.index.encodings import SIGN_CODECS, Encoding, parse_encoding
 from whitevec.index.layout import MILVUS_LOCAL
 from whitevec.index.manifest import MANIFEST
+from whitevec.index.milvus_bm25 import (
+    TEXT_FIELD,
+    MilvusLexical,
+    add_bm25_fields,
+    bm25_of,
+    bm25_record,
+    milvus_bm25_settings,
+    result_arrays,
+    text_field_analyzer,
+    warn_lite_analyzer,
+)
 from whitevec.index.milvus_lite_servers import (
     check_lite_uri,
     lite_closed,
@@ -123,17 +134,6 @@ def milvus_index_type(kind: str, encoding: Encoding, uri: str | None) -> tuple[s
     return table[key], extra
 
 
-def check_documents_encoding(params: dict[str, Any] | None) -> None:
-    """Refuse sign codes in a collection that keeps the documents (``--engine ray``): its shards are written by
-    a resumable pipeline, and the codes' mean and rotation would have to be fitted before the first shard."""
-    encoding = parse_encoding((params or {}).get(ENCODING))
-    if encoding.sign:
-        raise BadInputError(
-            f"encoding {encoding.spec!r}: --engine ray does not write 1-bit sign codes to Milvus; build with "
-            "--engine local, or use float32, sq8 or rabitq"
-        )
-
-
 def _pymilvus() -> Any:
     try:
         import pymilvus
@@ -175,6 +175,7 @@ class MilvusStore:
     """
 
     name: ClassVar[str] = "milvus"
+    keeps_lexical: ClassVar[bool] = True  # Milvus's own BM25 (whitevec.index.milvus_bm25)
     files: ClassVar[tuple[str, ...]] = ()  # the Lite data folder is a database, not a checksummed file
     disk_files: ClassVar[tuple[str, ...]] = ()
 
@@ -196,6 +197,7 @@ class MilvusStore:
         token: str | None = None,
         stored_uri: str | None = None,
         docs: bool = False,
+        bm25: dict[str, Any] | None = None,
     ) -> None:
         self.uri = str(uri)
         self.collection = collection
@@ -211,6 +213,8 @@ class MilvusStore:
         # What the manifest records: None when the data lives in the index folder (Milvus Lite there).
         self.stored_uri = stored_uri
         self.docs = docs  # the collection holds the documents' scalar fields (see DOC_TEXT_BYTES)
+        # Milvus's BM25 on the text field ({"analyzer_params", "k1", "b"}; see whitevec.index.milvus_lexical)
+        self.bm25 = bm25
         # Rows this handle searches: ids below it (None: all). See the class docstring.
         self.visible_rows: int | None = None
         self._closed = True
@@ -258,6 +262,38 @@ class MilvusStore:
         return cls(real_uri, new_collection_name(), dim, metric, kind, params, create=True, stored_uri=uri)
 
     @classmethod
+    def create_lexical(
+        cls,
+        folder: Path,
+        dim: int,
+        metric: str,
+        kind: str,
+        params: dict[str, Any] | None,
+        uri: str | None,
+        analyzer: str,
+    ) -> MilvusStore:
+        """A new collection with the BM25 fields of :mod:`whitevec.index.milvus_bm25` for whitevec's
+        ``analyzer``; warns on Milvus Lite, whose analyzer does not stem."""
+        cls.check_options(kind, params, uri)
+        settings = milvus_bm25_settings(analyzer)
+        if uri is not None and is_local_uri(uri):
+            uri = str(Path(uri).expanduser().resolve())
+        real_uri = str(folder / MILVUS_LOCAL) if uri is None else uri
+        if is_local_uri(real_uri):
+            warn_lite_analyzer(settings)
+        return cls(
+            real_uri, new_collection_name(), dim, metric, kind, params, create=True, stored_uri=uri, bm25=settings
+        )
+
+    def lexical_record(self, count: int) -> dict[str, Any]:
+        if self.bm25 is None:
+            raise WhitevecError(f"Milvus collection {self.collection!r} keeps no BM25 text field")
+        return bm25_record(self.bm25, count)
+
+    def lexical_ranker(self) -> MilvusLexical:
+        return MilvusLexical(self)
+
+    @classmethod
     def open(cls, snapshot: IndexSnapshot) -> MilvusStore:
         manifest = snapshot.manifest
         collection = manifest["milvus_collection"]
@@ -274,6 +310,7 @@ class MilvusStore:
                 manifest["index_params"],
                 stored_uri=manifest["backend_uri"],
                 docs=manifest.get("docs") == DOCS_IN_COLLECTION,
+                bm25=bm25_of(manifest),
             )
 
         uri = manifest["backend_uri"]
@@ -322,6 +359,7 @@ class MilvusStore:
             self._params,
             stored_uri=None,
             docs=self.docs,
+            bm25=self.bm25,
         )
         staged.signs = self.signs
         return staged
@@ -344,7 +382,14 @@ class MilvusStore:
             here = str(folder / MILVUS_LOCAL)
             if self._closed or os.path.abspath(self.uri) != os.path.abspath(here):
                 store = MilvusStore(
-                    here, self.collection, self.dim, self.metric, self.kind, self._params, docs=self.docs
+                    here,
+                    self.collection,
+                    self.dim,
+                    self.metric,
+                    self.kind,
+                    self._params,
+                    docs=self.docs,
+                    bm25=self.bm25,
                 )
                 store.signs = self.signs
         store.visible_rows = manifest["count"]
@@ -399,9 +444,14 @@ class MilvusStore:
             schema.add_field("vector", DataType.FLOAT_VECTOR, dim=self.dim)
         if self.docs:
             schema.add_field("doc_id", DataType.VARCHAR, max_length=DOC_TEXT_BYTES)
-            schema.add_field("text", DataType.VARCHAR, max_length=DOC_TEXT_BYTES)
+        if self.docs or self.bm25 is not None:
+            analyzed = {} if self.bm25 is None else text_field_analyzer(self.bm25)
+            schema.add_field(TEXT_FIELD, DataType.VARCHAR, max_length=DOC_TEXT_BYTES, **analyzed)
+        if self.docs:
             schema.add_field("metadata", DataType.VARCHAR, max_length=DOC_TEXT_BYTES, nullable=True)
         index_params = self.client.prepare_index_params()
+        if self.bm25 is not None:
+            add_bm25_fields(pymilvus, schema, index_params, self.bm25)
         build: dict[str, Any] = {}
         if self.kind == "hnsw":
             build = {"M": self._params["M"], "efConstruction": self._params["efConstruction"]}
@@ -427,6 +477,20 @@ class MilvusStore:
         return {"backend_uri": self.stored_uri, "milvus_collection": self.collection}
 
     def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        if self.bm25 is not None:
+            raise BadInputError(
+                "this index keeps its lexical part in Milvus (BM25 on the documents' text); adding vectors "
+                "without their text is not supported: rebuild the index with the new documents"
+            )
+        self._insert(ids, vectors, None)
+
+    def add_with_texts(self, ids: np.ndarray, vectors: np.ndarray, texts: list[str]) -> None:
+        """Add rows with their documents' text, which Milvus's BM25 function turns into the sparse field."""
+        if self.bm25 is None:
+            raise WhitevecError(f"Milvus collection {self.collection!r} keeps no BM25 text field")
+        self._insert(ids, vectors, texts)
+
+    def _insert(self, ids: np.ndarray, vectors: np.ndarray, texts: list[str] | None) -> None:
         ids64, x = check_vectors_for(self, ids, vectors)
         values = self._field_values(x, fit=True)
         for start in range(0, len(ids64), _INSERT_BATCH):
@@ -434,6 +498,9 @@ class MilvusStore:
             rows = [
                 {"id": int(i), "vector": v} for i, v in zip(ids64[start:stop], values[start:stop], strict=True)
             ]
+            if texts is not None:
+                for row, text in zip(rows, texts[start:stop], strict=True):
+                    row[TEXT_FIELD] = text
             self.client.insert(self.collection, rows)
         self.client.flush(self.collection)
 
@@ -479,6 +546,22 @@ class MilvusStore:
 
     def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         x = np.ascontiguousarray(vectors, dtype=np.float32)
+        data, search_params = self.dense_request(x, k)
+        results = self.client.search(
+            self.collection,
+            data=data,
+            limit=k,
+            output_fields=["id"],
+            search_params=search_params,
+            filter=self.visible_filter,
+        )
+        scores, ids = result_arrays(results, k)
+        if self.binary:  # Hamming distances as the FAISS store scores them
+            scores = np.where(ids >= 0, hamming_scores(scores, self.dim, self.metric), 0.0).astype(np.float32)
+        return scores, ids
+
+    def dense_request(self, x: np.ndarray, k: int) -> tuple[list[Any], dict[str, Any]]:
+        """The vector field's values for queries ``x`` and the search parameters of a top-``k`` search."""
         if k > MILVUS_TOPK_LIMIT:
             raise BadInputError(f"Milvus returns at most {MILVUS_TOPK_LIMIT} results per query, asked for {k}")
         search_params: dict[str, Any] = {"metric_type": self._milvus_metric}
@@ -486,23 +569,12 @@ class MilvusStore:
             search_params["params"] = {"ef": max(self._params["efSearch"], k)}
         elif self.kind == "ivf":
             search_params["params"] = {"nprobe": self._params["nprobe"], **self._type_search_params}
-        results = self.client.search(
-            self.collection,
-            data=self._field_values(x),
-            limit=k,
-            output_fields=["id"],
-            search_params=search_params,
-            filter="" if self.visible_rows is None else f"id < {int(self.visible_rows)}",
-        )
-        scores = np.zeros((x.shape[0], k), dtype=np.float32)
-        ids = np.full((x.shape[0], k), -1, dtype=np.int64)
-        for row, hits in enumerate(results):
-            for col, hit in enumerate(list(hits)[:k]):
-                ids[row, col] = int(hit["id"])
-                scores[row, col] = float(hit["distance"])
-        if self.binary:  # Hamming distances as the FAISS store scores them
-            scores = np.where(ids >= 0, hamming_scores(scores, self.dim, self.metric), 0.0).astype(np.float32)
-        return scores, ids
+        return self._field_values(x), search_params
+
+    @property
+    def visible_filter(self) -> str:
+        """The filter that holds a search to the rows of this handle's version."""
+        return "" if self.visible_rows is None else f"id < {int(self.visible_rows)}"
 
     def drop(self) -> None:
         self.client.drop_collection(self.collection)

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -33,7 +33,15 @@ from whitevec.encoders.protocol import known_token_mask
 from whitevec.errors import BadInputError, CorruptFileError, DimensionMismatchError
 from whitevec.index.build import as_documents, build_index, encoder_description, meaningful_documents
 from whitevec.index.documents import DocumentStore, documents_of
-from whitevec.index.fusion import Fusion, LexicalRanker, SearchPlan, fuse, plan_search, search_defaults
+from whitevec.index.fusion import (
+    FusesItself,
+    Fusion,
+    LexicalRanker,
+    SearchPlan,
+    fuse,
+    plan_search,
+    search_defaults,
+)
 from whitevec.index.hits import (
     UNKNOWN_QUERY_NOTE,
     QueryHits,
@@ -47,7 +55,7 @@ from whitevec.index.layout import TRANSFORM_FILE, check_index_manifest
 from whitevec.index.lexical import DEFAULT_ANALYZER, LexicalIndex, warn_documents_without_terms
 from whitevec.index.manifest import SELF_CHECKSUM, write_manifest
 from whitevec.index.snapshot import IndexSnapshot, read_consistent
-from whitevec.index.store import VectorStore, store_class, store_files, stored_form
+from whitevec.index.store import KeepsLexical, VectorStore, keeps_lexical, store_class, store_files, stored_form
 from whitevec.preflight import check_device, check_texts
 from whitevec.transforms import Transform
 from whitevec.utils.io import atomic_dir, writers_lock, writing_to
@@ -71,7 +79,7 @@ class Retriever:
         docs: DocumentStore,
         *,
         owns_encoder: bool = False,
-        lexical: LexicalIndex | None = None,
+        lexical: LexicalRanker | None = None,
     ) -> None:
         self.path = path
         self.manifest = manifest
@@ -196,7 +204,8 @@ class Retriever:
             if not owns_encoder or model is not None:
                 check_encoder(encoder, manifest)
             # The encoder analyzer's tokens: the index's model, just checked (or made from the manifest).
-            lexical = None if lexical is None else lexical.with_encoder(encoder)
+            if isinstance(lexical, LexicalIndex):
+                lexical = lexical.with_encoder(encoder)
         except BaseException:
             store.close()
             docs.close()
@@ -323,11 +332,16 @@ class Retriever:
         with self._lock:
             terms = np.asarray(lexical.has_terms(items), dtype=bool)
             lexical_rows, lexical_scores = lexical.search(items, depth)
+            vectors = self._stored_form([text for text, ok in zip(items, known, strict=True) if ok])
             if known.any():
-                meaningful = [text for text, ok in zip(items, known, strict=True) if ok]
-                dense_scores[known], dense_rows[known] = self.store.search(self._stored_form(meaningful), depth)
-            metric = self.manifest["metric"]
-            fused = fuse(dense_rows, dense_scores, lexical_rows, lexical_scores, plan.fusion, k, metric=metric)
+                dense_scores[known], dense_rows[known] = self.store.search(vectors, depth)
+            lists = (dense_rows, dense_scores, lexical_rows, lexical_scores)
+            fused = None
+            # A ranker that fuses itself (Milvus's hybrid_search) does where both rankers can search every query.
+            if isinstance(lexical, FusesItself) and known.all() and terms.all():
+                fused = lexical.fused(vectors, items, lists, plan.fusion, k)
+            if fused is None:
+                fused = fuse(*lists, plan.fusion, k, metric=self.manifest["metric"])
             found = self._docs.get(sorted({hit.row for query in fused for hit in query}))
         return fused_hits(fused, known, terms, found)
 
@@ -381,6 +395,11 @@ class Retriever:
         given = as_documents(docs)
         if not given:
             raise BadInputError("no documents to add")
+        if self.lexical is not None and not isinstance(self.lexical, LexicalIndex):
+            raise BadInputError(
+                f"the index at {self.path} keeps its lexical part in its {self.manifest['backend']} collection; "
+                "adding to it is not supported: rebuild it with the new documents"
+            )
         check_unique_ids(given, where="the documents to add")
         items = meaningful_documents(given, self.encoder, empty_documents)
         if not items:
@@ -447,7 +466,7 @@ class Retriever:
         """The lexical index over every row's text, this version's and ``items`` (rows from ``start``), with
         the same analyzer and parameters; None when the index has none. bm25s has no incremental add (its
         weights hang on every document's length and every term's document count), so an add builds it whole."""
-        if self.lexical is None:
+        if not isinstance(self.lexical, LexicalIndex):  # add() refused a lexical part kept by the store
             return None
         known = self._docs.get(range(start))
         texts = [known[row].text if row in known else "" for row in range(start)] + [d.text for d in items]
@@ -481,10 +500,11 @@ class Retriever:
     def __repr__(self) -> str:
         m = self.manifest
         spec = (m.get("transform") or {}).get("spec", "none")
+        lexical = "" if self.lexical is None else f", lexical=bm25/{m['lexical']['analyzer']['name']}"
         return (
             f"Retriever({str(self.path)!r}, model={m['model']!r}, pooling={m['pooling']!r}, transform={spec!r}, "
             f"{m['index_kind']}/{m['metric']}/{m['backend']}, count={self.count}, dim={self.dim}"
-            f"{'' if self.lexical is None else f', lexical=bm25/{self.lexical.analyzer.name}'})"
+            f"{lexical})"
         )
 
 
@@ -523,9 +543,20 @@ def check_encoder(encoder: EncoderLike, manifest: dict[str, Any]) -> None:
         check_model_checksum(folder, manifest)
 
 
+def _lexical_of(snapshot: IndexSnapshot, store: VectorStore) -> LexicalRanker | None:
+    """The lexical ranker of a pinned version: None without a lexical part, the store's own where it keeps it
+    (:class:`~whitevec.index.store.KeepsLexical`: Milvus's BM25), else the bm25s index in the folder."""
+    record = snapshot.manifest.get("lexical")
+    if record is None:
+        return None
+    if keeps_lexical(store) and record["library"] == store.name:
+        return cast(LexicalRanker, cast(KeepsLexical, store).lexical_ranker())
+    return LexicalIndex.from_snapshot(snapshot)
+
+
 def _open_version(
     snapshot: IndexSnapshot, device: str
-) -> tuple[dict[str, Any], Transform | None, VectorStore, DocumentStore, LexicalIndex | None]:
+) -> tuple[dict[str, Any], Transform | None, VectorStore, DocumentStore, LexicalRanker | None]:
     """Manifest, transform (on ``device``, for one that runs on torch), vectors, documents and lexical index (None
     for an index without one, as every index built before it) of one pinned version (see
     :mod:`whitevec.index.snapshot`)."""
@@ -542,11 +573,11 @@ def _open_version(
             else None
         )
         store = store_class(manifest["backend"]).open(snapshot)
-        lexical = LexicalIndex.from_snapshot(snapshot) if "lexical" in manifest else None
+        lexical = _lexical_of(snapshot, store)
         if (
             docs.count != manifest["count"]
             or store.count < manifest["count"]
-            or (lexical is not None and lexical.count != docs.next_row())
+            or (isinstance(lexical, LexicalIndex) and lexical.count != docs.next_row())
         ):
             raise CorruptFileError(
                 f"index at {folder} is inconsistent: manifest count {manifest['count']}, documents {docs.count}, "

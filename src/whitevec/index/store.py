@@ -143,6 +143,46 @@ S = TypeVar("S")
 _STORES: dict[str, type[Any]] = {}
 
 
+class KeepsLexical(Protocol):
+    """A vector store that keeps an index's lexical part itself (Milvus's BM25 function on a text field), not a
+    bm25s index beside it: its class has ``keeps_lexical = True``. The build creates it with
+    :meth:`create_lexical`, adds the documents' text with the vectors, and records :meth:`lexical_record`; a
+    load asks it for the ranker (:meth:`lexical_ranker`)."""
+
+    keeps_lexical: ClassVar[bool]
+
+    @classmethod
+    def create_lexical(
+        cls,
+        folder: Path,
+        dim: int,
+        metric: str,
+        kind: str,
+        params: dict[str, Any] | None,
+        uri: str | None,
+        analyzer: str,
+    ) -> KeepsLexical:
+        """As :meth:`VectorStore.create`, with a lexical part analysed by whitevec's ``analyzer``."""
+        ...
+
+    def add_with_texts(self, ids: np.ndarray, vectors: np.ndarray, texts: list[str]) -> None:
+        """Store ``vectors`` under ``ids`` with each document's text (for the lexical part)."""
+        ...
+
+    def lexical_record(self, count: int) -> dict[str, Any]:
+        """The manifest's ``lexical`` record of ``count`` documents."""
+        ...
+
+    def lexical_ranker(self) -> Any:
+        """The :class:`~whitevec.index.fusion.LexicalRanker` of this handle's version."""
+        ...
+
+
+def keeps_lexical(store: object) -> bool:
+    """Whether a store (or its class) keeps the lexical part itself (:class:`KeepsLexical`)."""
+    return bool(getattr(store, "keeps_lexical", False))
+
+
 def register_store(cls: type[S]) -> type[S]:
     """Class decorator: make a VectorStore available under its ``name``."""
     name = getattr(cls, "name", None)

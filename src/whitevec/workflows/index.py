@@ -74,14 +74,15 @@ def build_index_file(
     ``empty_documents`` (``skip``, ``keep``, ``error``; None: ``skip``): what becomes of documents with no token
     the model knows (see :meth:`whitevec.index.Retriever.build`). The Ray engine indexes every document (None or
     ``keep``; the others are refused). ``lexical`` and ``analyzer``: the BM25 index beside the vectors (see
-    :meth:`whitevec.index.Retriever.build`); local FAISS builds only, for now.
+    :meth:`whitevec.index.Retriever.build`); on Milvus (``--backend milvus``, ``--engine ray``) Milvus's own
+    BM25 on the collection's text field (:mod:`whitevec.index.milvus_bm25`).
     """
     empty = None if empty_documents is None else check_empty_documents(empty_documents)
     options: dict[str, Any] = dict(kind=kind, metric=metric, backend=backend, uri=uri, index_params=index_params)
     if check_engine(engine):
-        _check_ray_options(empty, fit_sample, transform, lexical)
+        _check_ray_options(empty, fit_sample, transform, lexical, analyzer)
         ray = {"ray_address": ray_address, "workers": workers, "gpus_per_worker": gpus_per_worker}
-        sample = {"fit_sample": fit_sample, "fit_seed": fit_seed}
+        sample = {"fit_sample": fit_sample, "fit_seed": fit_seed, "lexical": lexical, "analyzer": analyzer}
         return _build_on_ray(
             corpus, out, encoder, transform, fit_on, quiet=show_progress is False, **options, **ray, **sample
         )
@@ -118,14 +119,14 @@ def build_index_file(
         return BuiltIndex(Path(out), repr(retriever))
 
 
-def _check_ray_options(empty: str | None, fit_sample: int | None, transform: str, lexical: str | None) -> None:
-    """The options a Ray build refuses: leaving documents out, a fit sample with nothing to fit, a lexical part
-    (not on Milvus yet)."""
-    if lexical is not None and str(lexical).strip().lower() != "none":
-        raise BadInputError(
-            "the lexical part on Milvus comes with Milvus's own BM25 function (issue 39); build with --engine "
-            "local --backend faiss, or with --lexical none"
-        )
+def _check_ray_options(
+    empty: str | None, fit_sample: int | None, transform: str, lexical: str | None, analyzer: str
+) -> None:
+    """The options a Ray build refuses: leaving documents out, a fit sample with nothing to fit, an analyzer
+    Milvus cannot reproduce (before Ray starts)."""
+    from whitevec.index.lexical import check_lexical
+
+    check_lexical(lexical, analyzer, "milvus")
     if empty not in (None, "keep"):
         raise BadInputError(f"--engine ray indexes every document; --empty-documents {empty} is for a local build")
     if fit_sample is not None and str(transform) == "none":

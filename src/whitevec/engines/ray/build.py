@@ -31,9 +31,11 @@ from whitevec.errors import BadInputError, WhitevecError
 from whitevec.index.build import check_build, check_target, encoder_fields, transform_info
 from whitevec.index.faiss_store import faiss_version
 from whitevec.index.layout import MILVUS_LOCAL, TRANSFORM_FILE
+from whitevec.index.lexical import check_lexical
 from whitevec.index.manifest import write_manifest
-from whitevec.index.milvus_docs import MilvusDocs
-from whitevec.index.milvus_store import DOC_TEXT_BYTES, MilvusStore, check_documents_encoding, is_local_uri
+from whitevec.index.milvus_bm25 import bm25_record, milvus_bm25_settings, warn_lite_analyzer
+from whitevec.index.milvus_docs import MilvusDocs, check_documents_encoding
+from whitevec.index.milvus_store import DOC_TEXT_BYTES, MilvusStore, is_local_uri
 from whitevec.index.store import check_choice
 from whitevec.transforms import Transform
 from whitevec.transforms.whitening import Whitening
@@ -68,6 +70,8 @@ def ray_build(
     fit_sample: int | None = None,
     fit_seed: int = 0,
     quiet: bool = True,
+    lexical: str | None = None,
+    analyzer: str = "english",
 ) -> Path:
     """Build the index ``out`` from ``corpus`` on Ray (see :mod:`whitevec.engines.ray`); returns ``out``.
 
@@ -99,6 +103,8 @@ def ray_build(
         unit_bytes=unit_bytes,
         fit_sample=fit_sample,
         fit_seed=fit_seed,
+        lexical=lexical,
+        analyzer=analyzer,
     )
     pool = _Pool(ray_address, workers, cpus_per_worker, gpus_per_worker, quiet)
     with build_lock(plan.target):
@@ -124,6 +130,7 @@ class _BuildPlan:
     index_params: dict[str, Any] | None
     units: list[CorpusUnit]
     config: dict[str, Any]
+    bm25: dict[str, Any] | None = None  # Milvus's BM25 settings (--lexical bm25), else None
 
 
 @dataclass
@@ -163,13 +170,25 @@ def _plan_build(
     unit_bytes: int | None,
     fit_sample: int | None,
     fit_seed: int,
+    lexical: str | None = None,
+    analyzer: str = "english",
 ) -> _BuildPlan:
     """Step 1: everything checked that can be before Ray starts, and the corpus cut into units."""
     check_backend(backend)
     require_ray()
     if ray_address:
         check_address(ray_address)
-    check_build(target, kind=kind, metric=metric, backend="milvus", uri=uri, index_params=index_params)
+    check_build(
+        target,
+        kind=kind,
+        metric=metric,
+        backend="milvus",
+        uri=uri,
+        index_params=index_params,
+        lexical=lexical,
+        analyzer=analyzer,
+    )
+    bm25 = _bm25_settings(lexical, analyzer, uri)
     check_documents_encoding(index_params)
     kind, metric = kind.strip().lower(), check_choice(metric, ("cosine", "ip", "l2"), "metric")
     check_fit_sample(fit_sample, fit_seed)
@@ -190,6 +209,7 @@ def _plan_build(
         "metric": metric,
         "index_params": index_params,
         "uri": uri,
+        **({} if bm25 is None else {"lexical": bm25}),  # a resumed run must keep the same text field
     }
     return _BuildPlan(
         target,
@@ -205,7 +225,19 @@ def _plan_build(
         index_params,
         units,
         config,
+        bm25,
     )
+
+
+def _bm25_settings(lexical: str | None, analyzer: str, uri: str | None) -> dict[str, Any] | None:
+    """Milvus's BM25 settings for ``--lexical bm25`` (checked by ``check_build``), else None; warns on Milvus
+    Lite, whose analyzer does not stem."""
+    if check_lexical(lexical, analyzer, "milvus") is None:
+        return None
+    settings = milvus_bm25_settings(analyzer)
+    if uri is None or is_local_uri(uri):
+        warn_lite_analyzer(settings)
+    return settings
 
 
 def _run_build(plan: _BuildPlan, pool: _Pool, started: float) -> None:
@@ -214,7 +246,9 @@ def _run_build(plan: _BuildPlan, pool: _Pool, started: float) -> None:
     folder = work_folder(plan.target)
     state = open_work(folder, plan.config)
     encoded = _encode_and_fit(plan, pool, folder, state)
-    store = open_collection(folder, state, encoded.dim, plan.metric, plan.kind, plan.index_params, plan.uri)
+    store = open_collection(
+        folder, state, encoded.dim, plan.metric, plan.kind, plan.index_params, plan.uri, bm25=plan.bm25
+    )
     try:
         write_vectors(store, folder, plan.units, encoded.counts, plan.fitted, plan.metric)
         replaced = _publish(plan, encoded, folder, store, started)
@@ -314,6 +348,7 @@ def _publish(
             "faiss": faiss_version(),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "build_seconds": round(time.perf_counter() - started, 3),
+            **({} if plan.bm25 is None else {"lexical": bm25_record(plan.bm25, total)}),
         }
         write_manifest(tmp, manifest, names)
     return replaced[0]

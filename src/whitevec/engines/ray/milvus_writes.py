@@ -33,15 +33,18 @@ def open_collection(
     kind: str,
     params: dict[str, Any] | None,
     uri: str | None,
+    *,
+    bm25: dict[str, Any] | None = None,
 ) -> MilvusStore:
-    """The build's collection: the one an earlier run of it started, or a new one (named in the state first)."""
+    """The build's collection: the one an earlier run of it started, or a new one (named in the state first);
+    with ``bm25``, Milvus's BM25 on its text field (:mod:`whitevec.index.milvus_bm25`)."""
     real_uri = str(folder / MILVUS_LOCAL) if uri is None else uri
     name = state.get("collection")
     if name is None:
         name = state["collection"] = new_collection_name()
         write_json(folder / STATE, state)
     try:
-        return MilvusStore(real_uri, name, dim, metric, kind, params, stored_uri=uri, docs=True)
+        return MilvusStore(real_uri, name, dim, metric, kind, params, stored_uri=uri, docs=True, bm25=bm25)
     except WhitevecError as exc:
         if "has no collection" not in str(exc) and "does not exist" not in str(exc):
             raise
@@ -55,7 +58,9 @@ def open_collection(
         shutil.rmtree(real_uri, ignore_errors=True)
     # A new collection holds none of the shards an earlier run may have logged as written.
     (folder / INSERTED_LOG).unlink(missing_ok=True)
-    return MilvusStore(real_uri, name, dim, metric, kind, params, create=True, stored_uri=uri, docs=True)
+    return MilvusStore(
+        real_uri, name, dim, metric, kind, params, create=True, stored_uri=uri, docs=True, bm25=bm25
+    )
 
 
 def write_vectors(
