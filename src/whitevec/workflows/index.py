@@ -60,6 +60,7 @@ def build_index_file(
     empty_documents: str | None = None,
     lexical: str | None = None,
     analyzer: str = "english",
+    search: Mapping[str, str] | None = None,
 ) -> BuiltIndex:
     """Encode the corpus file ``corpus``, fit ``transform`` and write the index folder ``out``; the arguments
     are those of :meth:`whitevec.index.Retriever.build`. ``encoder``'s ``pooling`` None: the model folder's
@@ -74,12 +75,19 @@ def build_index_file(
     ``empty_documents`` (``skip``, ``keep``, ``error``; None: ``skip``): what becomes of documents with no token
     the model knows (see :meth:`whitevec.index.Retriever.build`). The Ray engine indexes every document (None or
     ``keep``; the others are refused). ``lexical`` and ``analyzer``: the BM25 index beside the vectors (see
-    :meth:`whitevec.index.Retriever.build`); local FAISS builds only, for now.
+    :meth:`whitevec.index.Retriever.build`); local FAISS builds only, for now. ``search``: the index's own search
+    mode and fusion (``{"mode", "fusion"}``, a tuned configuration's), written to its manifest by a local build (a
+    Ray build has no lexical part: it searches dense, and refuses another mode).
     """
     empty = None if empty_documents is None else check_empty_documents(empty_documents)
     options: dict[str, Any] = dict(kind=kind, metric=metric, backend=backend, uri=uri, index_params=index_params)
     if check_engine(engine):
         _check_ray_options(empty, fit_sample, transform, lexical)
+        if search is not None and search.get("mode") != "dense":  # dense: a Ray index's own default already
+            raise BadInputError(
+                f"an index searched in {search.get('mode')} mode needs a lexical part, which --engine ray does "
+                "not build yet; build it with --engine local"
+            )
         ray = {"ray_address": ray_address, "workers": workers, "gpus_per_worker": gpus_per_worker}
         sample = {"fit_sample": fit_sample, "fit_seed": fit_seed}
         return _build_on_ray(
@@ -98,7 +106,7 @@ def build_index_file(
     check_output(out, "index folder", need_bytes=need, folder=True)
     from whitevec.index import Retriever, check_build, stored_dim
 
-    check_build(out, **options, dim=stored_dim(transform, dim), lexical=lexical, analyzer=analyzer)
+    check_build(out, **options, dim=stored_dim(transform, dim), lexical=lexical, analyzer=analyzer, search=search)
     pooling = index_pooling(encoder["model"], encoder.get("pooling"))
     with (
         make({**encoder, "pooling": pooling}, make_encoder) as model,
@@ -112,6 +120,7 @@ def build_index_file(
             empty_documents=empty or "skip",
             lexical=lexical,
             analyzer=analyzer,
+            search=search,
             **options,
         ) as retriever,
     ):
