@@ -159,6 +159,14 @@ def checked_search(search: Mapping[str, str], *, has_lexical: bool) -> dict[str,
     return {"mode": mode, "fusion": parse_fusion(search["fusion"]).spec}
 
 
+def _searched_parts(lexical: LexicalIndex | None, search: Mapping[str, str] | None) -> dict[str, Any]:
+    """The manifest's ``lexical`` record and ``search`` field, each where there is one."""
+    parts: dict[str, Any] = {} if lexical is None else {"lexical": lexical.record()}
+    if search is not None:
+        parts["search"] = checked_search(search, has_lexical=lexical is not None)
+    return parts
+
+
 def build_index(
     corpus: Sequence[Document] | str | os.PathLike[str],
     out: str | os.PathLike[str],
@@ -224,12 +232,7 @@ def build_index(
                 "index_kind": kind,
                 **_stored_fields(store, len(docs), len(given)),
                 "build_seconds": round(time.perf_counter() - started, 3),
-                **({} if lexical_index is None else {"lexical": lexical_index.record()}),
-                **(
-                    {}
-                    if search is None
-                    else {"search": checked_search(search, has_lexical=lexical_index is not None)}
-                ),
+                **_searched_parts(lexical_index, search),
             }
             write_manifest(tmp, manifest, files)  # last: a folder without it is never an index
     except BaseException:

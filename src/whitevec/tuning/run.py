@@ -120,12 +120,8 @@ def tune(
             always added). ``encodings``: index encoding specs (:func:`whitevec.index.encodings.parse_encoding`;
             ``float32`` is always added), or ``all``: every spec :func:`whitevec.index.encodings.list_encodings`
             gives each transform's output dimension.
-        modes: how the candidates search (retrieval only; None: ``dense``, ``lexical`` and ``hybrid`` for
-            retrieval data, ``dense`` for pairs): ``lexical``, the BM25 ranking alone (once per model and
-            pooling); ``hybrid``, each transform and encoding fused with it by each of
-            :data:`whitevec.tuning.searches.TUNE_FUSIONS`, as an index built with ``--lexical bm25`` searches.
-            The baseline is always the plain dense one. ``analyzer``: the BM25 analyzer (english, plain,
-            cjk-bigram).
+        modes, analyzer: the search modes to tune and the BM25 analyzer (retrieval only; see
+            :mod:`whitevec.tuning.searches`; None: all modes for retrieval data, ``dense`` for pairs).
         metric: ``spearman`` for pairs; ``ndcg@10`` (default), ``recall@K``, ``mrr@K`` or ``map`` for retrieval.
         max_bytes_per_vector: only candidates whose code bytes per vector fit are fitted and scored (and the
             baseline); BadInputError when none does.

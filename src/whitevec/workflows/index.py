@@ -74,20 +74,13 @@ def build_index_file(
 
     ``empty_documents`` (``skip``, ``keep``, ``error``; None: ``skip``): what becomes of documents with no token
     the model knows (see :meth:`whitevec.index.Retriever.build`). The Ray engine indexes every document (None or
-    ``keep``; the others are refused). ``lexical`` and ``analyzer``: the BM25 index beside the vectors (see
-    :meth:`whitevec.index.Retriever.build`); local FAISS builds only, for now. ``search``: the index's own search
-    mode and fusion (``{"mode", "fusion"}``, a tuned configuration's), written to its manifest by a local build (a
-    Ray build has no lexical part: it searches dense, and refuses another mode).
+    ``keep``; the others are refused). ``lexical``, ``analyzer``, ``search``: the BM25 index beside the vectors
+    and the index's own search mode and fusion (see :meth:`whitevec.index.Retriever.build`); local FAISS only.
     """
     empty = None if empty_documents is None else check_empty_documents(empty_documents)
     options: dict[str, Any] = dict(kind=kind, metric=metric, backend=backend, uri=uri, index_params=index_params)
     if check_engine(engine):
-        _check_ray_options(empty, fit_sample, transform, lexical)
-        if search is not None and search.get("mode") != "dense":  # dense: a Ray index's own default already
-            raise BadInputError(
-                f"an index searched in {search.get('mode')} mode needs a lexical part, which --engine ray does "
-                "not build yet; build it with --engine local"
-            )
+        _check_ray_options(empty, fit_sample, transform, lexical, search)
         ray = {"ray_address": ray_address, "workers": workers, "gpus_per_worker": gpus_per_worker}
         sample = {"fit_sample": fit_sample, "fit_seed": fit_seed}
         return _build_on_ray(
@@ -106,7 +99,8 @@ def build_index_file(
     check_output(out, "index folder", need_bytes=need, folder=True)
     from whitevec.index import Retriever, check_build, stored_dim
 
-    check_build(out, **options, dim=stored_dim(transform, dim), lexical=lexical, analyzer=analyzer, search=search)
+    searched: dict[str, Any] = {"lexical": lexical, "analyzer": analyzer, "search": search}  # BM25, search
+    check_build(out, **options, dim=stored_dim(transform, dim), **searched)
     pooling = index_pooling(encoder["model"], encoder.get("pooling"))
     with (
         make({**encoder, "pooling": pooling}, make_encoder) as model,
@@ -118,18 +112,27 @@ def build_index_file(
             fit_on=fit_on,
             show_progress=show_progress,
             empty_documents=empty or "skip",
-            lexical=lexical,
-            analyzer=analyzer,
-            search=search,
+            **searched,
             **options,
         ) as retriever,
     ):
         return BuiltIndex(Path(out), repr(retriever))
 
 
-def _check_ray_options(empty: str | None, fit_sample: int | None, transform: str, lexical: str | None) -> None:
+def _check_ray_options(
+    empty: str | None,
+    fit_sample: int | None,
+    transform: str,
+    lexical: str | None,
+    search: Mapping[str, str] | None = None,
+) -> None:
     """The options a Ray build refuses: leaving documents out, a fit sample with nothing to fit, a lexical part
-    (not on Milvus yet)."""
+    (not on Milvus yet), and so a search mode other than dense (a Ray index's own default already)."""
+    if search is not None and search.get("mode") != "dense":
+        raise BadInputError(
+            f"an index searched in {search.get('mode')} mode needs a lexical part, which --engine ray does "
+            "not build yet; build it with --engine local"
+        )
     if lexical is not None and str(lexical).strip().lower() != "none":
         raise BadInputError(
             "the lexical part on Milvus comes with Milvus's own BM25 function (issue 39); build with --engine "
