@@ -224,3 +224,22 @@ def test_cli_index_build_config_writes_the_search_and_builds_the_lexical_part(
     argv = ["tune", "--pairs", str(files["pairs"]), "--model", str(files["bert"]), "--out", str(config)]
     code, _, err = run_cli([*argv, "--modes", "dense,hybrid", "-q"], capsys)
     assert code == 2 and "scored pairs tune dense only" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_cli_tune_on_a_dataset_tunes_the_modes_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.index_helpers import sentences, tiny_bert
+    from tests.test_cli import run_cli
+    from tests.test_retrieval import _write_beir
+
+    docs = sentences(40, seed=11)
+    beir = _write_beir(tmp_path / "beir", docs, [" ".join(d.split()[:4]) for d in docs[:12]])
+    bert, config = tiny_bert(tmp_path / "bert"), tmp_path / "tuned.json"
+    argv = ["tune", "--dataset", str(beir), "--model", str(bert), "--out", str(config), "--candidates", "center"]
+    code, out, err = run_cli([*argv, "--modes", "dense,lexical", "--analyzer", "plain", "-q"], capsys)
+    assert code == 0, err
+    assert "mode" in out and "lexical" in out and "hybrid" not in out
+    saved = json.loads(config.read_text())
+    assert saved["mode"] in ("dense", "lexical") and saved["analyzer"] == "plain"
+    code, _, err = run_cli([*argv, "--modes", "dense,sparse", "-q"], capsys)
+    assert code == 2 and "unknown search mode 'sparse'" in err
