@@ -92,9 +92,9 @@ def searched_scores(
         if candidate.mode == "lexical":
             found = _lexical(items, dev, searchable, searches, side, rows, k)[0].tolist()
         else:
-            depth = min(CANDIDATE_FACTOR * k, len(doc_ids))
-            lexical = _lexical(items, dev, searchable, searches, side, rows, depth)
-            dense = _dense(candidate, space, dev, searchable, rows, known, searches, side, depth)
+            fused_depth = min(CANDIDATE_FACTOR * k, len(doc_ids))  # each ranker's candidates, as a search's
+            lexical = _lexical(items, dev, searchable, searches, side, rows, fused_depth)
+            dense = _dense(candidate, space, dev, searchable, rows, known, searches, side, fused_depth)
             fused = fuse(*dense, *lexical, parse_fusion(candidate.fusion), k)
             found = [[hit.row for hit in hits] for hits in fused]
         return query_scores(([doc_ids[i] for i in row if i >= 0] for row in found), rows.qrels, items.metric)
