@@ -243,3 +243,29 @@ def test_cli_tune_on_a_dataset_tunes_the_modes_asked(tmp_path: Path, capsys: pyt
     assert saved["mode"] in ("dense", "lexical") and saved["analyzer"] == "plain"
     code, _, err = run_cli([*argv, "--modes", "dense,sparse", "-q"], capsys)
     assert code == 2 and "unknown search mode 'sparse'" in err
+
+
+def test_texts_the_model_does_not_know_are_scored_as_the_index_serves_them(tmp_path: Path) -> None:
+    from tests.test_empty_text import MaskedTableEncoder
+
+    data, table = worded_data(20)
+    table["😀 w1 w2 w3"] = table[data.corpus[0].text]  # a document the index skips: never found, by either ranker
+    data.corpus.insert(0, Document("dx", "😀 w1 w2 w3"))  # first: the kept rows are not the corpus's
+    # Queries the model cannot search get the lexical ranking alone: here one that ranks nothing lexically.
+    table["😀 zz"], table["😀 w1 w2"] = table[data.queries["q0"]], table[data.queries["q1"]]
+    data.queries |= {"qx": "😀 zz", "qy": "😀 w1 w2"}
+    data.qrels |= {"qx": {"d0": 1}, "qy": {"dx": 1, "d1": 1}}
+    result = tune(
+        data, models=[MODEL], encoders={MODEL: MaskedTableEncoder(table)}, transforms=["center"], modes=["hybrid"]
+    )
+    judged = data.judged_queries()
+    with Retriever.build(data.corpus, tmp_path / "i", encoder=MaskedTableEncoder(table), lexical="bm25") as index:
+        for row in result.candidates[1:]:
+            assert row.transform == "none" or row.transform == "center"
+            if row.transform != "none":
+                continue
+            hits = index.search(list(judged.values()), k=10, mode="hybrid", fusion=row.fusion)
+            per_query = [
+                ndcg_at_k([h.id for h in f], data.qrels[q], 10) for q, f in zip(judged, hits, strict=True)
+            ]
+            assert row.dev == pytest.approx(100 * np.mean(per_query), abs=1e-9), row.fusion
