@@ -204,10 +204,11 @@ def test_tune_scores_unknown_texts_as_no_meaning() -> None:
     data.corpus.append(Document("dx", "😀 doc"))
     data.queries["qx"] = "😀 query"
     data.qrels["qx"] = {"d0": 1}
-    result = tune(data, models=[MODEL], encoders={MODEL: MaskedTableEncoder(table)}, transforms=["whitening"])
+    dense = {"transforms": ["whitening"], "modes": ["dense"]}
+    result = tune(data, models=[MODEL], encoders={MODEL: MaskedTableEncoder(table)}, **dense)
     assert result.unknown_texts == {MODEL: 2}
     assert any("2 of" in note and "no token table knows" in note for note in result.notes)
-    plain = tune(data, models=[MODEL], encoders={MODEL: TableEncoder(table)}, transforms=["whitening"])
+    plain = tune(data, models=[MODEL], encoders={MODEL: TableEncoder(table)}, **dense)
     whitened, whitened_plain = result.candidates[1], plain.candidates[1]
     assert whitened.transform == "whitening" and whitened.dev is not None and whitened_plain.dev is not None
     assert whitened.dev < whitened_plain.dev  # qx no longer finds d0 first

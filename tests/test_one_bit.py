@@ -532,6 +532,7 @@ def test_tune_budget_counts_memory_and_reports_disk() -> None:
         encoders={MODEL: TableEncoder(table)},
         transforms=["none"],
         encodings=["binary-rr+rescore", "rabitq", "sq8"],
+        modes=["dense"],
         max_bytes_per_vector=4,
         include_flow=False,
         n_boot=200,

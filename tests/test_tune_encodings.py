@@ -4,6 +4,7 @@ encoding carried by the tuned configuration."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,7 @@ def test_tune_scores_an_encoding_as_a_real_index_ranks() -> None:
         encoders={MODEL: TableEncoder(table)},
         transforms=["whitening"],
         encodings=["sq4"],
+        modes=["dense"],
         include_flow=False,
     )
     rows = {(c.transform, c.encoding): c for c in result.candidates}
@@ -139,7 +141,10 @@ def test_a_tie_between_float32_and_sq8_goes_to_sq8() -> None:
     choice, gains = _choose("sts", pool, gold, np.arange(200), 500, 0, None)
     assert gains[2].gain < gains[1].gain and gains[2].significant
     assert pool[choice].result.encoding == "sq8"
-    assert cost_key(pool[2].result.candidate, 16) == (16, 1) < cost_key(pool[1].result.candidate, 16)
+    assert cost_key(pool[2].result.candidate, 16) == (16, 1, 0) < cost_key(pool[1].result.candidate, 16)
+    # At the same bytes and family, dense is cheaper than a search that keeps a lexical index too.
+    hybrid = replace(pool[1].result.candidate, mode="hybrid", fusion="rrf:60")
+    assert cost_key(pool[1].result.candidate, 16) < cost_key(hybrid, 16) == (64, 1, 1)
 
 
 def test_sts_stores_both_sides_and_the_config_carries_the_encoding(tmp_path: Path) -> None:

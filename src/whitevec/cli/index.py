@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import warnings
 from collections.abc import Sequence
@@ -190,10 +191,12 @@ def index_build_command(
     Parquet); the documents are kept in the Milvus collection, and a killed build resumes when run again."""
     from whitevec.workflows import build_index_file
 
+    search = None
     if config is not None:
         model, pooling, transform, encoding, run = _from_config(
             config, index_build_command, run, model=model, pooling=pooling, transform=transform, encoding=encoding
         )
+        lexical, analyzer, search = _search_from_config(config, lexical, analyzer)
     params = _index_params(m, ef_construction, ef_search, nlist, nprobe)
     built = build_index_file(
         corpus,
@@ -217,8 +220,34 @@ def index_build_command(
         empty_documents=empty_documents,
         lexical=lexical,
         analyzer=analyzer,
+        search=search,
     )
     typer.echo(f"wrote {built}", err=True)
+
+
+def _search_from_config(
+    config: Path, lexical: str | None, analyzer: str
+) -> tuple[str | None, str, dict[str, str]]:
+    """(--lexical, --analyzer, the manifest's search field) of a tuned configuration: a lexical or hybrid mode
+    builds the lexical part with the configuration's analyzer; --lexical none or another --analyzer contradicts
+    it (one line)."""
+    from whitevec.tuning.config import ConfigMismatchError, TunedConfig
+
+    tuned = TunedConfig.load(config)
+    if not tuned.needs_lexical:
+        return lexical, analyzer, tuned.search
+    if lexical is not None and lexical.strip().lower() == "none":
+        raise ConfigMismatchError(
+            f"--lexical none contradicts the tuned configuration {config}, which searches in {tuned.mode} mode "
+            "(a BM25 part); leave --lexical out"
+        )
+    default = inspect.signature(index_build_command).parameters["analyzer"].default
+    if analyzer.strip().lower() not in (default, tuned.analyzer):
+        raise ConfigMismatchError(
+            f"--analyzer {analyzer} contradicts the tuned configuration {config}, which was tuned with analyzer "
+            f"{tuned.analyzer!r}; leave --analyzer out, or tune again"
+        )
+    return lexical or "bm25", tuned.analyzer, tuned.search
 
 
 @index_app.command("info")

@@ -50,6 +50,23 @@ EncodingsOpt = Annotated[
         "binary-rr, itq, rabitq, any lossy one +rescore), or all. float32 is always scored.",
     ),
 ]
+ModesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--modes",
+        help="How the candidates search, comma list: dense, lexical (BM25 alone), hybrid (each transform and "
+        "encoding fused with BM25 by rrf:60 and convex:0.3..0.8). Default: all three for --dataset, dense for "
+        "pairs (which take dense only). The baseline is always plain dense.",
+    ),
+]
+TuneAnalyzerOpt = Annotated[
+    str,
+    typer.Option(
+        "--analyzer",
+        help="How the lexical candidates cut texts into terms: english (stop words, Snowball stemmer), plain or "
+        "cjk-bigram; index build --config builds the lexical part with it.",
+    ),
+]
 TuneMetricOpt = Annotated[
     str | None, typer.Option("--metric", help="spearman (pairs); ndcg@10 (default), recall@K, mrr@K, map.")
 ]
@@ -95,6 +112,8 @@ def tune_command(
     candidates: CandidatesOpt = "default",
     no_flow: NoFlowOpt = False,
     encodings: EncodingsOpt = "float32",
+    modes: ModesOpt = None,
+    analyzer: TuneAnalyzerOpt = "english",
     metric: TuneMetricOpt = None,
     max_bytes_per_vector: MaxBytesOpt = None,
     max_seconds: MaxSecondsOpt = None,
@@ -108,8 +127,9 @@ def tune_command(
     *,
     run: RunOptions,
 ) -> None:
-    """Choose pooling, transform and index encoding on your labelled dev data; keep none unless a gain is
-    significant. Writes the choice as a tuned configuration for index build / eval --config."""
+    """Choose pooling, transform, index encoding and, on retrieval data, the search mode and fusion on your
+    labelled dev data; keep plain dense none unless a gain is significant. Writes the choice as a tuned
+    configuration for index build / eval --config."""
     from whitevec.workflows import load_tuning_data
 
     data = load_tuning_data(
@@ -131,6 +151,8 @@ def tune_command(
         test=data.test,
         transforms=None if candidates.strip().lower() == "default" else split_list(candidates),
         encodings=encoding_list,
+        modes=None if modes is None else split_list(modes),
+        analyzer=analyzer,
         metric=metric,
         folds=folds,
         seed=seed,
@@ -166,15 +188,18 @@ def _encodings_and_plot(encodings: str, out: Path, plot: Path | None) -> tuple[l
 
 
 def _candidates_table(result: TuneResult, several_models: bool) -> _Table:
-    """A row per candidate, the chosen one marked '* '; the model column only when several were tuned, the disk
+    """A row per candidate, the chosen one marked '* '; the mode column (with a hybrid's fusion) only when
+    lexical or hybrid candidates were tuned, the model column only when several were tuned, the disk
     bytes (a +rescore encoding's vectors on disk) only when a candidate has them, the test column only with test
     data."""
     disk = any(row.disk_bytes_per_vector for row in result.candidates)
+    searched = any(row.mode != "dense" for row in result.candidates)
     columns = (
         *(("model",) if several_models else ()),
         "pooling",
         "transform",
         "encoding",
+        *(("mode",) if searched else ()),
         "dim",
         "bytes",
         *(("disk bytes",) if disk else ()),
@@ -190,7 +215,7 @@ def _candidates_table(result: TuneResult, several_models: bool) -> _Table:
     table = _Table(
         f"whitevec tune - {result.metric} x 100 on {result.n_dev} dev {items}",
         columns,
-        text=("model", "pooling", "transform", "encoding", "sig"),
+        text=("model", "pooling", "transform", "encoding", "mode", "sig"),
         formats={
             "bytes": ",",
             "disk bytes": ",",
@@ -207,6 +232,7 @@ def _candidates_table(result: TuneResult, several_models: bool) -> _Table:
             row.pooling,
             ("* " if row.chosen else "") + row.transform,
             row.encoding,
+            *([f"{row.mode} {row.fusion}".strip()] if searched else []),
             row.dim,
             row.bytes_per_vector,
             *([row.disk_bytes_per_vector] if disk else []),

@@ -11,7 +11,7 @@ import contextlib
 import os
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -24,6 +24,7 @@ from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
 from whitevec.index.docstore import write_docs
 from whitevec.index.encodings import parse_encoding
 from whitevec.index.faiss_store import faiss_version
+from whitevec.index.fusion import parse_fusion, parse_mode, search_field_problem
 from whitevec.index.layout import DOCS_FILE, LINEAR_TRANSFORMS, TRANSFORM_FILE
 from whitevec.index.lexical import (
     DEFAULT_ANALYZER,
@@ -126,12 +127,14 @@ def check_build(
     dim: int | None = None,
     lexical: str | None = None,
     analyzer: str = DEFAULT_ANALYZER,
+    search: Mapping[str, str] | None = None,
 ) -> dict[str, Any] | None:
     """Everything about a build that can be checked before any model loads or document is encoded.
 
     Checks the kind, metric, backend and index parameters (the encoding among them, against the kind and metric
     and the stored dimension ``dim`` when it is known: see :func:`stored_dim`), the URI's form, the lexical part
-    (:func:`whitevec.index.lexical.check_lexical`), that ``out`` is absent, empty or an earlier index, and that
+    (:func:`whitevec.index.lexical.check_lexical`), the index's own search mode and fusion ``search`` (a
+    lexical or hybrid mode needs the lexical part), that ``out`` is absent, empty or an earlier index, and that
     its parent folder can be written. Returns the earlier index's manifest, if any.
 
     Raises:
@@ -143,13 +146,32 @@ def check_build(
     store_class(backend).check_options(kind.strip().lower(), index_params, uri)
     encoding = parse_encoding((index_params or {}).get(ENCODING))
     encoding.check_kind(kind.strip().lower(), metric.strip().lower())
-    check_lexical(lexical, analyzer, backend)
+    ranker = check_lexical(lexical, analyzer, backend)
+    if search is not None:
+        checked_search(search, has_lexical=ranker is not None)
     if dim is not None:
         encoding.check_dim(dim)
     target = Path(out).expanduser()
     previous = check_target(target)
     check_writable_parent(target)
     return previous
+
+
+def checked_search(search: Mapping[str, str], *, has_lexical: bool) -> dict[str, str]:
+    """The manifest's ``search`` field (``{"mode", "fusion"}``, canonical) from ``search``; a one-line
+    BadInputError for a bad one, or for a lexical or hybrid mode without a lexical part."""
+    problem = search_field_problem(dict(search) if isinstance(search, Mapping) else search)
+    if problem is not None:
+        raise BadInputError(f"the index's search defaults: {problem}")
+    mode = parse_mode(search["mode"])
+    if mode != "dense" and not has_lexical:
+        raise BadInputError(f"an index searched in {mode} mode needs a lexical part; build it with --lexical bm25")
+    return {"mode": mode, "fusion": parse_fusion(search["fusion"]).spec}
+
+
+def _search_field(search: Mapping[str, str] | None, *, has_lexical: bool) -> dict[str, Any]:
+    """The manifest's ``search`` field (the index's own mode and fusion), where one was given."""
+    return {} if search is None else {"search": checked_search(search, has_lexical=has_lexical)}
 
 
 def build_index(
@@ -168,6 +190,7 @@ def build_index(
     empty_documents: str = "skip",
     lexical: str | None = None,
     analyzer: str = DEFAULT_ANALYZER,
+    search: Mapping[str, str] | None = None,
 ) -> Path:
     """Encode ``corpus``, fit ``transform``, store the vectors, and the lexical index when ``lexical`` says so,
     and write the index folder ``out``; see :meth:`whitevec.index.Retriever.build` for the arguments. Returns
@@ -181,7 +204,7 @@ def build_index(
     started = time.perf_counter()
     target = Path(out).expanduser()
     options: dict[str, Any] = dict(kind=kind, metric=metric, backend=backend, uri=uri, index_params=index_params)
-    previous = check_build(target, **options, lexical=lexical, analyzer=analyzer)
+    previous = check_build(target, **options, lexical=lexical, analyzer=analyzer, search=search)
     check_empty_documents(empty_documents)
     kind, metric = kind.strip().lower(), metric.strip().lower()
     options.update(kind=kind, metric=metric)
@@ -217,6 +240,7 @@ def build_index(
                 **_stored_fields(store, len(docs), len(given)),
                 "build_seconds": round(time.perf_counter() - started, 3),
                 **_lexical_field(store, lexical_index, in_store, len(docs)),
+                **_search_field(search, has_lexical=lexical_index is not None or in_store),
             }
             write_manifest(tmp, manifest, files)  # last: a folder without it is never an index
     except BaseException:

@@ -21,7 +21,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -112,6 +112,7 @@ class Retriever:
         empty_documents: str = "skip",
         lexical: str | None = None,
         analyzer: str = DEFAULT_ANALYZER,
+        search: Mapping[str, str] | None = None,
     ) -> Retriever:
         """Encode ``corpus``, fit ``transform`` (on the corpus or a text file ``fit_on``), index, write ``out``;
         the new index, loaded.
@@ -127,6 +128,10 @@ class Retriever:
         meaning; such documents are counted in one warning (WhitevecWarning) and, by ``empty_documents``:
         ``"skip"`` left out (the manifest's ``skipped_documents`` counts them), ``"keep"`` indexed as they
         encode, ``"error"`` refused.
+
+        ``search``: the index's own search mode and fusion, ``{"mode": MODE, "fusion": SPEC}``, written to the
+        manifest (:func:`~whitevec.index.fusion.search_defaults`; ``whitevec tune`` chooses them); None: hybrid
+        with the default fusion when there is a lexical part, else dense.
 
         Raises:
             BadInputError: empty corpus, duplicate ids, unknown kind/metric/backend/params, or ``out`` is
@@ -148,6 +153,7 @@ class Retriever:
             empty_documents=empty_documents,
             lexical=lexical,
             analyzer=analyzer,
+            search=search,
         )
         return cls.load(target, encoder=encoder)
 

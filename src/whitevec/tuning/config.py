@@ -1,10 +1,11 @@
 """A tuned configuration: the JSON file ``whitevec tune`` writes and ``index build --config``,
 ``eval --config`` and :func:`apply_config` apply.
 
-It names the model, the pooling, the transform spec and the index encoding, and records how they were chosen
-(metric, scores, the gain over ``none`` with its interval). The transform is a spec, not fitted weights: it is
-fitted where it is applied, on that place's own unlabelled text (an index's corpus, a task's sentences), as tune
-fitted it on the fit text it was given; the same text gives the same vectors.
+It names the model, the pooling, the transform spec, the index encoding and how the index searches (``mode``,
+``fusion``, and the lexical part's ``analyzer``; a configuration without them is dense), and records how they
+were chosen (metric, scores, the gain over ``none`` with its interval). The transform is a spec, not fitted
+weights: it is fitted where it is applied, on that place's own unlabelled text (an index's corpus, a task's
+sentences), as tune fitted it on the fit text it was given; the same text gives the same vectors.
 
 Format (``"format": "whitevec-tuned-config"``, ``"version": 1``); :meth:`TunedConfig.load` refuses any other
 format or version, a missing or mistyped field, an unknown transform spec, pooling or encoding.
@@ -24,7 +25,9 @@ import numpy as np
 
 from whitevec._version import __version__
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError, WhitevecError
+from whitevec.index.analyzers import DEFAULT_ANALYZER, check_analyzer_name
 from whitevec.index.encodings import parse_encoding
+from whitevec.index.fusion import DEFAULT_FUSION, parse_fusion, parse_mode
 from whitevec.transforms import make_transform
 from whitevec.tuning.space import canonical_transform
 from whitevec.utils.io import write_json
@@ -76,6 +79,21 @@ class TunedConfig:
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     whitevec: str = __version__
     disk_bytes_per_vector: int = 0  # on disk: a +rescore encoding's rescoring vector (absent before: 0)
+    # How an index built from it searches (whitevec.index.fusion; absent before: dense): the mode, the fusion of
+    # a hybrid search (its spec), and the analyzer of the lexical part a lexical or hybrid mode needs.
+    mode: str = "dense"
+    fusion: str = DEFAULT_FUSION.spec
+    analyzer: str = DEFAULT_ANALYZER
+
+    @property
+    def search(self) -> dict[str, str]:
+        """The index manifest's ``search`` field (:func:`whitevec.index.fusion.search_defaults`)."""
+        return {"mode": self.mode, "fusion": self.fusion}
+
+    @property
+    def needs_lexical(self) -> bool:
+        """Whether an index built from it needs a lexical part (a lexical or hybrid mode)."""
+        return self.mode != "dense"
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": CONFIG_FORMAT, "version": CONFIG_VERSION, **asdict(self)}
@@ -129,6 +147,7 @@ class TunedConfig:
                 get_pooling(values["pooling"])
             values["transform"] = canonical_transform(values["transform"])
             values["encoding"] = parse_encoding(values["encoding"]).spec
+            values.update(_search_fields(values))
         except BadInputError as exc:
             raise CorruptFileError(f"{source}: {exc}") from None
         return cls(**values)
@@ -205,6 +224,20 @@ class TunedConfig:
         if canonical_transform(self.transform) == "none":
             my_steps, their_steps = unnormalized(my_steps), unnormalized(their_steps)
         return (mine, my_steps) == (theirs, their_steps)
+
+
+def _search_fields(values: dict[str, Any]) -> dict[str, str]:
+    """The mode, fusion and analyzer of a configuration's fields, canonical; those it lacks (written before
+    tune chose the search) are dense's. A BadInputError names a bad one."""
+    fields = {"mode": "dense", "fusion": DEFAULT_FUSION.spec, "analyzer": DEFAULT_ANALYZER, **values}
+    for name in ("mode", "fusion", "analyzer"):
+        if not isinstance(fields[name], str):
+            raise BadInputError(f"field {name!r} is not a string")
+    return {
+        "mode": parse_mode(fields["mode"]),
+        "fusion": parse_fusion(fields["fusion"]).spec,
+        "analyzer": check_analyzer_name(fields["analyzer"]),
+    }
 
 
 def apply_config(

@@ -13,6 +13,7 @@ import numpy as np
 
 from whitevec.errors import WhitevecWarning
 from whitevec.transforms import AllButTheTop, Transform, Whitening, make_transform
+from whitevec.tuning.searches import Searches
 from whitevec.tuning.space import Candidate
 
 # All-but-the-Top variants are cut from one fit removing this many directions (the grid's largest D).
@@ -26,6 +27,7 @@ class Fits:
 
     shared: dict[tuple[str, str, str], tuple[Transform, float]] = field(default_factory=dict)
     last_space: dict[tuple[str, str, str], tuple[np.ndarray, float]] = field(default_factory=dict)
+    searches: Searches = field(default_factory=Searches)  # the lexical and hybrid candidates' rankings
 
 
 def fit_apply(

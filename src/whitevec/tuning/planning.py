@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from whitevec.errors import BadInputError
@@ -34,6 +34,10 @@ class Grid:
     encodings: list[str]
     include_flow: bool
     budget: int | None  # max bytes per vector
+    # How the candidates search (retrieval only): the modes asked (dense is always scored for the baseline) and
+    # the fusions each hybrid candidate is scored with.
+    modes: tuple[str, ...] = ("dense",)
+    fusions: tuple[str, ...] = ()
 
 
 @dataclass
@@ -82,11 +86,23 @@ def plan_candidates(grid: Grid, info: dict[str, dict[str, Any]], items: Items, n
                     ):
                         over_budget += 1
                         continue
-                    plan.append(Candidate(model, pooling, spec, encoding))
+                    plan += _searched(Candidate(model, pooling, spec, encoding), grid, baseline)
     plan = list(dict.fromkeys(plan))  # two asked encodings may come to the same one (pq96, pq96x5)
     _note_plan(plan, skipped, grid.budget, over_budget, notes)
     plan.sort(key=lambda c: c.family == "flow")  # stable: the order above otherwise
     return Plan(plan, skipped)
+
+
+def _searched(dense: Candidate, grid: Grid, baseline: bool) -> list[Candidate]:
+    """The candidates of one model, pooling, transform and encoding: dense (always for the baseline), the
+    lexical ranking once per model and pooling (beside its no-transform float32 candidate: lexical search
+    reads no vector), and one hybrid candidate per fusion."""
+    out = [dense] if baseline or "dense" in grid.modes else []
+    if "lexical" in grid.modes and (dense.transform, dense.encoding) == ("none", "float32"):
+        out.append(replace(dense, mode="lexical"))
+    if "hybrid" in grid.modes:
+        out += [replace(dense, mode="hybrid", fusion=fusion) for fusion in grid.fusions]
+    return out
 
 
 def _note_plan(

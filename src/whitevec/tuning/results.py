@@ -40,10 +40,12 @@ class CandidateResult:
     folds: list[float] = field(default_factory=list)  # its score on each held-out fold (k-fold check)
     chosen: bool = False
     disk_bytes_per_vector: int = 0  # on disk: a +rescore encoding's rescoring vector
+    mode: str = "dense"  # how the index searches: dense, lexical or hybrid (whitevec.index.fusion)
+    fusion: str = ""  # hybrid: the fusion spec (rrf:60, convex:0.6); empty otherwise
 
     @property
     def candidate(self) -> Candidate:
-        return Candidate(self.model, self.pooling, self.transform, self.encoding)
+        return Candidate(self.model, self.pooling, self.transform, self.encoding, self.mode, self.fusion)
 
 
 @dataclass

@@ -53,6 +53,8 @@ from whitevec.encoders.protocol import known_token_mask, zero_unknown_rows
 from whitevec.encoders.static import StaticEncoder
 from whitevec.encoders.static_format import STATIC_POOLING
 from whitevec.errors import BadInputError, WhitevecWarning
+from whitevec.index.analyzers import DEFAULT_ANALYZER
+from whitevec.index.fusion import DEFAULT_FUSION
 from whitevec.preflight import check_encoder
 from whitevec.tuning.choice import check_by_folds, choose_on_dev
 from whitevec.tuning.config import TunedConfig
@@ -61,6 +63,7 @@ from whitevec.tuning.items import Items, gather_items
 from whitevec.tuning.planning import Grid, Plan, TimeBox, plan_candidates
 from whitevec.tuning.results import CandidateResult, TuneResult
 from whitevec.tuning.scoring import Scored, check_metric, score_candidate
+from whitevec.tuning.searches import TUNE_FUSIONS, Searches, check_modes, check_tune_analyzer
 from whitevec.tuning.space import (
     Candidate,
     check_encodings,
@@ -87,6 +90,8 @@ def tune(
     test_queries: Sequence[str] | None = None,
     transforms: Sequence[str] | None = None,
     encodings: Sequence[str] = ("float32",),
+    modes: Sequence[str] | None = None,
+    analyzer: str = DEFAULT_ANALYZER,
     metric: str | None = None,
     folds: int = 5,
     seed: int = 0,
@@ -115,6 +120,8 @@ def tune(
             always added). ``encodings``: index encoding specs (:func:`whitevec.index.encodings.parse_encoding`;
             ``float32`` is always added), or ``all``: every spec :func:`whitevec.index.encodings.list_encodings`
             gives each transform's output dimension.
+        modes, analyzer: the search modes to tune and the BM25 analyzer (retrieval only; see
+            :mod:`whitevec.tuning.searches`; None: all modes for retrieval data, ``dense`` for pairs).
         metric: ``spearman`` for pairs; ``ndcg@10`` (default), ``recall@K``, ``mrr@K`` or ``map`` for retrieval.
         max_bytes_per_vector: only candidates whose code bytes per vector fit are fitted and scored (and the
             baseline); BadInputError when none does.
@@ -133,6 +140,7 @@ def tune(
     started = time.perf_counter()
     kind = "retrieval" if isinstance(dev, RetrievalDataset) else "sts"
     metric_name = check_metric(metric, kind)
+    mode_names, analyzer_name = check_modes(modes, kind), check_tune_analyzer(analyzer)
     specs, encoding_names = _check_specs(kind, transforms, encodings)
     model_names, pooling_names = _check_options(models, poolings, encoders, encoder_options)
     asked = model_poolings(model_names, pooling_names, encoders)
@@ -141,13 +149,15 @@ def tune(
     notes = _warned(items.notes)
     vectors, known, info = _encode_texts(asked, items.texts, encoders, encoder_options, show_progress)
     unknown_texts = _note_unknown_texts(known, len(items.texts), notes)
-    grid = Grid(asked, specs, encoding_names, include_flow, max_bytes_per_vector)
+    fusions = TUNE_FUSIONS if "hybrid" in mode_names else ()
+    grid = Grid(asked, specs, encoding_names, include_flow, max_bytes_per_vector, mode_names, fusions)
     plan = plan_candidates(grid, info, items, notes)
     box = TimeBox(started, max_seconds)
-    results, scored = _score_candidates(plan, vectors, known, info, items, box, show_progress)
+    results, scored = _score_candidates(plan, vectors, known, info, items, box, show_progress, analyzer_name)
     if box.cut:
         notes.append(f"{box.cut} candidates not scored: the time box of {max_seconds:g} s ran out")
     result = _chosen(scored, results, items, info, notes, unknown_texts, folds, seed, n_boot, max_bytes_per_vector)
+    result.config.analyzer = analyzer_name
     result.seconds = round(time.perf_counter() - started, 3)
     return result
 
@@ -340,11 +350,12 @@ def _score_candidates(
     items: Items,
     box: TimeBox,
     show_progress: bool | None,
+    analyzer: str = DEFAULT_ANALYZER,
 ) -> tuple[list[CandidateResult], list[Scored]]:
     """One result row per planned candidate; the scored ones with their per-item scores (baseline first)."""
     results: list[CandidateResult] = []
     scored: list[Scored] = []
-    fits = Fits()
+    fits = Fits(searches=Searches(analyzer))
     with _progress(show_progress, len(plan.candidates)) as advance:
         for candidate in plan.candidates:
             raw = vectors[(candidate.model, candidate.pooling)]
@@ -378,6 +389,7 @@ def _result_row(candidate: Candidate, model_dim: int, model_info: Mapping[str, A
         encoding_bytes(candidate.encoding, dim),
     )
     result.encode_ms_per_1000 = model_info["encode_ms_per_1000"]
+    result.mode, result.fusion = candidate.mode, candidate.fusion
     result.disk_bytes_per_vector = encoding_disk_bytes(candidate.encoding, dim)
     return result
 
@@ -432,6 +444,8 @@ def _tuned_config(
         dim=chosen.dim,
         bytes_per_vector=chosen.bytes_per_vector,
         disk_bytes_per_vector=chosen.disk_bytes_per_vector,
+        mode=chosen.mode,
+        fusion=chosen.fusion or DEFAULT_FUSION.spec,
         metric=items.metric,
         max_length=_max_length(model_info),
         model_fingerprint=model_info.get("model_fingerprint"),

@@ -19,6 +19,7 @@ from whitevec.index.encodings import parse_encoding
 from whitevec.tuning.fits import Fits, fit_apply
 from whitevec.tuning.items import Items, Rows
 from whitevec.tuning.results import CandidateResult
+from whitevec.tuning.searches import searched_scores
 from whitevec.tuning.space import Candidate
 
 STS_METRICS = ("spearman",)
@@ -65,6 +66,8 @@ def score_candidate(
         space, seconds = fit_apply(candidate, raw, fit_rows, items.scored_rows, fits.shared)
         fits.last_space[key] = zero_unknown_rows(space, known), seconds
     space, result.fit_seconds = fits.last_space[key]
+    if candidate.mode != "dense":  # the index's own search: its store codes the vectors (searches.py)
+        return Scored(result, *searched_scores(candidate, space, items, known, fits.searches))
     coded = time.perf_counter()
     searched = parse_encoding(candidate.encoding).scoring == "search"  # coded in the scoring
     stored_rows = items.stored_rows[known[items.stored_rows]]

@@ -36,12 +36,16 @@ WHITENING_GAMMAS = (0.0, 0.25, 0.5, 1.0)
 
 @dataclass(frozen=True)
 class Candidate:
-    """One configuration tune scores: a model, a pooling, a transform spec and an encoding."""
+    """One configuration tune scores: a model, a pooling, a transform spec and an encoding, searched in a
+    ``mode`` (:data:`whitevec.index.fusion.MODES`) with, for ``hybrid``, a ``fusion`` spec (``rrf:60``,
+    ``convex:0.6``; empty otherwise)."""
 
     model: str
     pooling: str
     transform: str
     encoding: str = "float32"
+    mode: str = "dense"
+    fusion: str = ""
 
     @property
     def family(self) -> str:
@@ -52,7 +56,8 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        return f"{self.model} / {self.pooling} / {self.transform} / {self.encoding}"
+        searched = "" if self.mode == "dense" else f" / {self.mode}{' ' + self.fusion if self.fusion else ''}"
+        return f"{self.model} / {self.pooling} / {self.transform} / {self.encoding}{searched}"
 
 
 def canonical_transform(spec: str) -> str:
@@ -176,6 +181,7 @@ def check_transforms(specs: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def cost_key(candidate: Candidate, dim: int) -> tuple[int, int]:
-    """What a tie is broken on, cheapest first: bytes per stored vector, then none < linear < flow."""
-    return encoding_bytes(candidate.encoding, dim), _FAMILY_RANK[candidate.family]
+def cost_key(candidate: Candidate, dim: int) -> tuple[int, int, int]:
+    """What a tie is broken on, cheapest first: bytes per stored vector, then none < linear < flow, then dense
+    before a mode that keeps and searches a lexical index too."""
+    return encoding_bytes(candidate.encoding, dim), _FAMILY_RANK[candidate.family], int(candidate.mode != "dense")

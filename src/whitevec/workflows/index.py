@@ -60,6 +60,7 @@ def build_index_file(
     empty_documents: str | None = None,
     lexical: str | None = None,
     analyzer: str = "english",
+    search: Mapping[str, str] | None = None,
 ) -> BuiltIndex:
     """Encode the corpus file ``corpus``, fit ``transform`` and write the index folder ``out``; the arguments
     are those of :meth:`whitevec.index.Retriever.build`. ``encoder``'s ``pooling`` None: the model folder's
@@ -75,12 +76,13 @@ def build_index_file(
     the model knows (see :meth:`whitevec.index.Retriever.build`). The Ray engine indexes every document (None or
     ``keep``; the others are refused). ``lexical`` and ``analyzer``: the BM25 index beside the vectors (see
     :meth:`whitevec.index.Retriever.build`); on Milvus (``--backend milvus``, ``--engine ray``) Milvus's own
-    BM25 on the collection's text field (:mod:`whitevec.index.milvus_bm25`).
+    BM25 on the collection's text field (:mod:`whitevec.index.milvus_bm25`). ``search``: the index's own search
+    mode and fusion (``{"mode", "fusion"}``, from a tuned configuration; local builds).
     """
     empty = None if empty_documents is None else check_empty_documents(empty_documents)
     options: dict[str, Any] = dict(kind=kind, metric=metric, backend=backend, uri=uri, index_params=index_params)
     if check_engine(engine):
-        _check_ray_options(empty, fit_sample, transform, lexical, analyzer)
+        _check_ray_options(empty, fit_sample, transform, lexical, analyzer, search)
         ray = {"ray_address": ray_address, "workers": workers, "gpus_per_worker": gpus_per_worker}
         sample = {"fit_sample": fit_sample, "fit_seed": fit_seed, "lexical": lexical, "analyzer": analyzer}
         return _build_on_ray(
@@ -99,7 +101,8 @@ def build_index_file(
     check_output(out, "index folder", need_bytes=need, folder=True)
     from whitevec.index import Retriever, check_build, stored_dim
 
-    check_build(out, **options, dim=stored_dim(transform, dim), lexical=lexical, analyzer=analyzer)
+    searched: dict[str, Any] = {"lexical": lexical, "analyzer": analyzer, "search": search}  # BM25, search
+    check_build(out, **options, dim=stored_dim(transform, dim), **searched)
     pooling = index_pooling(encoder["model"], encoder.get("pooling"))
     with (
         make({**encoder, "pooling": pooling}, make_encoder) as model,
@@ -111,8 +114,7 @@ def build_index_file(
             fit_on=fit_on,
             show_progress=show_progress,
             empty_documents=empty or "skip",
-            lexical=lexical,
-            analyzer=analyzer,
+            **searched,
             **options,
         ) as retriever,
     ):
@@ -120,13 +122,23 @@ def build_index_file(
 
 
 def _check_ray_options(
-    empty: str | None, fit_sample: int | None, transform: str, lexical: str | None, analyzer: str
+    empty: str | None,
+    fit_sample: int | None,
+    transform: str,
+    lexical: str | None,
+    analyzer: str,
+    search: Mapping[str, str] | None = None,
 ) -> None:
     """The options a Ray build refuses: leaving documents out, a fit sample with nothing to fit, an analyzer
-    Milvus cannot reproduce (before Ray starts)."""
+    Milvus cannot reproduce, a tuned search mode (recorded by local builds only), all before Ray starts."""
     from whitevec.index.lexical import check_lexical
 
     check_lexical(lexical, analyzer, "milvus")
+    if search is not None and search.get("mode") != "dense":
+        raise BadInputError(
+            f"a configuration's {search.get('mode')} search mode is recorded by --engine local builds only; with "
+            "--engine ray, build with --lexical bm25 (hybrid, the default fusion) and no --config mode"
+        )
     if empty not in (None, "keep"):
         raise BadInputError(f"--engine ray indexes every document; --empty-documents {empty} is for a local build")
     if fit_sample is not None and str(transform) == "none":
