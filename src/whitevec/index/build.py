@@ -251,10 +251,15 @@ def build_index(
     finally:
         if store is not None:
             store.close()
-    if replaced[0] is not None:
-        with contextlib.suppress(BadInputError):  # a backend this whitevec no longer has: nothing to free
-            store_class(replaced[0]["backend"]).discard(replaced[0])
+    _free_replaced(replaced[0])
     return target
+
+
+def _free_replaced(manifest: dict[str, Any] | None) -> None:
+    """Free what the replaced version kept outside its folder (a Milvus collection), if anything."""
+    if manifest is not None:
+        with contextlib.suppress(BadInputError):  # a backend this whitevec no longer has: nothing to free
+            store_class(manifest["backend"]).discard(manifest)
 
 
 def _lexical_field(

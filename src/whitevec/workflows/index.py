@@ -95,10 +95,7 @@ def build_index_file(
     docs = read_corpus_file(corpus)
     input_file(fit_on, "--fit-on file", keywords=("corpus",))
     _check_transform_file(transform)
-    dim = check_encoder(encoder["model"], encoder.get("cache", True))
-    # Room for the document store (about twice the corpus file, with SQLite's overhead) and float32 vectors.
-    need = 2 * Path(corpus).expanduser().stat().st_size + len(docs) * dim * 4
-    check_output(out, "index folder", need_bytes=need, folder=True)
+    dim = _check_room(corpus, out, encoder, len(docs))
     from whitevec.index import Retriever, check_build, stored_dim
 
     searched: dict[str, Any] = {"lexical": lexical, "analyzer": analyzer, "search": search}  # BM25, search
@@ -119,6 +116,17 @@ def build_index_file(
         ) as retriever,
     ):
         return BuiltIndex(Path(out), repr(retriever))
+
+
+def _check_room(
+    corpus: str | os.PathLike[str], out: str | os.PathLike[str], encoder: Mapping[str, Any], count: int
+) -> int:
+    """The model's width, once its folder and cache are checked, and room in ``out``'s folder for the document
+    store (about twice the corpus file, with SQLite's overhead) and ``count`` float32 vectors."""
+    dim = check_encoder(encoder["model"], encoder.get("cache", True))
+    need = 2 * Path(corpus).expanduser().stat().st_size + count * dim * 4
+    check_output(out, "index folder", need_bytes=need, folder=True)
+    return dim
 
 
 def _check_ray_options(
