@@ -103,27 +103,23 @@ def request_models(
             f"{index.default_mode}.{no_lexical}",
         )
 
-    if not index.hybrid:
-        return SearchRequest, _embed_request(settings, text)
+        if index.hybrid:  # only an index with a lexical part takes these (a dense one: unknown fields)
+            fusion: str = Field(
+                None,  # type: ignore[assignment]
+                pattern=FUSION_PATTERN,
+                description="A hybrid search's fusion: rrf, rrf:K (K >= 1), convex or convex:ALPHA (0 to 1, the "
+                f"dense weight). Left out: the index's own, {index.default_fusion}. Given without mode, it asks "
+                "for hybrid; refused beside another mode.",
+            )
+            candidates: WholeNumber = Field(
+                None,  # type: ignore[assignment]
+                ge=1,
+                description="A hybrid search fuses each ranker's top candidates x k documents (never more than "
+                f"the index holds). Left out: {index.candidates}. Given without mode, it asks for hybrid; refused "
+                "beside another mode.",
+            )
 
-    class HybridSearchRequest(SearchRequest):
-        fusion: str = Field(  # type: ignore[assignment]
-            None,
-            pattern=FUSION_PATTERN,
-            description="A hybrid search's fusion: rrf, rrf:K (K >= 1), convex or convex:ALPHA (0 to 1, the dense "
-            f"weight). Left out: the index's own, {index.default_fusion}. Given without mode, it asks for "
-            "hybrid; refused beside another mode.",
-        )
-        candidates: WholeNumber = Field(  # type: ignore[assignment]
-            None,
-            ge=1,
-            description="A hybrid search fuses each ranker's top candidates x k documents (never more than the "
-            f"index holds). Left out: {index.candidates}. Given without mode, it asks for hybrid; refused "
-            "beside another mode.",
-        )
-
-    HybridSearchRequest.__name__ = HybridSearchRequest.__qualname__ = "SearchRequest"
-    return HybridSearchRequest, _embed_request(settings, text)
+    return SearchRequest, _embed_request(settings, text)
 
 
 def _embed_request(settings: ServeSettings, text: Any) -> type[BaseModel]:
