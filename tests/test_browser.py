@@ -288,7 +288,11 @@ def test_search_page_switches_mode_and_shows_the_rankers(tmp_path: Path, browser
             box.send_keys(query, Keys.ENTER)
             expected = retriever.search([query], k=10, mode=chosen)[0]
             wanted = ["id " + hit.id for hit in expected]
-            wait.until(lambda d, w=wanted: _texts(d, "#results .doc-id") == w)
+
+            def shows_wanted(d: webdriver.Chrome, w: list[str] = wanted) -> bool:
+                return _texts(d, "#results .doc-id") == w
+
+            wait.until(shows_wanted)
             shown = _texts(browser, "#results .rankers")
             assert shown == [
                 " · ".join(f"{name} #{place['rank']}" for name, place in (hit.rankers or {}).items())
