@@ -81,8 +81,10 @@ def test_a_row_per_mode_and_fusion_beside_the_transforms(
     assert row["ndcg_10"] == pytest.approx(expected.ndcg_10) and row["map"] == pytest.approx(expected.map)
     # The stop-words-only query: no term; the lexical row ranks nothing for it, the hybrid rows the dense ranking.
     assert row["no_term_queries"] == 1 and row["unknown_queries"] == 1 and row["encoding"] == "-"
-    hybrid = report["scores"][2]
+    hybrid, dense = report["scores"][2], report["scores"][1]
     assert hybrid["no_term_queries"] == 1 and hybrid["unknown_queries"] == 0
+    assert hybrid["code_bytes"] == dense["code_bytes"] > 0 and row["code_bytes"] == 0  # the vectors it searches
+    assert row["index_bytes"] > 0 and row["dim"] == 0  # the BM25 part's own bytes; no vectors
     assert any("1 of 6 queries have no term left after analysis (analyzer english)" in n for n in report["notes"])
     assert "no term left after analysis" in err
 

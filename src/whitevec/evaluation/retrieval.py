@@ -475,11 +475,14 @@ class _Run:
         )
         size: dict[str, Any] = {"n_docs": retriever.count, "folder_bytes": _folder_bytes(retriever.path)}
         if row.mode != "dense":
+            hybrid = row.mode == "hybrid"
             return RetrievalScore(
                 **mode_fields(retriever, row, label, encoding, self.modes.analyzer or "", qtexts),
                 **_quality_fields(quality),
-                pooling=timing_encoder.pooling.name if row.mode == "hybrid" else "-",
-                build_s=round(build_s, 3) if row.mode == "hybrid" else 0.0,
+                pooling=timing_encoder.pooling.name if hybrid else "-",
+                # A lexical row: the BM25 part's own build time, as its manifest record keeps it.
+                build_s=round(build_s, 3) if hybrid else float(retriever.manifest["lexical"]["build_seconds"]),
+                code_bytes=_code_bytes(encoding, retriever) if hybrid else 0,
                 unknown_queries=unknown_queries,
                 **size,
             )
