@@ -54,17 +54,21 @@ class ModePlan:
 
 
 def plan_modes(
-    modes: Sequence[str] | None = None, fusions: Sequence[str] | None = None, analyzer: str | None = None
+    modes: Sequence[str] | None = None,
+    fusions: Sequence[str] | None = None,
+    analyzer: str | None = None,
+    backend: str = "faiss",
 ) -> ModePlan:
     """The rows of ``modes`` (None: dense only, as before modes existed), each hybrid one with each of
-    ``fusions`` (None or empty: the default fusion).
+    ``fusions`` (None or empty: the default fusion), over indexes of ``backend``.
 
     Raises:
         BadInputError: an unknown mode, fusion or analyzer; a fusion without the hybrid mode, an analyzer
-            without the lexical or hybrid mode; no mode at all.
+            without the lexical or hybrid mode; no mode at all; a lexical part asked of a backend without one.
     """
     from whitevec.index.analyzers import DEFAULT_ANALYZER, check_analyzer_name
     from whitevec.index.fusion import DEFAULT_FUSION, parse_fusion, parse_mode
+    from whitevec.index.lexical import check_lexical
 
     chosen = ["dense"] if modes is None else list(dict.fromkeys(parse_mode(m) for m in modes))
     if not chosen:
@@ -76,6 +80,8 @@ def plan_modes(
     if analyzer is not None and not lexical_part:
         raise BadInputError("--analyzer applies to lexical and hybrid rows; add lexical or hybrid to --mode")
     hybrid = tuple(ModeRow("hybrid", f) for f in parsed or [DEFAULT_FUSION]) if "hybrid" in chosen else ()
+    if lexical_part:
+        check_lexical("bm25", analyzer or DEFAULT_ANALYZER, backend)
     return ModePlan(
         dense="dense" in chosen,
         lexical="lexical" in chosen,

@@ -53,11 +53,7 @@ def evaluate_retrieval_dataset(
     data = load_retrieval_dataset(dataset, data_dir=data_dir)
     from whitevec.evaluation.modes import plan_modes  # the index's parsers: after the light checks
 
-    plan = plan_modes(modes, fusions, analyzer)
-    if plan.analyzer is not None:
-        from whitevec.index.lexical import check_lexical
-
-        check_lexical("bm25", plan.analyzer, backend)
+    plan = plan_modes(modes, fusions, analyzer, backend)
     names = list(poolings) if poolings is not None else [index_pooling(encoder["model"], None)]
     if not names:
         raise BadInputError("give at least one pooling")
