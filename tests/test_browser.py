@@ -5,6 +5,7 @@ Set WHITEVEC_SCREENSHOT=path.png to also keep the screenshot somewhere outside t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -13,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -25,8 +27,10 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as ec
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
+from tests.index_helpers import HashEncoder
+from whitevec.index import Document, Retriever
 from whitevec.index import SearchHit as Hit
 from whitevec.index.retriever import UNKNOWN_QUERY_NOTE, QueryHits
 from whitevec.service.app import create_app
@@ -98,7 +102,13 @@ class PageRetriever:
 @pytest.fixture
 def live_server(request: pytest.FixtureRequest) -> Iterator[tuple[str, PageRetriever]]:
     retriever = PageRetriever()
-    settings = getattr(request, "param", None) or ServeSettings()
+    with serving(retriever, getattr(request, "param", None) or ServeSettings()) as base:
+        yield base, retriever
+
+
+@contextlib.contextmanager
+def serving(retriever: Any, settings: ServeSettings) -> Iterator[str]:
+    """``retriever`` served by uvicorn on a free local port, in a thread; the base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -109,9 +119,11 @@ def live_server(request: pytest.FixtureRequest) -> Iterator[tuple[str, PageRetri
     while not server.started and time.monotonic() < deadline:
         time.sleep(0.02)
     assert server.started, "uvicorn did not start"
-    yield f"http://127.0.0.1:{port}", retriever
-    server.should_exit = True
-    thread.join(10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
 
 
 @pytest.fixture
@@ -255,3 +267,55 @@ def test_api_docs_render_from_this_server_alone(
     keep = os.environ.get("WHITEVEC_DOCS_SCREENSHOT")
     if keep:
         shutil.copyfile(shot, keep)
+
+
+def test_search_page_switches_mode_and_shows_the_rankers(tmp_path: Path, browser: webdriver.Chrome) -> None:
+    docs = [Document(f"cran-{i + 1}", text) for i, text in enumerate(DOCS)]
+    folder = tmp_path / "hybrid-index"
+    with (
+        Retriever.build(docs, folder, encoder=HashEncoder(), lexical="bm25", transform="none") as retriever,
+        serving(retriever, ServeSettings()) as base,
+    ):
+        browser.get(base + "/")
+        wait = WebDriverWait(browser, 20)
+        mode = wait.until(ec.visibility_of_element_located((By.ID, "mode")))  # shown once /info says lexical
+        assert Select(mode).first_selected_option.get_attribute("value") == "hybrid"  # the index's own
+        query = "wing flutter"
+        for chosen in ("lexical", "hybrid"):
+            Select(mode).select_by_value(chosen)
+            box = browser.find_element(By.ID, "query")
+            box.clear()
+            box.send_keys(query, Keys.ENTER)
+            expected = retriever.search([query], k=10, mode=chosen)[0]
+            wanted = ["id " + hit.id for hit in expected]
+
+            def shows_wanted(d: webdriver.Chrome, w: list[str] = wanted) -> bool:
+                return _texts(d, "#results .doc-id") == w
+
+            wait.until(shows_wanted)
+            shown = _texts(browser, "#results .rankers")
+            assert shown == [
+                " · ".join(f"{name} #{place['rank']}" for name, place in (hit.rankers or {}).items())
+                for hit in expected
+            ]
+        assert any("dense #" in text and "lexical #" in text for text in shown)  # the hybrid hits: both rankers
+        assert all(text.startswith("lexical") or text.startswith("dense") for text in shown)
+
+
+def test_search_page_hides_the_mode_of_a_dense_index(
+    live_server: tuple[str, PageRetriever], browser: webdriver.Chrome
+) -> None:
+    base, _ = live_server
+    browser.get(base + "/")
+    wait = WebDriverWait(browser, 20)
+    wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, '#index-info [data-field="model"]')))
+    assert not browser.find_element(By.ID, "mode").is_displayed()
+    _search_on_page(browser, base, "supersonic cone")
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results li.hit")) == len(DOCS))
+    assert browser.find_elements(By.CSS_SELECTOR, "#results .rankers") == []  # dense hits: no ranker line
+
+
+def _texts(browser: webdriver.Chrome, selector: str) -> list[str]:
+    """The text of every element ``selector`` finds, read in one script (the list may be redrawn meanwhile)."""
+    script = "return [...document.querySelectorAll(arguments[0])].map((e) => e.textContent)"
+    return list(browser.execute_script(script, selector))

@@ -2,8 +2,10 @@
 document; both committed, so they read on GitHub too.
 
 The document is the one ``whitevec serve`` answers at /openapi.json, for a server with the default limits and
-an API key (so the key header and the 401 answers are documented). It is made without an index: the app is
-built around a retriever stand-in that only states a manifest and a count, and no request is ever served. The
+an API key (so the key header and the 401 answers are documented), whose index has a lexical part (so /search's
+mode, fusion and candidates are documented; a server whose index has none offers mode dense only). It is made
+without an index: the app is built around a retriever stand-in that only states a manifest and a count, and no
+request is ever served. The
 source page holds an introduction and the marker ``<!-- http-reference -->``, which this hook replaces with
 every route (method, path, description, request body, answers) and every schema (fields, types, limits)
 below it.
@@ -34,7 +36,10 @@ log = logging.getLogger("mkdocs.hooks.http_reference")
 class _NoIndex:
     """What create_app reads from a retriever when it builds the app; searching is never asked of it."""
 
-    manifest: dict[str, Any] = {}  # noqa: RUF012 - read only
+    # An index with a lexical part, as `index build --lexical bm25` records it (what /info and /search read).
+    manifest: dict[str, Any] = {  # noqa: RUF012 - read only
+        "lexical": {"ranker": "bm25", "method": "lucene", "k1": 1.5, "b": 0.75, "analyzer": {"name": "english"}}
+    }
     count = 0
 
     def search(self, queries: list[str], k: int = 10) -> Any:

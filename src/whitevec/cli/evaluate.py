@@ -174,6 +174,28 @@ def diagnose_command(
     typer.echo(f"wrote {', '.join(str(p) for p in written.values())}", err=True)
 
 
+EvalModeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--mode",
+        help="Comma list of search modes: dense, lexical (BM25 alone: one row), hybrid (a row per --fusion). "
+        "Default: dense.",
+    ),
+]
+EvalFusionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--fusion", help="Comma list of hybrid fusions: rrf, rrf:K, convex, convex:ALPHA. Default: convex:0.6."
+    ),
+]
+EvalAnalyzerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--analyzer", help="The lexical rows' analyzer: english, cjk-bigram, plain, encoder. Default: english."
+    ),
+]
+
+
 @with_run_options
 def eval_retrieval_command(
     model: ModelOpt = DEFAULT_MODEL,
@@ -206,12 +228,15 @@ def eval_retrieval_command(
     plot: Annotated[
         Path | None, typer.Option("--plot", help="PNG of nDCG@10 against bytes per vector, Pareto front drawn.")
     ] = None,
+    mode: EvalModeOpt = None,
+    fusion: EvalFusionOpt = None,
+    analyzer: EvalAnalyzerOpt = None,
     *,
     run: RunOptions,
 ) -> None:
     """Retrieval quality per configuration (transform x encoding): nDCG@10, R@100, MRR@10, code bytes per
     vector in memory (and on disk, for +rescore), index bytes, build time, p50/p99 latency with and without query
-    encoding, batched QPS."""
+    encoding, batched QPS. With --mode, lexical (BM25) and hybrid rows beside the dense ones (not timed)."""
     from whitevec.workflows import evaluate_retrieval_dataset
 
     _check_json_file(json_out)
@@ -232,6 +257,9 @@ def eval_retrieval_command(
         data_dir=data_dir,
         show_progress=run.show_progress,
         make_encoder=_options._encoder,
+        modes=None if mode is None else split_list(mode),
+        fusions=None if fusion is None else split_list(fusion),
+        analyzer=analyzer,
     )
     title = f"{report.dataset} retrieval - {model} ({kind}/{metric}/{backend}, fitted on {fit_on})"
     _print_table(_retrieval_table(report, title), table_format)
@@ -241,7 +269,8 @@ def eval_retrieval_command(
     if plot is not None:
         from whitevec.evaluation.frontier import plot_frontier
 
-        plot_frontier(report.scores, plot, title=f"{report.dataset}: nDCG@10 per byte - {model}")
+        dense = [s for s in report.scores if s.mode == "dense"]  # bytes per vector: the dense rows' measure
+        plot_frontier(dense or report.scores, plot, title=f"{report.dataset}: nDCG@10 per byte - {model}")
         typer.echo(f"wrote {plot}", err=True)
     _save_json(report, json_out)
 
@@ -331,7 +360,8 @@ def _retrieval_summary(report: RetrievalReport) -> str:
     """What the columns mean, and the Pareto front of nDCG@10 against code bytes."""
     from whitevec.evaluation.frontier import pareto_front
 
-    front = pareto_front(report.scores, lambda s: s.code_bytes, lambda s: s.ndcg_10)
+    dense = [s for s in report.scores if s.mode == "dense"]  # lexical and hybrid rows: no bytes-per-vector trade
+    front = pareto_front(dense, lambda s: s.code_bytes, lambda s: s.ndcg_10)
     return (
         f"{report.scores[0].n_queries} queries, {report.scores[0].n_docs} documents; quality in percent. "
         "bytes/vec = code bytes of one vector in memory (disk B/vec: its rescoring vector on disk). search ms = "

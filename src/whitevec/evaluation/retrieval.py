@@ -33,7 +33,6 @@ from __future__ import annotations
 import copy
 import math
 import os
-import platform
 import re
 import shutil
 import tempfile
@@ -48,9 +47,10 @@ import numpy as np
 from whitevec.datasets.retrieval import RetrievalDataset
 from whitevec.errors import BadInputError
 from whitevec.evaluation.metrics import non_finite_to_none
+from whitevec.evaluation.modes import DENSE, LEXICAL, ModePlan, ModeRow, mode_fields, no_term_note
+from whitevec.evaluation.timing import machine_description, query_timings
 from whitevec.utils.io import write_json
 
-QPS_MIN_SECONDS = 0.3
 # The depth of the ranking MAP is read over, as trec_eval's.
 MAP_DEPTH = 1000
 
@@ -187,10 +187,15 @@ class RetrievalScore:
     # nothing (each scores 0, and counts in n_queries), such documents are not indexed (not in n_docs).
     unknown_queries: int = 0
     skipped_documents: int = 0
+    mode: str = "dense"  # lexical and hybrid rows (eval-retrieval --mode): whitevec.evaluation.modes
+    fusion: str | None = None
+    no_term_queries: int = 0  # lexical and hybrid rows: queries with no term left after analysis
 
     @property
     def label(self) -> str:
         """``transform / encoding`` (with the pooling when it is not last-avg): a configuration's name."""
+        if self.mode == "lexical":
+            return self.transform
         base = f"{self.transform} / {self.encoding}"
         return base if self.pooling == "last-avg" else f"{self.pooling}: {base}"
 
@@ -235,21 +240,6 @@ class RetrievalReport:
     def save_json(self, path: str | os.PathLike[str]) -> Path:
         """Write :meth:`to_dict` as JSON (atomically, UTF-8); returns ``path``."""
         return write_json(path, self.to_dict())
-
-
-def machine_description() -> str:
-    """CPU model, cores visible, torch threads, and the OS: what a latency figure depends on."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import torch
-
-    return f"{cpu}; {os.cpu_count()} CPUs visible, torch threads {torch.get_num_threads()}; {platform.platform()}"
 
 
 def _folder_bytes(folder: Path) -> int:
@@ -317,6 +307,7 @@ def evaluate_retrieval(
     map_depth: int = MAP_DEPTH,
     query_ids: Sequence[str] | None = None,
     show_progress: bool | None = None,
+    modes: ModePlan | None = None,
 ) -> RetrievalReport:
     """Build one index per (pooling, transform, encoding) over ``dataset.corpus`` and score the judged queries
     (or those of ``query_ids``).
@@ -324,7 +315,8 @@ def evaluate_retrieval(
     ``transforms`` holds specs (``whitening-128``, ``pca-64``, ``whitening-128:gamma=0.5``) or ``(label,
     Transform)`` pairs (a transform fitted elsewhere, e.g. on corpus + queries). ``latency_queries=0`` skips
     every timing (latency and QPS: a quality-only run). Indexes go to ``workdir`` (a temporary folder, removed
-    afterwards, when not given).
+    afterwards, when not given). ``modes`` (:func:`whitevec.evaluation.modes.plan_modes`; None: dense rows only)
+    adds lexical and hybrid rows, untimed, over a BM25 part built into each index.
     """
     if not transforms:
         raise BadInputError("give at least one transform (e.g. none,whitening)")
@@ -334,6 +326,7 @@ def evaluate_retrieval(
     _check_backend(plan, backend, kind, index_params, uri)
     queries = _judged_queries(dataset, query_ids)
     run = _Run(dataset, queries, fit_on, kind, metric, backend, uri, index_params, map_depth, latency_queries)
+    run.modes = modes if modes is not None else ModePlan()
     pooling_names = list(poolings) if poolings else [encoder.pooling.name]
     report = RetrievalReport(
         model=encoder.model_name,
@@ -361,12 +354,17 @@ def evaluate_retrieval(
                 out = base / f"{dataset.name}-{pooled.pooling.name.replace(':', '_')}-{number}-{safe}"
                 retriever, build_s = run.build(out, pooled, choice, encoding, show_progress)
                 with retriever:
-                    report.scores.append(run.score(retriever, label, encoding, build_s, timing_encoder))
+                    if run.modes.lexical and pooling == pooling_names[0] and number == 0:  # one: no transform
+                        report.scores.append(run.score(retriever, label, encoding, 0.0, timing_encoder, LEXICAL))
+                    for row in run.modes.index_rows():
+                        report.scores.append(run.score(retriever, label, encoding, build_s, timing_encoder, row))
                 if workdir is None:
                     shutil.rmtree(out, ignore_errors=True)  # a big grid would otherwise fill the scratch disk
-    note = _empty_text_note(report.scores[0]) if report.scores else None
-    if note is not None:
-        report.notes.append(note)
+    # The tokenizer and the analyzer decide these counts: the same for every configuration of a mode.
+    dense = next((s for s in report.scores if s.mode == "dense"), None)
+    no_term = max((s.no_term_queries for s in report.scores), default=0)
+    notes = (dense and _empty_text_note(dense), no_term_note(no_term, len(queries), run.modes.analyzer or ""))
+    report.notes.extend(note for note in notes if note)
     return report
 
 
@@ -429,6 +427,7 @@ class _Run:
     index_params: dict[str, Any] | None
     map_depth: int
     latency_queries: int
+    modes: ModePlan = field(default_factory=ModePlan)
 
     def build(
         self, out: Path, encoder: AnyEncoder, choice: TransformChoice, encoding: str, show_progress: bool | None
@@ -450,36 +449,53 @@ class _Run:
             uri=None if self.uri is None else _per_index_uri(self.uri, out.name),
             index_params=_index_params(self.index_params, encoding),
             show_progress=show_progress,
+            lexical=None if self.modes.analyzer is None else "bm25",
+            analyzer=self.modes.analyzer or "english",  # unused without a lexical part
         )
         return retriever, time.perf_counter() - started
 
     def score(
-        self, retriever: Any, label: str, encoding: str, build_s: float, timing_encoder: AnyEncoder
+        self,
+        retriever: Any,
+        label: str,
+        encoding: str,
+        build_s: float,
+        timing_encoder: AnyEncoder,
+        row: ModeRow = DENSE,
     ) -> RetrievalScore:
-        """One index's quality on the queries, its timings and its size."""
+        """One index's quality on the queries in the ``row``'s mode, its timings (dense rows) and its size."""
         from whitevec.index.encodings import parse_encoding
         from whitevec.index.store import ENCODING
 
         qids, qtexts = list(self.queries), list(self.queries.values())
+        # An index with a lexical part searches in its own mode unless told: every row names its own.
+        options = {} if self.modes.analyzer is None else {"mode": row.mode, "fusion": row.fusion}
         quality, unknown_queries = _quality(
-            retriever, qids, qtexts, self.dataset.qrels, min(self.map_depth, retriever.count)
+            retriever, qids, qtexts, self.dataset.qrels, min(self.map_depth, retriever.count), options
         )
-        timing = query_timings(retriever, timing_encoder, qtexts, self.latency_queries)
+        size: dict[str, Any] = {"n_docs": retriever.count, "folder_bytes": _folder_bytes(retriever.path)}
+        if row.mode != "dense":
+            hybrid = row.mode == "hybrid"
+            return RetrievalScore(
+                **mode_fields(retriever, row, label, encoding, self.modes.analyzer or "", qtexts),
+                **_quality_fields(quality),
+                pooling=timing_encoder.pooling.name if hybrid else "-",
+                # A lexical row: the BM25 part's own build time, as its manifest record keeps it.
+                build_s=round(build_s, 3) if hybrid else float(retriever.manifest["lexical"]["build_seconds"]),
+                code_bytes=_code_bytes(encoding, retriever) if hybrid else 0,
+                unknown_queries=unknown_queries,
+                **size,
+            )
+        timing: dict[str, Any] = query_timings(retriever, timing_encoder, qtexts, self.latency_queries)
         stored = retriever.manifest["index_params"].get(ENCODING, encoding)
         return RetrievalScore(
             transform=label,
             pooling=timing_encoder.pooling.name,
             dim=retriever.dim,
-            n_docs=retriever.count,
-            n_queries=quality.n_queries,
-            recall_10=quality.recall_at[10],
-            recall_100=quality.recall_at[100],
-            mrr_10=quality.mrr_10,
-            ndcg_10=quality.ndcg_10,
-            map=quality.map,
+            **_quality_fields(quality),
             build_s=round(build_s, 3),
             index_bytes=retriever.index_bytes,
-            folder_bytes=_folder_bytes(retriever.path),
+            **size,
             encoding=stored,
             code_bytes=_code_bytes(stored, retriever),
             disk_bytes=parse_encoding(stored).disk_bytes(retriever.dim),
@@ -487,6 +503,14 @@ class _Run:
             skipped_documents=int(retriever.manifest.get("skipped_documents", 0)),
             **timing,
         )
+
+
+def _quality_fields(quality: QualityScores) -> dict[str, Any]:
+    at = quality.recall_at
+    return {"n_queries": quality.n_queries, "recall_10": at[10], "recall_100": at[100], "map": quality.map} | {
+        "mrr_10": quality.mrr_10,
+        "ndcg_10": quality.ndcg_10,
+    }
 
 
 def _encode_once(encoder: AnyEncoder, run: _Run, poolings: list[str], show: bool | None) -> dict[str, float]:
@@ -499,19 +523,25 @@ def _encode_once(encoder: AnyEncoder, run: _Run, poolings: list[str], show: bool
 
 
 def _quality(
-    retriever: Any, qids: list[str], qtexts: list[str], qrels: Mapping[str, Mapping[str, int]], depth: int
+    retriever: Any,
+    qids: list[str],
+    qtexts: list[str],
+    qrels: Mapping[str, Mapping[str, int]],
+    depth: int,
+    options: Mapping[str, Any] | None = None,
 ) -> tuple[QualityScores, int]:
     """Recall@10/100, MRR@10, nDCG@10 and MAP of the index's rankings, and how many queries the index did not
     search (no token the model knows: an empty ranking, scored 0). An encoding that re-ranks a shortlist
     (``+refine``, ``+rescore``: the top K x k) gives another top 10 at k = 10 than at k = 1000, where the shortlist
     is most of a small corpus; so each measure is taken from a search of its own depth, as a user asking for that
-    many would get (10: recall@10, MRR@10, nDCG@10; 100: recall@100; ``depth``: MAP)."""
+    many would get (10: recall@10, MRR@10, nDCG@10; 100: recall@100; ``depth``: MAP). ``options``: the search's
+    mode and fusion."""
     from whitevec.index.encodings import parse_encoding
 
     unknown: list[int] = []
 
     def ranked(k: int) -> dict[str, list[str]]:
-        hits = retriever.search(qtexts, k=min(k, depth))
+        hits = retriever.search(qtexts, k=min(k, depth), **(options or {}))
         unknown[:] = hits.unknown_queries
         return {q: [h.id for h in row] for q, row in zip(qids, hits, strict=True)}
 
@@ -543,42 +573,3 @@ def _per_index_uri(uri: str, name: str) -> str:
     if "://" in uri:
         return uri
     return str(Path(uri).expanduser() / f"{name}.db")
-
-
-def query_timings(
-    retriever: Any, timing_encoder: AnyEncoder, texts: Sequence[str], latency_queries: int
-) -> dict[str, float]:
-    """p50/p99 ms of single queries with and without encoding, and batched QPS; NaN when not timed."""
-    if latency_queries <= 0 or not texts:
-        return {"p50_query_ms": math.nan, "p50_search_ms": math.nan}
-    from whitevec.index import stored_form
-
-    full, search_only = [], []
-    k = min(10, retriever.count)
-    for text in texts[:latency_queries]:
-        started = time.perf_counter()
-        raw = timing_encoder.encode([text], show_progress=False)
-        vector = stored_form(retriever.transform, raw, retriever.manifest["metric"])
-        retriever.search_vectors(vector, k)
-        middle = time.perf_counter()
-        retriever.search_vectors(vector, k)
-        end = time.perf_counter()
-        full.append((middle - started) * 1000)
-        search_only.append((end - middle) * 1000)
-    batch = retriever.embed(list(texts))
-    rounds, started = 0, time.perf_counter()
-    while rounds == 0 or time.perf_counter() - started < QPS_MIN_SECONDS:
-        retriever.search_vectors(batch, k)
-        rounds += 1
-    qps = rounds * len(texts) / (time.perf_counter() - started)
-
-    def pct(values: list[float], q: float) -> float:
-        return round(float(np.percentile(values, q)), 3)
-
-    return {
-        "p50_query_ms": pct(full, 50),
-        "p99_query_ms": pct(full, 99),
-        "p50_search_ms": pct(search_only, 50),
-        "p99_search_ms": pct(search_only, 99),
-        "qps": round(qps, 1),
-    }

@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, MutableMapping, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -26,7 +27,7 @@ from fastapi.staticfiles import StaticFiles
 
 from whitevec._version import __version__
 from whitevec.errors import BadInputError, DimensionMismatchError, IndexDamagedError, WhitevecError
-from whitevec.service.manifest import public_manifest
+from whitevec.service.manifest import public_manifest, search_choices
 from whitevec.service.middleware import ApiKeyMiddleware, BodyLimitMiddleware, HostCheckMiddleware
 from whitevec.service.schemas import (
     EmbedResponse,
@@ -39,7 +40,7 @@ from whitevec.service.schemas import (
     request_models,
 )
 from whitevec.service.settings import API_KEY_ENV, API_KEY_HEADER, ServeSettings
-from whitevec.service.worker import HitLike, RetrieverLike, RetrieverWorker, WorkerStoppedError
+from whitevec.service.worker import HitLike, RetrieverLike, RetrieverWorker, SearchOptions, WorkerStoppedError
 
 
 def _swagger_ui_dir() -> Path | None:
@@ -118,6 +119,10 @@ def _unprocessable(message: str, errors: list[dict[str, Any]]) -> JSONResponse:
 
 # The limit (a ServeSettings field) behind each constrained field of the request schemas.
 _COUNT_LIMITS = {"queries": "max_queries", "texts": "max_texts"}
+# The search choices' wording (whitevec.index.fusion's; the request schema gives each index's own modes).
+_FUSION_FORMS = "rrf, rrf:K (K an integer >= 1), convex or convex:ALPHA (0 <= ALPHA <= 1, the dense weight)"
+_MODES_OF_INDEX = "those the schema lists (dense; lexical and hybrid need an index with a lexical part)"
+_ADD_LEXICAL = "rebuild it with --lexical bm25"
 
 
 def _limit_message(error: dict[str, Any], loc: list[str], settings: ServeSettings) -> str | None:
@@ -143,6 +148,20 @@ def _limit_message(error: dict[str, Any], loc: list[str], settings: ServeSetting
             return f"{where} holds an unpaired surrogate escape (\\ud800-\\udfff); send valid text"
     if fields == ["k"] and kind in ("greater_than_equal", "less_than_equal"):
         return f"k must be between 1 and the limit max_k ({settings.max_k}), got {value}"
+    return _search_choice_message(kind, fields, value)
+
+
+def _search_choice_message(kind: str, fields: list[str], value: Any) -> str | None:
+    """Our wording for a bad mode, fusion or candidates (whose valid values depend on the index); None for the
+    other fields."""
+    if fields == ["mode"] and kind == "literal_error":
+        return f"unknown search mode {value!r} for this index; valid: {_MODES_OF_INDEX}"
+    if fields == ["fusion"] and kind in ("string_pattern_mismatch", "string_type"):
+        return f"unknown fusion {value!r}; valid: {_FUSION_FORMS}"
+    if fields == ["candidates"] and kind in ("greater_than_equal", "int_type"):
+        return f"candidates must be an integer >= 1 (each ranker's top candidates x k), got {value!r}"
+    if len(fields) == 1 and fields[0] in ("fusion", "candidates") and kind == "extra_forbidden":
+        return f"{fields[0]} applies to hybrid search, and this index has no lexical part; {_ADD_LEXICAL}"
     return None
 
 
@@ -162,10 +181,10 @@ def _error_message(
         if kind == "json_invalid":
             msg = f"body is not valid JSON ({error.get('ctx', {}).get('error', msg)})"
             where = "body"
-        elif kind == "extra_forbidden":
-            msg = "unknown field; a request may only hold the documented fields"
         elif limit is not None:
             msg, where = limit, ""
+        elif kind == "extra_forbidden":
+            msg = "unknown field; a request may only hold the documented fields"
         clean.append({"loc": loc, "msg": msg, "type": kind})
         parts.append(f"{where}: {msg}" if where else msg)
     return "invalid request: " + "; ".join(parts), clean
@@ -179,9 +198,14 @@ def _dumps(value: Any) -> bytes:
         return json.dumps(value, ensure_ascii=True).encode("ascii")
 
 
-def search_json(k: int, queries: Sequence[str], hits: Sequence[Sequence[HitLike]]) -> bytes:
-    """A SearchResponse as JSON, built straight from the hits (no model objects), one query at a time."""
-    pieces = [b'{"k":', str(int(k)).encode("ascii"), b',"results":[']
+def search_json(
+    k: int, queries: Sequence[str], hits: Sequence[Sequence[HitLike]], plan: SearchRun | None = None
+) -> bytes:
+    """A SearchResponse as JSON, built straight from the hits (no model objects), one query at a time; ``plan``:
+    the mode, fusion and candidates the search ran with (None: dense)."""
+    run = plan if plan is not None else SearchRun("dense", None, None)
+    head = {"k": int(k), "mode": run.mode, "fusion": run.fusion, "candidates": run.candidates}
+    pieces = [_dumps(head)[:-1], b',"results":[']
     for i, (query, row) in enumerate(zip(queries, hits, strict=True)):
         if i:
             pieces.append(b",")
@@ -193,12 +217,22 @@ def search_json(k: int, queries: Sequence[str], hits: Sequence[Sequence[HitLike]
                     "scores": [float(h.score) for h in row],
                     "texts": [str(h.text) for h in row],
                     "metadata": [h.metadata for h in row],
+                    "rankers": [getattr(h, "rankers", None) for h in row],
                     "note": getattr(row, "note", None),
                 }
             )
         )
     pieces.append(b"]}")
     return b"".join(pieces)
+
+
+@dataclass(frozen=True)
+class SearchRun:
+    """What a /search ran: its ``mode``, and a hybrid one's ``fusion`` spec and ``candidates`` (else None)."""
+
+    mode: str
+    fusion: str | None
+    candidates: int | None
 
 
 def embed_json(vectors: np.ndarray, known: np.ndarray) -> bytes:
@@ -349,6 +383,7 @@ def _add_service_routes(
 ) -> None:
     """/health (open) and /info."""
     manifest = public_manifest(dict(retriever.manifest))
+    search_info = search_choices(dict(retriever.manifest))[1]
     secured, key_refusal = guard
 
     @app.get(
@@ -381,26 +416,48 @@ def _add_service_routes(
     )
     async def info() -> InfoResponse:
         """The index manifest (model, pooling, transform, dims, metric, kind, count, versions, checksums),
-        without file paths, and the request limits."""
-        return InfoResponse(manifest=manifest, count=int(retriever.count), limits=settings.public())
+        without file paths; what /search can do (its modes, defaults, and the lexical part's analyzer, k1 and b);
+        and the request limits."""
+        return InfoResponse(
+            manifest=manifest, count=int(retriever.count), search=search_info, limits=settings.public()
+        )
 
 
 def _add_recall_routes(
     app: FastAPI, retriever: RetrieverLike, worker: RetrieverWorker, settings: ServeSettings, guard: KeyGuard
 ) -> None:
     """POST /search and /embed: the texts go to the worker thread, the answer is shaped here."""
-    SearchRequest, EmbedRequest = request_models(settings)
+    from whitevec.index.fusion import plan_search, search_defaults
+
+    choices = search_choices(dict(retriever.manifest))[0]
+    defaults = search_defaults(dict(retriever.manifest))
+    own_plan = plan_search(None, None, None, defaults=defaults, has_lexical=choices.hybrid)
+    SearchRequest, EmbedRequest = request_models(settings, choices)
     secured, key_refusal = guard
 
     async def search(body: Any, request: Request) -> Response:
-        """The k documents nearest each query: ids, scores and texts, best first; a query with no token the model
-        knows is not searched: no hits, and a note."""
+        """The k best documents for each query: ids, scores and texts, best first, and for a lexical or hybrid
+        search the rankers that found each. ``mode`` (dense, lexical, hybrid), ``fusion`` and ``candidates``
+        left out: the index's own (/info shows them). A query one ranker cannot search (no token the model
+        knows; no term left after analysis) gets the other ranking alone, or no hits, and a note."""
         queries: list[str] = list(body.queries)
         k = max(1, min(int(body.k), int(retriever.count)))
-        hits = await worker.submit("search", queries, k, request.scope)
+        given = {name: getattr(body, name, None) for name in ("mode", "fusion", "candidates")}
+        # Checked here, before the job queues: a fusion beside another mode is one line, as in the CLI.
+        plan = plan_search(**given, defaults=defaults, has_lexical=choices.hybrid)
+        hybrid = plan.mode == "hybrid"
+        run = SearchRun(plan.mode, plan.fusion.spec if hybrid else None, plan.candidates if hybrid else None)
+        # The index's own search goes as a plain one (a retriever without modes serves it); another as its
+        # resolved plan, so requests asking the same thing in other words share a batch.
+        options: SearchOptions = ()
+        if plan != own_plan:
+            options = (("mode", plan.mode),)
+            if hybrid:
+                options += (("fusion", plan.fusion.spec), ("candidates", plan.candidates))
+        hits = await worker.submit("search", queries, k, request.scope, options)
         if len(queries) * k > LARGE_RESPONSE_HITS:
-            return _json_response(await asyncio.to_thread(search_json, k, queries, hits))
-        return _json_response(search_json(k, queries, hits))
+            return _json_response(await asyncio.to_thread(search_json, k, queries, hits, run))
+        return _json_response(search_json(k, queries, hits, run))
 
     async def embed(body: Any, request: Request) -> Response:
         """Vectors for texts, encoded and transformed exactly as the index's documents were; a text with no token

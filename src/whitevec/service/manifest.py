@@ -1,9 +1,12 @@
-"""What /info may show of an index manifest: nothing that tells where files live on the server."""
+"""What /info may show of an index manifest (nothing that tells where files live on the server), and what /search
+can do on that index."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+from whitevec.service.schemas import LexicalInfo, SearchChoices, SearchInfo
 
 _PATH_KEYS = ("path", "dir", "folder", "file", "uri", "root")
 
@@ -28,3 +31,32 @@ def public_manifest(manifest: Any) -> Any:
 
 def _looks_like_path(value: str) -> bool:
     return value.startswith(("/", "~", "\\\\", "file:")) or (len(value) > 2 and value[1:3] in (":\\", ":/"))
+
+
+def search_choices(manifest: dict[str, Any]) -> tuple[SearchChoices, SearchInfo]:
+    """What /search can do on the index of ``manifest`` (its modes and defaults: the request schema's
+    constraints) and what /info shows of it (the lexical part's ranker, parameters and analyzer)."""
+    from whitevec.index.fusion import CANDIDATE_FACTOR, MODES, search_defaults
+
+    mode, fusion = search_defaults(manifest)
+    record = manifest.get("lexical")
+    lexical = None
+    if record is not None:
+        analyzer = record["analyzer"]
+        lexical = LexicalInfo(
+            ranker=record["ranker"],
+            method=record["method"],
+            k1=record["k1"],
+            b=record["b"],
+            analyzer=analyzer["name"] if isinstance(analyzer, dict) else str(analyzer),
+        )
+    modes = MODES if lexical is not None else ("dense",)
+    choices = SearchChoices(modes, mode, fusion.spec, CANDIDATE_FACTOR)
+    info = SearchInfo(
+        modes=list(modes),
+        default_mode=mode,
+        default_fusion=fusion.spec,
+        default_candidates=CANDIDATE_FACTOR,
+        lexical=lexical,
+    )
+    return choices, info

@@ -1,12 +1,13 @@
 """Request and response bodies of the HTTP API (pydantic models; FastAPI validates and documents them).
 
 The request models are made per server by :func:`request_models`, so that its limits (max_queries, max_texts,
-max_text_chars, max_k) are schema constraints in the OpenAPI document: a request the schema accepts is never
-refused by a limit the schema does not state.
+max_text_chars, max_k) and its index's search modes are schema constraints in the OpenAPI document: a request the
+schema accepts is never refused by a limit the schema does not state.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
@@ -31,8 +32,42 @@ def _whole_number(value: Any) -> Any:
 WholeNumber = Annotated[int, BeforeValidator(_whole_number)]
 
 
-def request_models(settings: ServeSettings) -> tuple[type[BaseModel], type[BaseModel]]:
-    """``(SearchRequest, EmbedRequest)`` with ``settings``' limits as constraints."""
+# The fusions a request may name, in the canonical forms whitevec.index.fusion.parse_fusion reads (lower case,
+# no spaces, ALPHA from 0 to 1 written plainly): the schema states exactly what the server accepts. [0-9], not
+# \d: pydantic's Rust regex counts every Unicode digit as \d.
+FUSION_PATTERN = r"^(rrf(:[1-9][0-9]*)?|convex(:(0|1|0?\.[0-9]+|0\.[0-9]*|1\.0*))?)$"
+# A fusion or candidates beside mode dense or lexical: refused, and the schema says so.
+_FUSION_BESIDE_ANOTHER_MODE: Any = {
+    "required": ["mode"],
+    "properties": {"mode": {"enum": ["dense", "lexical"]}},
+    "anyOf": [{"required": ["fusion"]}, {"required": ["candidates"]}],
+}
+
+
+@dataclass(frozen=True)
+class SearchChoices:
+    """What the served index can search: its ``modes`` (``("dense",)`` without a lexical part), its own
+    ``default_mode`` and ``default_fusion`` (a spec such as ``convex:0.6``), and ``candidates``, the default
+    factor of a hybrid search."""
+
+    modes: tuple[str, ...] = ("dense",)
+    default_mode: str = "dense"
+    default_fusion: str = "convex:0.6"
+    candidates: int = 10
+
+    @property
+    def hybrid(self) -> bool:
+        return "hybrid" in self.modes
+
+
+def request_models(
+    settings: ServeSettings, choices: SearchChoices | None = None
+) -> tuple[type[BaseModel], type[BaseModel]]:
+    """``(SearchRequest, EmbedRequest)`` with ``settings``' limits and the index's search ``choices`` (None: dense
+    only) as constraints: ``mode`` one of the index's modes; ``fusion`` and ``candidates`` only where it can
+    search hybrid, and never beside another mode."""
+    index: SearchChoices = choices if choices is not None else SearchChoices()
+    mode_type: Any = Literal[index.modes]  # the index's modes, an enum in the schema
     text = Annotated[
         str,
         StringConstraints(min_length=1, max_length=settings.max_text_chars, pattern=NOT_BLANK),
@@ -41,11 +76,16 @@ def request_models(settings: ServeSettings) -> tuple[type[BaseModel], type[BaseM
             "valid Unicode (no unpaired surrogate escapes)."
         ),
     ]
+    no_lexical = "" if index.hybrid else " This index has no lexical part (rebuild it with --lexical bm25)."
 
     class SearchRequest(BaseModel):
         """Queries to search for; the response gives, per query, the k best documents."""
 
-        model_config = ConfigDict(extra="forbid", strict=True)
+        model_config = ConfigDict(
+            extra="forbid",
+            strict=True,
+            json_schema_extra={"not": _FUSION_BESIDE_ANOTHER_MODE} if index.hybrid else None,
+        )
         queries: list[text] = Field(  # type: ignore[valid-type]
             min_length=1,
             max_length=settings.max_queries,
@@ -57,7 +97,32 @@ def request_models(settings: ServeSettings) -> tuple[type[BaseModel], type[BaseM
             le=settings.max_k,
             description=f"Documents per query (1 to max_k = {settings.max_k}; clamped to the index size).",
         )
+        mode: mode_type = Field(  # type: ignore[valid-type]
+            None,
+            description=f"How to rank: {', '.join(index.modes)}. Left out: the index's own, "
+            f"{index.default_mode}.{no_lexical}",
+        )
 
+        if index.hybrid:  # only an index with a lexical part takes these (a dense one: unknown fields)
+            fusion: str = Field(
+                None,  # type: ignore[assignment]
+                pattern=FUSION_PATTERN,
+                description="A hybrid search's fusion: rrf, rrf:K (K >= 1), convex or convex:ALPHA (0 to 1, the "
+                f"dense weight). Left out: the index's own, {index.default_fusion}. Given without mode, it asks "
+                "for hybrid; refused beside another mode.",
+            )
+            candidates: WholeNumber = Field(
+                None,  # type: ignore[assignment]
+                ge=1,
+                description="A hybrid search fuses each ranker's top candidates x k documents (never more than "
+                f"the index holds). Left out: {index.candidates}. Given without mode, it asks for hybrid; refused "
+                "beside another mode.",
+            )
+
+    return SearchRequest, _embed_request(settings, text)
+
+
+def _embed_request(settings: ServeSettings, text: Any) -> type[BaseModel]:
     class EmbedRequest(BaseModel):
         """Texts to turn into vectors with the index's encoder and transform."""
 
@@ -68,24 +133,43 @@ def request_models(settings: ServeSettings) -> tuple[type[BaseModel], type[BaseM
             description=f"Texts to embed (1 to max_texts = {settings.max_texts}).",
         )
 
-    return SearchRequest, EmbedRequest
+    return EmbedRequest
+
+
+class RankerPlace(BaseModel):
+    rank: int = Field(description="Where the ranker put the document, from 1.")
+    score: float = Field(description="The ranker's own score: the dense similarity (or distance), or BM25.")
 
 
 class QueryResult(BaseModel):
     query: str
     ids: list[str]
-    scores: list[float]
+    scores: list[float] = Field(
+        description="Per hit, best first: the dense similarity (for metric l2, the squared distance, lower is "
+        "closer), the BM25 score (lexical), or the fused score (hybrid)."
+    )
     texts: list[str]
     metadata: list[dict[str, Any] | None]
+    rankers: list[dict[str, RankerPlace] | None] = Field(
+        description="Per hit of a lexical or hybrid search, each ranker (dense, lexical) that had the document "
+        "among its candidates, with its rank and score there (a ranker that did not is left out); null per hit "
+        "of a dense search."
+    )
     note: str | None = Field(
         None,
-        description="Why the query has no hits when it was not searched: it holds no token the model knows "
-        "(only emoji or characters the vocabulary lacks). Null otherwise.",
+        description="Why the query has no hits, or which ranking alone answered it: it holds no token the model "
+        "knows (only emoji or characters the vocabulary lacks: no dense ranking), or no term left after "
+        "analysis (only stop words or punctuation: no lexical ranking). Null otherwise.",
     )
 
 
 class SearchResponse(BaseModel):
     k: int = Field(description="Documents asked per query after clamping to the index size.")
+    mode: str = Field(description="The mode the search ran in: dense, lexical or hybrid.")
+    fusion: str | None = Field(description="A hybrid search's fusion (e.g. convex:0.6); null otherwise.")
+    candidates: int | None = Field(
+        description="A hybrid search's candidates (each ranker's top candidates x k are fused); null otherwise."
+    )
     results: list[QueryResult]
 
 
@@ -108,9 +192,29 @@ class HealthResponse(BaseModel):
     )
 
 
+class LexicalInfo(BaseModel):
+    ranker: str = Field(description="'bm25'.")
+    method: str = Field(description="bm25s's BM25 variant: lucene, robertson, atire, bm25l or bm25+.")
+    k1: float
+    b: float
+    analyzer: str = Field(description="How texts become terms: english, cjk-bigram, plain or encoder.")
+
+
+class SearchInfo(BaseModel):
+    modes: list[str] = Field(
+        description="The modes /search may ask for: dense, and lexical and hybrid where the index has a lexical "
+        "part."
+    )
+    default_mode: str = Field(description="The mode of a /search that names none: the index's own.")
+    default_fusion: str = Field(description="The fusion of a hybrid /search that names none.")
+    default_candidates: int = Field(description="The candidates of a hybrid /search that names none.")
+    lexical: LexicalInfo | None = Field(description="The index's lexical part (BM25); null when it has none.")
+
+
 class InfoResponse(BaseModel):
     manifest: dict[str, Any] = Field(description="The index manifest, without file paths.")
     count: int = Field(description="Documents in the index.")
+    search: SearchInfo = Field(description="What /search can do on this index, and its defaults.")
     limits: dict[str, Any] = Field(description="The request limits and switches of this server.")
 
 

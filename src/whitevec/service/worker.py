@@ -31,6 +31,11 @@ class HitLike(Protocol):
     metadata: dict[str, Any] | None
 
 
+# A search's choices beyond k (``mode``, ``fusion``, ``candidates`` of :meth:`whitevec.index.Retriever.search`),
+# as sorted (name, value) pairs: only those a request gave, so a retriever's own defaults apply to the rest.
+SearchOptions = tuple[tuple[str, Any], ...]
+
+
 class RetrieverLike(Protocol):
     """The part of :class:`whitevec.index.Retriever` the service uses (a fake one serves in tests)."""
 
@@ -61,6 +66,7 @@ class _Job:
     kind: Literal["search", "embed"]
     texts: list[str]
     k: int
+    options: SearchOptions = ()
     future: concurrent.futures.Future[Any] = field(default_factory=concurrent.futures.Future)
 
 
@@ -73,7 +79,8 @@ class RetrieverWorker:
     are only ever touched from that thread.
 
     ``lock`` mode runs the queued jobs one by one. ``batch`` mode takes every job waiting when the thread gets
-    free, up to ``max_texts`` texts, and runs one search per distinct k and one embed: one forward pass for many
+    free, up to ``max_texts`` texts, and runs one search per distinct k and options (mode, fusion, candidates) and
+    one embed: one forward pass for many
     small requests. The batch adapts to the queue: it never waits when the batch is full or when no other
     request is on its way. It waits for two kinds of request only, and never past the batch being full:
 
@@ -136,11 +143,13 @@ class RetrieverWorker:
         texts: list[str],
         k: int = 0,
         scope: MutableMapping[str, Any] | None = None,
+        options: SearchOptions = (),
     ) -> Awaitable[Any]:
-        """Queue a job; its result, awaitable. ``scope``: the request's, when :meth:`arrived` counted it."""
+        """Queue a job; its result, awaitable. ``scope``: the request's, when :meth:`arrived` counted it;
+        ``options``: a search's keyword arguments beyond k (see :data:`SearchOptions`)."""
         if not self.alive:
             raise WorkerStoppedError("the encoder worker has stopped")
-        job = _Job(kind, texts, k)
+        job = _Job(kind, texts, k, options)
         self._queue.put(job)
         if scope is not None:
             self.departed(scope)  # after the put: the worker never sees the job neither queued nor on its way
@@ -209,20 +218,20 @@ class RetrieverWorker:
         return False
 
     def _execute(self, batch: list[_Job]) -> None:
-        groups: dict[tuple[str, int], list[_Job]] = {}
+        groups: dict[tuple[str, int, SearchOptions], list[_Job]] = {}
         for job in batch:
             if job.future.set_running_or_notify_cancel():
-                groups.setdefault((job.kind, job.k), []).append(job)
-        for (kind, k), jobs in groups.items():
+                groups.setdefault((job.kind, job.k, job.options), []).append(job)
+        for (kind, k, options), jobs in groups.items():
             try:
-                self._call(kind, k, jobs)
+                self._call(kind, k, options, jobs)
             except Exception:
                 if len(jobs) == 1:
                     raise
                 for job in jobs:  # a batched call failed: find the job at fault by running each alone
                     self._call_one(job)
 
-    def _call(self, kind: str, k: int, jobs: list[_Job]) -> None:
+    def _call(self, kind: str, k: int, options: SearchOptions, jobs: list[_Job]) -> None:
         texts = [t for job in jobs for t in job.texts]
         if len(jobs) == 1:
             self._call_one(jobs[0])
@@ -230,7 +239,10 @@ class RetrieverWorker:
         self.calls += 1
         self.jobs += len(jobs)
         self.texts += len(texts)
-        out: Any = self.retriever.search(texts, k=k) if kind == "search" else embed_marked(self.retriever, texts)
+        if kind == "search":
+            out: Any = self.retriever.search(texts, k=k, **dict(options))
+        else:
+            out = embed_marked(self.retriever, texts)
         start = 0
         for job in jobs:
             stop = start + len(job.texts)
@@ -246,7 +258,7 @@ class RetrieverWorker:
         self.texts += len(job.texts)
         try:
             if job.kind == "search":
-                result: Any = self.retriever.search(job.texts, k=job.k)
+                result: Any = self.retriever.search(job.texts, k=job.k, **dict(job.options))
             else:
                 result = embed_marked(self.retriever, job.texts)
         except BaseException as exc:

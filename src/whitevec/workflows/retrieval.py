@@ -33,18 +33,27 @@ def evaluate_retrieval_dataset(
     data_dir: str | os.PathLike[str] | None = None,
     show_progress: bool | None = None,
     make_encoder: Callable[..., AnyEncoder] | None = None,
+    modes: Sequence[str] | None = None,
+    fusions: Sequence[str] | None = None,
+    analyzer: str | None = None,
 ) -> RetrievalReport:
     """Score every (pooling, transform, encoding) on ``dataset`` (``cranfield`` or a BEIR-style folder, read
     from ``data_dir``); see :func:`~whitevec.evaluation.retrieval.evaluate_retrieval` for the rest.
     ``poolings`` None: the model folder's sentence-transformers pooling, else last-avg; ``encodings``: specs,
-    or one string listing them (commas; ``;`` between ``faiss:`` factory strings).
+    or one string listing them (commas; ``;`` between ``faiss:`` factory strings). ``modes`` (None: dense
+    only), ``fusions`` and ``analyzer``: the rows beside the dense ones (see
+    :func:`whitevec.evaluation.modes.plan_modes`).
 
-    Checked before the model loads: the dataset, the poolings, the ``fit_on`` file, the model and its cache,
-    every pooling, transform and encoding, and that some (transform, encoding) pair fits.
+    Checked before the model loads: the dataset, the modes, fusions and analyzer (and a backend that keeps a
+    lexical part), the poolings, the ``fit_on`` file, the model and its cache, every pooling, transform and
+    encoding, and that some (transform, encoding) pair fits.
     """
     from whitevec.datasets.retrieval import load_retrieval_dataset
 
     data = load_retrieval_dataset(dataset, data_dir=data_dir)
+    from whitevec.evaluation.modes import plan_modes  # the index's parsers: after the light checks
+
+    plan = plan_modes(modes, fusions, analyzer, backend)
     names = list(poolings) if poolings is not None else [index_pooling(encoder["model"], None)]
     if not names:
         raise BadInputError("give at least one pooling")
@@ -74,4 +83,5 @@ def evaluate_retrieval_dataset(
             uri=uri,
             latency_queries=latency_queries,
             show_progress=show_progress,
+            modes=plan,
         )

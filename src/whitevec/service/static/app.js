@@ -71,9 +71,27 @@ async function loadInfo() {
       target.append(item);
     }
     target.classList.remove("muted");
+    showModes(info.search);
   } catch (err) {
     target.textContent = "Index information unavailable (" + err.message + ")";
   }
+}
+
+// The mode control: shown only when the index has a lexical part (a dense index searches one way), set to the
+// index's own mode.
+function showModes(search) {
+  const row = $("mode-row");
+  const modes = search && search.lexical ? search.modes : [];
+  row.hidden = modes.length < 2;
+  $("mode").disabled = row.hidden;
+  if (!row.hidden) $("mode").value = search.default_mode;
+}
+
+// Which rankers found a hit, and where: "dense #1 · lexical #4" (a ranker that did not is left out).
+function describeRankers(places) {
+  return Object.entries(places)
+    .map(([name, place]) => `${name} #${place.rank}`)
+    .join(" · ");
 }
 
 function renderResults(result) {
@@ -91,6 +109,13 @@ function renderResults(result) {
     ident.className = "doc-id";
     ident.textContent = "id " + id;
     head.append(score, ident);
+    const places = result.rankers ? result.rankers[i] : null;
+    if (places) {
+      const rankers = document.createElement("span");
+      rankers.className = "rankers";
+      rankers.textContent = describeRankers(places);
+      head.append(rankers);
+    }
     const text = document.createElement("p");
     text.className = "doc-text";
     text.textContent = result.texts[i];
@@ -110,11 +135,13 @@ async function search(event) {
   $("search-button").disabled = true;
   const started = performance.now();
   try {
-    const data = await call("/search", { queries: [query], k });
+    const body = { queries: [query], k };
+    if (!$("mode-row").hidden) body.mode = $("mode").value;
+    const data = await call("/search", body);
     const result = data.results[0];
     renderResults(result);
     const ms = Math.round(performance.now() - started);
-    // A query with no token the model knows is not searched: the server says so in a note.
+    // A query one ranker cannot search (no token the model knows, no term left): the server says so in a note.
     status.textContent = result.note ? result.note : `${result.ids.length} results in ${ms} ms`;
     status.className = "done";
   } catch (err) {
