@@ -104,7 +104,7 @@ def test_hybrid_alone_uses_the_default_fusion_and_the_analyzer_given(
     args = ["--transform", "none", "--mode", "hybrid", "--analyzer", "plain"]
     code, err, report = _eval(args, collection, tmp_path, capsys)
     assert code == 0, err
-    assert [(s["mode"], s["fusion"]) for s in report["scores"]] == [("hybrid", "convex:0.6")]
+    assert [(s["mode"], s["fusion"]) for s in report["scores"]] == [("hybrid", "convex:0.5")]
     # plain keeps stop words: the query has terms.
     assert report["scores"][0]["no_term_queries"] == 0
 
@@ -117,7 +117,7 @@ def test_hybrid_alone_uses_the_default_fusion_and_the_analyzer_given(
         (["--mode", "hybrid", "--fusion", "convex:1.5"], "ALPHA must be a number from 0 to 1"),
         (["--mode", "lexical", "--analyzer", "klingon"], "unknown analyzer 'klingon'"),
         (["--analyzer", "plain"], "--analyzer applies to lexical and hybrid rows"),
-        (["--mode", "hybrid", "--backend", "milvus"], "--lexical none"),
+        (["--mode", "hybrid", "--backend", "milvus"], "rows run on --backend faiss"),
     ],
 )
 def test_bad_choices_are_one_line_before_the_model_loads(
@@ -133,5 +133,5 @@ def test_bad_choices_are_one_line_before_the_model_loads(
 def test_plan_modes_reads_each_choice_once() -> None:
     plan = plan_modes(["hybrid", "Dense", "hybrid"], ["rrf", "rrf:60", "convex"])
     assert plan.dense and not plan.lexical and plan.analyzer == "english"
-    assert [row.fusion.spec for row in plan.hybrid if row.fusion] == ["rrf:60", "convex:0.6"]
+    assert [row.fusion.spec for row in plan.hybrid if row.fusion] == ["rrf:60", "convex:0.5"]
     assert plan_modes().index_rows()[0].mode == "dense" and plan_modes().analyzer is None

@@ -62,7 +62,7 @@ def _same(result: dict[str, Any], hits: list[SearchHit]) -> None:
 @pytest.mark.parametrize(
     ("body", "mode", "fusion", "candidates"),
     [
-        ({}, "hybrid", "convex:0.6", CANDIDATE_FACTOR),  # the index's own: hybrid, it has a lexical part
+        ({}, "hybrid", "convex:0.5", CANDIDATE_FACTOR),  # the index's own: hybrid, it has a lexical part
         ({"mode": "dense"}, "dense", None, None),
         ({"mode": "lexical"}, "lexical", None, None),
         ({"mode": "hybrid", "fusion": "rrf:2", "candidates": 2}, "hybrid", "rrf:2", 2),
@@ -137,7 +137,7 @@ def test_a_dense_only_index_refuses_lexical_choices_naming_the_rebuild(tmp_path:
         assert info == {
             "modes": ["dense"],
             "default_mode": "dense",
-            "default_fusion": "convex:0.6",
+            "default_fusion": "convex:0.5",
             "default_candidates": CANDIDATE_FACTOR,
             "lexical": None,
         }
@@ -158,7 +158,7 @@ def test_info_shows_the_lexical_part_and_the_defaults(client: TestClient, hybrid
     assert search == {
         "modes": ["dense", "lexical", "hybrid"],
         "default_mode": "hybrid",
-        "default_fusion": "convex:0.6",
+        "default_fusion": "convex:0.5",
         "default_candidates": CANDIDATE_FACTOR,
         "lexical": {
             "ranker": "bm25",

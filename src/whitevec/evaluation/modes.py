@@ -81,6 +81,13 @@ def plan_modes(
         raise BadInputError("--analyzer applies to lexical and hybrid rows; add lexical or hybrid to --mode")
     hybrid = tuple(ModeRow("hybrid", f) for f in parsed or [DEFAULT_FUSION]) if "hybrid" in chosen else ()
     if lexical_part:
+        if backend != "faiss":
+            # The rows score bm25s's ranking, built once per run; Milvus's BM25 is measured apart
+            # (benchmarks/investigations/milvus_bm25_quality.py).
+            raise BadInputError(
+                f"eval-retrieval's lexical and hybrid rows run on --backend faiss, not {backend}; "
+                "leave --mode out for dense rows on it"
+            )
         check_lexical("bm25", analyzer or DEFAULT_ANALYZER, backend)
     return ModePlan(
         dense="dense" in chosen,
