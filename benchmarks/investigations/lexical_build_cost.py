@@ -8,7 +8,7 @@ lexical files.
 
     python benchmarks/investigations/lexical_build_cost.py [--repeats 2] [--data-dir DIR]
 
-An investigation of 2026-12-14, not part of the maintained suite (`make bench`); run it alone on a quiet machine.
+An investigation of 2026-12-06, not part of the maintained suite (`make bench`); run it alone on a quiet machine.
 Quoted in docs/how-to/index-and-compress.md (a lexical index beside the vectors).
 """
 
