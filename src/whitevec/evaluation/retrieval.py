@@ -433,6 +433,7 @@ class _Run:
         self, out: Path, encoder: AnyEncoder, choice: TransformChoice, encoding: str, show_progress: bool | None
     ) -> tuple[Any, float]:
         """The index of one configuration at ``out``, loaded, and its build seconds."""
+        from whitevec.index.analyzers import DEFAULT_ANALYZER
         from whitevec.index.retriever import Retriever
 
         transform = choice[1] if isinstance(choice, tuple) else choice
@@ -450,7 +451,7 @@ class _Run:
             index_params=_index_params(self.index_params, encoding),
             show_progress=show_progress,
             lexical=None if self.modes.analyzer is None else "bm25",
-            analyzer=self.modes.analyzer or "english",  # unused without a lexical part
+            analyzer=self.modes.analyzer or DEFAULT_ANALYZER,  # unused without a lexical part
         )
         return retriever, time.perf_counter() - started
 

@@ -20,7 +20,7 @@ from whitevec.errors import BadInputError
 from whitevec.evaluation.retrieval import query_metric, query_scores
 from whitevec.index.encoded import TRAIN_SAMPLE, coded_store
 from whitevec.index.fusion import CANDIDATE_FACTOR, MODES, fuse, parse_fusion, parse_mode
-from whitevec.index.lexical import LexicalIndex, make_analyzer
+from whitevec.index.lexical import DEFAULT_ANALYZER, LexicalIndex, make_analyzer
 from whitevec.tuning.items import Items, Rows
 from whitevec.tuning.space import Candidate
 from whitevec.utils.linalg import unit_rows
@@ -67,7 +67,7 @@ class Searches:
     """What the lexical and hybrid candidates of a run share: the BM25 index and its rankings per set of kept
     documents, and the last dense ranking (one transform and encoding serve every fusion)."""
 
-    analyzer: str = "english"
+    analyzer: str = DEFAULT_ANALYZER
     lexical: dict[bytes, tuple[LexicalIndex, dict[tuple[str, int], Ranking]]] = field(default_factory=dict)
     last_dense: dict[Candidate, dict[str, Ranking]] = field(default_factory=dict)
 
