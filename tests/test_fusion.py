@@ -508,3 +508,15 @@ def test_the_search_help_quotes_the_fusion_defaults() -> None:
     assert f"else {DEFAULT_FUSION.spec}." in help_text
     candidates = " ".join(CandidatesOpt.__metadata__[0].help.split())
     assert f"(default {CANDIDATE_FACTOR})" in candidates
+
+
+def test_every_page_and_help_names_the_default_fusion_that_ships() -> None:
+    """A default quoted in the CLI's help or the HTTP contract is the one the code applies (one was left at a
+    planning figure, convex:0.6, after the default moved to convex:0.5)."""
+    root = Path(__file__).resolve().parents[1]
+    quoted = []
+    for page in ("docs/reference/cli.md", "docs/reference/http.md", "docs/reference/openapi.json"):
+        text = (root / page).read_text()
+        quoted += re.findall(r"(?:Default: (?:the index's own, else )?|e\.g\. )(convex:[0-9]+(?:\.[0-9]+)?)", text)
+    assert quoted, "no default fusion quoted: the pattern above no longer matches the pages"
+    assert set(quoted) == {DEFAULT_FUSION.spec}, quoted

@@ -185,7 +185,9 @@ EvalModeOpt = Annotated[
 EvalFusionOpt = Annotated[
     str | None,
     typer.Option(
-        "--fusion", help="Comma list of hybrid fusions: rrf, rrf:K, convex, convex:ALPHA. Default: convex:0.6."
+        "--fusion",
+        help="Comma list of hybrid fusions: rrf, rrf:K, convex, convex:ALPHA. Default: convex:0.5, an "
+        "index's own default.",
     ),
 ]
 EvalAnalyzerOpt = Annotated[

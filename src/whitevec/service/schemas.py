@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
+from whitevec.index.fusion import DEFAULT_FUSION
+
 if TYPE_CHECKING:
     from whitevec.service.settings import ServeSettings
 
@@ -47,12 +49,12 @@ _FUSION_BESIDE_ANOTHER_MODE: Any = {
 @dataclass(frozen=True)
 class SearchChoices:
     """What the served index can search: its ``modes`` (``("dense",)`` without a lexical part), its own
-    ``default_mode`` and ``default_fusion`` (a spec such as ``convex:0.6``), and ``candidates``, the default
+    ``default_mode`` and ``default_fusion`` (a spec such as ``convex:0.5``), and ``candidates``, the default
     factor of a hybrid search."""
 
     modes: tuple[str, ...] = ("dense",)
     default_mode: str = "dense"
-    default_fusion: str = "convex:0.6"
+    default_fusion: str = DEFAULT_FUSION.spec
     candidates: int = 10
 
     @property
@@ -166,7 +168,7 @@ class QueryResult(BaseModel):
 class SearchResponse(BaseModel):
     k: int = Field(description="Documents asked per query after clamping to the index size.")
     mode: str = Field(description="The mode the search ran in: dense, lexical or hybrid.")
-    fusion: str | None = Field(description="A hybrid search's fusion (e.g. convex:0.6); null otherwise.")
+    fusion: str | None = Field(description="A hybrid search's fusion (e.g. convex:0.5); null otherwise.")
     candidates: int | None = Field(
         description="A hybrid search's candidates (each ranker's top candidates x k are fused); null otherwise."
     )
