@@ -269,3 +269,45 @@ def test_texts_the_model_does_not_know_are_scored_as_the_index_serves_them(tmp_p
                 ndcg_at_k([h.id for h in f], data.qrels[q], 10) for q, f in zip(judged, hits, strict=True)
             ]
             assert row.dev == pytest.approx(100 * np.mean(per_query), abs=1e-9), row.fusion
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_cli_eval_retrieval_config_scores_the_tuned_search(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """eval-retrieval --config scores what the configuration names: its transform and, for a hybrid one, the dense
+    row and the hybrid row with its own fusion and analyzer; options may add rows, never leave its own out."""
+    from tests.index_helpers import sentences, tiny_bert
+    from tests.test_cli import run_cli
+    from tests.test_retrieval import _write_beir
+
+    docs = sentences(30, seed=5)
+    beir = _write_beir(tmp_path / "beir", docs, [" ".join(d.split()[:4]) for d in docs[:8]])
+    bert, config, report = tiny_bert(tmp_path / "bert"), tmp_path / "tuned.json", tmp_path / "report.json"
+    TunedConfig(
+        str(bert), "last-avg", "center", max_length=24, mode="hybrid", fusion="rrf:7", analyzer="plain"
+    ).save(config)
+    argv = ["eval-retrieval", "--dataset", str(beir), "--config", str(config), "--latency-queries", "0", "-q"]
+    code, _, err = run_cli([*argv, "--json", str(report)], capsys)
+    assert code == 0, err
+    rows = json.loads(report.read_text())["scores"]
+    assert [(r["transform"], r["mode"], r["fusion"]) for r in rows] == [
+        ("center", "dense", None),
+        ("center + bm25 rrf:7", "hybrid", "rrf:7"),
+    ]
+    code, _, err = run_cli([*argv, "--mode", "dense,lexical,hybrid", "--fusion", "rrf:7,convex:0.5"], capsys)
+    assert code == 0, err
+    for options, needle in (
+        (["--mode", "dense"], "--mode dense leaves out the tuned configuration's 'hybrid'"),
+        (["--fusion", "convex:0.5"], "--fusion convex:0.5 leaves out the tuned configuration's 'rrf:7'"),
+        (["--analyzer", "english"], "--analyzer english leaves out the tuned configuration's 'plain'"),
+        (["--transform", "none"], "--transform none contradicts the tuned configuration"),
+    ):
+        code, _, err = run_cli([*argv, *options], capsys)
+        assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+    # STS scores vectors: eval --config of a hybrid configuration says its search is not what it scores.
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("".join(f"{docs[i]}\t{docs[i + 1]}\t{i % 5}\n" for i in range(10)))
+    code, _, err = run_cli(["eval", "--config", str(config), "--tasks", "", "--pairs", str(pairs), "-q"], capsys)
+    assert code == 0, err
+    assert f"note: {config} searches hybrid rrf:7; STS pairs score its vectors alone" in err

@@ -72,6 +72,7 @@ def eval_command(
         model, pooling, transform, encoding, run = _from_config(
             config, eval_command, run, model=model, pooling=pooling, transform=transform
         )
+        _note_search_not_scored(config)
 
     loaded = [load_sts_task(name, data_dir=data_dir, variant=variant) for name in split_list(tasks)]
     if pairs is not None:
@@ -233,14 +234,28 @@ def eval_retrieval_command(
     mode: EvalModeOpt = None,
     fusion: EvalFusionOpt = None,
     analyzer: EvalAnalyzerOpt = None,
+    config: ConfigOpt = None,
     *,
     run: RunOptions,
 ) -> None:
     """Retrieval quality per configuration (transform x encoding): nDCG@10, R@100, MRR@10, code bytes per
     vector in memory (and on disk, for +rescore), index bytes, build time, p50/p99 latency with and without query
-    encoding, batched QPS. With --mode, lexical (BM25) and hybrid rows beside the dense ones (not timed)."""
+    encoding, batched QPS. With --mode, lexical (BM25) and hybrid rows beside the dense ones (not timed). With
+    --config, the tuned configuration's row: its model, pooling, transform and encoding, and its search mode
+    (a lexical or hybrid configuration adds that row, with its fusion and analyzer, beside its dense one)."""
     from whitevec.workflows import evaluate_retrieval_dataset
 
+    if config is not None:
+        model, pooling, transform, encoding, run = _from_config(
+            config,
+            eval_retrieval_command,
+            run,
+            model=model,
+            pooling=pooling,
+            transform=transform,
+            encoding=encoding,
+        )
+        mode, fusion, analyzer = _config_search(config, mode, fusion, analyzer)
     _check_json_file(json_out)
     if plot is not None:
         check_output(plot, "--plot file")
@@ -275,6 +290,52 @@ def eval_retrieval_command(
         plot_frontier(dense or report.scores, plot, title=f"{report.dataset}: nDCG@10 per byte - {model}")
         typer.echo(f"wrote {plot}", err=True)
     _save_json(report, json_out)
+
+
+def _note_search_not_scored(config: Path) -> None:
+    """STS scores a configuration's vectors; a lexical or hybrid search it names is for eval-retrieval."""
+    from whitevec.tuning.config import TunedConfig
+
+    tuned = TunedConfig.load(config)
+    if tuned.mode != "dense":
+        search = tuned.mode + (f" {tuned.fusion}" if tuned.mode == "hybrid" else "")
+        typer.echo(
+            f"note: {config} searches {search}; STS pairs score its vectors alone (eval-retrieval --config scores "
+            "its search)",
+            err=True,
+        )
+
+
+def _config_search(
+    config: Path, mode: str | None, fusion: str | None, analyzer: str | None
+) -> tuple[str | None, str | None, str | None]:
+    """--mode, --fusion and --analyzer with a tuned configuration: its search added (a lexical or hybrid
+    configuration scores that row beside its dense one); given options may add rows, never leave its own out."""
+    from whitevec.index.fusion import parse_fusion
+    from whitevec.tuning.config import ConfigMismatchError, TunedConfig
+
+    tuned = TunedConfig.load(config)
+    if tuned.mode == "dense":
+        return mode, fusion, analyzer
+    modes = split_list(mode) if mode is not None else ["dense", tuned.mode]
+    fusions = split_list(fusion) if fusion is not None else []
+    own_fusion = parse_fusion(tuned.fusion).spec
+    wanted = [
+        ("--mode", tuned.mode, [m.strip().lower() for m in modes]),
+        ("--analyzer", tuned.analyzer, [analyzer.strip().lower()] if analyzer is not None else [tuned.analyzer]),
+    ]
+    if tuned.mode == "hybrid":
+        wanted.append(
+            ("--fusion", own_fusion, [parse_fusion(f).spec for f in fusions] if fusions else [own_fusion])
+        )
+    for option, own, given in wanted:
+        if own not in given:
+            raise ConfigMismatchError(
+                f"{option} {','.join(given)} leaves out the tuned configuration's {own!r} ({config}); leave "
+                f"{option} out, or add {own} to it"
+            )
+    own_fusions = (fusion or own_fusion) if tuned.mode == "hybrid" else fusion
+    return ",".join(modes), own_fusions, analyzer or tuned.analyzer
 
 
 def _sts_table(report: StsReport, title: str) -> _Table:
