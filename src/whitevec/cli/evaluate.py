@@ -246,16 +246,9 @@ def eval_retrieval_command(
     from whitevec.workflows import evaluate_retrieval_dataset
 
     if config is not None:
-        model, pooling, transform, encoding, run = _from_config(
-            config,
-            eval_retrieval_command,
-            run,
-            model=model,
-            pooling=pooling,
-            transform=transform,
-            encoding=encoding,
+        model, pooling, transform, encoding, mode, fusion, analyzer, run = _retrieval_config(
+            config, run, model, pooling, transform, encoding, mode, fusion, analyzer
         )
-        mode, fusion, analyzer = _config_search(config, mode, fusion, analyzer)
     _check_json_file(json_out)
     if plot is not None:
         check_output(plot, "--plot file")
@@ -284,12 +277,33 @@ def eval_retrieval_command(
     for note in report.notes:
         typer.echo(f"note: {note}", err=True)
     if plot is not None:
-        from whitevec.evaluation.frontier import plot_frontier
-
-        dense = [s for s in report.scores if s.mode == "dense"]  # bytes per vector: the dense rows' measure
-        plot_frontier(dense or report.scores, plot, title=f"{report.dataset}: nDCG@10 per byte - {model}")
-        typer.echo(f"wrote {plot}", err=True)
+        _plot_retrieval(report, plot, model)
     _save_json(report, json_out)
+
+
+def _plot_retrieval(report: RetrievalReport, plot: Path, model: str) -> None:
+    from whitevec.evaluation.frontier import plot_frontier
+
+    dense = [s for s in report.scores if s.mode == "dense"]  # bytes per vector: the dense rows' measure
+    plot_frontier(dense or report.scores, plot, title=f"{report.dataset}: nDCG@10 per byte - {model}")
+    typer.echo(f"wrote {plot}", err=True)
+
+
+def _retrieval_config(
+    config: Path,
+    run: RunOptions,
+    model: str,
+    pooling: str | None,
+    transform: str,
+    encoding: str,
+    *search: str | None,
+) -> tuple[str, str, str, str, str | None, str | None, str | None, RunOptions]:
+    """eval-retrieval's options with a tuned configuration applied: its model, pooling, transform and encoding
+    (others refused where they contradict it), and its search (:func:`_config_search`)."""
+    model, pooling, transform, encoding, run = _from_config(
+        config, eval_retrieval_command, run, model=model, pooling=pooling, transform=transform, encoding=encoding
+    )
+    return model, pooling, transform, encoding, *_config_search(config, *search), run
 
 
 def _note_search_not_scored(config: Path) -> None:

@@ -28,6 +28,7 @@ from whitevec.engines.ray.workdir import (
     work_folder,
 )
 from whitevec.errors import BadInputError, WhitevecError
+from whitevec.index.analyzers import DEFAULT_ANALYZER
 from whitevec.index.build import check_build, check_target, encoder_fields, transform_info
 from whitevec.index.faiss_store import faiss_version
 from whitevec.index.layout import MILVUS_LOCAL, TRANSFORM_FILE
@@ -71,7 +72,7 @@ def ray_build(
     fit_seed: int = 0,
     quiet: bool = True,
     lexical: str | None = None,
-    analyzer: str = "english",
+    analyzer: str = DEFAULT_ANALYZER,
 ) -> Path:
     """Build the index ``out`` from ``corpus`` on Ray (see :mod:`whitevec.engines.ray`); returns ``out``.
 
@@ -171,7 +172,7 @@ def _plan_build(
     fit_sample: int | None,
     fit_seed: int,
     lexical: str | None = None,
-    analyzer: str = "english",
+    analyzer: str = DEFAULT_ANALYZER,
 ) -> _BuildPlan:
     """Step 1: everything checked that can be before Ray starts, and the corpus cut into units."""
     check_backend(backend)
