@@ -254,7 +254,7 @@ def _milvus_lines(part: dict[str, Any]) -> list[str]:
         "vectors) and on `--backend milvus` (Milvus Lite; its BM25 function fills a sparse field on insert, so "
         "its lexical side cannot be timed apart: whole builds with and without `--lexical bm25` are timed, the "
         "encoding excluded by vectors made beforehand, and their difference is the lexical side's estimate). "
-        f"Builds: medians of {part['repeats']} in turns.",
+        f"Builds: medians of {part['repeats']} in turns, after one unmeasured build of each.",
         "",
         "| backend | build s, dense only | build s, with bm25 | difference s |",
         "|---|---:|---:|---:|",
@@ -265,7 +265,9 @@ def _milvus_lines(part: dict[str, Any]) -> list[str]:
     searches = list(dict.fromkeys(s for row in latency.values() for s in row))
     lines += [
         "",
-        f"One query per call (encode included), {part['queries']} calls per search, interleaved; p50 ms (p99):",
+        f"One query per call (encode included), {part['queries']} calls per search, interleaved; `hybrid` is the "
+        "index's default fusion (on Milvus, whitevec's fusion over the two lists Milvus returns), `hybrid rrf:60` "
+        "on Milvus one `hybrid_search` with its `RRFRanker`. p50 ms (p99):",
         "",
         "| backend | " + " | ".join(searches) + " |",
         "|---|" + "---:|" * len(searches),
