@@ -1,4 +1,4 @@
-"""The hybrid speed record's arithmetic and page section (benchmarks/common/hybrid.py): percentiles as numpy
+"""The hybrid speed record's arithmetic and page section (benchmarks/common/hybrid_speed.py): percentiles as numpy
 takes them, the build ratio from runs in turns, a part written alone keeps the others, and the page renders
 only the parts the record holds."""
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from benchmarks.common.hybrid import build_ratio, latency_summary, speed_markdown, write_part
+from benchmarks.common.hybrid_speed import build_ratio, latency_summary, speed_markdown, write_part
 
 
 def test_latency_summary_takes_numpy_percentiles_in_milliseconds() -> None:
@@ -64,7 +64,7 @@ def test_the_page_renders_only_what_the_record_holds() -> None:
     assert "POST /search" in page
     assert "Hybrid - dense p50: **+3.50 ms** (target <= +2 ms: missed)" in page
     assert "Building the lexical index" not in page and "Milvus" not in page and "--quick" not in page
-    assert "Not measured yet" in speed_markdown({"parts": {}})
+    assert "recorded yet" in speed_markdown({"parts": {}})
     quick = speed_markdown({"parts": {"http": {**HTTP, "quick": True}}})
     assert "A `--quick` run" in quick
 

@@ -9,5 +9,5 @@ benchmarks/): small modules by job.
 - ``serving``: a server process, its health, one load-generator row (with more /search body fields: the mode);
   ``loadgen.py`` runs in its own process;
 - ``pages``: the hand-written notes a regenerated page keeps, and the names of the static page;
-- ``hybrid``: the hybrid speed record (bench_hybrid.py's JSON, its arithmetic) and its page section.
+- ``hybrid_speed``: the hybrid speed record (bench_hybrid.py's JSON, its arithmetic) and its page section.
 """

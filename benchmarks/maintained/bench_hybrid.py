@@ -1,8 +1,8 @@
 """The speed of hybrid recall (issue 39's speed targets): BM25 beside the vectors against bm25s used directly,
 and what a lexical or hybrid search costs against a dense one, in-process, over HTTP, at 100,000 documents and on
 Milvus Lite. Writes docs/results/hybrid-speed.json (one section per part; a part run alone replaces only its
-own) and prints the page's section (``benchmarks.common.hybrid.speed_markdown``, which the hybrid results page
-renders too). Parts:
+own) and prints the page's section (``benchmarks.common.hybrid_speed.speed_markdown``, which the hybrid results
+page renders too). Parts:
 
 - ``build``: the lexical part of an index build (``LexicalIndex.build`` with the ``english`` analyzer, what
   ``index build --lexical bm25`` runs, then its files written, timed apart) against bm25s as a new user runs it
@@ -50,7 +50,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # the repository root: benchmarks.common
 
-from benchmarks.common.hybrid import (  # noqa: E402
+from benchmarks.common.hybrid_speed import (  # noqa: E402
     PARTS,
     RESULT,
     build_ratio,
@@ -321,12 +321,13 @@ def measure_http(settings: dict[str, Any]) -> dict[str, Any]:
 
 # ---- part: scale -----------------------------------------------------------------------------------------------
 def static_folder() -> Path:
-    """``whitevec distill MODEL`` with its defaults, made once and kept in whitevec's cache (static/)."""
+    """``whitevec distill MODEL`` with its defaults (method tokens, sif-rank weights), made once and kept in
+    whitevec's cache (static/), under the name the hybrid quality page's script gives the same table."""
     from whitevec.distill import distill
     from whitevec.encoders.static_format import is_static_folder
     from whitevec.utils.paths import whitevec_cache_folder
 
-    folder = whitevec_cache_folder("static", "WHITEVEC_STATIC") / f"{MODEL}-distill-defaults"
+    folder = whitevec_cache_folder("static", "WHITEVEC_STATIC") / f"{MODEL}-tokens-sif-rank-defaults"
     if not is_static_folder(folder):
         distill(MODEL, folder, overwrite=True, show_progress=False)
     return folder
@@ -477,7 +478,7 @@ def main() -> None:
     with exclusive_lock(args.lock) as lock:
         for part in args.part or PARTS:
             data = write_part(part, measure_part(part, settings, lock), args.out)
-    print(speed_markdown(data))
+    print("## Speed\n\n" + speed_markdown(data))
 
 
 if __name__ == "__main__":

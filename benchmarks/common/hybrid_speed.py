@@ -94,18 +94,19 @@ def write_part(part: str, section: dict[str, Any], path: Path = RESULT) -> dict[
 
 # ---- the page section ------------------------------------------------------------------------------------------
 def speed_markdown(data: dict[str, Any]) -> str:
-    """The hybrid page's speed section from the record (``hybrid-speed.json``): one subsection per part it
-    holds, each with the command, machine, date and conditions of its own run."""
+    """The body of the hybrid page's speed section (the page gives its heading) from the record
+    (``hybrid-speed.json``): one subsection per part it holds, each with the command, machine, date and
+    conditions of its own run."""
     parts = data.get("parts", {})
-    lines = ["## Speed", ""]
+    lines: list[str] = []
     if not parts:
-        return "\n".join([*lines, "Not measured yet.", ""])
+        return "No part of the speed benchmark is recorded yet.\n"
     render = {"build": _build_lines, "query": _query_lines, "http": _http_lines, "scale": _scale_lines}
     render["milvus"] = _milvus_lines
     for name in PARTS:
         if name in parts:
             lines += [*render[name](parts[name]), ""]
-    return "\n".join(lines)
+    return "\n".join(lines[:-1]) + "\n"
 
 
 def _provenance(part: dict[str, Any]) -> list[str]:
