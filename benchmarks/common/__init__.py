@@ -6,6 +6,8 @@ benchmarks/): small modules by job.
 - ``data``: seeded synthetic vectors and a static encoder folder of the real shape;
 - ``sts``: the STS tasks and texts, their Spearman table, the token-weight methods;
 - ``scale``: the settings and fixtures of the scale benchmarks, which their page and investigations share;
-- ``serving``: a server process, its health, one load-generator row; ``loadgen.py`` runs in its own process;
-- ``pages``: the hand-written notes a regenerated page keeps, and the names of the static page.
+- ``serving``: a server process, its health, one load-generator row (with more /search body fields: the mode);
+  ``loadgen.py`` runs in its own process;
+- ``pages``: the hand-written notes a regenerated page keeps, and the names of the static page;
+- ``hybrid_speed``: the hybrid speed record (bench_hybrid.py's JSON, its arithmetic) and its page section.
 """

@@ -27,9 +27,10 @@ import numpy as np
 KINDS = ("search", "embed", "openai-embeddings")
 
 
-def request_body(kind: str, text: str, k: int, model: str) -> bytes:
+def request_body(kind: str, text: str, k: int, model: str, extra: dict[str, Any] | None = None) -> bytes:
+    """One request's JSON body; ``extra``: more fields of a /search body (``{"mode": "hybrid"}``)."""
     if kind == "search":
-        body: dict[str, Any] = {"queries": [text], "k": k}
+        body: dict[str, Any] = {"queries": [text], "k": k, **(extra or {})}
     elif kind == "embed":
         body = {"texts": [text]}
     else:
@@ -134,9 +135,15 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--model", default="", help="the model name an OpenAI-style server expects")
     parser.add_argument("--health-url", help="a JSON URL read just before and after the timed requests")
+    parser.add_argument(
+        "--body", default="{}", help='more fields of each /search body, a JSON object: {"mode": "hybrid"}'
+    )
     args = parser.parse_args()
     texts = json.loads(args.queries.read_text())
-    bodies = [request_body(args.kind, t, args.k, args.model) for t in texts]
+    extra = json.loads(args.body)
+    if not isinstance(extra, dict):
+        parser.error("--body must be a JSON object")
+    bodies = [request_body(args.kind, t, args.k, args.model, extra) for t in texts]
     result = asyncio.run(
         run(args.url, args.kind, bodies, args.clients, args.requests, args.warmup, args.k, args.health_url)
     )

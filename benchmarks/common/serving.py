@@ -83,8 +83,18 @@ def whitevec_server(index_dir: Path, env_extra: dict[str, str], threads: int, la
 
 
 def load_row(
-    server: Server, path: str, kind: str, queries_file: Path, clients: int, requests: int, k: int, model: str = ""
+    server: Server,
+    path: str,
+    kind: str,
+    queries_file: Path,
+    clients: int,
+    requests: int,
+    k: int,
+    model: str = "",
+    body: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """One row of the load generator against ``server``; ``body``: more fields of each /search request (the
+    search ``mode``, say)."""
     load_before = os.getloadavg()[0]
     cpu_before = server.cpu_seconds()
     command = [
@@ -104,6 +114,8 @@ def load_row(
         str(k),
         "--model",
         model,
+        "--body",
+        json.dumps(body or {}),
     ]
     if server.reports_encoder():
         command += ["--health-url", server.base + "/health"]
