@@ -122,6 +122,7 @@ class FaissStore:
         self.index: Any = None  # created on the first add (IVF, SQ and PQ need the vectors to train)
         self.signs: SignCodes | None = None  # the sign step of sign codes, fitted on the first add
         self.rescore = self._new_rescore()
+        self._takes_selector: bool | None = None  # whether faiss searches this index with an id selector
 
     def _new_rescore(self) -> RescoreVectors | None:
         encoding = self.encoding
@@ -401,28 +402,92 @@ class FaissStore:
             work = n * dim
         return work
 
-    def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def search(
+        self, vectors: np.ndarray, k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         x = np.ascontiguousarray(vectors, dtype=np.float32)
         if self.index is None:
             return np.zeros((x.shape[0], k), np.float32), np.full((x.shape[0], k), -1, np.int64)
+        if allowed is not None:
+            return self._filtered_search(x, k, allowed)
+        return self._search(x, k)
+
+    def _search(self, x: np.ndarray, k: int, params: Any = None, passing: int | None = None) -> tuple[Any, Any]:
+        """The search itself; ``params``: faiss's search parameters (an id selector), ``passing``: how many rows
+        it lets through (what rescoring's candidates are capped at)."""
         encoding = self.encoding
         # With rescoring the codes find K x k candidates (no more than there are) for the vectors on disk to order.
-        wanted = k if encoding.rescore is None else max(k, min(encoding.rescore * k, self.count))
+        most = self.count if passing is None else passing
+        wanted = k if encoding.rescore is None else max(k, min(encoding.rescore * k, most))
         # From distance_compute_blas_threshold query floats on, faiss computes distances with its OpenBLAS,
         # whose threads would spin beside torch's (whitevec.utils.threads).
         blas = x.size >= int(getattr(_faiss().cvar, "distance_compute_blas_threshold", 0))
         small = x.shape[0] * self._work_per_query() < POOL_WORK
         with one_faiss_thread() if small else contextlib.nullcontext(), one_blas_thread(when=blas):
             if self.signs is not None:
-                distances, ids = self.index.search(self.signs.encode(x), wanted)
+                distances, ids = self.index.search(self.signs.encode(x), wanted, params=params)
                 scores = hamming_scores(distances, self.dim, self.metric)
             else:
-                scores, ids = self.index.search(x, wanted)
+                scores, ids = self.index.search(x, wanted, params=params)
                 if self._l2_for_cosine:
                     scores = 1.0 - scores / 2.0  # back to cosine (see _l2_for_cosine)
         if self.rescore is not None:
             scores, ids = self.rescore.rescore(x, ids, k, self.metric)
         return scores, ids
+
+    def _filtered_search(self, x: np.ndarray, k: int, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best of the rows ``allowed`` (a bool per row) lets through, never fewer than there are:
+        within faiss with an id selector where the index takes one (flat float32, fp16, SQ, RaBitQ, 1-bit
+        codes; HNSW and IVF of float codes), else a search widened until ``k`` of them are found."""
+        passing = int(np.count_nonzero(allowed))
+        want = min(k, passing)
+        if want == 0:
+            return np.zeros((x.shape[0], k), np.float32), np.full((x.shape[0], k), -1, np.int64)
+        if self._takes_selector is not False:
+            bitmap = np.packbits(np.asarray(allowed, dtype=bool), bitorder="little")
+            try:
+                for wide in (False, True):  # HNSW and IVF may reach too few passing rows: then all of them
+                    scores, ids = self._search(x, k, self._selector_params(bitmap, k, wide=wide), passing)
+                    if ((ids >= 0).sum(axis=1) >= want).all():
+                        break
+                self._takes_selector = True
+                return scores, ids
+            except RuntimeError:  # faiss refuses search parameters here (PQ, +refine, 1-bit IVF and HNSW)
+                self._takes_selector = False
+        return self._widened_search(x, k, allowed, want)
+
+    def _selector_params(self, bitmap: np.ndarray, k: int, *, wide: bool) -> Any:
+        faiss = _faiss()
+        if self.kind == "ivf":
+            params = faiss.SearchParametersIVF()
+            params.nprobe = int(self._params["nlist"] if wide else self._params["nprobe"])
+        elif self.kind == "hnsw":
+            params = faiss.SearchParametersHNSW()
+            params.efSearch = max(k, self.count if wide else int(self._params["efSearch"]))
+        else:
+            params = faiss.SearchParameters()
+        params.sel = faiss.IDSelectorBitmap(len(bitmap), faiss.swig_ptr(bitmap))
+        params.bitmap = bitmap  # the selector reads this array: it lives as long as the parameters
+        return params
+
+    def _widened_search(
+        self, x: np.ndarray, k: int, allowed: np.ndarray, want: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Unfiltered searches ever deeper (from the depth the share of passing rows suggests, 4x each time,
+        up to every row) until each query has ``want`` passing rows among its results; their best ``k``."""
+        count = self.count
+        depth = min(count, max(2 * k, 2 * k * count // max(1, int(np.count_nonzero(allowed)))))
+        while True:
+            scores, ids = self._search(x, depth)
+            passes = (ids >= 0) & allowed[np.maximum(ids, 0)]
+            if (passes.sum(axis=1) >= want).all() or depth >= count:
+                break
+            depth = min(count, depth * 4)
+        order = np.argsort(~passes, axis=1, kind="stable")[:, :k]  # passing results first, in rank order
+        kept = np.take_along_axis(passes, order, axis=1)
+        out_ids = np.where(kept, np.take_along_axis(ids, order, axis=1), -1)
+        out_scores = np.where(kept, np.take_along_axis(scores, order, axis=1), 0.0).astype(np.float32)
+        return out_scores, out_ids
 
 
 def binary_layers(index: Any) -> list[Any]:
