@@ -4,7 +4,9 @@ lexical and hybrid."""
 
 from __future__ import annotations
 
+import operator
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError
 from whitevec.index import Retriever
 from whitevec.index.filter_rows import MetadataColumns, row_filter
-from whitevec.index.filters import parse_filter
+from whitevec.index.filters import Compare, Junction, Member, Not, parse_filter
 from whitevec.index.fusion import fuse
 
 FIELDS = {"year": "number", "lang": "string", "score": "number", "ok": "bool"}
@@ -60,31 +62,34 @@ def _random_filter(rng: np.random.Generator, depth: int = 0) -> str:
 
 
 def _brute_force(expression: str, metadata: dict[str, Any] | None) -> bool:
-    """The filter's meaning written out plainly: a comparison holds where the field has a value of the literal's
-    kind (numbers alike), Python's own operators otherwise."""
+    """Whether one document passes, written out plainly over the parsed tree (per document, plain Python, no
+    arrays): three-valued, None for unknown (a field missing or of another kind), as SQL and Milvus."""
     fields = metadata or {}
 
-    def value_of(name: str, literal: Any) -> Any:
-        value = fields.get(name)
-        same = isinstance(value, bool) == isinstance(literal, bool) and (
-            isinstance(value, str) == isinstance(literal, str)
-        )
-        return value if value is not None and same else None
+    def kind(value: Any) -> str:
+        return "bool" if isinstance(value, bool) else "str" if isinstance(value, str) else "num"
 
-    def compare(name: str, op: str, literal: Any) -> bool:
-        value = value_of(name, literal)
-        return value is not None and bool(eval(f"value {op} literal", {}, {"value": value, "literal": literal}))
+    def truth(node: Any) -> bool | None:
+        if isinstance(node, Not):
+            inner = truth(node.inner)
+            return None if inner is None else not inner
+        if isinstance(node, Junction):
+            parts = [truth(part) for part in node.parts]
+            if node.op == "and":
+                return False if False in parts else None if None in parts else True
+            return True if True in parts else None if None in parts else False
+        if isinstance(node, Member):
+            return truth(Junction("or", tuple(Compare(node.field, "==", v, 0) for v in node.values)))
+        value = fields.get(node.field)
+        if node.field not in fields or kind(value) != kind(node.value):
+            return None
+        return bool(OPS[node.op](value, node.value))
 
-    def member(name: str, literals: list[Any]) -> bool:
-        return any(compare(name, "==", literal) for literal in literals)
+    return truth(parse_filter(expression).root) is True
 
-    python = expression.replace("true", "True").replace("false", "False").replace("!=", "<>")
-    import re
 
-    python = re.sub(r"(\w+) in (\[[^\]]*\])", r"member('\1', \2)", python)
-    python = re.sub(r"(\w+) (==|<>|<=|>=|<|>) (\"\w+\"|True|False|-?[\d.]+)", r"compare('\1', '\2', \3)", python)
-    python = python.replace("'<>'", "'!='")
-    return bool(eval(python, {}, {"compare": compare, "member": member}))
+OPS: dict[str, Callable[[Any, Any], Any]] = {"==": operator.eq, "!=": operator.ne, "<": operator.lt}
+OPS |= {"<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
 @pytest.fixture(scope="module")
@@ -157,25 +162,34 @@ def test_filtered_lexical_and_hybrid_searches_rank_only_passing_documents(
                 assert [hit.id for hit in hits] == expected, expression
             depth = plan.depth(k, retriever.count)
 
-            def restricted(rows: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-                out_rows = np.full((len(rows), depth), -1)
-                out_scores = np.full((len(rows), depth), -np.inf, dtype=np.float32)
-                for i, (row_list, score_list) in enumerate(zip(rows, scores, strict=True)):
-                    keep = (row_list >= 0) & passing[np.maximum(row_list, 0)]
-                    n = min(depth, int(keep.sum()))
-                    out_rows[i, :n], out_scores[i, :n] = row_list[keep][:n], score_list[keep][:n]
-                return out_rows, out_scores
-
             expected_fused = fuse(
-                *restricted(dense_rows, dense_scores), *restricted(lexical_rows, lexical_scores), plan.fusion, k
+                *_restricted(dense_rows, dense_scores, passing, depth),
+                *_restricted(lexical_rows, lexical_scores, passing, depth),
+                plan.fusion,
+                k,
             )
             hybrid = retriever.search(queries, k, mode="hybrid", filter=expression)
             for hits, fused in zip(hybrid, expected_fused, strict=True):
                 assert [hit.id for hit in hits] == [f"d{hit.row}" for hit in fused], expression
 
 
+def _restricted(
+    rows: np.ndarray, scores: np.ndarray, passing: np.ndarray, depth: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """A ranker's full ranking cut to the passing rows, then to ``depth``: what a filtered ranker gives fusion."""
+    out_rows = np.full((len(rows), depth), -1)
+    out_scores = np.full((len(rows), depth), -np.inf, dtype=np.float32)
+    for i, (row_list, score_list) in enumerate(zip(rows, scores, strict=True)):
+        keep = (row_list >= 0) & passing[np.maximum(row_list, 0)]
+        n = min(depth, int(keep.sum()))
+        out_rows[i, :n], out_scores[i, :n] = row_list[keep][:n], score_list[keep][:n]
+    return out_rows, out_scores
+
+
 @pytest.mark.parametrize("kind", ["hnsw", "ivf"])
-def test_filtered_graph_and_list_searches_are_never_short(tmp_path: Path, corpus: list[Document], kind: str) -> None:
+def test_filtered_graph_and_list_searches_are_never_short(
+    tmp_path: Path, corpus: list[Document], kind: str
+) -> None:
     with _build(tmp_path / "index", corpus, "float32", kind=kind) as retriever:
         for expression in ["year == 2000", 'lang == "de" and ok == true', "year >= 1991"]:
             passing = _passing(expression, corpus)
@@ -214,8 +228,8 @@ def test_bad_filters_are_one_line_naming_the_column(expression: str, column: int
 def test_filters_translate_to_milvus_expressions() -> None:
     text = 'year >= 2000 and (lang in ["en", "fr"] or not ok == false) and score < -0.5'
     assert parse_filter(text).to_milvus() == (
-        '(metadata["year"] >= 2000) and ((metadata["lang"] in ["en", "fr"]) or (not (metadata["ok"] == false)))'
-        ' and (metadata["score"] < -0.5)'
+        '(metadata["year"] >= 2000) and (((metadata["lang"] == "en") or (metadata["lang"] == "fr")) or '
+        '(not (metadata["ok"] == false))) and (metadata["score"] < -0.5)'
     )
 
 
@@ -223,3 +237,53 @@ def test_keywords_are_case_insensitive_and_strings_take_escapes() -> None:
     columns = MetadataColumns({0: {"name": 'say "hi"', "ok": True}, 1: {"name": "x", "ok": False}}, 2)
     assert row_filter(parse_filter("name == 'say \"hi\"' AND ok == True"), columns).mask.tolist() == [True, False]
     assert row_filter(parse_filter(r'NOT name == "say \"hi\""'), columns).mask.tolist() == [False, True]
+
+
+def test_filters_on_a_milvus_index_pass_the_same_documents(tmp_path: Path, corpus: list[Document]) -> None:
+    pytest.importorskip("milvus_lite", reason="the Milvus tests need milvus-lite (local file URIs)")
+    docs = corpus[:300]
+    queries = sentences(3, seed=17)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        on_faiss = Retriever.build(docs, tmp_path / "faiss", encoder=HashEncoder(), transform="none")
+        on_milvus = Retriever.build(
+            docs, tmp_path / "milvus", encoder=HashEncoder(), transform="none", backend="milvus"
+        )
+    with on_faiss, on_milvus:
+        for expression in ['lang == "fr" and year < 2000', "not ok == true", "score > 1.5 or year == 2010"]:
+            passing = _passing(expression, docs)
+            expected = on_faiss.search(queries, 10, filter=expression)
+            found = on_milvus.search(queries, 10, filter=expression)
+            for a, b in zip(expected, found, strict=True):
+                assert len(b) == min(10, int(passing.sum())) and all(passing[int(hit.id[1:])] for hit in b)
+                assert [hit.id for hit in a] == [hit.id for hit in b], expression
+
+
+def test_the_milvus_translation_selects_what_the_filter_passes(tmp_path: Path, corpus: list[Document]) -> None:
+    """Each random filter's Milvus expression, run by Milvus Lite over the metadata as a JSON field, selects
+    exactly the rows the filter's own evaluation passes."""
+    pytest.importorskip("milvus_lite", reason="the Milvus tests need milvus-lite (local file URIs)")
+    from pymilvus import DataType, MilvusClient
+
+    docs = corpus[:300]
+    client = MilvusClient(str(tmp_path / "translation.db"))
+    try:
+        schema = client.create_schema(auto_id=False)
+        schema.add_field("id", DataType.INT64, is_primary=True)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=2)
+        schema.add_field("metadata", DataType.JSON, nullable=True)
+        index = client.prepare_index_params()
+        index.add_index("vector", index_type="FLAT", metric_type="L2")
+        client.create_collection("filters", schema=schema, index_params=index)
+        rows = [{"id": i, "vector": [0.0, 1.0], "metadata": d.metadata} for i, d in enumerate(docs)]
+        client.insert("filters", rows)
+        client.load_collection("filters")
+        columns = MetadataColumns({i: d.metadata for i, d in enumerate(docs)}, len(docs))
+        rng = np.random.default_rng(23)
+        for _ in range(40):
+            expression = parse_filter(_random_filter(rng))
+            selected = client.query("filters", filter=expression.to_milvus(), output_fields=["id"], limit=16384)
+            expected = np.flatnonzero(row_filter(expression, columns).mask).tolist()
+            assert sorted(row["id"] for row in selected) == expected, expression.to_milvus()
+    finally:
+        client.close()

@@ -6,13 +6,18 @@ passing ids as its filter)."""
 from __future__ import annotations
 
 import operator
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from whitevec.index.filters import Filter, Junction, Literal, Member, Node, Not, kind_of
+from whitevec.index.filters import Compare, Filter, Junction, Member, Node, Not, kind_of
+
+if TYPE_CHECKING:
+    from whitevec.index.snapshot import IndexSnapshot
 
 _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
     "==": operator.eq,
@@ -54,25 +59,31 @@ class MetadataColumns:
         return found
 
     def matching(self, node: Node) -> np.ndarray:
-        """A bool per row: whether the row's metadata satisfies ``node``."""
-        if isinstance(node, Not):
-            return ~self.matching(node.inner)
-        if isinstance(node, Junction):
-            parts = [self.matching(part) for part in node.parts]
-            return np.logical_and.reduce(parts) if node.op == "and" else np.logical_or.reduce(parts)
-        if isinstance(node, Member):
-            out = np.zeros(self.rows, dtype=bool)
-            for value in node.values:
-                out |= self._compare(node.field, "==", value)
-            return out
-        return self._compare(node.field, node.op, node.value)
+        """A bool per row: whether the row's metadata satisfies ``node`` (is true, not false or unknown)."""
+        return self._truth(node)[0]
 
-    def _compare(self, name: str, op: str, value: Literal) -> np.ndarray:
-        present, column = self.column(name, kind_of(value))
-        out = np.zeros(self.rows, dtype=bool)
+    def _truth(self, node: Node) -> tuple[np.ndarray, np.ndarray]:
+        """``(true, false)`` per row; neither where ``node`` is unknown there (SQL's and Milvus's three-valued
+        logic: a comparison with a field the row lacks, or holds a value of another kind, is unknown, and so is
+        its ``not``)."""
+        if isinstance(node, Not):
+            true, false = self._truth(node.inner)
+            return false, true
+        if isinstance(node, Junction):
+            parts = [self._truth(part) for part in node.parts]
+            trues, falses = [part[0] for part in parts], [part[1] for part in parts]
+            if node.op == "and":
+                return np.logical_and.reduce(trues), np.logical_or.reduce(falses)
+            return np.logical_or.reduce(trues), np.logical_and.reduce(falses)
+        if isinstance(node, Member):
+            return self._truth(
+                Junction("or", tuple(Compare(node.field, "==", v, node.column) for v in node.values))
+            )
+        present, column = self.column(node.field, kind_of(node.value))
+        holds = np.zeros(self.rows, dtype=bool)
         if present.any():
-            out[present] = np.asarray(_COMPARE[op](column[present], value), dtype=bool)
-        return out
+            holds[present] = np.asarray(_COMPARE[node.op](column[present], node.value), dtype=bool)
+        return holds, present & ~holds
 
 
 @dataclass(frozen=True)
@@ -104,11 +115,36 @@ def row_filter(expression: Filter, columns: MetadataColumns) -> RowFilter:
 
 
 def rows_filter(visible: str, allowed: np.ndarray | None) -> dict[str, Any]:
-    """A Milvus search's ``filter`` (and ``filter_params``) arguments: the rows of the handle's version
-    (``visible``, a Milvus expression or ""), and of those the ones ``allowed`` lets through (a template
-    parameter: the ids are not spelled into the expression's text)."""
+    """A Milvus search's ``filter`` argument: the rows of the handle's version (``visible``, a Milvus expression
+    or ""), and of those the ones ``allowed`` lets through, spelled as the shorter of the passing ids or the
+    others (Milvus Lite takes no expression templates)."""
     if allowed is None:
         return {"filter": visible}
-    rows = np.flatnonzero(allowed).tolist()
-    where = f"({visible}) and id in {{rows}}" if visible else "id in {rows}"
-    return {"filter": where, "filter_params": {"rows": rows}}
+    mask = np.asarray(allowed, dtype=bool)
+    passing = np.flatnonzero(mask)
+    if passing.size * 2 <= mask.size:
+        rows = f"id in [{','.join(map(str, passing.tolist()))}]"
+    else:  # rows past the mask are not the index's: left out by ``id < mask.size``
+        rows = f"id < {mask.size} and not (id in [{','.join(map(str, np.flatnonzero(~mask).tolist()))}])"
+    return {"filter": f"({visible}) and ({rows})" if visible else rows}
+
+
+def check_filter_in_folder(folder: str | os.PathLike[str], expression: Filter) -> None:
+    """Check ``expression`` against the metadata of the index at ``folder`` before a model loads (its current
+    version's documents, when they are kept in the folder; documents kept in Milvus are checked at the
+    search)."""
+    from whitevec.index.documents import DEFAULT_DOCUMENT_STORE, documents_name, documents_of
+    from whitevec.index.snapshot import read_consistent
+
+    def metadata(snapshot: IndexSnapshot) -> dict[int, dict[str, Any] | None] | None:
+        if documents_name(snapshot.manifest) != DEFAULT_DOCUMENT_STORE:
+            return None
+        docs = documents_of(snapshot.manifest).open(snapshot)
+        try:
+            return docs.metadata()
+        finally:
+            docs.close()
+
+    found = read_consistent(Path(folder), metadata)
+    if found is not None:
+        expression.check(MetadataColumns(found, max(found, default=-1) + 1).kinds)

@@ -12,9 +12,11 @@ The language is a subset of Milvus's filter syntax (``docs/how-to/filters.md`` h
     LITERAL    := "string" | 'string' | integer | float | true | false
 
 Keywords are case-insensitive (``AND``, ``True``). FIELD is a top-level metadata key made of letters, digits
-and underscores. A comparison holds for a document whose field has a value of the literal's kind (numbers, integers
-and floats alike; strings; booleans), so ``year != 2000`` leaves out documents without a year, and
-``not year == 2000`` keeps them. Booleans compare with ``==`` and ``!=`` only.
+and underscores. Booleans compare with ``==`` and ``!=`` only. A document passes where the expression is true,
+in the three-valued logic of SQL and Milvus: a comparison is true or false where the document's field holds a
+value of the literal's kind (numbers, integers and floats alike; strings; booleans), and unknown where the field
+is missing or of another kind; ``not`` of unknown is unknown, ``and`` is false if a part is false, ``or`` true if
+a part is true. So neither ``year == 2000`` nor ``not year == 2000`` passes a document without a year.
 """
 
 from __future__ import annotations
@@ -273,8 +275,8 @@ def _milvus_literal(value: Literal) -> str:
 def _milvus(node: Node, path: Callable[[str], str]) -> str:
     if isinstance(node, Compare):
         return f"{path(node.field)} {node.op} {_milvus_literal(node.value)}"
-    if isinstance(node, Member):
-        return f"{path(node.field)} in [{', '.join(_milvus_literal(v) for v in node.values)}]"
+    if isinstance(node, Member):  # Milvus takes ``in`` on a field only, not on a key of a JSON field: equalities
+        return " or ".join(f"({path(node.field)} == {_milvus_literal(value)})" for value in node.values)
     if isinstance(node, Not):
         return f"not ({_milvus(node.inner, path)})"
     return f" {node.op} ".join(f"({_milvus(part, path)})" for part in node.parts)

@@ -102,6 +102,16 @@ def request_models(
             description=f"How to rank: {', '.join(index.modes)}. Left out: the index's own, "
             f"{index.default_mode}.{no_lexical}",
         )
+        filter: str | None = Field(
+            None,
+            min_length=1,
+            max_length=settings.max_text_chars,
+            description="Only documents whose metadata pass this expression, e.g. 'year >= 2000 and lang in "
+            '["en", "fr"]\': ==, !=, <, <=, >, >=, in [...], and, or, not, parentheses; strings, numbers, '
+            "true/false. The hits are the k best of the documents that pass; a syntax error, a field no document "
+            "has or a value of another kind is a 422 naming the column; when none passes, each query's note says "
+            "so.",
+        )
 
         if index.hybrid:  # only an index with a lexical part takes these (a dense one: unknown fields)
             fusion: str = Field(
