@@ -186,11 +186,13 @@ def _restricted(
     return out_rows, out_scores
 
 
-@pytest.mark.parametrize("kind", ["hnsw", "ivf"])
+# Float codes take the id selector (then every list, or efSearch at the index size); 1-bit codes do not: a wider
+# search, the last one reaching every row.
+@pytest.mark.parametrize(("kind", "encoding"), [("hnsw", "float32"), ("ivf", "float32"), ("ivf", "binary")])
 def test_filtered_graph_and_list_searches_are_never_short(
-    tmp_path: Path, corpus: list[Document], kind: str
+    tmp_path: Path, corpus: list[Document], kind: str, encoding: str
 ) -> None:
-    with _build(tmp_path / "index", corpus, "float32", kind=kind) as retriever:
+    with _build(tmp_path / "index", corpus, encoding, kind=kind) as retriever:
         for expression in ["year == 2000", 'lang == "de" and ok == true', "year >= 1991"]:
             passing = _passing(expression, corpus)
             for hits in retriever.search(sentences(4, seed=1), 10, mode="dense", filter=expression):

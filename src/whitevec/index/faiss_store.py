@@ -470,15 +470,32 @@ class FaissStore:
         params.bitmap = bitmap  # the selector reads this array: it lives as long as the parameters
         return params
 
+    @contextlib.contextmanager
+    def _reaching_every_row(self) -> Iterator[None]:
+        """Inside the block, IVF probes every list and HNSW keeps as many candidates as there are rows: the
+        widest search of an index that takes no search parameters (1-bit IVF and HNSW). It sets the live layers
+        (a Retriever searches under its lock) and restores them after."""
+        for layer in binary_layers(self.index) if self.encoding.sign else index_layers(self.index):
+            if hasattr(layer, "nlist") and hasattr(layer, "nprobe"):
+                layer.nprobe = layer.nlist
+            if hasattr(layer, "hnsw"):
+                layer.hnsw.efSearch = max(self.count, int(layer.hnsw.efSearch))
+        try:
+            yield
+        finally:
+            self._apply_search_params(self.index)
+
     def _widened_search(
         self, x: np.ndarray, k: int, allowed: np.ndarray, want: int
     ) -> tuple[np.ndarray, np.ndarray]:
         """Unfiltered searches ever deeper (from the depth the share of passing rows suggests, 4x each time,
-        up to every row) until each query has ``want`` passing rows among its results; their best ``k``."""
+        up to every row, the last one reaching every row of an HNSW or IVF index) until each query has ``want``
+        passing rows among its results; their best ``k``."""
         count = self.count
         depth = min(count, max(2 * k, 2 * k * count // max(1, int(np.count_nonzero(allowed)))))
         while True:
-            scores, ids = self._search(x, depth)
+            with self._reaching_every_row() if depth >= count else contextlib.nullcontext():
+                scores, ids = self._search(x, depth)
             passes = (ids >= 0) & allowed[np.maximum(ids, 0)]
             if (passes.sum(axis=1) >= want).all() or depth >= count:
                 break
