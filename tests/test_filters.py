@@ -117,7 +117,7 @@ def _passing(expression: str, docs: list[Document]) -> np.ndarray:
 
 
 # float32, fp16 and SQ take faiss's id selector; PQ is searched wider until k pass; binary's Hamming codes take it
-@pytest.mark.parametrize("encoding", ["float32", "fp16", "sq8", "pq4x4", "binary"])
+@pytest.mark.parametrize("encoding", ["float32", "fp16", "sq8", "pq4x4", "opq4,pq4x4", "binary"])
 def test_filtered_dense_search_is_the_exact_top_k_of_the_passing_documents(
     tmp_path: Path, corpus: list[Document], encoding: str
 ) -> None:

@@ -443,6 +443,9 @@ class FaissStore:
         want = min(k, passing)
         if want == 0:
             return np.zeros((x.shape[0], k), np.float32), np.full((x.shape[0], k), -1, np.int64)
+        # Plain flat codes (float32, fp16, SQ, PQ, OPQ; no +refine or +rescore), few passing: only theirs compared.
+        if self.kind == "flat" and self.encoding.scoring == "decoded" and passing * 8 <= self.count:
+            return self._decoded_search(x, k, allowed)
         if self._takes_selector is not False:
             bitmap = np.packbits(np.asarray(allowed, dtype=bool), bitorder="little")
             try:
@@ -455,6 +458,31 @@ class FaissStore:
             except RuntimeError:  # faiss refuses search parameters here (PQ, +refine, 1-bit IVF and HNSW)
                 self._takes_selector = False
         return self._widened_search(x, k, allowed, want)
+
+    def _decoded_search(self, x: np.ndarray, k: int, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The passing rows' codes decoded and compared with the float queries as faiss's asymmetric search
+        compares them (its distance to a code is the distance to the decoded vector: ``encoded.py``'s "decoded"
+        scoring). For a few passing rows this beats faiss's own search, which visits every row with a selector
+        and, for PQ, which takes none, searches ever deeper: 100k x 128, 32 queries, 0.1% passing, float32 60
+        ms with the selector, pq32 0.75 s widened (4.7x unfiltered), both under 1 ms decoded."""
+        faiss = _faiss()
+        rows = faiss.vector_to_array(self.index.id_map)
+        positions = np.flatnonzero(allowed[rows]).astype(np.int64)
+        vectors = np.asarray(self.index.index.reconstruct_batch(positions), dtype=np.float32)
+        with one_blas_thread():
+            products = x @ vectors.T
+        if self._faiss_metric() == faiss.METRIC_L2:
+            distances = (x * x).sum(axis=1)[:, None] - 2 * products + (vectors * vectors).sum(axis=1)[None, :]
+            order = np.argsort(distances, axis=1, kind="stable")[:, :k]
+            scores = np.take_along_axis(distances, order, axis=1)
+            scores = 1.0 - scores / 2.0 if self._l2_for_cosine else scores
+        else:
+            order = np.argsort(-products, axis=1, kind="stable")[:, :k]
+            scores = np.take_along_axis(products, order, axis=1)
+        out_scores = np.zeros((x.shape[0], k), np.float32)
+        out_ids = np.full((x.shape[0], k), -1, np.int64)
+        out_scores[:, : order.shape[1]], out_ids[:, : order.shape[1]] = scores, rows[positions][order]
+        return out_scores, out_ids
 
     def _selector_params(self, bitmap: np.ndarray, k: int, *, wide: bool) -> Any:
         faiss = _faiss()
