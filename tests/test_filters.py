@@ -289,3 +289,15 @@ def test_the_milvus_translation_selects_what_the_filter_passes(tmp_path: Path, c
             assert sorted(row["id"] for row in selected) == expected, expression.to_milvus()
     finally:
         client.close()
+
+
+def test_an_add_brings_its_metadata_into_filters(tmp_path: Path, corpus: list[Document]) -> None:
+    with _build(tmp_path / "index", corpus[:100], "float32") as retriever:
+        first = retriever.row_filter("year >= 2000")
+        assert retriever.row_filter("year >= 2000").mask is first.mask  # kept for the same filter
+        with pytest.raises(BadInputError, match="'colour'"):
+            retriever.search(["x"], 3, filter='colour == "red"')
+        retriever.add([Document("new", sentences(1, seed=404)[0], {"colour": "red", "year": 2020})])
+        (hits,) = retriever.search(["x"], 3, filter='colour == "red"')
+        assert [hit.id for hit in hits] == ["new"]
+        assert retriever.row_filter("year >= 2000").passing == first.passing + 1

@@ -423,12 +423,13 @@ class FaissStore:
         # whose threads would spin beside torch's (whitevec.utils.threads).
         blas = x.size >= int(getattr(_faiss().cvar, "distance_compute_blas_threshold", 0))
         small = x.shape[0] * self._work_per_query() < POOL_WORK
+        selecting = {} if params is None else {"params": params}  # an unfiltered search passes none, as before
         with one_faiss_thread() if small else contextlib.nullcontext(), one_blas_thread(when=blas):
             if self.signs is not None:
-                distances, ids = self.index.search(self.signs.encode(x), wanted, params=params)
+                distances, ids = self.index.search(self.signs.encode(x), wanted, **selecting)
                 scores = hamming_scores(distances, self.dim, self.metric)
             else:
-                scores, ids = self.index.search(x, wanted, params=params)
+                scores, ids = self.index.search(x, wanted, **selecting)
                 if self._l2_for_cosine:
                     scores = 1.0 - scores / 2.0  # back to cosine (see _l2_for_cosine)
         if self.rescore is not None:
@@ -436,9 +437,10 @@ class FaissStore:
         return scores, ids
 
     def _filtered_search(self, x: np.ndarray, k: int, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` best of the rows ``allowed`` (a bool per row) lets through, never fewer than there are:
-        within faiss with an id selector where the index takes one (flat float32, fp16, SQ, RaBitQ, 1-bit
-        codes; HNSW and IVF of float codes), else a search widened until ``k`` of them are found."""
+        """The ``k`` best of the rows ``allowed`` (a bool per row) lets through, never fewer than there are: the
+        passing rows' decoded codes alone where few pass on a flat index of plain codes; else within faiss with
+        an id selector where the index takes one (flat float32, fp16, SQ, RaBitQ, 1-bit codes; HNSW and IVF of
+        float codes); else a search widened until ``k`` of them are found."""
         passing = int(np.count_nonzero(allowed))
         want = min(k, passing)
         if want == 0:

@@ -341,7 +341,8 @@ class Retriever:
         with self._lock:
             if self._columns is None or self._columns[0] is not self._docs:  # an add reopened the documents
                 metadata = self._docs.metadata()  # rows past the store's count, if any, are covered too
-                self._columns = (self._docs, MetadataColumns(metadata, max(self.store.count, max(metadata) + 1)))
+                rows = max(self.store.count, max(metadata, default=-1) + 1)
+                self._columns = (self._docs, MetadataColumns(metadata, rows))
             return row_filter(parsed, self._columns[1])
 
     def _search_lexical(self, items: list[str], k: int, allowed: np.ndarray | None = None) -> SearchResults:
