@@ -17,11 +17,12 @@ which is its default.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -350,7 +351,7 @@ class Retriever:
         lexical = self._lexical()
         with self._lock:
             terms = lexical.has_terms(items)
-            rows, scores = lexical.search(items, k, allowed)
+            rows, scores = _within(lexical.search, allowed)(items, k)
             found = self._docs.get(rows[rows >= 0].tolist())
         return lexical_hits(rows, scores, terms, found)
 
@@ -364,10 +365,10 @@ class Retriever:
         dense_scores = np.full((len(items), depth), -np.inf, dtype=np.float32)
         with self._lock:
             terms = np.asarray(lexical.has_terms(items), dtype=bool)
-            lexical_rows, lexical_scores = lexical.search(items, depth, allowed)
+            lexical_rows, lexical_scores = _within(lexical.search, allowed)(items, depth)
             vectors = self._stored_form([text for text, ok in zip(items, known, strict=True) if ok])
             if known.any():
-                dense_scores[known], dense_rows[known] = self.store.search(vectors, depth, allowed)
+                dense_scores[known], dense_rows[known] = _within(self.store.search, allowed)(vectors, depth)
             lists = (dense_rows, dense_scores, lexical_rows, lexical_scores)
             fused = None
             # A ranker that fuses itself (Milvus's hybrid_search) does where both rankers can search every query
@@ -395,7 +396,7 @@ class Retriever:
 
     def _search(self, x: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[QueryHits]:
         with self._lock:
-            scores, rows = self.store.search(x, k) if allowed is None else self.store.search(x, k, allowed)
+            scores, rows = _within(self.store.search, allowed)(x, k)
             found = self._docs.get(rows.ravel().tolist())
         results = []
         for score_row, id_row in zip(scores, rows, strict=True):
@@ -540,6 +541,15 @@ class Retriever:
             f"{m['index_kind']}/{m['metric']}/{m['backend']}, count={self.count}, dim={self.dim}"
             f"{lexical})"
         )
+
+
+def _within(search: Callable[..., _Ranking], allowed: np.ndarray | None) -> Callable[..., _Ranking]:
+    """A ranker's ``search`` held to the rows ``allowed`` passes; unfiltered, called as before filters (a
+    ranker that predates them takes no ``allowed``)."""
+    return search if allowed is None else functools.partial(search, allowed=allowed)
+
+
+_Ranking = tuple[np.ndarray, np.ndarray]
 
 
 def _changed_message(path: Path) -> str:
