@@ -35,7 +35,7 @@ class ContractRetriever:
     def count(self) -> int:
         return 5
 
-    def search(self, queries: list[str], k: int = 10) -> list[list[Hit]]:
+    def search(self, queries: list[str], k: int = 10, **options: Any) -> list[list[Hit]]:
         meta: list[dict[str, Any] | None] = [None, {"year": 1962}, {"tags": ["a", "b"]}, None, {}]
         return [
             [Hit(f"d{i}", 1.0 - i / 10, f"document {i}", meta[i]) for i in range(min(k, self.count))]
@@ -79,16 +79,26 @@ FUZZ = settings(
 )
 
 
+def call_and_validate(case: Any, **kwargs: Any) -> None:
+    """Schemathesis's checks of one case; a body with a metadata filter is spared only the check that a
+    schema-valid body is accepted: a filter's syntax and fields are the index's (a 422 naming the column), which
+    no schema can state."""
+    from schemathesis.specs.openapi.checks import positive_data_acceptance
+
+    filtered = isinstance(case.body, dict) and "filter" in case.body
+    case.call_and_validate(excluded_checks=[positive_data_acceptance] if filtered else None, **kwargs)
+
+
 @keyless.parametrize()
 @FUZZ
 def test_keyless_server_keeps_its_contract(case: Any) -> None:
-    case.call_and_validate()
+    call_and_validate(case)
 
 
 @keyed.parametrize()
 @FUZZ
 def test_keyed_server_keeps_its_contract(case: Any) -> None:
-    case.call_and_validate(headers={"X-API-Key": KEY})
+    call_and_validate(case, headers={"X-API-Key": KEY})
 
 
 def _document(api_key: str | None = None) -> dict[str, Any]:

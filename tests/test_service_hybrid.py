@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 from tests.index_helpers import HashEncoder  # noqa: E402
-from tests.test_service_contract import WithoutLifespan  # noqa: E402
+from tests.test_service_contract import WithoutLifespan, call_and_validate  # noqa: E402
 from whitevec.index import Document, Retriever  # noqa: E402
 from whitevec.index.fusion import CANDIDATE_FACTOR  # noqa: E402
 from whitevec.index.hits import DENSE_ALONE_NOTE, NO_TERM_NOTE, SearchHit  # noqa: E402
@@ -265,4 +265,4 @@ hybrid_schema.config.generation.update(modes=list(schemathesis.GenerationMode))
 @hybrid_schema.include(path="/search").parametrize()
 @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_a_hybrid_server_keeps_its_contract(case: Any) -> None:
-    case.call_and_validate()
+    call_and_validate(case)

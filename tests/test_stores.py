@@ -233,6 +233,10 @@ def test_every_document_store_gives_its_documents_back(tmp_path: Path, name: str
         assert documents.get([0, 7, 29, 30, -1]) == {0: docs[0], 7: docs[7], 29: docs[29]}
         hit = retriever.search([docs[6].text], k=1)[0][0]
         assert (hit.id, hit.text, hit.metadata) == ("d6", docs[6].text, {"n": 6})
+        # metadata filters read every row's metadata from the store, and search within the rows that pass
+        assert documents.metadata() == {i: doc.metadata for i, doc in enumerate(docs)}
+        (filtered,) = retriever.search([docs[6].text], k=5, filter="n >= 3 and n < 12")
+        assert [hit.id for hit in filtered][:1] == ["d6"] and {hit.id for hit in filtered} == {"d3", "d6", "d9"}
         if takes_adds:
             assert retriever.add([Document("new", "a brand new dog", {"n": -1})]) == 31
             assert retriever._docs.get([30]) == {30: Document("new", "a brand new dog", {"n": -1})}

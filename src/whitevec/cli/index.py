@@ -305,6 +305,15 @@ CandidatesOpt = Annotated[
         "for hybrid.",
     ),
 ]
+FilterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--filter",
+        help='Only documents whose metadata pass EXPR, e.g. \'year >= 2000 and lang in ["en", "fr"]\': ==, !=, <, '
+        "<=, >, >=, in [...], and, or, not, parentheses; strings, numbers, true/false (docs/how-to/filters.md). "
+        "The hits are the k best of those that pass.",
+    ),
+]
 
 
 def search_command(
@@ -326,6 +335,7 @@ def search_command(
     mode: SearchModeOpt = None,
     fusion: FusionOpt = None,
     candidates: CandidatesOpt = None,
+    filter: FilterOpt = None,
 ) -> None:
     """Search an index; queries are encoded with the index's own model, pooling and transform.
 
@@ -349,6 +359,7 @@ def search_command(
         mode=mode,
         fusion=fusion,
         candidates=candidates,
+        filter=filter,
     )
     for position, hits in enumerate(results):
         if hits.note is not None:

@@ -143,6 +143,12 @@ class DocStore:
                 found += [r[0] for r in self._db.execute(f"SELECT id FROM docs WHERE id IN ({marks})", chunk)]
         return found
 
+    def metadata(self) -> dict[int, dict[str, Any] | None]:
+        """``{row: metadata}`` of every document, in one pass over the file."""
+        with self._lock:
+            found = self._db.execute("SELECT row, metadata FROM docs").fetchall()
+        return {int(row): None if meta is None else json.loads(meta) for row, meta in found}
+
     def get(self, rows: Sequence[int]) -> dict[int, Document]:
         """``{row: Document}`` for the given internal rows (unknown rows are left out)."""
         out: dict[int, Document] = {}

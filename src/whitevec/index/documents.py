@@ -72,6 +72,10 @@ class DocumentStore(Protocol):
         """``{row: Document}`` for the given rows (negative or unknown rows are left out)."""
         ...
 
+    def metadata(self) -> dict[int, dict[str, Any] | None]:
+        """``{row: metadata}`` of every document (what metadata filters are evaluated over)."""
+        ...
+
     def existing_ids(self, ids: Sequence[str]) -> list[str]:
         """Those of ``ids`` already stored (checked before an add); BadInputError when this store takes no
         additions."""

@@ -122,6 +122,7 @@ class FaissStore:
         self.index: Any = None  # created on the first add (IVF, SQ and PQ need the vectors to train)
         self.signs: SignCodes | None = None  # the sign step of sign codes, fitted on the first add
         self.rescore = self._new_rescore()
+        self._takes_selector: bool | None = None  # whether faiss searches this index with an id selector
 
     def _new_rescore(self) -> RescoreVectors | None:
         encoding = self.encoding
@@ -401,28 +402,139 @@ class FaissStore:
             work = n * dim
         return work
 
-    def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def search(
+        self, vectors: np.ndarray, k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         x = np.ascontiguousarray(vectors, dtype=np.float32)
         if self.index is None:
             return np.zeros((x.shape[0], k), np.float32), np.full((x.shape[0], k), -1, np.int64)
+        if allowed is not None:
+            return self._filtered_search(x, k, allowed)
+        return self._search(x, k)
+
+    def _search(self, x: np.ndarray, k: int, params: Any = None, passing: int | None = None) -> tuple[Any, Any]:
+        """The search itself; ``params``: faiss's search parameters (an id selector), ``passing``: how many rows
+        it lets through (what rescoring's candidates are capped at)."""
         encoding = self.encoding
         # With rescoring the codes find K x k candidates (no more than there are) for the vectors on disk to order.
-        wanted = k if encoding.rescore is None else max(k, min(encoding.rescore * k, self.count))
+        most = self.count if passing is None else passing
+        wanted = k if encoding.rescore is None else max(k, min(encoding.rescore * k, most))
         # From distance_compute_blas_threshold query floats on, faiss computes distances with its OpenBLAS,
         # whose threads would spin beside torch's (whitevec.utils.threads).
         blas = x.size >= int(getattr(_faiss().cvar, "distance_compute_blas_threshold", 0))
         small = x.shape[0] * self._work_per_query() < POOL_WORK
+        selecting = {} if params is None else {"params": params}  # an unfiltered search passes none, as before
         with one_faiss_thread() if small else contextlib.nullcontext(), one_blas_thread(when=blas):
             if self.signs is not None:
-                distances, ids = self.index.search(self.signs.encode(x), wanted)
+                distances, ids = self.index.search(self.signs.encode(x), wanted, **selecting)
                 scores = hamming_scores(distances, self.dim, self.metric)
             else:
-                scores, ids = self.index.search(x, wanted)
+                scores, ids = self.index.search(x, wanted, **selecting)
                 if self._l2_for_cosine:
                     scores = 1.0 - scores / 2.0  # back to cosine (see _l2_for_cosine)
         if self.rescore is not None:
             scores, ids = self.rescore.rescore(x, ids, k, self.metric)
         return scores, ids
+
+    def _filtered_search(self, x: np.ndarray, k: int, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best of the rows ``allowed`` (a bool per row) lets through, never fewer than there are: the
+        passing rows' decoded codes alone where few pass on a flat index of plain codes; else within faiss with
+        an id selector where the index takes one (flat float32, fp16, SQ, RaBitQ, 1-bit codes; HNSW and IVF of
+        float codes); else a search widened until ``k`` of them are found."""
+        passing = int(np.count_nonzero(allowed))
+        want = min(k, passing)
+        if want == 0:
+            return np.zeros((x.shape[0], k), np.float32), np.full((x.shape[0], k), -1, np.int64)
+        # Plain flat codes (float32, fp16, SQ, PQ, OPQ; no +refine or +rescore), few passing: only theirs compared.
+        if self.kind == "flat" and self.encoding.scoring == "decoded" and passing * 8 <= self.count:
+            return self._decoded_search(x, k, allowed)
+        if self._takes_selector is not False:
+            bitmap = np.packbits(np.asarray(allowed, dtype=bool), bitorder="little")
+            try:
+                for wide in (False, True):  # HNSW and IVF may reach too few passing rows: then all of them
+                    scores, ids = self._search(x, k, self._selector_params(bitmap, k, wide=wide), passing)
+                    if ((ids >= 0).sum(axis=1) >= want).all():
+                        break
+                self._takes_selector = True
+                return scores, ids
+            except RuntimeError:  # faiss refuses search parameters here (PQ, +refine, 1-bit IVF and HNSW)
+                self._takes_selector = False
+        return self._widened_search(x, k, allowed, want)
+
+    def _decoded_search(self, x: np.ndarray, k: int, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The passing rows' codes decoded and compared with the float queries as faiss's asymmetric search
+        compares them (its distance to a code is the distance to the decoded vector: ``encoded.py``'s "decoded"
+        scoring). For a few passing rows this beats faiss's own search, which visits every row with a selector
+        and, for PQ, which takes none, searches ever deeper: 100k x 128, 32 queries, 0.1% passing, float32 60
+        ms with the selector, pq32 0.75 s widened (4.7x unfiltered), both under 1 ms decoded."""
+        faiss = _faiss()
+        rows = faiss.vector_to_array(self.index.id_map)
+        positions = np.flatnonzero(allowed[rows]).astype(np.int64)
+        vectors = np.asarray(self.index.index.reconstruct_batch(positions), dtype=np.float32)
+        with one_blas_thread():
+            products = x @ vectors.T
+        if self._faiss_metric() == faiss.METRIC_L2:
+            distances = (x * x).sum(axis=1)[:, None] - 2 * products + (vectors * vectors).sum(axis=1)[None, :]
+            order = np.argsort(distances, axis=1, kind="stable")[:, :k]
+            scores = np.take_along_axis(distances, order, axis=1)
+            scores = 1.0 - scores / 2.0 if self._l2_for_cosine else scores
+        else:
+            order = np.argsort(-products, axis=1, kind="stable")[:, :k]
+            scores = np.take_along_axis(products, order, axis=1)
+        out_scores = np.zeros((x.shape[0], k), np.float32)
+        out_ids = np.full((x.shape[0], k), -1, np.int64)
+        out_scores[:, : order.shape[1]], out_ids[:, : order.shape[1]] = scores, rows[positions][order]
+        return out_scores, out_ids
+
+    def _selector_params(self, bitmap: np.ndarray, k: int, *, wide: bool) -> Any:
+        faiss = _faiss()
+        if self.kind == "ivf":
+            params = faiss.SearchParametersIVF()
+            params.nprobe = int(self._params["nlist"] if wide else self._params["nprobe"])
+        elif self.kind == "hnsw":
+            params = faiss.SearchParametersHNSW()
+            params.efSearch = max(k, self.count if wide else int(self._params["efSearch"]))
+        else:
+            params = faiss.SearchParameters()
+        params.sel = faiss.IDSelectorBitmap(len(bitmap), faiss.swig_ptr(bitmap))
+        params.bitmap = bitmap  # the selector reads this array: it lives as long as the parameters
+        return params
+
+    @contextlib.contextmanager
+    def _reaching_every_row(self) -> Iterator[None]:
+        """Inside the block, IVF probes every list and HNSW keeps as many candidates as there are rows: the
+        widest search of an index that takes no search parameters (1-bit IVF and HNSW). It sets the live layers
+        (a Retriever searches under its lock) and restores them after."""
+        for layer in binary_layers(self.index) if self.encoding.sign else index_layers(self.index):
+            if hasattr(layer, "nlist") and hasattr(layer, "nprobe"):
+                layer.nprobe = layer.nlist
+            if hasattr(layer, "hnsw"):
+                layer.hnsw.efSearch = max(self.count, int(layer.hnsw.efSearch))
+        try:
+            yield
+        finally:
+            self._apply_search_params(self.index)
+
+    def _widened_search(
+        self, x: np.ndarray, k: int, allowed: np.ndarray, want: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Unfiltered searches ever deeper (from the depth the share of passing rows suggests, 4x each time,
+        up to every row, the last one reaching every row of an HNSW or IVF index) until each query has ``want``
+        passing rows among its results; their best ``k``."""
+        count = self.count
+        depth = min(count, max(2 * k, 2 * k * count // max(1, int(np.count_nonzero(allowed)))))
+        while True:
+            with self._reaching_every_row() if depth >= count else contextlib.nullcontext():
+                scores, ids = self._search(x, depth)
+            passes = (ids >= 0) & allowed[np.maximum(ids, 0)]
+            if (passes.sum(axis=1) >= want).all() or depth >= count:
+                break
+            depth = min(count, depth * 4)
+        order = np.argsort(~passes, axis=1, kind="stable")[:, :k]  # passing results first, in rank order
+        kept = np.take_along_axis(passes, order, axis=1)
+        out_ids = np.where(kept, np.take_along_axis(ids, order, axis=1), -1)
+        out_scores = np.where(kept, np.take_along_axis(scores, order, axis=1), 0.0).astype(np.float32)
+        return out_scores, out_ids
 
 
 def binary_layers(index: Any) -> list[Any]:

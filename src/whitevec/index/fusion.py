@@ -291,9 +291,12 @@ class LexicalRanker(Protocol):
         """A bool per query: True where a term is left after analysis (not only stop words or punctuation)."""
         ...
 
-    def search(self, queries: Sequence[str], depth: int) -> tuple[np.ndarray, np.ndarray]:
+    def search(
+        self, queries: Sequence[str], depth: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``(rows, scores)``, int64 and float32 (n, depth), best first; -1 and -inf where fewer than ``depth``
-        documents share a term with the query (a query with no term: all -1)."""
+        documents share a term with the query (a query with no term: all -1). ``allowed``: a bool per row, the
+        rows a metadata filter lets through (None: all)."""
         ...
 
 

@@ -202,10 +202,13 @@ class LexicalIndex:
         emoji). A query with terms the corpus never had has terms and matches nothing."""
         return np.fromiter((bool(terms) for terms in self.analyzer.analyze(queries)), dtype=bool)
 
-    def search(self, queries: Sequence[str], depth: int) -> tuple[np.ndarray, np.ndarray]:
+    def search(
+        self, queries: Sequence[str], depth: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``(rows, scores)``, int64 and float32 of shape (len(queries), depth): each query's ``depth`` best
         documents by BM25, best first (equal scores by row). Only documents that share a term with the query
-        are ranked; the places left are row -1, score -inf (all of them for a query without a term).
+        (and, given ``allowed``, a bool per row, that it lets through) are ranked; the places left are row -1,
+        score -inf (all of them for a query without a term).
 
         Raises:
             BadInputError: ``depth`` below 1 or not an integer, or ``queries`` one string.
@@ -220,6 +223,8 @@ class LexicalIndex:
             if not columns:
                 continue
             matched = self._matching_rows(columns)
+            if allowed is not None:  # a metadata filter's rows: the BM25 candidates restricted before ranking
+                matched = matched[allowed[matched]]
             found = np.asarray(self._ranker.get_scores_from_ids(columns), dtype=np.float32)[matched]
             best = _best_first(matched, found, int(depth))
             rows[i, : best.size] = matched[best]

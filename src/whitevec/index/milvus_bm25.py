@@ -33,6 +33,7 @@ import numpy as np
 
 from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
 from whitevec.index.analyzers import Analyzer, make_analyzer
+from whitevec.index.filter_rows import rows_filter
 from whitevec.index.fusion import FusedHit, Fusion, Ranked
 
 TEXT_FIELD = "text"
@@ -190,7 +191,9 @@ class MilvusLexical:
             (any(word not in self._stop for word in _MILVUS_WORDS.findall(q.lower())) for q in queries), dtype=bool
         )
 
-    def search(self, queries: Sequence[str], depth: int) -> tuple[np.ndarray, np.ndarray]:
+    def search(
+        self, queries: Sequence[str], depth: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         results = self.store.client.search(
             self.store.collection,
             data=list(queries),
@@ -198,7 +201,7 @@ class MilvusLexical:
             limit=depth,
             output_fields=["id"],
             search_params={"metric_type": "BM25"},
-            filter=self.store.visible_filter,
+            **rows_filter(self.store.visible_filter, allowed),
         )
         distances, rows = result_arrays(results, depth)
         # BM25 scores are never negative: Milvus Lite answers their negation as the distance, a server the score.

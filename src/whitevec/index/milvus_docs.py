@@ -85,6 +85,10 @@ class MilvusDocs:
             for row, (doc_id, text, meta) in self.store.documents(wanted).items()
         }
 
+    def metadata(self) -> dict[int, dict[str, Any] | None]:
+        """``{row: metadata}`` of every row this version holds (read from the collection, in chunks)."""
+        return {row: doc.metadata for row, doc in self.get(range(self.count)).items()}
+
     def existing_ids(self, ids: Sequence[str]) -> list[str]:
         raise self._refuse()
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError, WhitevecError
 from whitevec.index.encodings import SIGN_CODECS, Encoding, parse_encoding
+from whitevec.index.filter_rows import rows_filter
 from whitevec.index.layout import MILVUS_LOCAL
 from whitevec.index.manifest import MANIFEST
 from whitevec.index.milvus_bm25 import (
@@ -544,16 +545,11 @@ class MilvusStore:
     def delete(self, ids: np.ndarray) -> None:
         self.client.delete(self.collection, ids=[int(i) for i in ids])
 
-    def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        x = np.ascontiguousarray(vectors, dtype=np.float32)
-        data, search_params = self.dense_request(x, k)
+    def search(self, vectors: np.ndarray, k: int, allowed: np.ndarray | None = None) -> tuple[Any, Any]:
+        data, search_params = self.dense_request(np.ascontiguousarray(vectors, dtype=np.float32), k)
+        where = rows_filter(self.visible_filter, allowed)  # Milvus pre-filters: the top k of the passing rows
         results = self.client.search(
-            self.collection,
-            data=data,
-            limit=k,
-            output_fields=["id"],
-            search_params=search_params,
-            filter=self.visible_filter,
+            self.collection, data=data, limit=k, output_fields=["id"], search_params=search_params, **where
         )
         scores, ids = result_arrays(results, k)
         if self.binary:  # Hamming distances as the FAISS store scores them

@@ -17,22 +17,25 @@ which is its default.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from whitevec.datasets.retrieval import Document, check_unique_ids
 from whitevec.encoders.model_identity import check_model_checksum, index_model_folder
 from whitevec.encoders.protocol import known_token_mask
-from whitevec.errors import BadInputError, CorruptFileError, DimensionMismatchError
+from whitevec.errors import BadInputError, DimensionMismatchError
 from whitevec.index.build import as_documents, build_index, encoder_description, meaningful_documents
-from whitevec.index.documents import DocumentStore, documents_of
+from whitevec.index.documents import DocumentStore
+from whitevec.index.filter_rows import MetadataColumns, RowFilter, row_filter
+from whitevec.index.filters import Filter, parse_filter
 from whitevec.index.fusion import (
     FusesItself,
     Fusion,
@@ -51,11 +54,12 @@ from whitevec.index.hits import (
     lexical_hits,
     no_hits,
 )
-from whitevec.index.layout import TRANSFORM_FILE, check_index_manifest
+from whitevec.index.layout import TRANSFORM_FILE
 from whitevec.index.lexical import DEFAULT_ANALYZER, LexicalIndex, warn_documents_without_terms
 from whitevec.index.manifest import SELF_CHECKSUM, write_manifest
+from whitevec.index.opening import open_version
 from whitevec.index.snapshot import IndexSnapshot, read_consistent
-from whitevec.index.store import KeepsLexical, VectorStore, keeps_lexical, store_class, store_files, stored_form
+from whitevec.index.store import VectorStore, store_files, stored_form
 from whitevec.preflight import check_device, check_texts
 from whitevec.transforms import Transform
 from whitevec.utils.io import atomic_dir, writers_lock, writing_to
@@ -92,6 +96,7 @@ class Retriever:
         self._docs = docs
         self._owns_encoder = owns_encoder  # made by load(): closing the Retriever closes it (its vector cache)
         self._lock = threading.RLock()
+        self._columns: tuple[DocumentStore, MetadataColumns] | None = None  # read on the first filtered search
 
     # --- building --------------------------------------------------------------------------------------------
     @classmethod
@@ -191,7 +196,7 @@ class Retriever:
         folder = Path(path).expanduser()
         device = check_device(device)  # before the index is read: a device this machine lacks, named
         manifest, transform, store, docs, lexical = read_consistent(
-            folder, lambda snapshot: _open_version(snapshot, device or "cpu")
+            folder, lambda snapshot: open_version(snapshot, device or "cpu")
         )
         owns_encoder = encoder is None
         try:
@@ -286,9 +291,14 @@ class Retriever:
         mode: str | None = None,
         fusion: str | Fusion | None = None,
         candidates: int | None = None,
+        filter: str | Filter | None = None,
     ) -> SearchResults:
         """The ``k`` best documents for each query, best first (see the module docstring for ``k``): a list of
         hit lists (see :class:`SearchHit` for what a score means in each mode).
+
+        ``filter``: a metadata filter (:mod:`whitevec.index.filters`, e.g. ``'year >= 2000 and lang == "en"'``);
+        the hits are then the ``k`` best of the documents that pass, in every mode. When none passes, every query
+        gets no hits and a note saying so.
 
         ``mode``: ``dense``, ``lexical`` or ``hybrid``; None, the index's own (:func:`~whitevec.index.fusion.
         search_defaults`). ``fusion`` (``rrf[:K]``, ``convex[:ALPHA]`` or a :class:`~whitevec.index.fusion.Fusion`;
@@ -305,31 +315,49 @@ class Retriever:
         Raises:
             BadInputError: not a list of strings, an empty list, or a blank query (see :func:`check_texts`); an
                 unknown mode or fusion, candidates below 1, a fusion with a mode other than hybrid, a lexical or
-                hybrid search on an index without a lexical part.
+                hybrid search on an index without a lexical part; a filter with a syntax error, a field no
+                document has or a value of a kind the field never holds (one line naming the column).
         """
         items = check_texts(queries, "queries")
         plan = self.search_plan(mode, fusion, candidates)
         k = self.effective_k(k)
+        rows = None if filter is None else self.row_filter(filter)
+        if rows is not None and rows.passing == 0:
+            return SearchResults(no_hits(rows.note(self.count)) for _ in items)
+        allowed = None if rows is None else rows.mask
         if plan.mode == "lexical":
-            return self._search_lexical(items, k)
+            return self._search_lexical(items, k, allowed)
         known = known_token_mask(self.encoder, items)
         if plan.mode == "hybrid":
-            return self._search_hybrid(items, known, k, plan)
+            return self._search_hybrid(items, known, k, plan, allowed)
         meaningful = [text for text, ok in zip(items, known, strict=True) if ok]
         with self._lock:
-            found = iter(self._search(self._stored_form(meaningful), k) if meaningful else [])
+            found = iter(self._search(self._stored_form(meaningful), k, allowed) if meaningful else [])
         return SearchResults(next(found) if ok else no_hits(UNKNOWN_QUERY_NOTE) for ok in known)
 
-    def _search_lexical(self, items: list[str], k: int) -> SearchResults:
+    def row_filter(self, expression: str | Filter) -> RowFilter:
+        """A metadata filter parsed, checked against this index's metadata and evaluated over its rows (the
+        metadata is read once per loaded version); a one-line BadInputError naming the column of a fault."""
+        parsed = expression if isinstance(expression, Filter) else parse_filter(expression)
+        with self._lock:
+            if self._columns is None or self._columns[0] is not self._docs:  # an add reopened the documents
+                metadata = self._docs.metadata()  # rows past the store's count, if any, are covered too
+                rows = max(self.store.count, max(metadata, default=-1) + 1)
+                self._columns = (self._docs, MetadataColumns(metadata, rows))
+            return row_filter(parsed, self._columns[1])
+
+    def _search_lexical(self, items: list[str], k: int, allowed: np.ndarray | None = None) -> SearchResults:
         """The BM25 ranking of each query; no hits and a note for a query with no term left after analysis."""
         lexical = self._lexical()
         with self._lock:
             terms = lexical.has_terms(items)
-            rows, scores = lexical.search(items, k)
+            rows, scores = _within(lexical.search, allowed)(items, k)
             found = self._docs.get(rows[rows >= 0].tolist())
         return lexical_hits(rows, scores, terms, found)
 
-    def _search_hybrid(self, items: list[str], known: np.ndarray, k: int, plan: SearchPlan) -> SearchResults:
+    def _search_hybrid(
+        self, items: list[str], known: np.ndarray, k: int, plan: SearchPlan, allowed: np.ndarray | None
+    ) -> SearchResults:
         """Each ranker's top ``plan.depth`` candidates fused (:func:`~whitevec.index.fusion.fuse`); a query one
         ranker cannot search gets the other's ranking alone, with a note."""
         lexical, depth = self._lexical(), plan.depth(k, self.count)
@@ -337,14 +365,15 @@ class Retriever:
         dense_scores = np.full((len(items), depth), -np.inf, dtype=np.float32)
         with self._lock:
             terms = np.asarray(lexical.has_terms(items), dtype=bool)
-            lexical_rows, lexical_scores = lexical.search(items, depth)
+            lexical_rows, lexical_scores = _within(lexical.search, allowed)(items, depth)
             vectors = self._stored_form([text for text, ok in zip(items, known, strict=True) if ok])
             if known.any():
-                dense_scores[known], dense_rows[known] = self.store.search(vectors, depth)
+                dense_scores[known], dense_rows[known] = _within(self.store.search, allowed)(vectors, depth)
             lists = (dense_rows, dense_scores, lexical_rows, lexical_scores)
             fused = None
-            # A ranker that fuses itself (Milvus's hybrid_search) does where both rankers can search every query.
-            if isinstance(lexical, FusesItself) and known.all() and terms.all():
+            # A ranker that fuses itself (Milvus's hybrid_search) does where both rankers can search every query
+            # (unfiltered: both rankings here are already the passing rows').
+            if isinstance(lexical, FusesItself) and known.all() and terms.all() and allowed is None:
                 fused = lexical.fused(vectors, items, lists, plan.fusion, k)
             if fused is None:
                 fused = fuse(*lists, plan.fusion, k, metric=self.manifest["metric"])
@@ -365,9 +394,9 @@ class Retriever:
             )
         return self._search(x, self.effective_k(k))
 
-    def _search(self, x: np.ndarray, k: int) -> list[QueryHits]:
+    def _search(self, x: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[QueryHits]:
         with self._lock:
-            scores, rows = self.store.search(x, k)
+            scores, rows = _within(self.store.search, allowed)(x, k)
             found = self._docs.get(rows.ravel().tolist())
         results = []
         for score_row, id_row in zip(scores, rows, strict=True):
@@ -514,6 +543,15 @@ class Retriever:
         )
 
 
+def _within(search: Callable[..., _Ranking], allowed: np.ndarray | None) -> Callable[..., _Ranking]:
+    """A ranker's ``search`` held to the rows ``allowed`` passes; unfiltered, called as before filters (a
+    ranker that predates them takes no ``allowed``)."""
+    return search if allowed is None else functools.partial(search, allowed=allowed)
+
+
+_Ranking = tuple[np.ndarray, np.ndarray]
+
+
 def _changed_message(path: Path) -> str:
     return (
         f"the index at {path} was rebuilt or added to by another writer since it was loaded; load it again "
@@ -547,52 +585,3 @@ def check_encoder(encoder: EncoderLike, manifest: dict[str, Any]) -> None:
     folder = getattr(encoder, "model_path", None)
     if isinstance(folder, Path):
         check_model_checksum(folder, manifest)
-
-
-def _lexical_of(snapshot: IndexSnapshot, store: VectorStore) -> LexicalRanker | None:
-    """The lexical ranker of a pinned version: None without a lexical part, the store's own where it keeps it
-    (:class:`~whitevec.index.store.KeepsLexical`: Milvus's BM25), else the bm25s index in the folder."""
-    record = snapshot.manifest.get("lexical")
-    if record is None:
-        return None
-    if keeps_lexical(store) and record["library"] == store.name:
-        return cast(LexicalRanker, cast(KeepsLexical, store).lexical_ranker())
-    return LexicalIndex.from_snapshot(snapshot)
-
-
-def _open_version(
-    snapshot: IndexSnapshot, device: str
-) -> tuple[dict[str, Any], Transform | None, VectorStore, DocumentStore, LexicalRanker | None]:
-    """Manifest, transform (on ``device``, for one that runs on torch), vectors, documents and lexical index (None
-    for an index without one, as every index built before it) of one pinned version (see
-    :mod:`whitevec.index.snapshot`)."""
-    manifest, folder = snapshot.manifest, snapshot.folder
-    check_index_manifest(manifest, folder)
-    # The documents first: a store that opens them by path (SQLite) does so while the pinned version is most
-    # likely still the current one.
-    docs = documents_of(manifest).open(snapshot)
-    store: VectorStore | None = None
-    try:
-        transform = (
-            Transform.from_bytes(snapshot.read_bytes(TRANSFORM_FILE), str(folder / TRANSFORM_FILE), device=device)
-            if manifest["transform"] is not None
-            else None
-        )
-        store = store_class(manifest["backend"]).open(snapshot)
-        lexical = _lexical_of(snapshot, store)
-        if (
-            docs.count != manifest["count"]
-            or store.count < manifest["count"]
-            or (isinstance(lexical, LexicalIndex) and lexical.count != docs.next_row())
-        ):
-            raise CorruptFileError(
-                f"index at {folder} is inconsistent: manifest count {manifest['count']}, documents {docs.count}, "
-                f"vectors {store.count}{'' if lexical is None else f', lexical rows {lexical.count}'}; rebuild "
-                "the index"
-            )
-    except BaseException:
-        docs.close()
-        if store is not None:
-            store.close()
-        raise
-    return manifest, transform, store, docs, lexical

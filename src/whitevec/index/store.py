@@ -130,8 +130,12 @@ class VectorStore(Protocol):
         """Remove the rows ``ids``."""
         ...
 
-    def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(scores, ids)``, each (n, k), best first; ids -1 where fewer than k results exist.
+    def search(
+        self, vectors: np.ndarray, k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(scores, ids)``, each (n, k), best first; ids -1 where fewer than k results exist. ``allowed``: a
+        bool per row, the rows a metadata filter lets through (:mod:`whitevec.index.filter_rows`): the best k of
+        those, never fewer than there are.
 
         Scores are inner products for ``cosine``/``ip`` (higher is closer) and squared L2 distances for ``l2``
         (lower is closer).

@@ -427,6 +427,7 @@ def _add_recall_routes(
     app: FastAPI, retriever: RetrieverLike, worker: RetrieverWorker, settings: ServeSettings, guard: KeyGuard
 ) -> None:
     """POST /search and /embed: the texts go to the worker thread, the answer is shaped here."""
+    from whitevec.index.filters import parse_filter
     from whitevec.index.fusion import plan_search, search_defaults
 
     choices = search_choices(dict(retriever.manifest))[0]
@@ -439,7 +440,8 @@ def _add_recall_routes(
         """The k best documents for each query: ids, scores and texts, best first, and for a lexical or hybrid
         search the rankers that found each. ``mode`` (dense, lexical, hybrid), ``fusion`` and ``candidates``
         left out: the index's own (/info shows them). A query one ranker cannot search (no token the model
-        knows; no term left after analysis) gets the other ranking alone, or no hits, and a note."""
+        knows; no term left after analysis) gets the other ranking alone, or no hits, and a note. ``filter``: a
+        metadata filter; the hits are the k best of the documents that pass."""
         queries: list[str] = list(body.queries)
         k = max(1, min(int(body.k), int(retriever.count)))
         given = {name: getattr(body, name, None) for name in ("mode", "fusion", "candidates")}
@@ -454,6 +456,8 @@ def _add_recall_routes(
             options = (("mode", plan.mode),)
             if hybrid:
                 options += (("fusion", plan.fusion.spec), ("candidates", plan.candidates))
+        if body.filter is not None:  # its syntax checked here; its fields by the search (both a one-line 422)
+            options += (("filter", parse_filter(body.filter)),)
         hits = await worker.submit("search", queries, k, request.scope, options)
         if len(queries) * k > LARGE_RESPONSE_HITS:
             return _json_response(await asyncio.to_thread(search_json, k, queries, hits, run))

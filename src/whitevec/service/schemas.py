@@ -39,6 +39,21 @@ WholeNumber = Annotated[int, BeforeValidator(_whole_number)]
 # \d: pydantic's Rust regex counts every Unicode digit as \d.
 FUSION_PATTERN = r"^(rrf(:[1-9][0-9]*)?|convex(:(0|1|0?\.[0-9]+|0\.[0-9]*|1\.0*))?)$"
 # A fusion or candidates beside mode dense or lexical: refused, and the schema says so.
+# A metadata filter (whitevec.index.filters); its syntax and fields are checked by the search, not the schema.
+MAX_FILTER_CHARS = 4096
+FilterExpression = Annotated[
+    str | None,
+    Field(
+        min_length=1,
+        max_length=MAX_FILTER_CHARS,
+        description="Only documents whose metadata pass this expression, e.g. 'year >= 2000 and lang in "
+        '["en", "fr"]\': ==, !=, <, <=, >, >=, in [...], and, or, not, parentheses; strings, numbers, '
+        "true/false. The hits are the k best of the documents that pass; a syntax error, a field no document "
+        "has or a value of another kind is a 422 naming the column; when none passes, each query's note says "
+        "so.",
+    ),
+]
+
 _FUSION_BESIDE_ANOTHER_MODE: Any = {
     "required": ["mode"],
     "properties": {"mode": {"enum": ["dense", "lexical"]}},
@@ -65,9 +80,8 @@ class SearchChoices:
 def request_models(
     settings: ServeSettings, choices: SearchChoices | None = None
 ) -> tuple[type[BaseModel], type[BaseModel]]:
-    """``(SearchRequest, EmbedRequest)`` with ``settings``' limits and the index's search ``choices`` (None: dense
-    only) as constraints: ``mode`` one of the index's modes; ``fusion`` and ``candidates`` only where it can
-    search hybrid, and never beside another mode."""
+    """``(SearchRequest, EmbedRequest)`` under ``settings``' limits and the index's ``choices`` (None: dense only):
+    ``mode`` one of its modes; ``fusion``, ``candidates`` where it searches hybrid, never beside another mode."""
     index: SearchChoices = choices if choices is not None else SearchChoices()
     mode_type: Any = Literal[index.modes]  # the index's modes, an enum in the schema
     text = Annotated[
@@ -104,6 +118,7 @@ def request_models(
             description=f"How to rank: {', '.join(index.modes)}. Left out: the index's own, "
             f"{index.default_mode}.{no_lexical}",
         )
+        filter: FilterExpression = None
 
         if index.hybrid:  # only an index with a lexical part takes these (a dense one: unknown fields)
             fusion: str = Field(

@@ -206,13 +206,16 @@ def search_index(
     mode: str | None = None,
     fusion: str | None = None,
     candidates: int | None = None,
+    filter: str | None = None,
 ) -> SearchResults:
     """The ``k`` best hits of each query in the index ``index_dir``, queries encoded with the index's own model
     (found where ``model`` says when it moved), pooling and transform (a query with no token the model knows: no
     hits and a note, see :meth:`whitevec.index.Retriever.search`), in ``mode`` with ``fusion`` and
     ``candidates`` (None: the index's own; see :mod:`whitevec.index.fusion`). Checked before the index loads: the
     folder, that it follows the tuned configuration ``config`` when one is given, the mode, fusion and candidates
-    (a lexical or hybrid search needs a lexical part), and that no query is blank (as HTTP /search refuses one)."""
+    (a lexical or hybrid search needs a lexical part), that no query is blank (as HTTP /search refuses one), and
+    the metadata ``filter`` (:mod:`whitevec.index.filters`: its syntax, and, for documents kept in the folder,
+    its fields and their kinds)."""
     existing_folder(index_dir, "index folder")
     from whitevec.index import read_manifest
     from whitevec.index.fusion import plan_search, search_defaults
@@ -226,7 +229,13 @@ def search_index(
     has_lexical = manifest.get("lexical") is not None
     plan_search(mode, fusion, candidates, defaults=search_defaults(manifest), has_lexical=has_lexical)
     check_texts(queries)
+    from whitevec.index.filter_rows import check_filter_in_folder
+    from whitevec.index.filters import parse_filter
+
+    parsed = None if filter is None else parse_filter(filter)
+    if parsed is not None:
+        check_filter_in_folder(index_dir, parsed)
     from whitevec.index import Retriever
 
     with Retriever.load(index_dir, device=device, model=model) as retriever:
-        return retriever.search(queries, k=k, mode=mode, fusion=fusion, candidates=candidates)
+        return retriever.search(queries, k=k, mode=mode, fusion=fusion, candidates=candidates, filter=parsed)

@@ -1,0 +1,303 @@
+"""Metadata filters (whitevec.index.filters, filter_rows): the language, its one-line faults, and filtered
+searches against brute force: exactly the top k of the documents that pass, for several encodings, dense,
+lexical and hybrid."""
+
+from __future__ import annotations
+
+import operator
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.index_helpers import HashEncoder, sentences
+from whitevec.datasets.retrieval import Document
+from whitevec.errors import BadInputError
+from whitevec.index import Retriever
+from whitevec.index.filter_rows import MetadataColumns, row_filter
+from whitevec.index.filters import Compare, Junction, Member, Not, parse_filter
+from whitevec.index.fusion import fuse
+
+FIELDS = {"year": "number", "lang": "string", "score": "number", "ok": "bool"}
+LANGS = ["en", "fr", "de"]
+
+
+def _metadata(rng: np.random.Generator) -> dict[str, Any] | None:
+    if rng.random() < 0.05:
+        return None
+    values = {
+        "year": int(rng.integers(1990, 2021)),
+        "lang": str(rng.choice(LANGS)),
+        "score": round(float(rng.normal()), 3),
+        "ok": bool(rng.random() < 0.5),
+    }
+    return {name: value for name, value in values.items() if rng.random() < 0.9}  # some fields missing
+
+
+def _literal(field: str, rng: np.random.Generator) -> str:
+    kind = FIELDS[field]
+    if kind == "number":
+        return str(int(rng.integers(1990, 2021))) if field == "year" else f"{rng.normal():.2f}"
+    if kind == "string":
+        return f'"{rng.choice(LANGS)}"'
+    return str(bool(rng.random() < 0.5)).lower()
+
+
+def _random_filter(rng: np.random.Generator, depth: int = 0) -> str:
+    """A random expression of the language (what the brute-force evaluator below reads back)."""
+    roll = rng.random()
+    if depth < 2 and roll < 0.35:
+        op = str(rng.choice(["and", "or"]))
+        return f"({_random_filter(rng, depth + 1)} {op} {_random_filter(rng, depth + 1)})"
+    if depth < 2 and roll < 0.45:
+        return f"not {_random_filter(rng, depth + 1)}"
+    field = str(rng.choice(list(FIELDS)))
+    if FIELDS[field] != "bool" and rng.random() < 0.25:
+        return f"{field} in [{', '.join(_literal(field, rng) for _ in range(2))}]"
+    ops = ["==", "!="] if FIELDS[field] == "bool" else ["==", "!=", "<", "<=", ">", ">="]
+    return f"{field} {rng.choice(ops)} {_literal(field, rng)}"
+
+
+def _brute_force(expression: str, metadata: dict[str, Any] | None) -> bool:
+    """Whether one document passes, written out plainly over the parsed tree (per document, plain Python, no
+    arrays): three-valued, None for unknown (a field missing or of another kind), as SQL and Milvus."""
+    fields = metadata or {}
+
+    def kind(value: Any) -> str:
+        return "bool" if isinstance(value, bool) else "str" if isinstance(value, str) else "num"
+
+    def truth(node: Any) -> bool | None:
+        if isinstance(node, Not):
+            inner = truth(node.inner)
+            return None if inner is None else not inner
+        if isinstance(node, Junction):
+            parts = [truth(part) for part in node.parts]
+            if node.op == "and":
+                return False if False in parts else None if None in parts else True
+            return True if True in parts else None if None in parts else False
+        if isinstance(node, Member):
+            return truth(Junction("or", tuple(Compare(node.field, "==", v, 0) for v in node.values)))
+        value = fields.get(node.field)
+        if node.field not in fields or kind(value) != kind(node.value):
+            return None
+        return bool(OPS[node.op](value, node.value))
+
+    return truth(parse_filter(expression).root) is True
+
+
+OPS: dict[str, Callable[[Any, Any], Any]] = {"==": operator.eq, "!=": operator.ne, "<": operator.lt}
+OPS |= {"<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[Document]:
+    rng = np.random.default_rng(7)
+    return [Document(f"d{i}", text, _metadata(rng)) for i, text in enumerate(sentences(700, seed=3))]
+
+
+def _build(folder: Path, docs: list[Document], encoding: str, kind: str = "flat") -> Retriever:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Retriever.build(
+            docs,
+            folder,
+            encoder=HashEncoder(),
+            transform="none",
+            kind=kind,
+            index_params={"encoding": encoding},
+            lexical="bm25",
+        )
+
+
+def _passing(expression: str, docs: list[Document]) -> np.ndarray:
+    return np.array([_brute_force(expression, d.metadata) for d in docs])
+
+
+# float32, fp16 and SQ take faiss's id selector; PQ is searched wider until k pass; binary's Hamming codes take it
+@pytest.mark.parametrize("encoding", ["float32", "fp16", "sq8", "pq4x4", "opq4,pq4x4", "binary"])
+def test_filtered_dense_search_is_the_exact_top_k_of_the_passing_documents(
+    tmp_path: Path, corpus: list[Document], encoding: str
+) -> None:
+    rng = np.random.default_rng(11)
+    queries = sentences(3, seed=99)
+    with _build(tmp_path / "index", corpus, encoding) as retriever:
+        vectors = retriever.embed(queries)
+        all_scores, all_rows = retriever.store.search(vectors, retriever.count)
+        for _ in range(25):
+            expression, k = _random_filter(rng), int(rng.choice([1, 5, 10]))
+            passing = _passing(expression, corpus)
+            assert np.array_equal(retriever.row_filter(expression).mask[: len(corpus)], passing), expression
+            if not passing.any():
+                continue
+            found = retriever.search(queries, k, mode="dense", filter=expression)
+            for hits, scores, rows in zip(found, all_scores, all_rows, strict=True):
+                keep = passing[rows]
+                expected = np.sort(scores[keep][:k])
+                assert len(hits) == min(k, int(passing.sum())), expression
+                assert all(passing[int(hit.id[1:])] for hit in hits), expression
+                assert np.allclose(np.sort([hit.score for hit in hits]), expected, atol=1e-5), expression
+
+
+def test_filtered_lexical_and_hybrid_searches_rank_only_passing_documents(
+    tmp_path: Path, corpus: list[Document]
+) -> None:
+    rng = np.random.default_rng(5)
+    queries = sentences(3, seed=42)
+    with _build(tmp_path / "index", corpus, "float32") as retriever:
+        assert retriever.lexical is not None
+        plan = retriever.search_plan("hybrid")
+        dense_scores, dense_rows = retriever.store.search(retriever.embed(queries), retriever.count)
+        lexical_rows, lexical_scores = retriever.lexical.search(queries, retriever.count)
+        for _ in range(15):
+            expression, k = _random_filter(rng), int(rng.choice([3, 10]))
+            passing = _passing(expression, corpus)
+            if not passing.any():
+                continue
+            lexical = retriever.search(queries, k, mode="lexical", filter=expression)
+            for hits, rows in zip(lexical, lexical_rows, strict=True):
+                expected = [f"d{row}" for row in rows if row >= 0 and passing[row]][:k]
+                assert [hit.id for hit in hits] == expected, expression
+            depth = plan.depth(k, retriever.count)
+
+            expected_fused = fuse(
+                *_restricted(dense_rows, dense_scores, passing, depth),
+                *_restricted(lexical_rows, lexical_scores, passing, depth),
+                plan.fusion,
+                k,
+            )
+            hybrid = retriever.search(queries, k, mode="hybrid", filter=expression)
+            for hits, fused in zip(hybrid, expected_fused, strict=True):
+                assert [hit.id for hit in hits] == [f"d{hit.row}" for hit in fused], expression
+
+
+def _restricted(
+    rows: np.ndarray, scores: np.ndarray, passing: np.ndarray, depth: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """A ranker's full ranking cut to the passing rows, then to ``depth``: what a filtered ranker gives fusion."""
+    out_rows = np.full((len(rows), depth), -1)
+    out_scores = np.full((len(rows), depth), -np.inf, dtype=np.float32)
+    for i, (row_list, score_list) in enumerate(zip(rows, scores, strict=True)):
+        keep = (row_list >= 0) & passing[np.maximum(row_list, 0)]
+        n = min(depth, int(keep.sum()))
+        out_rows[i, :n], out_scores[i, :n] = row_list[keep][:n], score_list[keep][:n]
+    return out_rows, out_scores
+
+
+# Float codes take the id selector (then every list, or efSearch at the index size); 1-bit codes do not: a wider
+# search, the last one reaching every row.
+@pytest.mark.parametrize(("kind", "encoding"), [("hnsw", "float32"), ("ivf", "float32"), ("ivf", "binary")])
+def test_filtered_graph_and_list_searches_are_never_short(
+    tmp_path: Path, corpus: list[Document], kind: str, encoding: str
+) -> None:
+    with _build(tmp_path / "index", corpus, encoding, kind=kind) as retriever:
+        for expression in ["year == 2000", 'lang == "de" and ok == true', "year >= 1991"]:
+            passing = _passing(expression, corpus)
+            for hits in retriever.search(sentences(4, seed=1), 10, mode="dense", filter=expression):
+                assert len(hits) == min(10, int(passing.sum()))
+                assert all(passing[int(hit.id[1:])] for hit in hits)
+
+
+def test_a_filter_nothing_passes_answers_no_hits_with_a_note(tmp_path: Path, corpus: list[Document]) -> None:
+    with _build(tmp_path / "index", corpus[:100], "float32") as retriever:
+        for mode in ("dense", "lexical", "hybrid"):
+            (hits,) = retriever.search(["anything"], 5, mode=mode, filter="year > 3000")
+            assert hits == [] and hits.note is not None and "passed 0 of the 100 documents" in hits.note
+
+
+@pytest.mark.parametrize(
+    ("expression", "column", "problem"),
+    [
+        ("yr > 2000", 1, "no document has the metadata field 'yr'"),
+        ('year > "abc"', 1, "'year' holds numbers, not strings"),
+        ("year >= 2000 and lang = 'en'", 23, "unexpected character '='"),
+        ("(year > 1", 10, "expected ')'"),
+        ("ok < true", 1, "booleans compare with == and != only"),
+        ("year in [1990,]", 15, "expected a value"),
+        ("", 1, "the filter is empty"),
+    ],
+)
+def test_bad_filters_are_one_line_naming_the_column(expression: str, column: int, problem: str) -> None:
+    columns = MetadataColumns({0: {"year": 2000, "lang": "en", "ok": True}, 1: None}, 2)
+    with pytest.raises(BadInputError) as caught:
+        row_filter(parse_filter(expression), columns)
+    message = str(caught.value)
+    assert "\n" not in message and f"column {column}:" in message and problem in message
+
+
+def test_filters_translate_to_milvus_expressions() -> None:
+    text = 'year >= 2000 and (lang in ["en", "fr"] or not ok == false) and score < -0.5'
+    assert parse_filter(text).to_milvus() == (
+        '(metadata["year"] >= 2000) and (((metadata["lang"] == "en") or (metadata["lang"] == "fr")) or '
+        '(not (metadata["ok"] == false))) and (metadata["score"] < -0.5)'
+    )
+
+
+def test_keywords_are_case_insensitive_and_strings_take_escapes() -> None:
+    columns = MetadataColumns({0: {"name": 'say "hi"', "ok": True}, 1: {"name": "x", "ok": False}}, 2)
+    assert row_filter(parse_filter("name == 'say \"hi\"' AND ok == True"), columns).mask.tolist() == [True, False]
+    assert row_filter(parse_filter(r'NOT name == "say \"hi\""'), columns).mask.tolist() == [False, True]
+
+
+def test_filters_on_a_milvus_index_pass_the_same_documents(tmp_path: Path, corpus: list[Document]) -> None:
+    pytest.importorskip("milvus_lite", reason="the Milvus tests need milvus-lite (local file URIs)")
+    docs = corpus[:300]
+    queries = sentences(3, seed=17)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        on_faiss = Retriever.build(docs, tmp_path / "faiss", encoder=HashEncoder(), transform="none")
+        on_milvus = Retriever.build(
+            docs, tmp_path / "milvus", encoder=HashEncoder(), transform="none", backend="milvus"
+        )
+    with on_faiss, on_milvus:
+        for expression in ['lang == "fr" and year < 2000', "not ok == true", "score > 1.5 or year == 2010"]:
+            passing = _passing(expression, docs)
+            expected = on_faiss.search(queries, 10, filter=expression)
+            found = on_milvus.search(queries, 10, filter=expression)
+            for a, b in zip(expected, found, strict=True):
+                assert len(b) == min(10, int(passing.sum())) and all(passing[int(hit.id[1:])] for hit in b)
+                assert [hit.id for hit in a] == [hit.id for hit in b], expression
+
+
+def test_the_milvus_translation_selects_what_the_filter_passes(tmp_path: Path, corpus: list[Document]) -> None:
+    """Each random filter's Milvus expression, run by Milvus Lite over the metadata as a JSON field, selects
+    exactly the rows the filter's own evaluation passes."""
+    pytest.importorskip("milvus_lite", reason="the Milvus tests need milvus-lite (local file URIs)")
+    from pymilvus import DataType, MilvusClient
+
+    docs = corpus[:300]
+    client = MilvusClient(str(tmp_path / "translation.db"))
+    try:
+        schema = client.create_schema(auto_id=False)
+        schema.add_field("id", DataType.INT64, is_primary=True)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=2)
+        schema.add_field("metadata", DataType.JSON, nullable=True)
+        index = client.prepare_index_params()
+        index.add_index("vector", index_type="FLAT", metric_type="L2")
+        client.create_collection("filters", schema=schema, index_params=index)
+        rows = [{"id": i, "vector": [0.0, 1.0], "metadata": d.metadata} for i, d in enumerate(docs)]
+        client.insert("filters", rows)
+        client.load_collection("filters")
+        columns = MetadataColumns({i: d.metadata for i, d in enumerate(docs)}, len(docs))
+        rng = np.random.default_rng(23)
+        for _ in range(40):
+            expression = parse_filter(_random_filter(rng))
+            selected = client.query("filters", filter=expression.to_milvus(), output_fields=["id"], limit=16384)
+            expected = np.flatnonzero(row_filter(expression, columns).mask).tolist()
+            assert sorted(row["id"] for row in selected) == expected, expression.to_milvus()
+    finally:
+        client.close()
+
+
+def test_an_add_brings_its_metadata_into_filters(tmp_path: Path, corpus: list[Document]) -> None:
+    with _build(tmp_path / "index", corpus[:100], "float32") as retriever:
+        first = retriever.row_filter("year >= 2000")
+        assert retriever.row_filter("year >= 2000").mask is first.mask  # kept for the same filter
+        with pytest.raises(BadInputError, match="'colour'"):
+            retriever.search(["x"], 3, filter='colour == "red"')
+        retriever.add([Document("new", sentences(1, seed=404)[0], {"colour": "red", "year": 2020})])
+        (hits,) = retriever.search(["x"], 3, filter='colour == "red"')
+        assert [hit.id for hit in hits] == ["new"]
+        assert retriever.row_filter("year >= 2000").passing == first.passing + 1
