@@ -200,6 +200,36 @@ def test_filtered_graph_and_list_searches_are_never_short(
                 assert all(passing[int(hit.id[1:])] for hit in hits)
 
 
+def test_a_graph_search_few_rows_pass_is_exact(
+    tmp_path: Path, corpus: list[Document], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where at most 1 row in FEW_PASSING_GRAPH passes, an HNSW search compares the passing rows alone, never
+    the graph with a selector (which walks most of itself, then goes wide: the cost is the benchmark's to show):
+    the hits are the exact top k among them."""
+    from whitevec.index.faiss_store import FEW_PASSING_GRAPH, FaissStore
+
+    def no_selector(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the graph was searched with a selector")
+
+    monkeypatch.setattr(FaissStore, "_selector_params", no_selector)
+
+    expression = 'year == 2000 and lang == "de"'
+    passing = _passing(expression, corpus)
+    assert 0 < passing.sum() * FEW_PASSING_GRAPH <= len(corpus) and passing.sum() >= 2
+    queries = sentences(6, seed=3)
+    with (
+        _build(tmp_path / "hnsw", corpus, "float32", kind="hnsw") as graph,
+        _build(tmp_path / "flat", corpus, "float32") as flat,
+    ):
+        for got, truth in zip(
+            graph.search(queries, 3, mode="dense", filter=expression),
+            flat.search(queries, len(corpus), mode="dense"),
+            strict=True,
+        ):
+            exact = [hit.id for hit in truth if passing[int(hit.id[1:])]][:3]
+            assert [hit.id for hit in got] == exact
+
+
 def test_a_filter_nothing_passes_answers_no_hits_with_a_note(tmp_path: Path, corpus: list[Document]) -> None:
     with _build(tmp_path / "index", corpus[:100], "float32") as retriever:
         for mode in ("dense", "lexical", "hybrid"):
