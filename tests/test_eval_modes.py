@@ -8,10 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.index_helpers import sentences, tiny_bert
 from tests.test_cli import run_cli as _run
+from whitevec.datasets.retrieval import Document
 from whitevec.evaluation.modes import plan_modes
 from whitevec.evaluation.retrieval import score_rankings
 from whitevec.index.analyzers import make_analyzer
@@ -135,3 +137,50 @@ def test_plan_modes_reads_each_choice_once() -> None:
     assert plan.dense and not plan.lexical and plan.analyzer == "english"
     assert [row.fusion.spec for row in plan.hybrid if row.fusion] == ["rrf:60", "convex:0.5"]
     assert plan_modes().index_rows()[0].mode == "dense" and plan_modes().analyzer is None
+
+
+def test_a_hybrid_row_scores_the_top_10_a_user_asking_for_10_gets(
+    collection: Collection, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A hybrid search fuses each ranker's top candidates x k, each scaled over its own list, so its top 10 at
+    k = 10 is not the top 10 of a search at the MAP depth: the row's nDCG@10 is that of a k = 10 search."""
+    from whitevec.encoders import Encoder
+    from whitevec.evaluation.retrieval import ndcg_at_k
+    from whitevec.index import Retriever
+
+    bert = collection[0]
+    docs = sentences(400, seed=8)
+    queries = [" ".join(docs[i].split()[:3]) for i in range(0, 60, 3)]
+    folder = tmp_path / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(docs))
+    )
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": f"q{i}", "text": q}) + "\n" for i, q in enumerate(queries))
+    )
+    qrels = {f"q{i}": {f"d{3 * i + j}": 2 - (j > 0) for j in range(4)} for i in range(len(queries))}
+    (folder / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n"
+        + "".join(f"{q}\t{d}\t{g}\n" for q, row in qrels.items() for d, g in row.items())
+    )
+    code, err, report = _eval(
+        ["--dataset", str(folder), "--transform", "none", "--mode", "hybrid", "--fusion", "convex:0.5"],
+        (bert, folder, docs, queries),
+        tmp_path,
+        capsys,
+    )
+    assert code == 0, err
+    (row,) = [r for r in report["scores"] if r["mode"] == "hybrid"]
+    encoder = Encoder(str(bert), pooling="last-avg")
+    with Retriever.build(
+        [Document(f"d{i}", t) for i, t in enumerate(docs)], tmp_path / "idx", encoder=encoder, lexical="bm25"
+    ) as index:
+
+        def ndcg(k: int) -> float:
+            hits = index.search(queries, k, mode="hybrid", fusion="convex:0.5")
+            return float(np.mean([ndcg_at_k([h.id for h in hs], qrels[f"q{i}"], 10) for i, hs in enumerate(hits)]))
+
+        at_10, deep = ndcg(10), ndcg(len(docs))
+    assert at_10 != pytest.approx(deep)  # the setting tells the two apart
+    assert row["ndcg_10"] == pytest.approx(at_10)

@@ -534,7 +534,8 @@ def _quality(
     """Recall@10/100, MRR@10, nDCG@10 and MAP of the index's rankings, and how many queries the index did not
     search (no token the model knows: an empty ranking, scored 0). An encoding that re-ranks a shortlist
     (``+refine``, ``+rescore``: the top K x k) gives another top 10 at k = 10 than at k = 1000, where the shortlist
-    is most of a small corpus; so each measure is taken from a search of its own depth, as a user asking for that
+    is most of a small corpus, and so does a hybrid search (it fuses each ranker's top ``candidates x k``, each
+    scaled over its own list); so each measure is taken from a search of its own depth, as a user asking for that
     many would get (10: recall@10, MRR@10, nDCG@10; 100: recall@100; ``depth``: MAP). ``options``: the search's
     mode and fusion."""
     from whitevec.index.encodings import parse_encoding
@@ -549,7 +550,7 @@ def _quality(
     deepest = ranked(depth)
     quality = score_rankings(deepest, qrels, ks=(10, 100))
     encoding = parse_encoding(retriever.manifest["index_params"].get("encoding"))
-    if encoding.rescore is None and not encoding.refine:
+    if encoding.rescore is None and not encoding.refine and (options or {}).get("mode") != "hybrid":
         return quality, len(unknown)
     at_10, at_100 = score_rankings(ranked(10), qrels, ks=(10,)), score_rankings(ranked(100), qrels, ks=(100,))
     return QualityScores(
