@@ -29,8 +29,9 @@ def _mutmut_section(module: Path, tests: list[str]) -> str:
     return (
         "\n[tool.mutmut]\n"
         'source_paths = ["src/whitevec"]\n'
-        # Tests read the guides (a snippet run, a page checked against the code): mutmut's copy needs them too.
-        'also_copy = ["docs", "README.md"]\n'
+        # Tests read the guides (a snippet run, a page checked against the code) and import benchmarks' helpers
+        # (a server started and waited for): mutmut's copy needs them too.
+        'also_copy = ["docs", "README.md", "benchmarks"]\n'
         f'only_mutate = ["src/whitevec/{module.as_posix()}"]\n'
         f"pytest_add_cli_args_test_selection = [{quoted}]\n"
         'pytest_add_cli_args = ["-x", "-q", "-p", "no:cacheprovider"]\n'
@@ -42,13 +43,14 @@ def _mutmut_section(module: Path, tests: list[str]) -> str:
 
 
 def _scratch(module: Path, tests: list[str]) -> Path:
-    """A fresh copy of src, tests, docs, README.md and pyproject under out/mutation/<module>."""
+    """A fresh copy of src, tests, docs, benchmarks, README.md and pyproject under out/mutation/<module>."""
     scratch = ROOT / "out" / "mutation" / module.with_suffix("").as_posix().replace("/", ".")
     shutil.rmtree(scratch, ignore_errors=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(ROOT / "src", scratch / "src", ignore=ignore)
     shutil.copytree(ROOT / "tests", scratch / "tests", ignore=ignore)
     shutil.copytree(ROOT / "docs", scratch / "docs", ignore=ignore)
+    shutil.copytree(ROOT / "benchmarks", scratch / "benchmarks", ignore=ignore)
     shutil.copy2(ROOT / "README.md", scratch / "README.md")
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     (scratch / "pyproject.toml").write_text(pyproject + _mutmut_section(module, tests), encoding="utf-8")
