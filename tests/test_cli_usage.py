@@ -7,9 +7,12 @@ covered without touching this file.
 from __future__ import annotations
 
 import enum
+import errno
 import inspect
+import io
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import typing
@@ -20,7 +23,8 @@ from typing import Any
 import pytest
 import typer
 
-from whitevec.cli import app
+from whitevec.cli import app, main
+from whitevec.errors import BadInputError, IndexDamagedError
 
 from .test_cli import run_cli
 
@@ -261,3 +265,175 @@ def test_other_warnings_keep_their_category_and_python_users_their_format(
     code, _, err = run_cli(["fit", "--vectors", str(tmp_path / "v.npy"), "--out", str(tmp_path / "w")], capsys)
     assert (code, err) == (0, "whitevec: warning: FutureWarning: old behaviour\n")
     assert warnings.showwarning is shown  # the library's users, after main(), keep Python's own format
+
+
+# ---- main()'s other outcomes, in this process (so a mutation run sees them; the real-process tests elsewhere
+# start a child that imports the package anew) ----------------------------------------------------------------
+def _fit_raising(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, raised: BaseException) -> list[str]:
+    """`whitevec fit` arguments whose library call raises ``raised``."""
+    import numpy as np
+
+    import whitevec.workflows.vectors
+
+    def fail(*args: Any, **kwargs: Any) -> None:
+        raise raised
+
+    monkeypatch.setattr(whitevec.workflows.vectors, "fit_transform_file", fail)
+    np.save(tmp_path / "v.npy", np.ones((4, 2), dtype=np.float32))
+    return ["fit", "--vectors", str(tmp_path / "v.npy"), "--out", str(tmp_path / "w")]
+
+
+@pytest.mark.parametrize(
+    ("raised", "code", "err"),
+    [
+        (BadInputError("no such  thing"), 2, "whitevec: error: no such  thing\n"),
+        (
+            IndexDamagedError("ids.npy changed under the run"),
+            3,
+            "whitevec: error: ids.npy changed under the run\n",
+        ),
+        (
+            OSError(errno.ENOSPC, "No space left on device", "/d/w"),
+            3,
+            "whitevec: error: /d/w: No space left on device\n",
+        ),
+        (sqlite3.OperationalError("disk I/O error"), 3, "whitevec: error: database error: disk I/O error\n"),
+        (KeyboardInterrupt(), 130, "whitevec: interrupted\n"),
+        (typer.Abort(), 130, "whitevec: interrupted\n"),
+        (typer.Exit(130), 130, "whitevec: interrupted\n"),
+        (typer.Exit(5), 5, ""),
+        (typer.Exit(0), 0, ""),
+    ],
+    ids=[
+        "bad input",
+        "index damaged",
+        "disk full",
+        "sqlite disk",
+        "ctrl-c",
+        "abort",
+        "exit 130",
+        "exit 5",
+        "exit 0",
+    ],
+)
+def test_each_outcome_has_its_status_and_one_line(
+    raised: BaseException,
+    code: int,
+    err: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert run_cli(_fit_raising(monkeypatch, tmp_path, raised), capsys) == (code, "", err)
+
+
+def test_a_bug_keeps_its_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error that is no fault of the environment (an OSError describe_fault cannot name, a SQLite syntax
+    error, any other exception) propagates: Python prints its traceback, status 1."""
+    for raised in (sqlite3.OperationalError("near 'x': syntax error"), ValueError("a bug")):
+        with pytest.raises(type(raised)):
+            main(_fit_raising(monkeypatch, tmp_path, raised))
+    assert capsys.readouterr() == ("", "")
+
+
+def test_a_usage_error_without_argv_reads_the_command_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """main() as the console script calls it: the usage is of the command sys.argv names."""
+    monkeypatch.setattr(sys, "argv", ["whitevec", "index", "build", "--corpus"])
+    code, out, err = run_cli(None, capsys)  # type: ignore[arg-type]
+    check_usage_error(code, out, err, ("index", "build"), "--corpus")
+
+
+class _ClosedPipe(io.StringIO):
+    """stdout whose reader has left: writes are kept, flushing fails; its descriptor is ``fd``."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self.fd = fd
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def flush(self) -> None:
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+
+def _written_then_done(stdout: io.StringIO) -> None:
+    """A command's output written (not flushed), then its end: click hands main() the status."""
+    stdout.write("output\n")
+    raise typer.Exit(0)
+
+
+def test_a_reader_leaving_at_the_last_flush_is_141_and_quiet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The output was written but the reader left before the flush: 141, nothing on stderr, and the descriptor
+    then points at /dev/null (a later write, at exit, goes nowhere)."""
+    import whitevec.workflows.vectors
+
+    with open(tmp_path / "stdout", "wb") as stdout:
+        pipe = _ClosedPipe(stdout.fileno())
+        argv = _fit_raising(monkeypatch, tmp_path, typer.Exit(0))
+        monkeypatch.setattr(
+            whitevec.workflows.vectors, "fit_transform_file", lambda *a, **k: _written_then_done(pipe)
+        )
+        monkeypatch.setattr(sys, "stdout", pipe)
+        code, _, err = run_cli(argv, capsys)
+        os.write(stdout.fileno(), b"after")
+    assert (code, err) == (141, "")
+    assert (tmp_path / "stdout").read_bytes() == b""
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "devnull", "code"),
+    [(1, [False, True], 141), (1, [True, True], 1), (1, [False, False], 1), (2, [False, True], 2)],
+    ids=["rich's pipe exit", "stdout was devnull", "a plain exit 1", "another status"],
+)
+def test_rich_exiting_on_a_closed_pipe_is_141(
+    exit_code: int,
+    devnull: list[bool],
+    code: int,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """typer's rich console meets a closed stdout by pointing it at /dev/null and exiting 1: 141, as any reader
+    leaving; an exit 1 with stdout on /dev/null before the run (or not after it) keeps its status."""
+    import whitevec.cli
+
+    answers = iter(devnull)
+    monkeypatch.setattr(whitevec.cli, "_stdout_is_devnull", lambda: next(answers))
+    assert run_cli(_fit_raising(monkeypatch, tmp_path, SystemExit(exit_code)), capsys) == (code, "", "")
+
+
+def test_stdout_is_devnull_only_on_dev_null(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from whitevec.cli import _stdout_is_devnull
+
+    with open(os.devnull, "w") as null, open(tmp_path / "file", "w") as file:
+        for stdout, expected in [(null, True), (file, False), (io.StringIO(), False), (object(), False)]:
+            monkeypatch.setattr(sys, "stdout", stdout)
+            assert _stdout_is_devnull() is expected, stdout
+    monkeypatch.setattr(sys, "stdout", null)  # closed now: no descriptor
+    assert _stdout_is_devnull() is False
+
+
+def test_a_warning_to_a_stderr_that_is_gone_is_dropped() -> None:
+    """A warning is not worth failing the command over: stderr closed by its reader loses the line, no more."""
+    from whitevec.cli import _show_warning
+
+    class GoneStderr(io.StringIO):
+        def write(self, text: str) -> int:
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    _show_warning("variance floored", UserWarning, "whitening.py", 1, file=GoneStderr())
+
+
+def test_done_returns_0_rather_than_exiting(capsys: pytest.CaptureFixture[str]) -> None:
+    """main() as a library call: a run that ends well returns 0 (a SystemExit is for the statuses that are not)."""
+    from whitevec import __version__
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr() == (f"whitevec {__version__}\n", "")

@@ -83,6 +83,7 @@ def test_tokens_rows_are_each_token_alone_through_the_model(
     want[dropped] = 0.0
     np.testing.assert_allclose(table, want, atol=1e-5)
     assert raw_tables["tokens-result"].provenance["tokens_kept"] == len(tokenizer) - 3
+    assert raw_tables["tokens-result"].n_seen == 0  # the Python API's count, 0 (not None) without a corpus
 
 
 def test_corpus_rows_are_contextual_means_with_the_tokens_fallback(
@@ -106,6 +107,81 @@ def test_corpus_rows_are_contextual_means_with_the_tokens_fallback(
     assert raw_tables["corpus-result"].n_seen == seen.sum()
     np.testing.assert_allclose(table[seen], sums[seen] / counts[seen, None], atol=1e-5)
     np.testing.assert_allclose(table[~seen], raw_tables["tokens"].embeddings[~seen], atol=1e-6)
+
+
+class _RecordedBar:
+    """What a progress bar is told: each task's total and how far it was advanced."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, list[float]] = {}
+
+    def __enter__(self) -> _RecordedBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, description: str, total: int) -> str:
+        self.tasks[description] = [total, 0]
+        return description
+
+    def advance(self, task: str, advance: float = 1) -> None:
+        self.tasks[task][1] += advance
+
+
+@pytest.mark.parametrize(("method", "show"), [("tokens", False), ("corpus", True)])
+def test_rows_in_small_chunks_and_the_progress_shown_as_asked(
+    tiny_bert_dir: Path,
+    corpus_file: Path,
+    raw_tables: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    method: str,
+    show: bool,
+) -> None:
+    """Token ids go through the model a chunk at a time (here 7, so the 46 ids take several) and the corpus 5
+    texts a batch (24 texts: 5 batches, each token's sums and counts carried across them): the same rows as in
+    one chunk and one batch, float32 in the scratch table; every progress bar is shown or not as
+    ``show_progress`` says (``--quiet``), and the single-token bar counts each token it runs once."""
+    import whitevec.distill.token_table as token_table
+    import whitevec.encoders.transformer as transformer
+
+    bars: list[tuple[int, bool | None, str, _RecordedBar]] = []
+
+    def recording(total: int, shown: bool | None, label: str) -> _RecordedBar:
+        bars.append((total, shown, label, _RecordedBar()))
+        return bars[-1][3]
+
+    raw_dtypes: list[np.dtype] = []
+
+    def reduce_recording(raw: Any, dims: int | None) -> np.ndarray:
+        raw_dtypes.append(raw.vectors.dtype)
+        return token_table.reduce_table(raw, dims)
+
+    monkeypatch.setattr(token_table, "progress_bar", recording)
+    monkeypatch.setattr(transformer, "progress_bar", recording)
+    monkeypatch.setattr(token_table, "_ID_CHUNK", 7)
+    monkeypatch.setattr(distill_module, "reduce_table", reduce_recording)
+    common: dict[str, Any] = {"dims": None, "token_weights": "none", "normalize": False}
+    result = distill(
+        tiny_bert_dir,
+        tmp_path / method,
+        method=method,
+        corpus=corpus_file,
+        show_progress=show,
+        batch_size=5,
+        **common,
+    )
+    table = read_static_folder(result.path).embeddings
+    np.testing.assert_allclose(table, raw_tables[method].embeddings, atol=1e-6)
+    assert raw_dtypes == [np.float32]
+    assert bars and all(shown is show for _, shown, _, _ in bars), bars
+    singles = [
+        (total, bar) for total, _, label, bar in bars if label == f"single tokens through {tiny_bert_dir.name}"
+    ]
+    assert len(singles) == 1, bars
+    n_single = 46 - 3 - result.n_seen  # no row for [CLS], [SEP], [MASK]; a seen token needs none
+    assert singles[0][0] == n_single and singles[0][1].tasks == {"tokens": [n_single, n_single]}
 
 
 def test_pca_is_fitted_on_the_table(tiny_bert_dir: Path, raw_tables: dict[str, Any], tmp_path: Path) -> None:
@@ -462,3 +538,41 @@ def test_cli_refuses_a_static_folder_in_one_line(tmp_path: Path, capsys: pytest.
     assert (code, out) == (2, "")
     assert err == f"whitevec: error: {static} is a static folder; distil from a transformers model\n"
     assert not (tmp_path / "o").exists()
+
+
+def test_the_special_frame_is_what_the_tokenizer_adds_around_a_text() -> None:
+    """Found by tokenizing a word with and without the special tokens: for a cased vocabulary whose unknown token
+    is not the word's (the tiny test model's vocabulary hides a wrong probe word), two tokens before, one after;
+    none for a tokenizer that adds none."""
+    from tokenizers import models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    from whitevec.distill.token_table import special_frame
+
+    vocab = {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "[LANG]": 3, "hello": 4}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    framed = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]")
+    assert special_frame(framed) == ([], [])
+    backend.post_processor = processors.TemplateProcessing(
+        single="[CLS] [LANG] $A [SEP]", special_tokens=[("[CLS]", 1), ("[SEP]", 2), ("[LANG]", 3)]
+    )
+    framed = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]")
+    assert special_frame(framed) == ([1, 3], [2])
+
+
+def test_a_token_seen_once_gets_its_contextual_mean(
+    tiny_bert_dir: Path, raw_tables: dict[str, Any], tmp_path: Path
+) -> None:
+    """The corpus's tokens each appear many times; one text more brings a word the corpus lacks, once: it is
+    counted as seen and its row is its one contextual vector, not its single-token row."""
+    tokenizer, _ = _model(tiny_bert_dir)
+    word = next(w for w in PROBES[-2].split() if not any(w in text.split() for text in CORPUS))
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join([*CORPUS, f"{word} ."]) + "\n", encoding="utf-8")
+    common: dict[str, Any] = {"dims": None, "token_weights": "none", "normalize": False}
+    result = distill(tiny_bert_dir, tmp_path / "once", method="corpus", corpus=corpus, **common)
+    assert result.n_seen == raw_tables["corpus-result"].n_seen + 1
+    row = read_static_folder(result.path).embeddings[tokenizer.convert_tokens_to_ids(word)]
+    single = raw_tables["tokens"].embeddings[tokenizer.convert_tokens_to_ids(word)]
+    assert row.any() and not np.allclose(row, single, atol=1e-4)

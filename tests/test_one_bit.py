@@ -375,10 +375,27 @@ def test_a_short_rescoring_file_is_refused_even_when_its_size_is_believed(tmp_pa
     path = tmp_path / RESCORE_FILE
     path.write_bytes(path.read_bytes()[:-16])
     size = path.stat().st_size  # the header, then 50 records of 8 fp16 values (16 bytes), less the 16 cut
-    with pytest.raises(CorruptFileError, match=rf"rescore\.npy is {size} bytes; its 50 records need {size + 16} "):
+    with pytest.raises(
+        CorruptFileError,
+        match=rf"rescore\.npy is {size} bytes; its 50 records need {size + 16} \(truncated or damaged\); "
+        "rebuild the index$",
+    ):
         RescoreVectors.open_path(path, "fp16", 8)
     np.save(path, np.zeros((5, 2), dtype=[("vector", "<f2", (8,))]))  # the right records, but a 2-d array
-    with pytest.raises(CorruptFileError, match=r"rescore\.npy holds .* of shape \(5, 2\); this index keeps fp16"):
+    with pytest.raises(
+        CorruptFileError,
+        match=r"rescore\.npy holds .* of shape \(5, 2\); this index keeps fp16 .* d=8\. Rebuild the index\.$",
+    ):
+        RescoreVectors.open_path(path, "fp16", 8)
+    path.write_bytes(b"not an npy file")
+    with pytest.raises(
+        CorruptFileError, match=r"rescore\.npy is not a readable rescoring file \(.*magic.*\); rebuild it$"
+    ):
+        RescoreVectors.open_path(path, "fp16", 8)
+    path.write_bytes(np.lib.format.magic(3, 0) + b"\x00" * 64)  # a later npy version than the two read here
+    with pytest.raises(
+        CorruptFileError, match=r"not a readable rescoring file \(npy format \(3, 0\)\); rebuild it$"
+    ):
         RescoreVectors.open_path(path, "fp16", 8)
 
 
@@ -424,9 +441,13 @@ def test_rescoring_records_keep_each_vector_within_its_form() -> None:
         RescoreVectors("fp16", 2).add(np.array([-1]), np.float32([[1.0, 0.0]]))
 
 
-def test_rescoring_records_through_adds_deletes_and_saves(tmp_path: Path) -> None:
+def test_rescoring_records_through_adds_deletes_and_saves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The records a version keeps: its file's, then the rows added (a row given again replaced), less the ids
     # deleted (zeroed); each read back as it was written, whether from the file or from what was added since.
+    # A version's saved records are copied 4 at a time here, so the 6 of the first file take two blocks.
+    import whitevec.index.rescore
+
+    monkeypatch.setattr(whitevec.index.rescore, "_COPY_ROWS", 4)
     x = _clustered(12, 8, seed=13)
     first = RescoreVectors("fp16", 8)
     first.add(np.arange(6), x[:6])
@@ -453,9 +474,14 @@ def test_rescoring_records_through_adds_deletes_and_saves(tmp_path: Path) -> Non
     again = RescoreVectors.open_path(tmp_path / "b.npy", "fp16", 8)
     assert again.rows == 7  # one per id up to the largest kept: 7 was deleted
     np.testing.assert_array_equal(again.vectors(np.arange(7)), want[:7])
+    assert again.vectors(np.arange(7)).dtype == staged.vectors(np.arange(7)).dtype == np.float32
     np.testing.assert_array_equal(opened.vectors(np.arange(6))[3], half[3])  # the published file is unchanged
-    with pytest.raises(CorruptFileError, match=r"b\.npy holds 7 rescoring records; the index returned id 9\."):
-        again.vectors(np.array([0, 1, 9]))
+    for past in (7, 9):  # the first id past the records, and one further
+        with pytest.raises(
+            CorruptFileError,
+            match=rf"b\.npy holds 7 rescoring records; the index returned id {past}\. Rebuild the index\.$",
+        ):
+            again.vectors(np.array([0, 1, past]))
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ the process with SIGBUS, which must fail the test, not kill pytest.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -152,6 +153,40 @@ def test_a_record_file_refuses_a_short_read(tmp_path: Path, monkeypatch: pytest.
         vectors.vectors(np.array([39, 40]))
     with pytest.raises(IndexDamagedError, match=r"rescore\.npy gave 648 of 800 bytes at offset 128 since"):
         vectors.save(tmp_path / "next.npy")  # the next version's copy of the saved records
+
+
+def test_a_record_file_names_what_went_wrong(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In this process (reads are preads, no page can fault): each damage's line says which it was, a size that
+    changed with both sizes, a descriptor that cannot be examined or read with the system's reason."""
+    x = _clustered(50, 8, seed=5)
+    records = RescoreVectors("fp16", 8)
+    records.add(np.arange(50), x)
+    records.save(tmp_path / RESCORE_FILE)
+    vectors = RescoreVectors.open_path(tmp_path / RESCORE_FILE, "fp16", 8)
+    assert vectors.disk is not None
+    fd = vectors.disk.fd
+
+    def unreadable(*args: Any) -> bytes:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(rescore, "_pread", unreadable)
+    for reading in (lambda: vectors.vectors(np.array([3])), lambda: vectors.save(tmp_path / "next.npy")):
+        with pytest.raises(IndexDamagedError, match=r"rescore\.npy cannot be read \(Input/output error\) since"):
+            reading()
+    monkeypatch.undo()
+    vectors.disk.fd = -1  # a descriptor fstat refuses
+    try:
+        with pytest.raises(IndexDamagedError, match=r"cannot be examined \(Bad file descriptor\) since the index"):
+            vectors.vectors(np.array([3]))
+    finally:
+        vectors.disk.fd = fd
+    os.truncate(tmp_path / RESCORE_FILE, 128 + 40 * 16)
+    with pytest.raises(IndexDamagedError) as caught:
+        vectors.vectors(np.array([3]))
+    assert str(caught.value) == (
+        f"{tmp_path / RESCORE_FILE} is 768 bytes, 928 when loaded, since the index was loaded (truncated or "
+        "damaged on storage); this index cannot rescore until it is repaired or rebuilt and loaded again"
+    )
 
 
 # ---- the CLI --------------------------------------------------------------------------------------------

@@ -29,6 +29,9 @@ def _mutmut_section(module: Path, tests: list[str]) -> str:
     return (
         "\n[tool.mutmut]\n"
         'source_paths = ["src/whitevec"]\n'
+        # Tests read the guides (a snippet run, a page checked against the code) and import benchmarks' helpers
+        # (a server started and waited for): mutmut's copy needs them too.
+        'also_copy = ["docs", "README.md", "benchmarks"]\n'
         f'only_mutate = ["src/whitevec/{module.as_posix()}"]\n'
         f"pytest_add_cli_args_test_selection = [{quoted}]\n"
         'pytest_add_cli_args = ["-x", "-q", "-p", "no:cacheprovider"]\n'
@@ -40,12 +43,15 @@ def _mutmut_section(module: Path, tests: list[str]) -> str:
 
 
 def _scratch(module: Path, tests: list[str]) -> Path:
-    """A fresh copy of src, tests and pyproject under out/mutation/<module>."""
+    """A fresh copy of src, tests, docs, benchmarks, README.md and pyproject under out/mutation/<module>."""
     scratch = ROOT / "out" / "mutation" / module.with_suffix("").as_posix().replace("/", ".")
     shutil.rmtree(scratch, ignore_errors=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(ROOT / "src", scratch / "src", ignore=ignore)
     shutil.copytree(ROOT / "tests", scratch / "tests", ignore=ignore)
+    shutil.copytree(ROOT / "docs", scratch / "docs", ignore=ignore)
+    shutil.copytree(ROOT / "benchmarks", scratch / "benchmarks", ignore=ignore)
+    shutil.copy2(ROOT / "README.md", scratch / "README.md")
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     (scratch / "pyproject.toml").write_text(pyproject + _mutmut_section(module, tests), encoding="utf-8")
     return scratch
@@ -56,6 +62,12 @@ def main() -> int:
     parser.add_argument("module", help="a module under src/whitevec, e.g. index/sign_codes.py")
     parser.add_argument("tests", nargs="+", help="pytest selections run on each mutant (tests/test_one_bit.py)")
     parser.add_argument("--workers", type=int, default=1, help="mutants run at once (default 1: a shared machine)")
+    parser.add_argument(
+        "--functions",
+        default="",
+        help="mutate only these functions or methods of the module, comma-separated (main,_show_usage_error): "
+        "a large module's run cut to the part a change touched",
+    )
     args = parser.parse_args()
     module = Path(args.module)
     if not (PACKAGE / module).is_file():
@@ -69,7 +81,11 @@ def main() -> int:
     # The mutants must be what the tests import: no PYTHONPATH pointing at the worktree's own sources.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     mutmut = [sys.executable, "-m", "mutmut"]
-    subprocess.run([*mutmut, "run", "--max-children", str(args.workers)], cwd=scratch, env=env, check=False)
+    # mutmut names a mutant of function f 'package.module.x_f__mutmut_N', of method m 'module.xǁClassǁm__mutmut_N'.
+    names = [n.strip() for n in args.functions.split(",") if n.strip()]
+    only = [pattern for n in names for pattern in (f"*.x_{n}__mutmut_*", f"*ǁ{n}__mutmut_*")]
+    run = [*mutmut, "run", "--max-children", str(args.workers), *only]
+    subprocess.run(run, cwd=scratch, env=env, check=False)
     results = subprocess.run(
         [*mutmut, "results"], cwd=scratch, env=env, capture_output=True, text=True, check=False
     ).stdout
