@@ -146,9 +146,15 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_the_repository_has_no_import_circle() -> None:
+@pytest.fixture(scope="module")
+def repository_graph() -> dict[str, set[str]]:
+    """The import graph, parsed once for the tests that read it (about a second of parsing each time)."""
+    return import_graph()
+
+
+def test_the_repository_has_no_import_circle(repository_graph: dict[str, set[str]]) -> None:
     """Library, tests, benchmarks and tools: no module reaches itself through its imports."""
-    assert circles(import_graph()) == []
+    assert circles(repository_graph) == []
 
 
 def test_the_circle_finder_finds_a_circle_through_three_modules() -> None:
@@ -158,7 +164,7 @@ def test_the_circle_finder_finds_a_circle_through_three_modules() -> None:
     assert circles({"a": {"b"}, "b": set()}) == []
 
 
-def test_lower_floors_never_import_higher_ones() -> None:
+def test_lower_floors_never_import_higher_ones(repository_graph: dict[str, set[str]]) -> None:
     def floor(module: str) -> int:
         parts = module.split(".")[1:]
         for end in range(len(parts), 0, -1):
@@ -166,7 +172,7 @@ def test_lower_floors_never_import_higher_ones() -> None:
                 return FLOORS[".".join(parts[:end])]
         raise AssertionError(f"{module}: give its part a floor in FLOORS (and a line in ARCHITECTURE.md)")
 
-    library = {name: targets for name, targets in import_graph().items() if name.startswith("whitevec.")}
+    library = {name: targets for name, targets in repository_graph.items() if name.startswith("whitevec.")}
     upward = sorted(
         f"{a} -> {b}" for a, targets in library.items() for b in targets if b != "whitevec" and floor(b) > floor(a)
     )

@@ -453,18 +453,18 @@ class MilvusStore:
         index_params = self.client.prepare_index_params()
         if self.bm25 is not None:
             add_bm25_fields(pymilvus, schema, index_params, self.bm25)
-        build: dict[str, Any] = {}
-        if self.kind == "hnsw":
-            build = {"M": self._params["M"], "efConstruction": self._params["efConstruction"]}
-        elif self.kind == "ivf":
-            build = {"nlist": self._params["nlist"]}
         index_params.add_index(
-            "vector",
-            index_type=self.index_type,
-            metric_type=self._milvus_metric,
-            params={**build, **self._type_params},
+            "vector", index_type=self.index_type, metric_type=self._milvus_metric, params=self._build_params()
         )
         self.client.create_collection(self.collection, schema=schema, index_params=index_params)
+
+    def _build_params(self) -> dict[str, Any]:
+        """The index's build parameters as this Milvus reads them: pymilvus sends flat pairs, which a server
+        reads; Milvus Lite 3.2 reads only a nested ``params`` pair and else silently builds with its defaults
+        (IVF: nlist 128 whatever was asked; tests/test_milvus.py::test_milvus_lite_sq8_matches_faiss_sq8)."""
+        names = {"hnsw": ("M", "efConstruction"), "ivf": ("nlist",)}.get(self.kind, ())
+        build = {name: self._params[name] for name in names} | self._type_params
+        return {"params": build} if is_local_uri(self.uri) else build
 
     @property
     def count(self) -> int:
