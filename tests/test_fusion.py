@@ -520,3 +520,16 @@ def test_every_page_and_help_names_the_default_fusion_that_ships() -> None:
         quoted += re.findall(r"(?:Default: (?:the index's own, else )?|e\.g\. )(convex:[0-9]+(?:\.[0-9]+)?)", text)
     assert quoted, "no default fusion quoted: the pattern above no longer matches the pages"
     assert set(quoted) == {DEFAULT_FUSION.spec}, quoted
+
+
+def test_the_commands_default_analyzer_is_the_index_default() -> None:
+    """The CLI names the analyzer default as a literal (importing whitevec.index at start-up would load scipy
+    and sklearn before a bad option is refused): it must be the index's own."""
+    import inspect
+
+    from whitevec.cli.index import index_build_command
+    from whitevec.cli.tune import tune_command
+    from whitevec.index.analyzers import DEFAULT_ANALYZER
+
+    for command in (index_build_command, tune_command):
+        assert inspect.signature(command).parameters["analyzer"].default == DEFAULT_ANALYZER, command.__name__

@@ -31,7 +31,6 @@ from whitevec.cli._options import (
 from whitevec.cli._output import FormatOpt, TableFormat, _print, _print_table, _Table
 from whitevec.encoders.models import DEFAULT_MODEL
 from whitevec.errors import BadInputError, WhitevecWarning
-from whitevec.index.analyzers import DEFAULT_ANALYZER
 from whitevec.preflight import check_output, existing_folder
 
 if TYPE_CHECKING:
@@ -180,7 +179,7 @@ def index_build_command(
     fit_seed: FitSeedOpt = 0,
     empty_documents: EmptyDocumentsOpt = None,
     lexical: LexicalOpt = None,
-    analyzer: AnalyzerOpt = DEFAULT_ANALYZER,
+    analyzer: AnalyzerOpt = "english",  # = DEFAULT_ANALYZER; whitevec.index is too heavy for start-up
     *,
     run: RunOptions,
 ) -> None:

@@ -17,7 +17,6 @@ from whitevec.cli._options import (
 )
 from whitevec.cli._output import FormatOpt, TableFormat, _check_json_file, _print_table, _save_json, _say, _Table
 from whitevec.encoders.models import DEFAULT_MODEL
-from whitevec.index.analyzers import DEFAULT_ANALYZER
 from whitevec.preflight import check_output
 
 if TYPE_CHECKING:
@@ -114,7 +113,7 @@ def tune_command(
     no_flow: NoFlowOpt = False,
     encodings: EncodingsOpt = "float32",
     modes: ModesOpt = None,
-    analyzer: TuneAnalyzerOpt = DEFAULT_ANALYZER,
+    analyzer: TuneAnalyzerOpt = "english",  # = DEFAULT_ANALYZER; whitevec.index is too heavy for start-up
     metric: TuneMetricOpt = None,
     max_bytes_per_vector: MaxBytesOpt = None,
     max_seconds: MaxSecondsOpt = None,
