@@ -4,6 +4,7 @@ formulas, the transform applied after encoding), the folder against Model2Vec's 
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import shutil
@@ -576,3 +577,106 @@ def test_a_token_seen_once_gets_its_contextual_mean(
     row = read_static_folder(result.path).embeddings[tokenizer.convert_tokens_to_ids(word)]
     single = raw_tables["tokens"].embeddings[tokenizer.convert_tokens_to_ids(word)]
     assert row.any() and not np.allclose(row, single, atol=1e-4)
+
+
+def _word_level(vocab: dict[str, int]) -> Any:
+    """A fast transformers tokenizer over ``vocab``, split on whitespace."""
+    from tokenizers import models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]")
+
+
+def test_the_static_tokenizer_has_no_frame_padding_or_truncation() -> None:
+    """The static tokenizer is the model's with no post-processor (a static text has no [CLS] or [SEP]), no
+    padding and no truncation (the folder sets its own), every id kept; the model's tokenizer is not changed."""
+    from tokenizers import processors
+
+    from whitevec.distill.token_table import static_tokenizer
+
+    model = _word_level({"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "[PAD]": 3, "hello": 4})
+    backend = model.backend_tokenizer
+    backend.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 1), ("[SEP]", 2)]
+    )
+    backend.enable_truncation(3)
+    backend.enable_padding(pad_id=3, pad_token="[PAD]", length=6)
+    tokens = static_tokenizer(model, "m")
+    assert (tokens.post_processor, tokens.truncation, tokens.padding) == (None, None, None)
+    assert tokens.encode("hello hello hello hello").ids == [4, 4, 4, 4]
+    assert tokens.get_vocab(with_added_tokens=True) == model.backend_tokenizer.get_vocab(with_added_tokens=True)
+    assert model.backend_tokenizer.encode("hello").ids == [1, 4, 2, 3, 3, 3]  # the model's own, as it was
+
+
+def test_the_static_tokenizer_refuses_a_slow_tokenizer_and_ids_with_gaps() -> None:
+    """A fast tokenizer (one that does not say it is fast is refused whatever it carries), its whole message; and
+    a row per id, so ids 0..n-1."""
+    from types import SimpleNamespace
+
+    from whitevec.distill.token_table import static_tokenizer
+
+    slow_message = (
+        "m's tokenizer (SimpleNamespace) is a slow (Python) tokenizer; a static encoder needs a fast one (the "
+        "tokenizers library's: a tokenizer.json in the model folder). Add one (transformers' "
+        "convert_slow_tokenizer converts many kinds) and distil again"
+    )
+    backend = _word_level({"[UNK]": 0, "hello": 1}).backend_tokenizer
+    stand_ins = [
+        SimpleNamespace(is_fast=False, backend_tokenizer=backend),
+        SimpleNamespace(backend_tokenizer=backend),
+    ]
+    for slow in [*stand_ins, SimpleNamespace(is_fast=True), SimpleNamespace()]:
+        with pytest.raises(BadInputError) as caught:
+            static_tokenizer(slow, "m")
+        assert str(caught.value) == slow_message
+    with pytest.raises(BadInputError) as caught:
+        static_tokenizer(_word_level({"[UNK]": 0, "hello": 2}), "m")
+    assert str(caught.value) == "m's tokenizer has gaps in its token ids; a static table needs ids 0..n-1"
+
+
+def test_an_added_token_past_the_vocabulary_is_kept_when_asked() -> None:
+    """A padding token added after the vocabulary (as GPT-2's models add one) has its own row, kept when in
+    ``keep``; another added token is not."""
+    from tokenizers.models import WordLevel
+
+    tokenizer = Tokenizer(WordLevel({"[UNK]": 0, "word": 1}, unk_token="[UNK]"))
+    tokenizer.add_special_tokens(["[PAD]", "[NEW]"])
+    np.testing.assert_array_equal(kept_tokens(tokenizer, 4, keep=[2]), [True, True, True, False])
+    np.testing.assert_array_equal(kept_tokens(tokenizer, 4), [True, True, False, False])
+
+
+def test_more_dims_than_the_model_keeps_all_rotated_with_a_warning_at_the_caller(
+    tiny_bert_dir: Path, raw_tables: dict[str, Any], tmp_path: Path
+) -> None:
+    """``dims`` past the model's 32: all 32 kept, rotated, and one warning naming both, reported at the line that
+    called distill; exactly 32 warns of nothing."""
+    import warnings
+
+    from whitevec.distill.token_table import TokenTable, reduce_table
+    from whitevec.errors import WhitevecWarning
+
+    with pytest.warns(WhitevecWarning) as caught:
+        result = distill(tiny_bert_dir, tmp_path / "wide", dims=33, token_weights="none", normalize=False)
+    assert [str(w.message) for w in caught] == [
+        "dims 33 is more than the model's 32 dimensions: PCA keeps all 32 (rotated)"
+    ]
+    if "MUTANT_UNDER_TEST" not in os.environ:  # under mutmut, its trampolines are frames of the stack too
+        assert (caught[0].filename, caught[0].lineno) == (__file__, _line_of("dims=33, token_weights"))
+    table = read_static_folder(result.path).embeddings
+    kept = [i for i in range(46) if i not in (2, 3, 4)]
+    raw = raw_tables["tokens"].embeddings[kept].astype(np.float64)
+    assert table.shape == (46, 32) and result.provenance["dims"] == 32
+    np.testing.assert_allclose(table[kept].var(0).sum(), raw.var(0).sum(), rtol=1e-4)  # rotated: nothing lost
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        raw_table = TokenTable(np.asarray(raw, dtype=np.float32), np.ones(len(raw), dtype=bool), 0)
+        assert reduce_table(raw_table, 32).shape == (len(raw), 32)
+
+
+def _line_of(text: str) -> int:
+    """The line of this file that holds ``text`` (once)."""
+    lines = [n for n, line in enumerate(Path(__file__).read_text().splitlines(), 1) if text in line]
+    assert len(lines) == 2, lines  # the call, and the search for it here
+    return lines[0]
