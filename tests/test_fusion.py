@@ -523,13 +523,14 @@ def test_every_page_and_help_names_the_default_fusion_that_ships() -> None:
 
 
 def test_the_commands_default_analyzer_is_the_index_default() -> None:
-    """The CLI names the analyzer default as a literal (importing whitevec.index at start-up would load scipy
-    and sklearn before a bad option is refused): it must be the index's own."""
+    """The CLI and the index workflow name the analyzer default as a literal (importing whitevec.index at
+    start-up would load scipy and sklearn before a bad option is refused): it must be the index's own."""
     import inspect
 
     from whitevec.cli.index import index_build_command
     from whitevec.cli.tune import tune_command
     from whitevec.index.analyzers import DEFAULT_ANALYZER
+    from whitevec.workflows.index import build_index_file
 
-    for command in (index_build_command, tune_command):
+    for command in (index_build_command, tune_command, build_index_file):
         assert inspect.signature(command).parameters["analyzer"].default == DEFAULT_ANALYZER, command.__name__

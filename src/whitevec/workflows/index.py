@@ -13,7 +13,6 @@ from whitevec.datasets.paths import existing_file
 from whitevec.encoders.protocol import check_empty_documents
 from whitevec.engines import check_engine, make
 from whitevec.errors import BadInputError
-from whitevec.index.analyzers import DEFAULT_ANALYZER
 from whitevec.preflight import check_encoder, check_output, check_texts, existing_folder, input_file
 
 if TYPE_CHECKING:
@@ -60,7 +59,7 @@ def build_index_file(
     make_encoder: Callable[..., AnyEncoder] | None = None,
     empty_documents: str | None = None,
     lexical: str | None = None,
-    analyzer: str = DEFAULT_ANALYZER,
+    analyzer: str = "english",  # = DEFAULT_ANALYZER; whitevec.index is too heavy to import here
     search: Mapping[str, str] | None = None,
 ) -> BuiltIndex:
     """Encode the corpus file ``corpus``, fit ``transform`` and write the index folder ``out``; the arguments
