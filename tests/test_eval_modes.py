@@ -23,9 +23,8 @@ STOP_WORDS_ONLY = "the of and"
 Collection = tuple[Path, Path, list[str], list[str]]  # the model folder, the BEIR folder, documents, queries
 
 
-def _collection(folder: Path) -> tuple[Path, list[str], list[str]]:
-    docs = sentences(30, seed=31)
-    queries = [docs[i][:20] for i in range(5)] + [STOP_WORDS_ONLY]
+def _write_beir(folder: Path, docs: list[str], queries: list[str], qrels: dict[str, dict[str, int]]) -> Path:
+    """A BEIR-style folder: documents ``d{i}``, queries ``q{i}``, graded judgements ``qrels``."""
     (folder / "qrels").mkdir(parents=True)
     (folder / "corpus.jsonl").write_text(
         "".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(docs))
@@ -34,9 +33,16 @@ def _collection(folder: Path) -> tuple[Path, list[str], list[str]]:
         "".join(json.dumps({"_id": f"q{i}", "text": q}) + "\n" for i, q in enumerate(queries))
     )
     (folder / "qrels" / "test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t2\n" for i in range(len(queries)))
+        "query-id\tcorpus-id\tscore\n"
+        + "".join(f"{q}\t{d}\t{g}\n" for q, row in qrels.items() for d, g in row.items())
     )
-    return folder, docs, queries
+    return folder
+
+
+def _collection(folder: Path) -> tuple[Path, list[str], list[str]]:
+    docs = sentences(30, seed=31)
+    queries = [docs[i][:20] for i in range(5)] + [STOP_WORDS_ONLY]
+    return _write_beir(folder, docs, queries, {f"q{i}": {f"d{i}": 2} for i in range(len(queries))}), docs, queries
 
 
 @pytest.fixture(scope="module")
@@ -151,19 +157,8 @@ def test_a_hybrid_row_scores_the_top_10_a_user_asking_for_10_gets(
     bert = collection[0]
     docs = sentences(400, seed=8)
     queries = [" ".join(docs[i].split()[:3]) for i in range(0, 60, 3)]
-    folder = tmp_path / "beir"
-    (folder / "qrels").mkdir(parents=True)
-    (folder / "corpus.jsonl").write_text(
-        "".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(docs))
-    )
-    (folder / "queries.jsonl").write_text(
-        "".join(json.dumps({"_id": f"q{i}", "text": q}) + "\n" for i, q in enumerate(queries))
-    )
     qrels = {f"q{i}": {f"d{3 * i + j}": 2 - (j > 0) for j in range(4)} for i in range(len(queries))}
-    (folder / "qrels" / "test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n"
-        + "".join(f"{q}\t{d}\t{g}\n" for q, row in qrels.items() for d, g in row.items())
-    )
+    folder = _write_beir(tmp_path / "beir", docs, queries, qrels)
     code, err, report = _eval(
         ["--dataset", str(folder), "--transform", "none", "--mode", "hybrid", "--fusion", "convex:0.5"],
         (bert, folder, docs, queries),
