@@ -94,3 +94,16 @@ def real_shape_static_folder(out: Path, dims: int = 256) -> Path:
     tokenizer = Tokenizer.from_file(str(resolve_model("all-MiniLM-L6-v2") / "tokenizer.json"))
     table = np.random.default_rng(0).normal(size=(len(tokenizer.get_vocab()), dims)).astype(np.float32)
     return write_static_folder(out, StaticTable(table, tokenizer, True, 512, {"base_model": "random"}))
+
+
+def default_static_table(model: str) -> Path:
+    """``whitevec distill MODEL`` with its defaults (method tokens, sif-rank weights), made once and kept in
+    whitevec's cache (static/): the table the hybrid pages' scripts share."""
+    from whitevec.distill import distill
+    from whitevec.encoders.static_format import is_static_folder
+    from whitevec.utils.paths import whitevec_cache_folder
+
+    folder = whitevec_cache_folder("static", "WHITEVEC_STATIC") / f"{model}-tokens-sif-rank-defaults"
+    if not is_static_folder(folder):
+        distill(model, folder, overwrite=True, show_progress=False)
+    return folder

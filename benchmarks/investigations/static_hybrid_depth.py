@@ -6,16 +6,22 @@ Dated 2026-12-06. Quoted by docs/results/hybrid.md. Quality figures: they do not
 
     python -W ignore benchmarks/investigations/static_hybrid_depth.py [--data-dir DIR]
 
-The table is ``whitevec distill all-MiniLM-L6-v2`` with its defaults, cached where results_hybrid.py keeps it.
+The table is ``whitevec distill all-MiniLM-L6-v2`` with its defaults (benchmarks.common.data's
+``default_static_table``, made once).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
+
+from benchmarks.common.data import default_static_table
 
 from whitevec.datasets.paths import resolve_data_dir
 from whitevec.datasets.retrieval import load_retrieval_dataset
@@ -23,7 +29,6 @@ from whitevec.encoders import load_encoder
 from whitevec.evaluation.retrieval import ndcg_at_k
 from whitevec.index import Retriever
 
-TABLE = Path.home() / ".cache" / "whitevec" / "static" / "all-MiniLM-L6-v2-tokens-sif-rank-defaults"
 COLLECTIONS = ("cranfield", "med", "cacm")
 
 
@@ -37,7 +42,10 @@ def main() -> None:
             dataset = load_retrieval_dataset(name if name == "cranfield" else str(data / "retrieval" / name), data)
             queries = dataset.judged_queries()
             with Retriever.build(
-                dataset.corpus, Path(tmp) / name, encoder=load_encoder(str(TABLE)), lexical="bm25"
+                dataset.corpus,
+                Path(tmp) / name,
+                encoder=load_encoder(str(default_static_table("all-MiniLM-L6-v2"))),
+                lexical="bm25",
             ) as index:
                 for candidates in (10, 30, 100):
                     for fusion in ("convex:0.5", "convex:0.3"):

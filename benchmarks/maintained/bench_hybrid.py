@@ -50,6 +50,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # the repository root: benchmarks.common
 
+from benchmarks.common.data import default_static_table  # noqa: E402
 from benchmarks.common.hybrid_speed import (  # noqa: E402
     PARTS,
     RESULT,
@@ -320,25 +321,12 @@ def measure_http(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---- part: scale -----------------------------------------------------------------------------------------------
-def static_folder() -> Path:
-    """``whitevec distill MODEL`` with its defaults (method tokens, sif-rank weights), made once and kept in
-    whitevec's cache (static/), under the name the hybrid quality page's script gives the same table."""
-    from whitevec.distill import distill
-    from whitevec.encoders.static_format import is_static_folder
-    from whitevec.utils.paths import whitevec_cache_folder
-
-    folder = whitevec_cache_folder("static", "WHITEVEC_STATIC") / f"{MODEL}-tokens-sif-rank-defaults"
-    if not is_static_folder(folder):
-        distill(MODEL, folder, overwrite=True, show_progress=False)
-    return folder
-
-
 def measure_scale(settings: dict[str, Any]) -> dict[str, Any]:
     from whitevec.encoders import load_encoder
     from whitevec.index import Retriever, build_index
     from whitevec.index.layout import LEXICAL_FILES
 
-    folder = static_folder()
+    folder = default_static_table(MODEL)
     docs, distinct = scale_corpus(settings["scale_docs"], settings["data_dir"])
     queries = cranfield_queries(settings["data_dir"])
     with tempfile.TemporaryDirectory(dir=settings["work"]) as tmp, load_encoder(folder) as encoder:

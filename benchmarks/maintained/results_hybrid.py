@@ -42,6 +42,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
 
+from benchmarks.common.data import default_static_table
 from benchmarks.common.machine import command_line, machine_facts
 from benchmarks.common.runs import run_page
 
@@ -61,7 +62,6 @@ TOKEN_WEIGHTS = {MINILM: ("usif", "usif-pc"), MPNET: ("sif", "sif-pc"), STATIC: 
 FUSIONS = ("rrf:60", "convex:0.5")
 SEED = 0
 OUT = Path(__file__).resolve().parents[2] / "docs" / "results"
-STATIC_FOLDER = Path.home() / ".cache" / "whitevec" / "static" / f"{MINILM}-tokens-sif-rank-defaults"
 
 
 @dataclass
@@ -79,23 +79,13 @@ class Encoders:
                 encoder.close()
 
 
-def static_table() -> Path:
-    """The table a user gets from ``whitevec distill all-MiniLM-L6-v2`` (defaults), distilled once and cached."""
-    if not (STATIC_FOLDER / "config.json").exists():
-        from whitevec.distill import distill
-
-        STATIC_FOLDER.parent.mkdir(parents=True, exist_ok=True)
-        distill(MINILM, STATIC_FOLDER, overwrite=True, show_progress=False)
-    return STATIC_FOLDER
-
-
 def make_encoders(model: str, corpus_texts: list[str]) -> Encoders:
     from whitevec.encoders import Encoder, load_encoder
     from whitevec.encoders.tokenization import count_model_frequencies
 
     scheme, removal = TOKEN_WEIGHTS[model]
     if model == STATIC:
-        table = load_encoder(str(static_table()))
+        table = load_encoder(str(default_static_table(MINILM)))
         return Encoders(table, table, removal)
     plain = Encoder(model, pooling="last-avg")
     counts = count_model_frequencies(model, corpus_texts)
