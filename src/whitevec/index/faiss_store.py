@@ -450,7 +450,7 @@ class FaissStore:
             return np.zeros((x.shape[0], k), np.float32), np.full((x.shape[0], k), -1, np.int64)
         # Plain codes (float32, fp16, SQ, PQ, OPQ; no +refine or +rescore), few passing: only theirs compared. An
         # HNSW graph searched with a selector that few rows pass walks most of the graph and then goes wide
-        # (benchmarks/maintained/bench_filters.py: 0.1% of 5,000 passing took 95x an unfiltered search); the
+        # (bench_filters.py --docs 5000, under load 12: 95x an unfiltered search at 0.1% passing); the
         # passing rows alone are cheaper there, and exact.
         few = passing * (8 if self.kind == "flat" else FEW_PASSING_GRAPH) <= self.count
         if self.kind in ("flat", "hnsw") and self.encoding.scoring == "decoded" and few:
