@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from whitevec.datasets.retrieval import Document, check_unique_ids, read_corpus_file
-from whitevec.encoders.model_identity import model_record
+from whitevec.encoders.model_identity import check_model_checksum, model_record
 from whitevec.encoders.protocol import check_empty_documents, known_token_mask
-from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
+from whitevec.errors import BadInputError, CorruptFileError, DimensionMismatchError, WhitevecWarning
 from whitevec.index.docstore import write_docs
 from whitevec.index.encodings import parse_encoding
 from whitevec.index.faiss_store import faiss_version
@@ -474,3 +474,31 @@ def transform_info(obj: Transform, spec: str, source: str, rows: int) -> dict[st
 
 def _jsonable(value: Any) -> bool:
     return value is None or isinstance(value, bool | int | float | str)
+
+
+def check_encoder(encoder: EncoderLike, manifest: dict[str, Any]) -> None:
+    """Refuse an encoder that would make vectors the index cannot compare with its own."""
+    info = encoder_description(encoder)
+    if info["encoder_dim"] != manifest["encoder_dim"]:
+        raise DimensionMismatchError(
+            f"the encoder makes {info['encoder_dim']}-d vectors ({info['model']}); the index was built with "
+            f"{manifest['model']} ({manifest['encoder_dim']}-d). Load it without an encoder, or use that model."
+        )
+    same_model = (
+        info["model_fingerprint"] == manifest.get("model_fingerprint")
+        if info["model_fingerprint"] and manifest.get("model_fingerprint")
+        else info["model"] == manifest["model"]
+    )
+    if not same_model:
+        raise BadInputError(
+            f"the index was built with model {manifest['model']!r}; the encoder given holds {info['model']!r}. "
+            "Queries must use the index's model."
+        )
+    for field in ("pooling", "max_length"):
+        if info[field] != manifest[field]:
+            raise BadInputError(
+                f"the index was built with {field} {manifest[field]!r}; the encoder given uses {info[field]!r}"
+            )
+    folder = getattr(encoder, "model_path", None)
+    if isinstance(folder, Path):
+        check_model_checksum(folder, manifest)

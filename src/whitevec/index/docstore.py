@@ -135,12 +135,17 @@ class DocStore:
 
     def existing_ids(self, ids: Sequence[str]) -> list[str]:
         """Those of ``ids`` already stored."""
-        found: list[str] = []
+        return list(self.rows_of(ids))
+
+    def rows_of(self, ids: Sequence[str]) -> dict[str, int]:
+        """``{id: row}`` of those of ``ids`` stored."""
+        found: dict[str, int] = {}
         with self._lock:
             for start in range(0, len(ids), 500):
                 chunk = list(ids[start : start + 500])
                 marks = ",".join("?" * len(chunk))
-                found += [r[0] for r in self._db.execute(f"SELECT id FROM docs WHERE id IN ({marks})", chunk)]
+                query = f"SELECT id, row FROM docs WHERE id IN ({marks})"
+                found.update((doc_id, int(row)) for doc_id, row in self._db.execute(query, chunk))
         return found
 
     def metadata(self) -> dict[int, dict[str, Any] | None]:

@@ -9,6 +9,10 @@ DIR/lexical_terms.json      its terms, when the manifest has "lexical" (:mod:`wh
                             and it is not kept in Milvus (:mod:`whitevec.index.milvus_bm25`)
 DIR/...                     what the vector store keeps there (FAISS: index.faiss, and binary.safetensors for
                             sign codes, rescore.npy for +rescore; Milvus Lite: milvus.db/)
+
+An index written to since its build (:mod:`whitevec.index.segments`) holds segments: the files above (store,
+documents, lexical) once per segment, each name led by the segment's prefix (``s000003.index.faiss``; the build's
+own segment has none), the store's trained, empty copy under ``template.``, and ``deleted.npy``, the rows deleted.
 """
 
 from __future__ import annotations
@@ -30,10 +34,23 @@ INDEX_FILE = "index.faiss"
 LEXICAL_MATRIX = "lexical.safetensors"
 LEXICAL_TERMS = "lexical_terms.json"
 LEXICAL_FILES = (LEXICAL_MATRIX, LEXICAL_TERMS)
+TEMPLATE_PREFIX = "template."  # the store trained at build, empty: what a new segment is made from
+DELETED_FILE = "deleted.npy"  # the rows deleted, ascending int64 (a tombstone list)
 MILVUS_LOCAL = "milvus.db"  # Milvus Lite data of an index built without --uri
 # The transforms a FAISS pre-transform can express (export-faiss), recorded as "linear" in the manifest.
 LINEAR_TRANSFORMS: tuple[type[Transform], ...] = (Whitening, Center)
 LINEAR_NAMES = ", ".join(cls.__name__ for cls in LINEAR_TRANSFORMS)
+
+
+def segment_entries(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The segments of an index (prefix, base row, rows; see the module docstring): one, unprefixed, holding
+    every row, for an index never written to since its build."""
+    return list(manifest.get("segments") or [{"prefix": "", "base": 0, "rows": int(manifest["count"])}])
+
+
+def total_rows(manifest: dict[str, Any]) -> int:
+    """Rows numbered in the index, deleted ones included (the live documents are ``count``)."""
+    return int(manifest["count"]) + int(manifest.get("deleted", 0))
 
 
 def check_index_manifest(manifest: dict[str, Any], folder: Path) -> None:
@@ -52,13 +69,24 @@ def check_index_manifest(manifest: dict[str, Any], folder: Path) -> None:
     problem = documents.check_manifest(manifest)
     if problem is not None:
         raise CorruptFileError(f"{where}: {problem}")
-    expected = {*store_files(manifest), *documents.files}
+    per_segment = {*store_files(manifest), *documents.files}
     if "lexical" in manifest and manifest["lexical"].get("library") != "milvus":  # Milvus keeps its own BM25
-        expected.update(LEXICAL_FILES)
+        per_segment.update(LEXICAL_FILES)
+    expected = {entry["prefix"] + name for entry in segment_entries(manifest) for name in per_segment}
+    if "segments" in manifest:
+        expected.update(TEMPLATE_PREFIX + name for name in store_files(manifest))
+    if manifest.get("deleted"):
+        expected.add(DELETED_FILE)
     if manifest["transform"] is not None:
         expected.add(TRANSFORM_FILE)
         if manifest["transform"]["file"] != TRANSFORM_FILE:
             raise CorruptFileError(f"{where}: the transform must be {TRANSFORM_FILE}")
+    rows = sum(int(entry["rows"]) for entry in segment_entries(manifest))
+    if rows != total_rows(manifest):
+        raise CorruptFileError(
+            f"{where}: its segments hold {rows} rows; count and deleted say {total_rows(manifest)}. "
+            "Rebuild the index."
+        )
     files = set(manifest["files"])
     if files != expected:
         raise CorruptFileError(

@@ -117,6 +117,30 @@ MILVUS_LEXICAL_RECORD: dict[str, Callable[[Any], bool]] = {
 }
 
 
+def _segment_list(v: Any) -> bool:
+    """The ``segments`` record (:mod:`whitevec.index.segments`): entries with a plain, distinct ``prefix``, a
+    ``base`` row that follows the rows before it, a ``rows`` count and, optionally, the segment's own
+    ``lexical`` record."""
+    if not isinstance(v, list) or not v:
+        return False
+    base, prefixes = 0, set()
+    for entry in v:
+        if not (
+            isinstance(entry, dict)
+            and set(entry) <= {"prefix", "base", "rows", "lexical"}
+            and _text(entry.get("prefix"))
+            and (entry["prefix"] == "" or (entry["prefix"].endswith(".") and is_plain_name(entry["prefix"])))
+            and entry["prefix"] not in prefixes
+            and entry.get("base") == base
+            and _integer(0)(entry.get("rows"))
+            and ("lexical" not in entry or is_lexical_record(entry["lexical"]))
+        ):
+            return False
+        prefixes.add(entry["prefix"])
+        base += entry["rows"]
+    return True
+
+
 def is_lexical_record(v: Any) -> bool:
     """Whether ``v`` has the form of a ``lexical`` record: every field of :data:`LEXICAL_RECORD` (or, for a
     lexical part kept in Milvus, of :data:`MILVUS_LEXICAL_RECORD`), of its type, and no other."""
@@ -170,6 +194,11 @@ FIELDS: dict[str, tuple[str, Callable[[Any], bool], bool]] = {
     # Where the documents are: a registered document store (whitevec.index.documents, checked by layout), absent
     # for "sqlite" (docs.sqlite in the folder); "milvus" (scalar fields of the collection) from --engine ray.
     "docs": ("a string", _text, False),
+    # An index written to since its build (whitevec.index.segments): its segments, the rows deleted (listed in
+    # deleted.npy) and how many versions were written; absent: one segment of ``count`` rows, none deleted.
+    "segments": ("a list of segments (prefix, base, rows[, lexical])", _segment_list, False),
+    "deleted": ("a non-negative integer", _integer(0), False),
+    "generation": ("a non-negative integer", _integer(0), False),
     # The BM25 index beside the vectors (whitevec.index.lexical; its files checked by layout); absent: none, as
     # in every index built before it.
     "lexical": (
@@ -191,14 +220,21 @@ def manifest_digest(data: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def write_manifest(folder: Path, manifest: dict[str, Any], files: list[str]) -> dict[str, Any]:
+def write_manifest(
+    folder: Path, manifest: dict[str, Any], files: list[str], known: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Add format/version fields, the checksums of ``files`` (names inside ``folder``) and the manifest's own
-    checksum; write atomically. Returns what was written."""
+    checksum; write atomically. Returns what was written. ``known``: the entries (sha256, bytes) of files
+    linked unchanged from an earlier version, taken as they are rather than read again (an add to a large index
+    hashes only what it wrote)."""
     data = {k: v for k, v in manifest.items() if k not in ("files", "format_version", "whitevec", SELF_CHECKSUM)}
     data["format_version"] = FORMAT_VERSION
     data["whitevec"] = __version__
+    known = known or {}
     data["files"] = {
-        name: {"sha256": sha256_file(folder / name), "bytes": (folder / name).stat().st_size}
+        name: dict(known[name])
+        if name in known
+        else {"sha256": sha256_file(folder / name), "bytes": (folder / name).stat().st_size}
         for name in sorted(files)
     }
     data[SELF_CHECKSUM] = manifest_digest(data)

@@ -3,13 +3,18 @@ vector store, documents and lexical ranker, checked against one another (what ``
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, cast
+
+import numpy as np
 
 from whitevec.errors import CorruptFileError
 from whitevec.index.documents import DocumentStore, documents_of
 from whitevec.index.fusion import LexicalRanker
 from whitevec.index.layout import TRANSFORM_FILE, check_index_manifest
 from whitevec.index.lexical import LexicalIndex
+from whitevec.index.segmented import compose
+from whitevec.index.segments import Segment, open_segments, read_deleted
 from whitevec.index.snapshot import IndexSnapshot
 from whitevec.index.store import KeepsLexical, VectorStore, keeps_lexical, store_class
 from whitevec.transforms import Transform
@@ -26,24 +31,52 @@ def lexical_of(snapshot: IndexSnapshot, store: VectorStore) -> LexicalRanker | N
     return LexicalIndex.from_snapshot(snapshot)
 
 
-def open_version(
-    snapshot: IndexSnapshot, device: str
-) -> tuple[dict[str, Any], Transform | None, VectorStore, DocumentStore, LexicalRanker | None]:
+@dataclass
+class Version:
+    """One pinned version, open: what a search reads (store, docs, lexical: over every segment) and, for an index
+    written by segments (:mod:`whitevec.index.updates`), its segments and deleted rows (None: not writable so)."""
+
+    manifest: dict[str, Any]
+    transform: Transform | None
+    store: VectorStore
+    docs: DocumentStore
+    lexical: LexicalRanker | None
+    segments: list[Segment] | None
+    deleted: np.ndarray
+
+
+def open_version(snapshot: IndexSnapshot, device: str) -> Version:
     """Manifest, transform (on ``device``, for one that runs on torch), vectors, documents and lexical index (None
     for an index without one, as every index built before it) of one pinned version (see
     :mod:`whitevec.index.snapshot`)."""
     manifest, folder = snapshot.manifest, snapshot.folder
     check_index_manifest(manifest, folder)
+    transform = (
+        Transform.from_bytes(snapshot.read_bytes(TRANSFORM_FILE), str(folder / TRANSFORM_FILE), device=device)
+        if manifest["transform"] is not None
+        else None
+    )
+    if "segments" in manifest:
+        segments = open_segments(snapshot)
+        deleted = read_deleted(snapshot)
+        store, docs, lexical = compose(segments, deleted)
+        return Version(manifest, transform, store, docs, lexical, segments, deleted)
+    store, docs, lexical = _open_whole(snapshot)
+    none = np.zeros(0, dtype=np.int64)
+    if manifest["backend"] != "faiss" or manifest.get("docs", "sqlite") != "sqlite":
+        return Version(manifest, transform, store, docs, lexical, None, none)
+    own = Segment("", 0, int(manifest["count"]), store, docs, cast(LexicalIndex | None, lexical))
+    return Version(manifest, transform, store, docs, lexical, [own], none)
+
+
+def _open_whole(snapshot: IndexSnapshot) -> tuple[VectorStore, DocumentStore, LexicalRanker | None]:
+    """The store, documents and lexical ranker of a version that is one segment (as every build writes it)."""
+    manifest, folder = snapshot.manifest, snapshot.folder
     # The documents first: a store that opens them by path (SQLite) does so while the pinned version is most
     # likely still the current one.
     docs = documents_of(manifest).open(snapshot)
     store: VectorStore | None = None
     try:
-        transform = (
-            Transform.from_bytes(snapshot.read_bytes(TRANSFORM_FILE), str(folder / TRANSFORM_FILE), device=device)
-            if manifest["transform"] is not None
-            else None
-        )
         store = store_class(manifest["backend"]).open(snapshot)
         lexical = lexical_of(snapshot, store)
         if (
@@ -61,4 +94,4 @@ def open_version(
         if store is not None:
             store.close()
         raise
-    return manifest, transform, store, docs, lexical
+    return store, docs, lexical

@@ -21,7 +21,6 @@ import functools
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from whitevec.datasets.retrieval import Document, check_unique_ids
-from whitevec.encoders.model_identity import check_model_checksum, index_model_folder
+from whitevec.encoders.model_identity import index_model_folder
 from whitevec.encoders.protocol import known_token_mask
 from whitevec.errors import BadInputError, DimensionMismatchError
-from whitevec.index.build import as_documents, build_index, encoder_description, meaningful_documents
+from whitevec.index.build import as_documents, build_index, check_encoder, meaningful_documents
 from whitevec.index.documents import DocumentStore
 from whitevec.index.filter_rows import MetadataColumns, RowFilter, row_filter
 from whitevec.index.filters import Filter, parse_filter
@@ -54,15 +53,29 @@ from whitevec.index.hits import (
     lexical_hits,
     no_hits,
 )
-from whitevec.index.layout import TRANSFORM_FILE
-from whitevec.index.lexical import DEFAULT_ANALYZER, LexicalIndex, warn_documents_without_terms
-from whitevec.index.manifest import SELF_CHECKSUM, write_manifest
+from whitevec.index.lexical import DEFAULT_ANALYZER
 from whitevec.index.opening import open_version
-from whitevec.index.snapshot import IndexSnapshot, read_consistent
+from whitevec.index.snapshot import read_consistent
 from whitevec.index.store import VectorStore, store_files, stored_form
+from whitevec.index.updates import (
+    DeleteResult,
+    IndexState,
+    add_rewriting,
+    check_ids,
+    check_on_existing,
+    check_own_version,
+    commit,
+    merge_plan,
+    merged,
+    new_segment,
+    not_segmented,
+    plan_add,
+    searchable,
+    with_merges,
+)
 from whitevec.preflight import check_device, check_texts
 from whitevec.transforms import Transform
-from whitevec.utils.io import atomic_dir, writers_lock, writing_to
+from whitevec.utils.io import writers_lock
 
 if TYPE_CHECKING:
     from whitevec.encoders.protocol import EncoderLike
@@ -84,6 +97,7 @@ class Retriever:
         *,
         owns_encoder: bool = False,
         lexical: LexicalRanker | None = None,
+        state: IndexState | None = None,
     ) -> None:
         self.path = path
         self.manifest = manifest
@@ -97,6 +111,8 @@ class Retriever:
         self._owns_encoder = owns_encoder  # made by load(): closing the Retriever closes it (its vector cache)
         self._lock = threading.RLock()
         self._columns: tuple[DocumentStore, MetadataColumns] | None = None  # read on the first filtered search
+        # The segments and deleted rows of the version, for writes (None: an index whose vectors live elsewhere).
+        self._state = state
 
     # --- building --------------------------------------------------------------------------------------------
     @classmethod
@@ -195,9 +211,8 @@ class Retriever:
             raise BadInputError("give Retriever.load an encoder or a model, not both")
         folder = Path(path).expanduser()
         device = check_device(device)  # before the index is read: a device this machine lacks, named
-        manifest, transform, store, docs, lexical = read_consistent(
-            folder, lambda snapshot: open_version(snapshot, device or "cpu")
-        )
+        version = read_consistent(folder, lambda snapshot: open_version(snapshot, device or "cpu"))
+        manifest = version.manifest
         owns_encoder = encoder is None
         try:
             if encoder is None:
@@ -214,14 +229,26 @@ class Retriever:
             # A given encoder, or a named model (an index older than the checksum is compared by fingerprint).
             if not owns_encoder or model is not None:
                 check_encoder(encoder, manifest)
-            # The encoder analyzer's tokens: the index's model, just checked (or made from the manifest).
-            if isinstance(lexical, LexicalIndex):
-                lexical = lexical.with_encoder(encoder)
         except BaseException:
-            store.close()
-            docs.close()
+            version.store.close()
+            version.docs.close()
             raise
-        return cls(folder, manifest, encoder, transform, store, docs, owns_encoder=owns_encoder, lexical=lexical)
+        state = None
+        store, docs, lexical = version.store, version.docs, version.lexical
+        if version.segments is not None:  # the encoder analyzer's tokens: the index's model, just checked
+            state = IndexState(folder, manifest, version.segments, version.deleted)
+            store, docs, lexical = searchable(state, encoder)
+        return cls(
+            folder,
+            manifest,
+            encoder,
+            version.transform,
+            store,
+            docs,
+            owns_encoder=owns_encoder,
+            lexical=lexical,
+            state=state,
+        )
 
     # --- querying --------------------------------------------------------------------------------------------
     @property
@@ -408,34 +435,114 @@ class Retriever:
             results.append(hits)
         return results
 
-    # --- adding ----------------------------------------------------------------------------------------------
+    # --- writing ---------------------------------------------------------------------------------------------
     def add(
-        self, docs: Sequence[Document], show_progress: bool | None = None, *, empty_documents: str = "skip"
+        self,
+        docs: Sequence[Document],
+        show_progress: bool | None = None,
+        *,
+        empty_documents: str = "skip",
+        on_existing: str = "error",
     ) -> int:
-        """Add documents with new, unique ids; persisted before returning. Returns the new count.
+        """Add documents; persisted (flushed to disk) before returning. Returns the new count.
 
-        Documents with no token the model knows are counted in a warning and skipped, kept or refused by
-        ``empty_documents`` as in :meth:`build` (when all are skipped, nothing is written).
+        ``on_existing``: what an id the index already holds does: ``"error"`` refuses the add (the id named,
+        nothing written), ``"replace"`` replaces that document (an upsert: :meth:`upsert`), ``"skip"`` keeps the
+        one held. Documents with no token the model knows are counted in a warning and skipped, kept or refused
+        by ``empty_documents`` as in :meth:`build` (when all are skipped, nothing is written).
 
-        The index folder is rewritten as a new version and swapped in whole (``atomic_dir``): a failed add
-        leaves the index as it was, and readers in other processes see the old or the new version (the store
-        stages the add; see :meth:`whitevec.index.store.VectorStore.stage_add`). Refused when the folder no
-        longer holds the version this Retriever loaded (another process rebuilt or added meanwhile). Adds to
-        indexes in one parent folder take turns (``whitevec.utils.io.writers_lock``) once their texts are encoded.
+        The add writes one new segment and links the rest into the next version of the folder, swapped in whole
+        (:mod:`whitevec.index.updates`): its cost is the added documents', a failed add leaves the index as it
+        was, and readers in other processes see the old or the new version. Refused when the folder no longer
+        holds the version this Retriever loaded (another process wrote meanwhile). Writers of indexes in one
+        parent folder take turns once their texts are encoded.
 
         Raises:
-            BadInputError: empty list, an id given twice, an id already in the index (named), the index
-                changed on disk since it was loaded, or documents with no known token under ``"error"``.
+            BadInputError: empty list, an id given twice, an id already in the index under ``"error"`` (named),
+                the index changed on disk since it was loaded, or documents with no known token under ``"error"``.
         """
+        on_existing = check_on_existing(on_existing)
         given = as_documents(docs)
         if not given:
             raise BadInputError("no documents to add")
-        if self.lexical is not None and not isinstance(self.lexical, LexicalIndex):
+        check_unique_ids(given, where="the documents to add")
+        if self._state is None:
+            if on_existing != "error":
+                raise BadInputError(not_segmented(self.manifest, "upserts"))
+            return self._add_rewriting(given, show_progress, empty_documents)
+        items = meaningful_documents(given, self.encoder, empty_documents)
+        with self._lock:
+            items, replaced = plan_add(self._docs, items, on_existing, self.path)
+            if not items:
+                return self.count
+            vectors = self._stored_form_progress([d.text for d in items], show_progress)
+            with writers_lock(self.path.parent):
+                check_own_version(self._state)
+                made = new_segment(self._state, items, vectors)
+                deleted = np.union1d(self._state.deleted, replaced).astype(np.int64)
+                state = commit(self._state, self._state.segments, [made], deleted, skipped=len(given) - len(items))
+                self._use(with_merges(state))
+        return self.count
+
+    def upsert(
+        self, docs: Sequence[Document], show_progress: bool | None = None, *, empty_documents: str = "skip"
+    ) -> int:
+        """:meth:`add` with ``on_existing="replace"``: a document whose id the index holds replaces it."""
+        return self.add(docs, show_progress, empty_documents=empty_documents, on_existing="replace")
+
+    def delete(self, ids: Sequence[str]) -> DeleteResult:
+        """Delete the documents with these ids (one new version: a tombstone list, nothing rewritten); ids the
+        index does not hold are reported in the result (how many, the first few), the rest deleted.
+
+        Raises:
+            BadInputError: no ids, not strings, the index changed on disk since it was loaded, or an index whose
+                vectors live outside its folder (Milvus).
+        """
+        wanted = check_ids(ids)
+        if self._state is None:
+            raise BadInputError(not_segmented(self.manifest, "deletes"))
+        with self._lock:
+            held = self._docs.rows_of(wanted)  # type: ignore[attr-defined]
+            missing = [doc_id for doc_id in wanted if doc_id not in held]
+            if held:
+                rows = np.fromiter(held.values(), dtype=np.int64, count=len(held))
+                with writers_lock(self.path.parent):
+                    check_own_version(self._state)
+                    deleted = np.union1d(self._state.deleted, rows).astype(np.int64)
+                    state = commit(self._state, self._state.segments, [], deleted)
+                    self._use(with_merges(state))
+        return DeleteResult(deleted=len(held), missing=missing)
+
+    def compact(self) -> int:
+        """Merge every segment into one and drop the deleted rows (one new version); the segments merged (0: it
+        was one segment with nothing deleted, and nothing was written)."""
+        if self._state is None:
+            raise BadInputError(not_segmented(self.manifest, "compaction"))
+        with self._lock, writers_lock(self.path.parent):
+            check_own_version(self._state)
+            merging = merge_plan(self._state, full=True)
+            if merging:
+                self._use(merged(self._state, merging))
+        return len(merging)
+
+    def _use(self, state: IndexState) -> None:
+        """Search the version ``state`` holds from now on."""
+        self._state = state
+        self.manifest = state.manifest
+        self.store, self._docs, self.lexical = searchable(state, self.encoder)
+        self._columns = None
+
+    def _stored_form_progress(self, texts: list[str], show_progress: bool | None) -> np.ndarray:
+        vectors = self.encoder.encode(texts, show_progress=show_progress)
+        return stored_form(self.transform, vectors, self.manifest["metric"])
+
+    def _add_rewriting(self, given: list[Document], show_progress: bool | None, empty_documents: str) -> int:
+        """An add to an index whose vectors live outside its folder (Milvus): the store takes the rows."""
+        if self.lexical is not None:
             raise BadInputError(
                 f"the index at {self.path} keeps its lexical part in its {self.manifest['backend']} collection; "
                 "adding to it is not supported: rebuild it with the new documents"
             )
-        check_unique_ids(given, where="the documents to add")
         items = meaningful_documents(given, self.encoder, empty_documents)
         if not items:
             return self.count
@@ -443,79 +550,20 @@ class Retriever:
             clash = self._docs.existing_ids([d.id for d in items])
             if clash:
                 raise BadInputError(f"document id {clash[0]!r} is already in the index at {self.path}")
-            vectors = stored_form(
-                self.transform,
-                self.encoder.encode([d.text for d in items], show_progress=show_progress),
-                self.manifest["metric"],
-            )
-            # Writers of this folder wait while the add stages, writes and reopens: the rows it numbers and puts
-            # into a shared collection cannot collide with another add's, and what it reopens is its own version.
+            vectors = self._stored_form_progress([d.text for d in items], show_progress)
             with writers_lock(self.path.parent):
-                transform_bytes = read_consistent(self.path, self._read_own_transform)  # also: still our version
-                return self._add_locked(items, vectors, transform_bytes, skipped=len(given) - len(items))
-
-    def _add_locked(
-        self, items: list[Document], vectors: np.ndarray, transform_bytes: bytes | None, *, skipped: int
-    ) -> int:
-        start = self._docs.next_row()
-        ids = np.arange(start, start + len(items), dtype=np.int64)
-        manifest = dict(self.manifest)
-        manifest["count"] = self.count + len(items)
-        if skipped:
-            manifest["skipped_documents"] = int(manifest.get("skipped_documents", 0)) + skipped
-        manifest["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        staged: VectorStore | None = None
-        try:
-            with atomic_dir(self.path) as tmp:
-                staged = self.store.stage_add(tmp)
-                staged.add(ids, vectors)
-                files = [*staged.save(tmp)]
-                if transform_bytes is not None:
-                    with writing_to(tmp / TRANSFORM_FILE):
-                        (tmp / TRANSFORM_FILE).write_bytes(transform_bytes)
-                    files.append(TRANSFORM_FILE)
-                files = [*self._docs.stage_add(tmp, items, start), *files]
-                lexical = self._rebuilt_lexical(items, start)
-                if lexical is not None:
-                    files += lexical.save(tmp)
-                    manifest["lexical"] = lexical.record()
-                written = write_manifest(tmp, manifest, files)
-        except BaseException:
-            if staged is not None:
-                with contextlib.suppress(Exception):
-                    staged.abandon(ids)
-            # Staging may have let go of the live store (Milvus Lite copies its data): take it back, keeping the
-            # add's own error.
-            with contextlib.suppress(Exception):
-                self.store = self.store.reopen(self.path, self.manifest)
-            raise
-        docs = self._docs.reopen(self.path)
-        self._docs.close()
-        self._docs = docs
-        self.store = staged.reopen(self.path, written)
-        self.lexical = lexical
-        self.manifest = written
+                try:
+                    self.manifest, self.store, self._docs = add_rewriting(
+                        self.path, self.manifest, self.store, self._docs, items, vectors, len(given) - len(items)
+                    )
+                except BaseException:
+                    # Staging may have let go of the live store (Milvus Lite copies its data): take it back,
+                    # keeping the add's own error.
+                    with contextlib.suppress(Exception):
+                        self.store = self.store.reopen(self.path, self.manifest)
+                    raise
+                self._columns = None
         return self.count
-
-    def _rebuilt_lexical(self, items: list[Document], start: int) -> LexicalIndex | None:
-        """The lexical index over every row's text, this version's and ``items`` (rows from ``start``), with
-        the same analyzer and parameters; None when the index has none. bm25s has no incremental add (its
-        weights hang on every document's length and every term's document count), so an add builds it whole."""
-        if not isinstance(self.lexical, LexicalIndex):  # add() refused a lexical part kept by the store
-            return None
-        known = self._docs.get(range(start))
-        texts = [known[row].text if row in known else "" for row in range(start)] + [d.text for d in items]
-        params = self.lexical.params
-        rebuilt = LexicalIndex.build(texts, self.lexical.analyzer, k1=params.k1, b=params.b, method=params.method)
-        added = rebuilt.documents_without_terms - self.lexical.documents_without_terms
-        warn_documents_without_terms(added, len(items), rebuilt.analyzer.name)
-        return rebuilt
-
-    def _read_own_transform(self, snapshot: IndexSnapshot) -> bytes | None:
-        """The transform file of the version this Retriever loaded (refused if the folder moved on)."""
-        if snapshot.manifest[SELF_CHECKSUM] != self.manifest[SELF_CHECKSUM]:
-            raise BadInputError(_changed_message(self.path))
-        return snapshot.read_bytes(TRANSFORM_FILE) if snapshot.has(TRANSFORM_FILE) else None
 
     def close(self) -> None:
         """Release the document store, the vector store's connections, and the encoder if load() made it."""
@@ -550,38 +598,3 @@ def _within(search: Callable[..., _Ranking], allowed: np.ndarray | None) -> Call
 
 
 _Ranking = tuple[np.ndarray, np.ndarray]
-
-
-def _changed_message(path: Path) -> str:
-    return (
-        f"the index at {path} was rebuilt or added to by another writer since it was loaded; load it again "
-        "and repeat the add"
-    )
-
-
-def check_encoder(encoder: EncoderLike, manifest: dict[str, Any]) -> None:
-    """Refuse an encoder that would make vectors the index cannot compare with its own."""
-    info = encoder_description(encoder)
-    if info["encoder_dim"] != manifest["encoder_dim"]:
-        raise DimensionMismatchError(
-            f"the encoder makes {info['encoder_dim']}-d vectors ({info['model']}); the index was built with "
-            f"{manifest['model']} ({manifest['encoder_dim']}-d). Load it without an encoder, or use that model."
-        )
-    same_model = (
-        info["model_fingerprint"] == manifest.get("model_fingerprint")
-        if info["model_fingerprint"] and manifest.get("model_fingerprint")
-        else info["model"] == manifest["model"]
-    )
-    if not same_model:
-        raise BadInputError(
-            f"the index was built with model {manifest['model']!r}; the encoder given holds {info['model']!r}. "
-            "Queries must use the index's model."
-        )
-    for field in ("pooling", "max_length"):
-        if info[field] != manifest[field]:
-            raise BadInputError(
-                f"the index was built with {field} {manifest[field]!r}; the encoder given uses {info[field]!r}"
-            )
-    folder = getattr(encoder, "model_path", None)
-    if isinstance(folder, Path):
-        check_model_checksum(folder, manifest)

@@ -1,0 +1,162 @@
+"""The segments of an index written to since its build: opening them from one pinned version.
+
+An index folder written to after its build holds immutable segments (the layout is in
+:mod:`whitevec.index.layout`): each has its own vector store, documents and lexical part over its own rows
+``0..rows-1``, which are the index's rows ``base..base+rows-1``; deleted rows are listed in ``deleted.npy``. A
+write adds a segment (an add), a new tombstone list (a delete) or both (an upsert), and links every file it does
+not change into the new version folder (:mod:`whitevec.index.updates`): nothing already written is rewritten.
+
+A segment is opened through :class:`SegmentView`, the pinned version seen as if it held that segment alone, so
+every store and document store opens a segment exactly as it opens a whole index built before segments.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO, TypeVar
+
+import numpy as np
+
+from whitevec.errors import CorruptFileError
+from whitevec.index.documents import DocumentStore, documents_of
+from whitevec.index.layout import DELETED_FILE, TEMPLATE_PREFIX, segment_entries, total_rows
+from whitevec.index.lexical import LexicalIndex
+from whitevec.index.snapshot import IndexSnapshot
+from whitevec.index.store import VectorStore, store_class
+
+T = TypeVar("T")
+
+
+class SegmentView(IndexSnapshot):
+    """One segment of a pinned version: its files under their names without the segment's prefix, and a
+    manifest whose ``count`` and ``lexical`` are the segment's. It shares the version's open handles (closing
+    it closes nothing)."""
+
+    def __init__(self, snapshot: IndexSnapshot, prefix: str, manifest: dict[str, Any]) -> None:
+        # No IndexSnapshot.__init__: this view owns no descriptor; every read goes through ``snapshot``.
+        self._snapshot = snapshot
+        self._prefix = prefix
+        self.folder = snapshot.folder
+        self.manifest = manifest
+
+    def has(self, name: str) -> bool:
+        return self._snapshot.has(self._prefix + name)
+
+    def pinned(self, name: str) -> BinaryIO:
+        return self._snapshot.pinned(self._prefix + name)
+
+    def verify(self, name: str) -> None:
+        self._snapshot.verify(self._prefix + name)
+
+    def read_bytes(self, name: str) -> bytes:
+        return self._snapshot.read_bytes(self._prefix + name)
+
+    @contextlib.contextmanager
+    def reader(self, name: str) -> Iterator[Callable[[int], bytes]]:
+        with self._snapshot.reader(self._prefix + name) as read:
+            yield read
+
+    def by_path(self, name: str, opener: Callable[[Any], T]) -> T:
+        return self._snapshot.by_path(self._prefix + name, opener)
+
+    def close(self) -> None:
+        return None
+
+
+@dataclass
+class Segment:
+    """One segment, open: its rows are the index's ``base .. base + rows - 1``."""
+
+    prefix: str
+    base: int
+    rows: int
+    store: VectorStore
+    docs: DocumentStore
+    lexical: LexicalIndex | None
+
+    def entry(self) -> dict[str, Any]:
+        """Its record in the manifest's ``segments``."""
+        found = {"prefix": self.prefix, "base": self.base, "rows": self.rows}
+        return found if self.lexical is None else {**found, "lexical": self.lexical.record()}
+
+    def close(self) -> None:
+        self.docs.close()
+        self.store.close()
+
+
+def segment_manifest(manifest: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
+    """The manifest a segment's stores see: the index's, with the segment's row count and lexical record."""
+    seen = {k: v for k, v in manifest.items() if k not in ("segments", "deleted", "lexical")}
+    seen["count"] = int(entry["rows"])
+    lexical = entry.get("lexical", manifest.get("lexical"))
+    return seen if lexical is None else {**seen, "lexical": lexical}
+
+
+def open_segment(snapshot: IndexSnapshot, manifest: dict[str, Any], entry: dict[str, Any]) -> Segment:
+    """One segment of a pinned version, its parts checked against its row count."""
+    view = SegmentView(snapshot, entry["prefix"], segment_manifest(manifest, entry))
+    docs = documents_of(manifest).open(view)
+    store: VectorStore | None = None
+    try:
+        store = store_class(manifest["backend"]).open(view)
+        lexical = LexicalIndex.from_snapshot(view) if "lexical" in view.manifest else None
+        rows = int(entry["rows"])
+        if docs.count != rows or store.count != rows or (lexical is not None and lexical.count != rows):
+            raise CorruptFileError(
+                f"segment {entry['prefix'] or '(the build)'} of the index at {snapshot.folder} is inconsistent: "
+                f"{rows} rows, documents {docs.count}, vectors {store.count}"
+                f"{'' if lexical is None else f', lexical rows {lexical.count}'}; rebuild the index"
+            )
+    except BaseException:
+        docs.close()
+        if store is not None:
+            store.close()
+        raise
+    return Segment(entry["prefix"], int(entry["base"]), rows, store, docs, lexical)
+
+
+def open_segments(snapshot: IndexSnapshot) -> list[Segment]:
+    """Every segment of a pinned version, in row order."""
+    opened: list[Segment] = []
+    try:
+        for entry in segment_entries(snapshot.manifest):
+            opened.append(open_segment(snapshot, snapshot.manifest, entry))
+    except BaseException:
+        for segment in opened:
+            segment.close()
+        raise
+    return opened
+
+
+def open_template(snapshot: IndexSnapshot) -> VectorStore:
+    """The trained, empty store a new segment is made from (indexes written to since their build keep one)."""
+    manifest = snapshot.manifest
+    view = SegmentView(snapshot, TEMPLATE_PREFIX, {**segment_manifest(manifest, {"rows": 0}), "count": 0})
+    return store_class(manifest["backend"]).open(view)
+
+
+def read_deleted(snapshot: IndexSnapshot) -> np.ndarray:
+    """The deleted rows of a pinned version, ascending int64 (none for an index without deletes), checked
+    against the manifest's count and the rows its segments hold."""
+    manifest = snapshot.manifest
+    expected = int(manifest.get("deleted", 0))
+    if not expected:
+        return np.zeros(0, dtype=np.int64)
+    where = snapshot.folder / DELETED_FILE
+    try:
+        rows = np.load(io.BytesIO(snapshot.read_bytes(DELETED_FILE)), allow_pickle=False)
+    except ValueError as exc:
+        raise CorruptFileError(f"{where} is not a readable list of rows ({exc}); rebuild the index") from None
+    if (
+        rows.dtype != np.int64
+        or rows.shape != (expected,)
+        or (rows.size and (rows[0] < 0 or rows[-1] >= total_rows(manifest)))
+        or np.any(np.diff(rows) <= 0)
+    ):
+        raise CorruptFileError(
+            f"{where} must hold {expected} distinct ascending rows below {total_rows(manifest)}; rebuild the index"
+        )
+    return rows

@@ -1,0 +1,442 @@
+"""Writing to a built index: add, upsert, delete and compact, each one new version of the folder whose cost is
+what changed, not the index's size.
+
+A write makes the next version in a temporary folder beside the index and swaps it in whole
+(:func:`whitevec.utils.io.atomic_dir`: readers keep the version they pinned, a failed or killed write leaves the
+index as it was). Into that folder it links (hard links) every file it does not change, writes a new segment
+(:mod:`whitevec.index.segments`) for added documents and a new ``deleted.npy`` for deleted ones, and a manifest
+that takes the linked files' checksums from the last one: an add of 10 documents to a million-vector index writes
+and hashes 10 documents' files. Writers to one index take turns (``writers_lock`` on its parent folder).
+
+A store with trained codes (IVF lists, PQ codebooks, the sign step of 1-bit codes) encodes new segments with the
+training of the build: the first write keeps a trained, empty copy of the store (``template.*``; making it costs
+one copy of the index in memory, once).
+
+Past :data:`MAX_SEGMENTS` segments, a write merges every segment but the largest into one; past
+:data:`COMPACT_DELETED_SHARE` of rows deleted, it merges them all (:func:`compact` does so on demand). A merge
+re-adds each kept row's vector as the store keeps it (its rescoring vector, else its decoded code) with the
+build's training; the lexical part of a merged segment is rebuilt over its documents.
+
+A vector store that keeps its data outside the folder (Milvus) takes its own adds (:func:`add_rewriting`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from whitevec.datasets.retrieval import Document
+from whitevec.errors import BadInputError
+from whitevec.index.docstore import write_docs
+from whitevec.index.documents import DocumentStore
+from whitevec.index.fusion import LexicalRanker
+from whitevec.index.layout import DELETED_FILE, DOCS_FILE, LEXICAL_FILES, TEMPLATE_PREFIX, TRANSFORM_FILE
+from whitevec.index.lexical import LexicalIndex
+from whitevec.index.manifest import SELF_CHECKSUM, write_manifest
+from whitevec.index.segmented import compose
+from whitevec.index.segments import Segment, open_segment, open_template
+from whitevec.index.snapshot import IndexSnapshot, read_consistent
+from whitevec.index.store import VectorStore
+from whitevec.utils.io import atomic_dir, writing_to
+
+MAX_SEGMENTS = 8  # more than this after a write: every segment but the largest is merged into one
+COMPACT_DELETED_SHARE = 0.2  # more rows deleted than this share: every segment is merged, the deleted dropped
+ON_EXISTING = ("error", "replace", "skip")  # what an add does with an id the index already holds
+_STAGING = ".staging"  # a store's files are written here, then renamed into the version with their prefix
+
+
+@dataclass
+class IndexState:
+    """What a loaded index holds of its version: the manifest, its open segments and deleted rows, and (read on
+    the first write) the template a new segment is made from."""
+
+    path: Path
+    manifest: dict[str, Any]
+    segments: list[Segment]
+    deleted: np.ndarray
+    template: VectorStore | None = None
+
+
+@dataclass
+class NewSegment:
+    """A segment made in memory, to be written: its store (rows 0..n-1), documents and lexical part."""
+
+    store: VectorStore
+    docs: list[Document]
+    lexical: LexicalIndex | None
+
+
+def supports_segments(manifest: dict[str, Any]) -> bool:
+    """Whether writes to this index go by segments: its vectors and documents live in its folder (FAISS and
+    docs.sqlite)."""
+    return manifest["backend"] == "faiss" and manifest.get("docs", "sqlite") == "sqlite"
+
+
+def searchable(state: IndexState, encoder: object) -> tuple[VectorStore, DocumentStore, LexicalRanker | None]:
+    """What a search reads of ``state``'s segments, each lexical part's ``encoder`` analyzer bound to the index's
+    model first (a segment read from disk has it unbound)."""
+    for segment in state.segments:
+        if segment.lexical is not None:
+            segment.lexical = segment.lexical.with_encoder(encoder)
+    return compose(state.segments, state.deleted)
+
+
+# --- planning ------------------------------------------------------------------------------------------------
+def check_on_existing(on_existing: str) -> str:
+    key = str(on_existing).strip().lower()
+    if key not in ON_EXISTING:
+        raise BadInputError(f"unknown on_existing {on_existing!r}; valid: {', '.join(ON_EXISTING)}")
+    return key
+
+
+def rows_of(docs: DocumentStore, ids: Sequence[str]) -> dict[str, int]:
+    """``{id: row}`` of the live documents among ``ids``."""
+    return docs.rows_of(ids)  # type: ignore[attr-defined, no-any-return]
+
+
+def plan_add(
+    docs: DocumentStore, items: list[Document], on_existing: str, path: Path
+) -> tuple[list[Document], np.ndarray]:
+    """``(to_add, rows_to_delete)`` for adding ``items`` by ``on_existing``: an id already held refused (named),
+    skipped, or replaced (its row deleted in the same version)."""
+    held = rows_of(docs, [d.id for d in items])
+    if not held:
+        return items, np.zeros(0, dtype=np.int64)
+    if on_existing == "error":
+        first = next(d.id for d in items if d.id in held)
+        raise BadInputError(
+            f"document id {first!r} is already in the index at {path} ({len(held)} of the ids are); give "
+            "on_existing='replace' (upsert) or 'skip'"
+        )
+    if on_existing == "skip":
+        return [d for d in items if d.id not in held], np.zeros(0, dtype=np.int64)
+    return items, np.sort(np.fromiter(held.values(), dtype=np.int64, count=len(held)))
+
+
+# --- making segments -------------------------------------------------------------------------------------------
+def new_segment(state: IndexState, docs: list[Document], vectors: np.ndarray) -> NewSegment:
+    """A segment of ``docs`` with their stored-form ``vectors``, encoded with the build's training."""
+    store = template_of(state).empty_copy()  # type: ignore[attr-defined]
+    store.add(np.arange(len(docs), dtype=np.int64), vectors)
+    return NewSegment(store, docs, _lexical_over(state, docs))
+
+
+def merged_segment(state: IndexState, merging: list[Segment]) -> NewSegment:
+    """One segment holding the live rows of ``merging``, in row order."""
+    store = template_of(state).empty_copy()  # type: ignore[attr-defined]
+    live = np.ones(sum(s.rows for s in state.segments), dtype=bool)
+    live[state.deleted] = False
+    docs: list[Document] = []
+    for segment in merging:
+        kept = np.flatnonzero(live[segment.base : segment.base + segment.rows]).astype(np.int64)
+        if not kept.size:
+            continue
+        found = segment.docs.get(kept.tolist())
+        docs += [found[int(row)] for row in kept]
+        start = len(docs) - kept.size
+        store.add_kept(np.arange(start, len(docs), dtype=np.int64), segment.store.vectors_of(kept))  # type: ignore[attr-defined]
+    return NewSegment(store, docs, _lexical_over(state, docs))
+
+
+def _lexical_over(state: IndexState, docs: list[Document]) -> LexicalIndex | None:
+    """The new segment's BM25 over its documents, with the index's analyzer and parameters (None without a
+    lexical part)."""
+    ranker = state.segments[0].lexical
+    if ranker is None or not docs:
+        return None
+    params = ranker.params
+    return LexicalIndex.build(
+        [d.text for d in docs], ranker.analyzer, k1=params.k1, b=params.b, method=params.method
+    )
+
+
+def template_of(state: IndexState) -> VectorStore:
+    """The trained, empty store of the index: read from its version, or made from the build's store (once)."""
+    if state.template is None:
+        state.template = state.segments[0].store.empty_copy()  # type: ignore[attr-defined]
+    return state.template
+
+
+# --- writing a version -----------------------------------------------------------------------------------------
+def commit(
+    state: IndexState, keep: list[Segment], made: list[NewSegment], deleted: np.ndarray, *, skipped: int = 0
+) -> IndexState:
+    """Write the version holding the segments ``keep`` (unchanged, linked) and ``made`` (written), with the rows
+    ``deleted`` (in the numbering before: rows of segments not kept are gone) and swap it in; the new state,
+    the kept segments' objects reused. The caller holds the writers' lock and has checked the version."""
+    generation = int(state.manifest.get("generation", 0)) + 1
+    bases, entries, base = {}, [], 0
+    for segment in keep:
+        bases[segment.prefix] = base
+        entries.append({**segment.entry(), "base": base})
+        base += segment.rows
+    prefixes = [_new_prefix(generation, i, keep) for i in range(len(made))]
+    for prefix, fresh in zip(prefixes, made, strict=True):
+        record = {"prefix": prefix, "base": base, "rows": len(fresh.docs)}
+        entries.append(record if fresh.lexical is None else {**record, "lexical": fresh.lexical.record()})
+        base += len(fresh.docs)
+    renumbered = _renumbered(deleted, state.segments, bases)
+    manifest = _next_manifest(state.manifest, entries, renumbered, generation, skipped)
+    with atomic_dir(state.path) as tmp:
+        known = _link_unchanged(state, keep, tmp)
+        files = list(known)
+        if TEMPLATE_PREFIX + state.segments[0].store.files_for(manifest["index_params"])[0] not in known:
+            files += _write_store(template_of(state), tmp, TEMPLATE_PREFIX)
+        for prefix, fresh in zip(prefixes, made, strict=True):
+            files += _write_segment(fresh, tmp, prefix)
+        if renumbered.size:
+            with writing_to(tmp / DELETED_FILE), open(tmp / DELETED_FILE, "wb") as out:
+                np.save(out, renumbered, allow_pickle=False)
+            files.append(DELETED_FILE)
+        written = write_manifest(tmp, manifest, files, known)
+    return _reopened(state, written, keep, bases, entries[len(keep) :], renumbered)
+
+
+def _new_prefix(generation: int, i: int, keep: list[Segment]) -> str:
+    """A new segment's prefix: none for the only segment of a fully merged index (its files are then named as a
+    build names them), else the generation's."""
+    if not keep and i == 0:
+        return ""
+    return f"s{generation:06d}{'' if i == 0 else chr(ord('a') + i)}."
+
+
+def _renumbered(deleted: np.ndarray, before: list[Segment], bases: dict[str, int]) -> np.ndarray:
+    """The deleted rows of the kept segments, numbered as the new version numbers their rows."""
+    out = [
+        deleted[(deleted >= s.base) & (deleted < s.base + s.rows)] - s.base + bases[s.prefix]
+        for s in before
+        if s.prefix in bases
+    ]
+    return np.sort(np.concatenate(out)).astype(np.int64) if out else np.zeros(0, dtype=np.int64)
+
+
+def _next_manifest(
+    manifest: dict[str, Any], entries: list[dict[str, Any]], deleted: np.ndarray, generation: int, skipped: int
+) -> dict[str, Any]:
+    rows = sum(int(entry["rows"]) for entry in entries)
+    out = {k: v for k, v in manifest.items() if k not in ("files", "deleted", SELF_CHECKSUM)}
+    out.update(segments=entries, count=rows - int(deleted.size), generation=generation)
+    out["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    if deleted.size:
+        out["deleted"] = int(deleted.size)
+    if skipped:
+        out["skipped_documents"] = int(manifest.get("skipped_documents", 0)) + skipped
+    first = entries[0]
+    if first["prefix"] == "" and "lexical" in first:  # a build-named segment's record is the manifest's own
+        out["lexical"] = first.pop("lexical")
+    return out
+
+
+def _link_unchanged(state: IndexState, keep: list[Segment], tmp: Path) -> dict[str, Any]:
+    """Link the kept segments' files, the transform and the template into ``tmp``; their manifest entries."""
+    files = state.manifest["files"]
+    prefixes = {s.prefix for s in keep}
+    wanted = [
+        name
+        for name in files
+        if name != DELETED_FILE
+        and (_segment_prefix(name, state) in prefixes or _segment_prefix(name, state) is None)
+    ]
+    for name in wanted:
+        try:
+            os.link(state.path / name, tmp / name)
+        except OSError:  # a file system without hard links: a copy (the cost the links avoid)
+            shutil.copyfile(state.path / name, tmp / name)
+    return {name: files[name] for name in wanted}
+
+
+def _segment_prefix(name: str, state: IndexState) -> str | None:
+    """The prefix of the segment a file belongs to ("" for the build's own); None for a file of the whole index
+    (the transform, the template)."""
+    if name.startswith(TEMPLATE_PREFIX):
+        return None
+    for segment in state.segments:
+        if segment.prefix and name.startswith(segment.prefix):
+            return segment.prefix
+    build_named = {*state.segments[0].store.files_for(state.manifest["index_params"]), DOCS_FILE, *LEXICAL_FILES}
+    return "" if name in build_named else None
+
+
+def _write_store(store: VectorStore, tmp: Path, prefix: str) -> list[str]:
+    """``store`` saved into ``tmp`` with ``prefix`` before each of its files' names."""
+    staging = tmp / _STAGING
+    staging.mkdir()
+    try:
+        names = store.save(staging)
+        for name in names:
+            os.replace(staging / name, tmp / (prefix + name))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return [prefix + name for name in names]
+
+
+def _write_segment(segment: NewSegment, tmp: Path, prefix: str) -> list[str]:
+    files = _write_store(segment.store, tmp, prefix)
+    write_docs(tmp / (prefix + DOCS_FILE), segment.docs)
+    files.append(prefix + DOCS_FILE)
+    if segment.lexical is not None:
+        staging = tmp / _STAGING
+        staging.mkdir()
+        try:
+            for name in segment.lexical.save(staging):
+                os.replace(staging / name, tmp / (prefix + name))
+                files.append(prefix + name)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return files
+
+
+def _reopened(
+    state: IndexState,
+    written: dict[str, Any],
+    keep: list[Segment],
+    bases: dict[str, int],
+    new_entries: list[dict[str, Any]],
+    deleted: np.ndarray,
+) -> IndexState:
+    """The state of the version just swapped in: kept segments renumbered, new ones opened from its files,
+    merged-away ones closed."""
+    segments = [dataclasses.replace(s, base=bases[s.prefix]) for s in keep]
+    with IndexSnapshot.open(state.path) as snapshot:
+        for entry in new_entries:
+            segments.append(open_segment(snapshot, written, entry))
+    for segment in state.segments:
+        if segment.prefix not in bases:
+            segment.close()
+    return IndexState(state.path, written, segments, deleted, state.template)
+
+
+def check_own_version(state: IndexState) -> None:
+    """Refuse a write when the folder no longer holds the version ``state`` was read from; read the template
+    from it when the version keeps one (called under the writers' lock)."""
+
+    def read(snapshot: IndexSnapshot) -> VectorStore | None:
+        if snapshot.manifest[SELF_CHECKSUM] != state.manifest[SELF_CHECKSUM]:
+            raise BadInputError(changed_message(state.path))
+        return open_template(snapshot) if "segments" in snapshot.manifest else None
+
+    template = read_consistent(state.path, read)
+    if state.template is None:
+        state.template = template
+
+
+def changed_message(path: Path) -> str:
+    return (
+        f"the index at {path} was rebuilt or written to by another writer since it was loaded; load it again and "
+        "repeat the write"
+    )
+
+
+# --- merging ---------------------------------------------------------------------------------------------------
+def merge_plan(state: IndexState, *, full: bool = False) -> list[Segment]:
+    """The segments a write should merge now (none: leave them): all of them when ``full`` or when more than
+    :data:`COMPACT_DELETED_SHARE` of the rows are deleted; every one but the largest past :data:`MAX_SEGMENTS`."""
+    rows = sum(s.rows for s in state.segments)
+    if full or (rows and state.deleted.size > COMPACT_DELETED_SHARE * rows):
+        return list(state.segments) if (len(state.segments) > 1 or state.deleted.size) else []
+    if len(state.segments) <= MAX_SEGMENTS:
+        return []
+    largest = max(state.segments, key=lambda s: s.rows)
+    return [s for s in state.segments if s is not largest]
+
+
+def merged(state: IndexState, merging: list[Segment]) -> IndexState:
+    """The version with ``merging`` replaced by one segment of their live rows (written and swapped in)."""
+    keep = [s for s in state.segments if all(s is not m for m in merging)]
+    made = merged_segment(state, merging)
+    return commit(state, keep, [made] if made.docs else [], state.deleted)
+
+
+def with_merges(state: IndexState) -> IndexState:
+    """``state`` after the merge its segments and deletes call for, if any."""
+    merging = merge_plan(state)
+    return merged(state, merging) if merging else state
+
+
+# --- what a write is given and says ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DeleteResult:
+    """What a delete did: the documents deleted, and the ids given that the index did not hold."""
+
+    deleted: int
+    missing: list[str]
+
+
+def check_ids(ids: Sequence[str]) -> list[str]:
+    """The ids of a delete, distinct and in their order; BadInputError for none, or one not a non-empty string."""
+    if isinstance(ids, str):
+        raise BadInputError("give a list of document ids, not one string")
+    wanted = list(dict.fromkeys(ids))
+    if not wanted:
+        raise BadInputError("no document ids to delete")
+    bad = next((doc_id for doc_id in wanted if not isinstance(doc_id, str) or not doc_id), None)
+    if bad is not None:
+        raise BadInputError(f"a document id must be a non-empty string, got {bad!r}")
+    return wanted
+
+
+def not_segmented(manifest: dict[str, Any], what: str) -> str:
+    """Why an index whose vectors or documents live outside its folder takes no ``what``."""
+    return (
+        f"{what} are not supported on an index whose vectors or documents live in {manifest['backend']} "
+        f"({manifest.get('docs', 'sqlite')} documents); rebuild it with the new documents"
+    )
+
+
+# --- a store outside the folder ----------------------------------------------------------------------------------
+def add_rewriting(
+    path: Path,
+    manifest: dict[str, Any],
+    store: VectorStore,
+    docs: DocumentStore,
+    items: list[Document],
+    vectors: np.ndarray,
+    skipped: int,
+) -> tuple[dict[str, Any], VectorStore, DocumentStore]:
+    """Add ``items`` to an index whose store keeps its vectors outside the folder (Milvus): the store stages the
+    rows for the next version, which is written whole and swapped in; ``(manifest, store, docs)`` of it. The
+    caller holds the writers' lock; on failure it reopens ``store`` (staging may have let go of it)."""
+    transform_bytes = read_consistent(path, lambda snapshot: _own_transform(snapshot, manifest, path))
+    start = docs.next_row()
+    ids = np.arange(start, start + len(items), dtype=np.int64)
+    following = dict(manifest)
+    following["count"] = int(manifest["count"]) + len(items)
+    if skipped:
+        following["skipped_documents"] = int(manifest.get("skipped_documents", 0)) + skipped
+    following["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    staged: VectorStore | None = None
+    try:
+        with atomic_dir(path) as tmp:
+            staged = store.stage_add(tmp)
+            staged.add(ids, vectors)
+            files = [*staged.save(tmp)]
+            if transform_bytes is not None:
+                with writing_to(tmp / TRANSFORM_FILE):
+                    (tmp / TRANSFORM_FILE).write_bytes(transform_bytes)
+                files.append(TRANSFORM_FILE)
+            files = [*docs.stage_add(tmp, items, start), *files]
+            written = write_manifest(tmp, following, files)
+    except BaseException:
+        if staged is not None:
+            with contextlib.suppress(Exception):
+                staged.abandon(ids)
+        raise
+    reopened = docs.reopen(path)
+    docs.close()
+    return written, staged.reopen(path, written), reopened
+
+
+def _own_transform(snapshot: IndexSnapshot, manifest: dict[str, Any], path: Path) -> bytes | None:
+    """The transform file of the version ``manifest`` describes (refused if the folder moved on)."""
+    if snapshot.manifest[SELF_CHECKSUM] != manifest[SELF_CHECKSUM]:
+        raise BadInputError(changed_message(path))
+    return snapshot.read_bytes(TRANSFORM_FILE) if snapshot.has(TRANSFORM_FILE) else None
