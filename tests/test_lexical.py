@@ -269,13 +269,24 @@ def test_add_keeps_the_lexical_index_in_step_with_the_vectors(tmp_path: Path) ->
         assert retriever.lexical is not None and retriever.lexical.count == len(texts)
         added = retriever.lexical.search(QUERIES, 6)
         assert retriever.manifest["lexical"]["documents"] == len(texts)
-    # The same as one build over all the texts: every weight follows the new lengths and document counts.
+        # Until a merge, each segment weighs terms by its own documents (as an Elasticsearch shard does): the
+        # ranking is the two segments' own BM25 rankings merged by score.
+        first = LexicalIndex.build(texts[:4], make_analyzer("plain")).search(QUERIES, 6)
+        second = LexicalIndex.build(texts[4:], make_analyzer("plain")).search(QUERIES, 6)
+        for query in range(len(QUERIES)):
+            pairs = [(s, r) for r, s in zip(first[0][query], first[1][query], strict=True) if r >= 0]
+            pairs += [(s, r + 4) for r, s in zip(second[0][query], second[1][query], strict=True) if r >= 0]
+            best = sorted(pairs, key=lambda pair: -pair[0])[:6]
+            assert added[0][query][: len(best)].tolist() == [row for _, row in best]
+        assert retriever.compact() == 2
+        compacted = retriever.lexical.search(QUERIES, 6)
+    # Compacted, the same as one build over all the texts: every weight follows the lengths and document counts.
     whole = LexicalIndex.build(texts, make_analyzer("plain"))
-    for got, want in zip(added, whole.search(QUERIES, 6), strict=True):
+    for got, want in zip(compacted, whole.search(QUERIES, 6), strict=True):
         np.testing.assert_array_equal(got, want)
     with Retriever.load(tmp_path / "idx", encoder=HashEncoder()) as loaded:
         assert loaded.lexical is not None
-        np.testing.assert_array_equal(loaded.lexical.search(QUERIES, 6)[0], added[0])
+        np.testing.assert_array_equal(loaded.lexical.search(QUERIES, 6)[0], compacted[0])
 
 
 # --- bad input and old indexes --------------------------------------------------------------------------------

@@ -349,8 +349,9 @@ class Retriever:
         plan = self.search_plan(mode, fusion, candidates)
         k = self.effective_k(k)
         rows = None if filter is None else self.row_filter(filter)
-        if rows is not None and rows.passing == 0:
-            return SearchResults(no_hits(rows.note(self.count)) for _ in items)
+        if self.count == 0 or (rows is not None and rows.passing == 0):  # every document deleted, or none passes
+            note = "the index holds no documents" if rows is None else rows.note(self.count)
+            return SearchResults(no_hits(note) for _ in items)
         allowed = None if rows is None else rows.mask
         if plan.mode == "lexical":
             return self._search_lexical(items, k, allowed)
@@ -451,11 +452,9 @@ class Retriever:
         one held. Documents with no token the model knows are counted in a warning and skipped, kept or refused
         by ``empty_documents`` as in :meth:`build` (when all are skipped, nothing is written).
 
-        The add writes one new segment and links the rest into the next version of the folder, swapped in whole
-        (:mod:`whitevec.index.updates`): its cost is the added documents', a failed add leaves the index as it
-        was, and readers in other processes see the old or the new version. Refused when the folder no longer
-        holds the version this Retriever loaded (another process wrote meanwhile). Writers of indexes in one
-        parent folder take turns once their texts are encoded.
+        One new segment, the rest linked into the next version, swapped in whole (:mod:`whitevec.index.updates`):
+        the cost is the added documents'; a failed add leaves the index as it was; other processes' readers see
+        the old or the new version. Refused when another process wrote since this Retriever loaded.
 
         Raises:
             BadInputError: empty list, an id given twice, an id already in the index under ``"error"`` (named),
@@ -533,8 +532,9 @@ class Retriever:
         self._columns = None
 
     def _stored_form_progress(self, texts: list[str], show_progress: bool | None) -> np.ndarray:
-        vectors = self.encoder.encode(texts, show_progress=show_progress)
-        return stored_form(self.transform, vectors, self.manifest["metric"])
+        return stored_form(
+            self.transform, self.encoder.encode(texts, show_progress=show_progress), self.manifest["metric"]
+        )
 
     def _add_rewriting(self, given: list[Document], show_progress: bool | None, empty_documents: str) -> int:
         """An add to an index whose vectors live outside its folder (Milvus): the store takes the rows."""

@@ -230,9 +230,21 @@ def _next_manifest(
         out["deleted"] = int(deleted.size)
     if skipped:
         out["skipped_documents"] = int(manifest.get("skipped_documents", 0)) + skipped
-    first = entries[0]
-    if first["prefix"] == "" and "lexical" in first:  # a build-named segment's record is the manifest's own
-        out["lexical"] = first.pop("lexical")
+    if "lexical" in manifest:
+        out["lexical"] = lexical_totals([entry["lexical"] for entry in entries if "lexical" in entry], manifest)
+    return out
+
+
+def lexical_totals(records: list[dict[str, Any]], manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest's ``lexical`` record of a segmented index: the ranker and analyzer, and the segments' counts
+    summed (``terms``: term columns over all segments; a term two segments hold counts twice)."""
+    if len(records) == 1:
+        return dict(records[0])
+    out = dict(records[0] if records else manifest["lexical"])
+    out["documents"] = sum(int(r["documents"]) for r in records)
+    for field in ("documents_without_terms", "terms", "postings"):
+        out[field] = sum(int(r[field]) for r in records)
+    out["build_seconds"] = round(sum(float(r["build_seconds"]) for r in records), 3)
     return out
 
 
@@ -353,6 +365,8 @@ def merged(state: IndexState, merging: list[Segment]) -> IndexState:
     """The version with ``merging`` replaced by one segment of their live rows (written and swapped in)."""
     keep = [s for s in state.segments if all(s is not m for m in merging)]
     made = merged_segment(state, merging)
+    if not made.docs and not keep:  # every document deleted: the segments stay, their rows all deleted
+        return state
     return commit(state, keep, [made] if made.docs else [], state.deleted)
 
 
