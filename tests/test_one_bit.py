@@ -504,15 +504,10 @@ def test_rescore_on_float32_is_refused_before_any_document_is_read(tmp_path: Pat
 def test_adds_and_deletes_keep_codes_and_rescoring_records_together(tmp_path: Path) -> None:
     built = _build(tmp_path / "idx", "rabitq+rescore")
     new = [Document("n1", "a new text"), Document("n2", "another new text")]
-    assert built.add(new) == 602
     vectors = built.embed(["a new text", "another new text"])
-    assert [row[0].id for row in built.search_vectors(vectors, 1)] == ["n1", "n2"]  # found, rescored
-    records = np.load(tmp_path / "idx" / RESCORE_FILE)
-    np.testing.assert_array_equal(records["vector"][600:], vectors.astype(np.float16))
-    built.close()
     # A delete at the store: the id leaves the codes and its record is zeroed in the next version's file.
-    with Retriever.load(tmp_path / "idx", encoder=HashEncoder(dim=24)) as loaded:  # type: ignore[arg-type]
-        staged: Any = loaded.store.stage_add(tmp_path / "next")
+    staged: Any = built.store.stage_add(tmp_path / "next")
+    staged.add(np.array([600, 601]), vectors)
     staged.delete(np.array([600]))
     _, ids = staged.search(vectors, 3)
     assert 600 not in ids and ids[1, 0] == 601
@@ -521,6 +516,14 @@ def test_adds_and_deletes_keep_codes_and_rescoring_records_together(tmp_path: Pa
     saved = np.load(tmp_path / "next" / RESCORE_FILE)
     assert saved.shape == (602,) and not saved["vector"][600].any() and saved["vector"][601].any()
     assert staged.reopen(tmp_path / "next", {}).search(vectors, 1)[1][1, 0] == 601
+    # An add writes a segment of its own: its codes (RaBitQ, from the build's training) and its records together.
+    assert built.add(new) == 602
+    assert [row[0].id for row in built.search_vectors(vectors, 1)] == ["n1", "n2"]  # found, rescored
+    prefix = built.manifest["segments"][1]["prefix"]
+    records = np.load(tmp_path / "idx" / (prefix + RESCORE_FILE))
+    np.testing.assert_array_equal(records["vector"], vectors.astype(np.float16))
+    assert np.load(tmp_path / "idx" / RESCORE_FILE).shape == (600,)  # the build's file, linked, unchanged
+    built.close()
 
 
 def test_eval_and_tune_score_1_bit_codes_as_the_index_ranks() -> None:

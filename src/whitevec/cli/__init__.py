@@ -28,6 +28,7 @@ from whitevec.cli.encode import encode_command, fit_command, frequencies_app
 from whitevec.cli.evaluate import diagnose_command, eval_command, eval_retrieval_command
 from whitevec.cli.export import export_st_command
 from whitevec.cli.index import index_app, search_command
+from whitevec.cli.index_writes import index_add_command  # noqa: F401  (registers add, delete, compact)
 from whitevec.cli.serve import serve_command
 from whitevec.cli.tune import tune_command
 from whitevec.errors import IndexDamagedError, WhitevecError, WhitevecWarning

@@ -220,48 +220,6 @@ class FaissStore:
             other._apply_search_params(other.index)
         return other
 
-    def empty_copy(self) -> FaissStore:
-        """A store with this one's trained codes (IVF lists' centroids, codebooks, the sign step) and no vector:
-        what a new segment of the index is made from (:mod:`whitevec.index.updates`)."""
-        if self.index is None:
-            raise BadInputError("cannot copy the training of an empty index")
-        other = self.stage_add(Path())
-        other.index.reset()
-        other.rescore = other._new_rescore()
-        return other
-
-    def vectors_of(self, ids: np.ndarray) -> np.ndarray:
-        """What this store keeps of the rows ``ids`` (distinct, ascending), as a segment merge re-adds it: the
-        rescoring vectors where the encoding keeps them, else the codes (sign codes as their bytes, others
-        decoded). BadInputError where faiss cannot give this encoding's codes back."""
-        ids64 = np.ascontiguousarray(ids, dtype=np.int64)
-        if self.rescore is not None:
-            return self.rescore.vectors(ids64)
-        faiss = _faiss()
-        positions = np.searchsorted(faiss.vector_to_array(self.index.id_map), ids64)
-        inner = self.index.index
-        try:
-            if self.signs is not None:
-                codes = [inner.reconstruct(int(p)) for p in positions]
-                return np.stack(codes) if codes else np.zeros((0, inner.code_size), np.uint8)
-            with contextlib.suppress(RuntimeError):  # an IVF index gives vectors back through its direct map
-                faiss.extract_index_ivf(inner).make_direct_map()
-            return np.asarray(inner.reconstruct_batch(positions), dtype=np.float32)
-        except RuntimeError as exc:
-            raise BadInputError(
-                f"faiss cannot give back the vectors of encoding {self.encoding.spec!r} ({exc}); rebuild the "
-                "index instead of compacting it"
-            ) from None
-
-    def add_kept(self, ids: np.ndarray, kept: np.ndarray) -> None:
-        """Add what :meth:`vectors_of` gave (sign codes as they are, vectors encoded) under ``ids``."""
-        if self.signs is not None and self.rescore is None:
-            self.index.add_with_ids(
-                np.ascontiguousarray(kept, dtype=np.uint8), np.ascontiguousarray(ids, np.int64)
-            )
-            return
-        self.add(ids, kept)
-
     def save(self, folder: Path) -> list[str]:
         if self.index is None:
             raise BadInputError("cannot save an empty index; add vectors first")

@@ -16,7 +16,6 @@ which is its default.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import os
@@ -27,11 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from whitevec.datasets.retrieval import Document, check_unique_ids
+from whitevec.datasets.retrieval import Document
 from whitevec.encoders.model_identity import index_model_folder
 from whitevec.encoders.protocol import known_token_mask
 from whitevec.errors import BadInputError, DimensionMismatchError
-from whitevec.index.build import as_documents, build_index, check_encoder, meaningful_documents
+from whitevec.index.build import build_index, check_encoder
 from whitevec.index.documents import DocumentStore
 from whitevec.index.filter_rows import MetadataColumns, RowFilter, row_filter
 from whitevec.index.filters import Filter, parse_filter
@@ -58,24 +57,12 @@ from whitevec.index.opening import open_version
 from whitevec.index.snapshot import read_consistent
 from whitevec.index.store import VectorStore, store_files, stored_form
 from whitevec.index.updates import (
-    DeleteResult,
     IndexState,
-    add_rewriting,
-    check_ids,
-    check_on_existing,
-    check_own_version,
-    commit,
-    merge_plan,
-    merged,
-    new_segment,
-    not_segmented,
-    plan_add,
     searchable,
-    with_merges,
 )
+from whitevec.index.writes import IndexWrites
 from whitevec.preflight import check_device, check_texts
 from whitevec.transforms import Transform
-from whitevec.utils.io import writers_lock
 
 if TYPE_CHECKING:
     from whitevec.encoders.protocol import EncoderLike
@@ -83,7 +70,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class Retriever:
+class Retriever(IndexWrites):
     """Search a corpus by meaning: ``Retriever.build(...)`` once, then ``Retriever.load(dir).search([...])``."""
 
     def __init__(
@@ -251,11 +238,6 @@ class Retriever:
         )
 
     # --- querying --------------------------------------------------------------------------------------------
-    @property
-    def count(self) -> int:
-        """Number of documents (and vectors) in the index."""
-        return int(self.manifest["count"])
-
     @property
     def dim(self) -> int:
         """Dimension of the stored (transformed) vectors."""
@@ -435,135 +417,6 @@ class Retriever:
                     hits.append(SearchHit(doc.id, float(score), doc.text, doc.metadata))
             results.append(hits)
         return results
-
-    # --- writing ---------------------------------------------------------------------------------------------
-    def add(
-        self,
-        docs: Sequence[Document],
-        show_progress: bool | None = None,
-        *,
-        empty_documents: str = "skip",
-        on_existing: str = "error",
-    ) -> int:
-        """Add documents; persisted (flushed to disk) before returning. Returns the new count.
-
-        ``on_existing``: what an id the index already holds does: ``"error"`` refuses the add (the id named,
-        nothing written), ``"replace"`` replaces that document (an upsert: :meth:`upsert`), ``"skip"`` keeps the
-        one held. Documents with no token the model knows are counted in a warning and skipped, kept or refused
-        by ``empty_documents`` as in :meth:`build` (when all are skipped, nothing is written).
-
-        One new segment, the rest linked into the next version, swapped in whole (:mod:`whitevec.index.updates`):
-        the cost is the added documents'; a failed add leaves the index as it was; other processes' readers see
-        the old or the new version. Refused when another process wrote since this Retriever loaded.
-
-        Raises:
-            BadInputError: empty list, an id given twice, an id already in the index under ``"error"`` (named),
-                the index changed on disk since it was loaded, or documents with no known token under ``"error"``.
-        """
-        on_existing = check_on_existing(on_existing)
-        given = as_documents(docs)
-        if not given:
-            raise BadInputError("no documents to add")
-        check_unique_ids(given, where="the documents to add")
-        if self._state is None:
-            if on_existing != "error":
-                raise BadInputError(not_segmented(self.manifest, "upserts"))
-            return self._add_rewriting(given, show_progress, empty_documents)
-        items = meaningful_documents(given, self.encoder, empty_documents)
-        with self._lock:
-            items, replaced = plan_add(self._docs, items, on_existing, self.path)
-            if not items:
-                return self.count
-            vectors = self._stored_form_progress([d.text for d in items], show_progress)
-            with writers_lock(self.path.parent):
-                check_own_version(self._state)
-                made = new_segment(self._state, items, vectors)
-                deleted = np.union1d(self._state.deleted, replaced).astype(np.int64)
-                state = commit(self._state, self._state.segments, [made], deleted, skipped=len(given) - len(items))
-                self._use(with_merges(state))
-        return self.count
-
-    def upsert(
-        self, docs: Sequence[Document], show_progress: bool | None = None, *, empty_documents: str = "skip"
-    ) -> int:
-        """:meth:`add` with ``on_existing="replace"``: a document whose id the index holds replaces it."""
-        return self.add(docs, show_progress, empty_documents=empty_documents, on_existing="replace")
-
-    def delete(self, ids: Sequence[str]) -> DeleteResult:
-        """Delete the documents with these ids (one new version: a tombstone list, nothing rewritten); ids the
-        index does not hold are reported in the result (how many, the first few), the rest deleted.
-
-        Raises:
-            BadInputError: no ids, not strings, the index changed on disk since it was loaded, or an index whose
-                vectors live outside its folder (Milvus).
-        """
-        wanted = check_ids(ids)
-        if self._state is None:
-            raise BadInputError(not_segmented(self.manifest, "deletes"))
-        with self._lock:
-            held = self._docs.rows_of(wanted)  # type: ignore[attr-defined]
-            missing = [doc_id for doc_id in wanted if doc_id not in held]
-            if held:
-                rows = np.fromiter(held.values(), dtype=np.int64, count=len(held))
-                with writers_lock(self.path.parent):
-                    check_own_version(self._state)
-                    deleted = np.union1d(self._state.deleted, rows).astype(np.int64)
-                    state = commit(self._state, self._state.segments, [], deleted)
-                    self._use(with_merges(state))
-        return DeleteResult(deleted=len(held), missing=missing)
-
-    def compact(self) -> int:
-        """Merge every segment into one and drop the deleted rows (one new version); the segments merged (0: it
-        was one segment with nothing deleted, and nothing was written)."""
-        if self._state is None:
-            raise BadInputError(not_segmented(self.manifest, "compaction"))
-        with self._lock, writers_lock(self.path.parent):
-            check_own_version(self._state)
-            merging = merge_plan(self._state, full=True)
-            if merging:
-                self._use(merged(self._state, merging))
-        return len(merging)
-
-    def _use(self, state: IndexState) -> None:
-        """Search the version ``state`` holds from now on."""
-        self._state = state
-        self.manifest = state.manifest
-        self.store, self._docs, self.lexical = searchable(state, self.encoder)
-        self._columns = None
-
-    def _stored_form_progress(self, texts: list[str], show_progress: bool | None) -> np.ndarray:
-        return stored_form(
-            self.transform, self.encoder.encode(texts, show_progress=show_progress), self.manifest["metric"]
-        )
-
-    def _add_rewriting(self, given: list[Document], show_progress: bool | None, empty_documents: str) -> int:
-        """An add to an index whose vectors live outside its folder (Milvus): the store takes the rows."""
-        if self.lexical is not None:
-            raise BadInputError(
-                f"the index at {self.path} keeps its lexical part in its {self.manifest['backend']} collection; "
-                "adding to it is not supported: rebuild it with the new documents"
-            )
-        items = meaningful_documents(given, self.encoder, empty_documents)
-        if not items:
-            return self.count
-        with self._lock:
-            clash = self._docs.existing_ids([d.id for d in items])
-            if clash:
-                raise BadInputError(f"document id {clash[0]!r} is already in the index at {self.path}")
-            vectors = self._stored_form_progress([d.text for d in items], show_progress)
-            with writers_lock(self.path.parent):
-                try:
-                    self.manifest, self.store, self._docs = add_rewriting(
-                        self.path, self.manifest, self.store, self._docs, items, vectors, len(given) - len(items)
-                    )
-                except BaseException:
-                    # Staging may have let go of the live store (Milvus Lite copies its data): take it back,
-                    # keeping the add's own error.
-                    with contextlib.suppress(Exception):
-                        self.store = self.store.reopen(self.path, self.manifest)
-                    raise
-                self._columns = None
-        return self.count
 
     def close(self) -> None:
         """Release the document store, the vector store's connections, and the encoder if load() made it."""

@@ -38,6 +38,7 @@ from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError
 from whitevec.index.docstore import write_docs
 from whitevec.index.documents import DocumentStore
+from whitevec.index.faiss_segments import add_kept, empty_copy, vectors_of
 from whitevec.index.fusion import LexicalRanker
 from whitevec.index.layout import DELETED_FILE, DOCS_FILE, LEXICAL_FILES, TEMPLATE_PREFIX, TRANSFORM_FILE
 from whitevec.index.lexical import LexicalIndex
@@ -125,14 +126,14 @@ def plan_add(
 # --- making segments -------------------------------------------------------------------------------------------
 def new_segment(state: IndexState, docs: list[Document], vectors: np.ndarray) -> NewSegment:
     """A segment of ``docs`` with their stored-form ``vectors``, encoded with the build's training."""
-    store = template_of(state).empty_copy()  # type: ignore[attr-defined]
+    store = empty_copy(template_of(state))
     store.add(np.arange(len(docs), dtype=np.int64), vectors)
     return NewSegment(store, docs, _lexical_over(state, docs))
 
 
 def merged_segment(state: IndexState, merging: list[Segment]) -> NewSegment:
     """One segment holding the live rows of ``merging``, in row order."""
-    store = template_of(state).empty_copy()  # type: ignore[attr-defined]
+    store = empty_copy(template_of(state))
     live = np.ones(sum(s.rows for s in state.segments), dtype=bool)
     live[state.deleted] = False
     docs: list[Document] = []
@@ -143,7 +144,7 @@ def merged_segment(state: IndexState, merging: list[Segment]) -> NewSegment:
         found = segment.docs.get(kept.tolist())
         docs += [found[int(row)] for row in kept]
         start = len(docs) - kept.size
-        store.add_kept(np.arange(start, len(docs), dtype=np.int64), segment.store.vectors_of(kept))  # type: ignore[attr-defined]
+        add_kept(store, np.arange(start, len(docs), dtype=np.int64), vectors_of(segment.store, kept))
     return NewSegment(store, docs, _lexical_over(state, docs))
 
 
@@ -162,7 +163,7 @@ def _lexical_over(state: IndexState, docs: list[Document]) -> LexicalIndex | Non
 def template_of(state: IndexState) -> VectorStore:
     """The trained, empty store of the index: read from its version, or made from the build's store (once)."""
     if state.template is None:
-        state.template = state.segments[0].store.empty_copy()  # type: ignore[attr-defined]
+        state.template = empty_copy(state.segments[0].store)
     return state.template
 
 
@@ -377,6 +378,17 @@ def with_merges(state: IndexState) -> IndexState:
 
 
 # --- what a write is given and says ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AddResult:
+    """What an add did: documents added under new ids, replacing a held one, or skipped (an id held under
+    ``on_existing="skip"``, or no token the model knows), and the index's count after it."""
+
+    added: int
+    replaced: int
+    skipped: int
+    count: int
+
+
 @dataclass(frozen=True)
 class DeleteResult:
     """What a delete did: the documents deleted, and the ids given that the index did not hold."""

@@ -1,0 +1,210 @@
+"""The writing half of :class:`whitevec.index.Retriever`: add, upsert, delete and compact a loaded index (each
+one new version of its folder, :mod:`whitevec.index.updates`), and keep searching the version written."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from whitevec.datasets.retrieval import Document, check_unique_ids
+from whitevec.errors import BadInputError
+from whitevec.index.build import as_documents, meaningful_documents
+from whitevec.index.documents import DocumentStore
+from whitevec.index.fusion import LexicalRanker
+from whitevec.index.store import VectorStore, stored_form
+from whitevec.index.updates import (
+    AddResult,
+    DeleteResult,
+    IndexState,
+    add_rewriting,
+    check_ids,
+    check_on_existing,
+    check_own_version,
+    commit,
+    merge_plan,
+    merged,
+    new_segment,
+    not_segmented,
+    plan_add,
+    searchable,
+    with_merges,
+)
+from whitevec.transforms import Transform
+from whitevec.utils.io import writers_lock
+
+if TYPE_CHECKING:
+    from whitevec.encoders.protocol import EncoderLike
+
+
+class IndexWrites:
+    """Writes to the index a Retriever loaded; the Retriever's searches take the same lock, so a search sees the
+    version before a write or the one after it."""
+
+    path: Path
+    manifest: dict[str, Any]
+    encoder: EncoderLike
+    transform: Transform | None
+    store: VectorStore
+    lexical: LexicalRanker | None
+    _docs: DocumentStore
+    _lock: threading.RLock
+    _columns: Any
+    _state: IndexState | None
+
+    @property
+    def count(self) -> int:
+        """Number of documents in the index (deleted ones not counted)."""
+        return int(self.manifest["count"])
+
+    def add(
+        self,
+        docs: Sequence[Document],
+        show_progress: bool | None = None,
+        *,
+        empty_documents: str = "skip",
+        on_existing: str = "error",
+    ) -> int:
+        """Add documents; persisted (flushed to disk) before returning. Returns the new count (:meth:`write`
+        says what became of each document).
+
+        ``on_existing``: what an id the index already holds does: ``"error"`` refuses the add (the id named,
+        nothing written), ``"replace"`` replaces that document (an upsert: :meth:`upsert`), ``"skip"`` keeps the
+        one held. Documents with no token the model knows are counted in a warning and skipped, kept or refused
+        by ``empty_documents`` as in :meth:`build` (when all are skipped, nothing is written).
+
+        One new segment, the rest linked into the next version, swapped in whole (:mod:`whitevec.index.updates`):
+        the cost is the added documents'; a failed add leaves the index as it was; other processes' readers see
+        the old or the new version. Refused when another process wrote since this Retriever loaded.
+
+        Raises:
+            BadInputError: empty list, an id given twice, an id already in the index under ``"error"`` (named),
+                the index changed on disk since it was loaded, or documents with no known token under ``"error"``.
+        """
+        return self.write(docs, show_progress, empty_documents=empty_documents, on_existing=on_existing).count
+
+    def write(
+        self,
+        docs: Sequence[Document],
+        show_progress: bool | None = None,
+        *,
+        empty_documents: str = "skip",
+        on_existing: str = "error",
+    ) -> AddResult:
+        """:meth:`add`, answering how many documents were added, replaced and skipped, and the new count."""
+        on_existing = check_on_existing(on_existing)
+        given = as_documents(docs)
+        if not given:
+            raise BadInputError("no documents to add")
+        check_unique_ids(given, where="the documents to add")
+        if self._state is None:
+            if on_existing != "error":
+                raise BadInputError(not_segmented(self.manifest, "upserts"))
+            return self._add_rewriting(given, show_progress, empty_documents)
+        meaningful = meaningful_documents(given, self.encoder, empty_documents)
+        empty = len(given) - len(meaningful)
+        with self._lock:
+            items, replaced = plan_add(self._docs, meaningful, on_existing, self.path)
+            if items:
+                vectors = self._stored_form_progress([d.text for d in items], show_progress)
+                with writers_lock(self.path.parent):
+                    check_own_version(self._state)
+                    made = new_segment(self._state, items, vectors)
+                    deleted = np.union1d(self._state.deleted, replaced).astype(np.int64)
+                    state = commit(self._state, self._state.segments, [made], deleted, skipped=empty)
+                    self._use(with_merges(state))
+        new = len(items) - replaced.size
+        return AddResult(
+            added=new, replaced=int(replaced.size), skipped=len(given) - new - replaced.size, count=self.count
+        )
+
+    def upsert(
+        self, docs: Sequence[Document], show_progress: bool | None = None, *, empty_documents: str = "skip"
+    ) -> int:
+        """:meth:`add` with ``on_existing="replace"``: a document whose id the index holds replaces it."""
+        return self.add(docs, show_progress, empty_documents=empty_documents, on_existing="replace")
+
+    def delete(self, ids: Sequence[str]) -> DeleteResult:
+        """Delete the documents with these ids (one new version: a tombstone list, nothing rewritten); ids the
+        index does not hold are reported in the result (how many, the first few), the rest deleted.
+
+        Raises:
+            BadInputError: no ids, not strings, the index changed on disk since it was loaded, or an index whose
+                vectors live outside its folder (Milvus).
+        """
+        wanted = check_ids(ids)
+        if self._state is None:
+            raise BadInputError(not_segmented(self.manifest, "deletes"))
+        with self._lock:
+            held = self._docs.rows_of(wanted)  # type: ignore[attr-defined]
+            missing = [doc_id for doc_id in wanted if doc_id not in held]
+            if held:
+                rows = np.fromiter(held.values(), dtype=np.int64, count=len(held))
+                with writers_lock(self.path.parent):
+                    check_own_version(self._state)
+                    deleted = np.union1d(self._state.deleted, rows).astype(np.int64)
+                    state = commit(self._state, self._state.segments, [], deleted)
+                    self._use(with_merges(state))
+        return DeleteResult(deleted=len(held), missing=missing)
+
+    def compact(self) -> int:
+        """Merge every segment into one and drop the deleted rows (one new version); the segments merged (0: it
+        was one segment with nothing deleted, and nothing was written)."""
+        if self._state is None:
+            raise BadInputError(not_segmented(self.manifest, "compaction"))
+        with self._lock, writers_lock(self.path.parent):
+            check_own_version(self._state)
+            merging = merge_plan(self._state, full=True)
+            if merging:
+                self._use(merged(self._state, merging))
+        return len(merging)
+
+    def _use(self, state: IndexState) -> None:
+        """Search the version ``state`` holds from now on."""
+        self._state = state
+        self.manifest = state.manifest
+        self.store, self._docs, self.lexical = searchable(state, self.encoder)
+        self._columns = None
+
+    def _stored_form_progress(self, texts: list[str], show_progress: bool | None) -> np.ndarray:
+        return stored_form(
+            self.transform, self.encoder.encode(texts, show_progress=show_progress), self.manifest["metric"]
+        )
+
+    def _add_rewriting(self, given: list[Document], show_progress: bool | None, empty_documents: str) -> AddResult:
+        """An add to an index whose vectors live outside its folder (Milvus): the store takes the rows."""
+        if self.lexical is not None:
+            raise BadInputError(
+                f"the index at {self.path} keeps its lexical part in its {self.manifest['backend']} collection; "
+                "adding to it is not supported: rebuild it with the new documents"
+            )
+        items = meaningful_documents(given, self.encoder, empty_documents)
+        with self._lock:
+            clash = self._docs.existing_ids([d.id for d in items])
+            if clash:
+                raise BadInputError(f"document id {clash[0]!r} is already in the index at {self.path}")
+            if items:
+                vectors = self._stored_form_progress([d.text for d in items], show_progress)
+                with writers_lock(self.path.parent):
+                    try:
+                        self.manifest, self.store, self._docs = add_rewriting(
+                            self.path,
+                            self.manifest,
+                            self.store,
+                            self._docs,
+                            items,
+                            vectors,
+                            len(given) - len(items),
+                        )
+                    except BaseException:
+                        # Staging may have let go of the live store (Milvus Lite copies its data): take it back,
+                        # keeping the add's own error.
+                        with contextlib.suppress(Exception):
+                            self.store = self.store.reopen(self.path, self.manifest)
+                        raise
+                    self._columns = None
+        return AddResult(added=len(items), replaced=0, skipped=len(given) - len(items), count=self.count)

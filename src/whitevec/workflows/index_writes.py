@@ -1,0 +1,154 @@
+"""Writing to a built index from files (``whitevec index add | delete | compact``): each checks its inputs and
+the index's manifest with light imports, then loads the index and writes one new version
+(:mod:`whitevec.index.updates`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from whitevec.datasets.paths import existing_file
+from whitevec.encoders.protocol import check_empty_documents
+from whitevec.errors import BadInputError
+from whitevec.preflight import existing_folder
+
+# Retriever.add's choices (whitevec.index.updates.ON_EXISTING, held equal by a test): importing the index here
+# would load numpy and faiss before a bad choice is refused.
+ON_EXISTING = ("error", "replace", "skip")
+
+
+@dataclass(frozen=True)
+class WriteReport:
+    """What a write did and the index after it: documents live and deleted, segments, and its version."""
+
+    changed: int
+    count: int
+    deleted: int
+    segments: int
+    version: int
+    missing: tuple[str, ...] = ()
+    replaced: int = 0
+    skipped: int = 0
+
+    @classmethod
+    def of(
+        cls,
+        manifest: dict[str, Any],
+        changed: int,
+        missing: Sequence[str] = (),
+        replaced: int = 0,
+        skipped: int = 0,
+    ) -> WriteReport:
+        segments = len(manifest.get("segments") or [None])
+        deleted, version = int(manifest.get("deleted", 0)), int(manifest.get("generation", 0))
+        return cls(changed, int(manifest["count"]), deleted, segments, version, tuple(missing), replaced, skipped)
+
+    def state(self) -> str:
+        return (
+            f"{self.count} documents ({self.deleted} deleted rows kept until a merge) in {self.segments} "
+            f"segment(s), version {self.version}"
+        )
+
+
+def add_documents_file(
+    index_dir: str | os.PathLike[str],
+    corpus: str | os.PathLike[str],
+    *,
+    on_existing: str = "error",
+    empty_documents: str | None = None,
+    device: str | None = None,
+    model: str | os.PathLike[str] | None = None,
+    show_progress: bool | None = None,
+) -> WriteReport:
+    """Add the documents of the corpus file ``corpus`` to the index ``index_dir`` (``on_existing``: what an id
+    it holds does, see :meth:`whitevec.index.Retriever.add`). Checked before the model loads: the folder, the
+    choices, the corpus (every row parsed; ids unique)."""
+    existing_folder(index_dir, "index folder")
+    choice = check_on_existing_choice(on_existing)
+    empty = "skip" if empty_documents is None else check_empty_documents(empty_documents)
+    from whitevec.datasets.retrieval import check_unique_ids, read_corpus_file
+
+    docs = read_corpus_file(existing_file(corpus, "--corpus file"))
+    if not docs:
+        raise BadInputError(f"{corpus} holds no documents; nothing to add")
+    check_unique_ids(docs, where=str(corpus))
+    from whitevec.index import Retriever
+
+    with Retriever.load(index_dir, device=device, model=model) as retriever:
+        done = retriever.write(docs, show_progress, empty_documents=empty, on_existing=choice)
+        return WriteReport.of(retriever.manifest, done.added, replaced=done.replaced, skipped=done.skipped)
+
+
+def delete_documents(
+    index_dir: str | os.PathLike[str], ids: Sequence[str], ids_file: str | os.PathLike[str] | None = None
+) -> WriteReport:
+    """Delete the documents ``ids`` and those listed in ``ids_file`` (one id a line) from the index
+    ``index_dir``; ids it does not hold are in the report's ``missing``. The index's encoder is not loaded."""
+    existing_folder(index_dir, "index folder")
+    wanted = list(ids)
+    if ids_file is not None:
+        text = existing_file(ids_file, "--ids file").read_text(encoding="utf-8")
+        wanted += [line.strip() for line in text.splitlines() if line.strip()]
+    if not wanted:
+        raise BadInputError("no document ids to delete: give ids or --ids FILE")
+    from whitevec.index import Retriever
+
+    with Retriever.load(index_dir, encoder=_NoEncoder.for_index(index_dir)) as retriever:  # nothing to encode
+        result = retriever.delete(wanted)
+        return WriteReport.of(retriever.manifest, result.deleted, result.missing)
+
+
+def compact_index(index_dir: str | os.PathLike[str]) -> WriteReport:
+    """Merge every segment of the index ``index_dir`` into one, dropping deleted rows; the report's ``changed``
+    counts the segments merged (0: nothing to do, nothing written)."""
+    existing_folder(index_dir, "index folder")
+    from whitevec.index import Retriever
+
+    with Retriever.load(index_dir, encoder=_NoEncoder.for_index(index_dir, tokens=True)) as retriever:
+        merged = retriever.compact()
+        return WriteReport.of(retriever.manifest, merged)
+
+
+def check_on_existing_choice(on_existing: str) -> str:
+    key = str(on_existing).strip().lower()
+    if key not in ON_EXISTING:
+        raise BadInputError(f"unknown --on-existing {on_existing!r}; valid: {', '.join(ON_EXISTING)}")
+    return key
+
+
+class _NoEncoder:
+    """The index's encoder as its manifest describes it, for writes that encode nothing (delete, compact): the
+    model is not loaded. Encoding with it is a bug (it raises)."""
+
+    def __init__(self, manifest: dict[str, Any]) -> None:
+        self._manifest = manifest
+        self.model_name = str(manifest["model"])
+        self.max_length = manifest["max_length"]
+
+    @classmethod
+    def for_index(cls, index_dir: str | os.PathLike[str], tokens: bool = False) -> Any:
+        """One for the index at ``index_dir``; with ``tokens``, None (the model loads) when its lexical part
+        analyses text with the model's tokenizer (a merge rebuilds a lexical part)."""
+        from whitevec.index import read_manifest
+
+        manifest = read_manifest(index_dir, verify=False)
+        if tokens and (manifest.get("lexical") or {}).get("analyzer", {}).get("name") == "encoder":
+            return None
+        return cls(manifest)
+
+    def describe(self) -> dict[str, Any]:
+        m = self._manifest
+        return {
+            "model": m["model"],
+            "model_fingerprint": m.get("model_fingerprint"),
+            "pooling": m["pooling"],
+            "layers": m["layers"],
+            "max_length": m["max_length"],
+            "backend": m["encoder_backend"],
+            "dim": m["encoder_dim"],
+        }
+
+    def encode(self, texts: Sequence[str], **_: Any) -> Any:
+        raise AssertionError("a delete or compaction encodes no text")
