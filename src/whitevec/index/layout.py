@@ -53,6 +53,17 @@ def total_rows(manifest: dict[str, Any]) -> int:
     return int(manifest["count"]) + int(manifest.get("deleted", 0))
 
 
+def index_state(manifest: dict[str, Any]) -> dict[str, int]:
+    """What ``index info`` and HTTP /info show of an index's writes: documents live and deleted (kept until a
+    merge), segments, and the version (0: as built; each write adds one)."""
+    return {
+        "live": int(manifest["count"]),
+        "deleted": int(manifest.get("deleted", 0)),
+        "segments": len(segment_entries(manifest)),
+        "version": int(manifest.get("generation", 0)),
+    }
+
+
 def check_index_manifest(manifest: dict[str, Any], folder: Path) -> None:
     """What the manifest's schema cannot say alone: known choices, and the files this kind of index has."""
     where = folder / MANIFEST

@@ -440,7 +440,8 @@ def lexical_size(manifest: dict[str, Any]) -> dict[str, Any]:
             "lexical": "in the Milvus collection (Milvus's BM25 on the documents' text); its bytes are Milvus's"
         }
     files = manifest["files"]
-    total = sum(int(files[name]["bytes"]) for name in LEXICAL_FILES if name in files)
+    prefixes = [entry["prefix"] for entry in manifest.get("segments") or [{"prefix": ""}]]  # every segment's
+    total = sum(int(files[p + name]["bytes"]) for p in prefixes for name in LEXICAL_FILES if p + name in files)
     count = int(manifest["lexical"]["documents"])
     return {"lexical_bytes": total, "lexical_bytes_per_document": round(total / count, 2) if count else None}
 

@@ -55,7 +55,7 @@ from whitevec.index.hits import (
 from whitevec.index.lexical import DEFAULT_ANALYZER
 from whitevec.index.opening import open_version
 from whitevec.index.snapshot import read_consistent
-from whitevec.index.store import VectorStore, store_files, stored_form
+from whitevec.index.store import VectorStore, stored_files, stored_form
 from whitevec.index.updates import (
     IndexState,
     searchable,
@@ -247,7 +247,7 @@ class Retriever(IndexWrites):
     def index_bytes(self) -> int:
         """Bytes of the vector store's files in the index folder (0 when the vectors live in Milvus)."""
         files = self.manifest["files"]
-        return sum(int(files[name]["bytes"]) for name in store_files(self.manifest))
+        return sum(int(files[name]["bytes"]) for name in stored_files(self.manifest))
 
     def effective_k(self, k: int) -> int:
         """``k`` clamped to the number of documents (logged); BadInputError when below 1 or not an integer."""

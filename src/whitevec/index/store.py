@@ -259,8 +259,16 @@ def stored_form(transform: Transform | None, vectors: np.ndarray, metric: str) -
 
 
 def store_files(manifest: dict[str, Any]) -> tuple[str, ...]:
-    """The files of an index's vector store, from its manifest (the backend's and its encoding's)."""
+    """The files of an index's vector store, from its manifest (the backend's and its encoding's), as a build
+    names them (the files of one segment, without its prefix)."""
     return store_class(manifest["backend"]).files_for(manifest["index_params"])
+
+
+def stored_files(manifest: dict[str, Any]) -> list[str]:
+    """The vector store's files of every segment of an index (whitevec.index.segments), as the folder names
+    them; the trained, empty template a new segment is made from is not among them (it is never searched)."""
+    prefixes = [entry["prefix"] for entry in manifest.get("segments") or [{"prefix": ""}]]
+    return [prefix + name for prefix in prefixes for name in store_files(manifest)]
 
 
 def index_size(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -274,12 +282,12 @@ def index_size(manifest: dict[str, Any]) -> dict[str, Any]:
     params = manifest["index_params"]
     encoding = parse_encoding(params.get(ENCODING))
     files = manifest["files"]
-    stored = [name for name in store_files(manifest) if name in files]
-    on_disk = set(store_class(manifest["backend"]).disk_files)
+    stored = [name for name in stored_files(manifest) if name in files]
+    on_disk = tuple(store_class(manifest["backend"]).disk_files)
     index_bytes = sum(int(files[name]["bytes"]) for name in stored)
-    disk_bytes = sum(int(files[name]["bytes"]) for name in stored if name in on_disk)
+    disk_bytes = sum(int(files[name]["bytes"]) for name in stored if name.endswith(on_disk))
     ram_bytes = index_bytes - disk_bytes
-    count = int(manifest["count"])
+    count = int(manifest["count"]) + int(manifest.get("deleted", 0))  # deleted rows cost until a merge
     dim = int(manifest["dim"])
 
     def per_vector(total: int) -> float | None:
