@@ -49,7 +49,8 @@ def test_no_transform_has_nothing_to_go_stale() -> None:
 def test_a_transform_that_came_fitted_leaves_the_fit_unknown(fit_on: str, fit_rows: int) -> None:
     # ("corpus", 0): the Ray engine's record of a transform it was given already fitted.
     figures = transform_staleness(_manifest(30, fit_on, fit_rows, updated="2026-12-06T07:00:00+0000"))
-    assert figures == {"fit_on": "given", "fit_rows": None, "count": 30, "added_since_fit": None, "share_added": None}
+    unknown = {"fit_rows": None, "count": 30, "added_since_fit": None, "share_added": None}
+    assert figures == {"fit_on": "given", **unknown}
 
 
 @pytest.mark.parametrize("fit_on", ["/data/fit-texts.txt", "corpus sample (seed 0)"])
@@ -73,7 +74,13 @@ def test_a_built_then_added_index_reports_its_adds(tmp_path: Path) -> None:
         assert transform_staleness(read_manifest(folder))["added_since_fit"] == 0
         index.add(docs[20:])
     figures = transform_staleness(read_manifest(folder))
-    assert figures == {"fit_on": "corpus", "fit_rows": 20, "count": 30, "added_since_fit": 10, "share_added": 1 / 3}
+    assert figures == {
+        "fit_on": "corpus",
+        "fit_rows": 20,
+        "count": 30,
+        "added_since_fit": 10,
+        "share_added": 1 / 3,
+    }
 
 
 def test_more_fit_rows_than_rows_counts_no_adds() -> None:
