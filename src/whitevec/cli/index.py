@@ -256,15 +256,18 @@ def index_info_command(index_dir: Annotated[Path, typer.Argument(help="Index fol
     per vector, index bytes, and the bytes a vector costs in memory (ram_bytes_per_vector) and on disk
     (disk_bytes_per_vector: +rescore's vectors, read from disk on demand); the lexical part's bytes
     (lexical_bytes, lexical_bytes_per_document), or how to add one. Under "state": documents live and deleted
-    (kept until a merge), segments, and the version (each write adds one)."""
+    (kept until a merge), segments, the version (each write adds one), and how stale the transform is (rows
+    added since its fit: docs/results/staleness.md measures what that costs)."""
     existing_folder(index_dir, "index folder")
     from whitevec.index import index_size, read_manifest
     from whitevec.index.layout import index_state
     from whitevec.index.lexical import lexical_size
+    from whitevec.index.staleness import transform_staleness
 
     manifest = read_manifest(index_dir)
     size = {**index_size(manifest), **lexical_size(manifest)}
-    _print(json.dumps({**manifest, "size": size, "state": index_state(manifest)}, indent=2, sort_keys=True))
+    state = {**index_state(manifest), "transform": transform_staleness(manifest)}
+    _print(json.dumps({**manifest, "size": size, "state": state}, indent=2, sort_keys=True))
 
 
 @index_app.command("export-faiss")
