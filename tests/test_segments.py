@@ -175,3 +175,21 @@ def test_a_damaged_tombstone_list_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CorruptFileError, match="fails its checksum"):
         Retriever.load(tmp_path / "idx", encoder=HashEncoder(dim=16))  # type: ignore[arg-type]
     assert INDEX_FILE in read_manifest(tmp_path / "idx", verify=False)["files"]
+
+
+def test_a_refit_fits_the_transform_on_every_live_document(tmp_path: Path) -> None:
+    first, later = docs(0, 60), docs(60, 160)
+    index = build(tmp_path / "idx", first, transform="whitening-8", lexical="bm25")
+    index.add(later)
+    index.delete(["d61"])
+    live = [d for d in first + later if d.id != "d61"]
+    fresh = build(tmp_path / "fresh", live, transform="whitening-8", lexical="bm25")
+    assert ranked(index, mode="dense") != ranked(fresh, mode="dense")  # a fit on the first 60 alone differs
+    index.refit()
+    assert index.manifest["transform"]["fit_rows"] == len(live) == index.count
+    assert ranked(index, mode="dense") == ranked(fresh, mode="dense")
+    assert ranked(index) == ranked(fresh)  # hybrid: the lexical part rebuilt too
+    with Retriever.load(tmp_path / "idx", encoder=HashEncoder(dim=16)) as loaded:  # type: ignore[arg-type]
+        assert ranked(loaded, mode="dense") == ranked(fresh, mode="dense")
+    index.refit("whitening-4")
+    assert index.manifest["transform"]["spec"] == "whitening-4" and index.dim == 4

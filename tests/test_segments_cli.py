@@ -45,11 +45,18 @@ def test_add_delete_and_compact_from_the_command_line(tmp_path: Path, capsys: py
     assert code == 1 and "deleted 2 documents" in err and "1 id(s) were not in the index: 'nowhere'" in err, err
     code, out, _ = run_cli(["index", "info", idx], capsys)
     state = json.loads(out)["state"]
+    assert state.pop("transform")["fit_on"] is None  # no transform: nothing to go stale
     assert state == {"live": 34, "deleted": 8, "segments": 3, "version": 3}
     code, _, err = run_cli(["index", "compact", idx], capsys)
     assert code == 0 and "merged 3 segment(s)" in err and "34 documents (0 deleted" in err, err
     code, out, _ = run_cli(["search", idx, texts[33], "-k", "1", "--format", "json"], capsys)
     assert code == 0 and json.loads(out)[0]["hits"][0]["id"] == "n33"
+    code, _, err = run_cli(["index", "refit", idx, "--transform", "whitening-8"], capsys)
+    assert code == 0 and "refitted on 34 documents" in err, err
+    transform = read_manifest(idx)["transform"]
+    assert (transform["spec"], transform["fit_rows"]) == ("whitening-8", 34)
+    code, out, _ = run_cli(["index", "info", idx], capsys)
+    assert json.loads(out)["state"]["transform"]["added_since_fit"] == 0
 
 
 def test_bad_input_to_a_write_is_one_line_and_writes_nothing(
@@ -64,6 +71,8 @@ def test_bad_input_to_a_write_is_one_line_and_writes_nothing(
         (["delete", str(idx)], "no document ids to delete"),
         (["delete", str(tmp_path / "elsewhere"), "a"], "does not exist"),
         (["compact", str(tmp_path / "elsewhere")], "does not exist"),
+        (["refit", str(idx), "--transform", " "], "--transform is empty"),
+        (["refit", str(idx), "--transform", "whitening-x"], "whitening-x"),
     ):
         code, _, err = run_cli(["index", *args], capsys)
         assert code == 2, (args, err)

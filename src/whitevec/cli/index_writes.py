@@ -1,4 +1,4 @@
-"""``whitevec index add | delete | compact``: writing to a built index (one new version each; see
+"""``whitevec index add | delete | compact | refit``: writing to a built index (one new version each; see
 docs/how-to/updates.md)."""
 
 from __future__ import annotations
@@ -81,3 +81,23 @@ def index_compact_command(index_dir: IndexDirArg) -> None:
 
     report = compact_index(index_dir)
     typer.echo(f"merged {report.changed} segment(s); {index_dir}: {report.state()}", err=True)
+
+
+@index_app.command("refit")
+def index_refit_command(
+    index_dir: IndexDirArg,
+    transform: Annotated[
+        str | None,
+        typer.Option(
+            "--transform", "-t", help="Fit this transform instead of the index's own (e.g. whitening-128)."
+        ),
+    ] = None,
+    device: DeviceOpt = None,
+    model: IndexModelOpt = None,
+) -> None:
+    """Fit the index's transform again on every document it holds now and rewrite the index with it (every
+    document encoded again). `index info` shows, under state.transform, how many documents came after the fit."""
+    from whitevec.workflows.index_writes import refit_index
+
+    report = refit_index(index_dir, transform=transform, device=device, model=model)
+    typer.echo(f"refitted on {report.changed} documents; {index_dir}: {report.state()}", err=True)

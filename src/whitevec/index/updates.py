@@ -466,3 +466,39 @@ def _own_transform(snapshot: IndexSnapshot, manifest: dict[str, Any], path: Path
     if snapshot.manifest[SELF_CHECKSUM] != manifest[SELF_CHECKSUM]:
         raise BadInputError(changed_message(path))
     return snapshot.read_bytes(TRANSFORM_FILE) if snapshot.has(TRANSFORM_FILE) else None
+
+
+# --- refitting the transform -------------------------------------------------------------------------------------
+def live_documents(state: IndexState) -> list[Document]:
+    """Every live document of the index, in row order."""
+    live = np.ones(sum(s.rows for s in state.segments), dtype=bool)
+    live[state.deleted] = False
+    out: list[Document] = []
+    for segment in state.segments:
+        kept = np.flatnonzero(live[segment.base : segment.base + segment.rows]).tolist()
+        found = segment.docs.get(kept)
+        out += [found[row] for row in kept]
+    return out
+
+
+def rebuild_options(manifest: dict[str, Any], transform: str | None) -> dict[str, Any]:
+    """The arguments of :func:`whitevec.index.build_index` that build this index again as it was built (kind,
+    metric, encoding and index parameters, lexical part, search defaults), its transform fitted anew: the
+    manifest's spec, or ``transform``."""
+    record = manifest["transform"]
+    spec = transform or ("none" if record is None else record["spec"])
+    if transform is None and record is not None and record["fit_on"] == "given":
+        raise BadInputError(
+            f"the transform of this index was given already fitted ({record['spec']}); name the one to fit with "
+            "--transform (e.g. whitening-128)"
+        )
+    lexical = manifest.get("lexical")
+    return {
+        "transform": spec,
+        "kind": manifest["index_kind"],
+        "metric": manifest["metric"],
+        "index_params": dict(manifest["index_params"]),
+        "lexical": None if lexical is None else "bm25",
+        **({} if lexical is None else {"analyzer": lexical["analyzer"]["name"]}),
+        **({"search": manifest["search"]} if "search" in manifest else {}),
+    }

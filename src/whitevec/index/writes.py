@@ -13,9 +13,11 @@ import numpy as np
 
 from whitevec.datasets.retrieval import Document, check_unique_ids
 from whitevec.errors import BadInputError
-from whitevec.index.build import as_documents, meaningful_documents
+from whitevec.index.build import as_documents, build_index, meaningful_documents
 from whitevec.index.documents import DocumentStore
 from whitevec.index.fusion import LexicalRanker
+from whitevec.index.opening import open_version
+from whitevec.index.snapshot import read_consistent
 from whitevec.index.store import VectorStore, stored_form
 from whitevec.index.updates import (
     AddResult,
@@ -26,11 +28,13 @@ from whitevec.index.updates import (
     check_on_existing,
     check_own_version,
     commit,
+    live_documents,
     merge_plan,
     merged,
     new_segment,
     not_segmented,
     plan_add,
+    rebuild_options,
     searchable,
     with_merges,
 )
@@ -162,6 +166,32 @@ class IndexWrites:
             if merging:
                 self._use(merged(self._state, merging))
         return len(merging)
+
+    def refit(self, transform: str | None = None, show_progress: bool | None = None) -> None:
+        """Fit the transform again on every live document and rewrite the index with it (one new version, every
+        document encoded again: the one write whose cost is the index's size). ``transform``: another spec to fit
+        (None: the index's own). docs/results/staleness.md measures what a fit made before most documents were
+        added costs; ``index info``'s state says how many were.
+
+        Raises:
+            BadInputError: the index changed on disk since it was loaded, its vectors live outside its folder,
+                or its transform came fitted and no ``transform`` is named.
+        """
+        if self._state is None:
+            raise BadInputError(not_segmented(self.manifest, "refits"))
+        options = rebuild_options(self.manifest, transform)
+        with self._lock, writers_lock(self.path.parent):
+            check_own_version(self._state)
+            documents = live_documents(self._state)
+            if not documents:
+                raise BadInputError(f"the index at {self.path} holds no documents to fit a transform on")
+            build_index(documents, self.path, encoder=self.encoder, show_progress=show_progress, **options)
+            version = read_consistent(self.path, lambda snapshot: open_version(snapshot, "cpu"))
+            for segment in self._state.segments:
+                segment.close()
+            assert version.segments is not None  # a FAISS index in its folder, as this one was
+            self.transform = version.transform
+            self._use(IndexState(self.path, version.manifest, version.segments, version.deleted))
 
     def _use(self, state: IndexState) -> None:
         """Search the version ``state`` holds from now on."""

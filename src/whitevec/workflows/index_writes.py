@@ -111,6 +111,27 @@ def compact_index(index_dir: str | os.PathLike[str]) -> WriteReport:
         return WriteReport.of(retriever.manifest, merged)
 
 
+def refit_index(
+    index_dir: str | os.PathLike[str],
+    *,
+    transform: str | None = None,
+    device: str | None = None,
+    model: str | os.PathLike[str] | None = None,
+    show_progress: bool | None = None,
+) -> WriteReport:
+    """Fit the transform of the index ``index_dir`` again on its live documents (``transform``: another spec)
+    and rewrite the index with it (:meth:`whitevec.index.Retriever.refit`); the report's ``changed`` counts the
+    documents encoded."""
+    existing_folder(index_dir, "index folder")
+    if transform is not None and not transform.strip():
+        raise BadInputError("--transform is empty; give a spec such as whitening-128, or leave it out")
+    from whitevec.index import Retriever
+
+    with Retriever.load(index_dir, device=device, model=model) as retriever:
+        retriever.refit(transform, show_progress)
+        return WriteReport.of(retriever.manifest, retriever.count)
+
+
 def check_on_existing_choice(on_existing: str) -> str:
     key = str(on_existing).strip().lower()
     if key not in ON_EXISTING:
