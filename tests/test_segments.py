@@ -193,3 +193,17 @@ def test_a_refit_fits_the_transform_on_every_live_document(tmp_path: Path) -> No
         assert ranked(loaded, mode="dense") == ranked(fresh, mode="dense")
     index.refit("whitening-4")
     assert index.manifest["transform"]["spec"] == "whitening-4" and index.dim == 4
+
+
+def test_export_faiss_asks_for_a_merge_first(tmp_path: Path) -> None:
+    import faiss
+
+    from whitevec.export import export_faiss
+
+    index = build(tmp_path / "idx", docs(0, 40))
+    index.add(docs(40, 45))
+    with pytest.raises(BadInputError, match="whitevec index compact"):
+        export_faiss(tmp_path / "idx", tmp_path / "out.faiss")
+    index.compact()
+    export_faiss(tmp_path / "idx", tmp_path / "out.faiss")
+    assert faiss.read_index(str(tmp_path / "out.faiss")).ntotal == 45

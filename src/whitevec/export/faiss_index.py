@@ -62,6 +62,12 @@ def export_faiss(index_dir: str | os.PathLike[str], out: str | os.PathLike[str])
             raise BadInputError(
                 f"{folder} keeps its vectors in {manifest['backend']}; export-faiss needs a faiss index"
             )
+        if len(manifest.get("segments") or [None]) > 1 or manifest.get("deleted"):
+            raise BadInputError(
+                f"{folder} holds {len(manifest.get('segments') or [None])} segments and "
+                f"{manifest.get('deleted', 0)} deleted rows since its build; one FAISS file holds one: merge them "
+                f"first with `whitevec index compact {folder}`"
+            )
         encoding = parse_encoding(manifest["index_params"].get("encoding"))
         if encoding.sign or encoding.rescore is not None:
             raise BadInputError(
