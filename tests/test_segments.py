@@ -207,3 +207,28 @@ def test_export_faiss_asks_for_a_merge_first(tmp_path: Path) -> None:
     index.compact()
     export_faiss(tmp_path / "idx", tmp_path / "out.faiss")
     assert faiss.read_index(str(tmp_path / "out.faiss")).ntotal == 45
+
+
+def test_a_reader_follows_another_writer_reading_only_the_new_segments(tmp_path: Path) -> None:
+    writer = build(tmp_path / "idx", docs(0, 80), lexical="bm25")
+    reader = Retriever.load(tmp_path / "idx", encoder=HashEncoder(dim=16))  # type: ignore[arg-type]
+    assert reader.refresh() is False  # nothing new
+    kept_store = reader.store
+    writer.add(docs(80, 90))
+    writer.delete(["d5"])
+    assert reader.refresh() is True
+    assert reader.count == writer.count == 89 and ranked(reader) == ranked(writer)
+    build_segment = reader.store.segments[0].store  # type: ignore[attr-defined]
+    assert build_segment is kept_store  # the build's segment was not read again
+    writer.delete([f"d{i}" for i in range(10, 19)])
+    writer.compact()  # 80 rows again under the build's prefix, but new files: read again, not reused
+    assert writer.manifest["segments"] == [{"prefix": "", "base": 0, "rows": 80, **_lexical(writer)}]
+    assert reader.refresh() is True and ranked(reader) == ranked(writer)
+    assert reader.store is not kept_store
+    writer.refit("whitening-8")  # another transform: the whole index read again
+    assert reader.refresh() is True and reader.transform is not None and ranked(reader) == ranked(writer)
+    reader.close()
+
+
+def _lexical(index: Retriever) -> dict[str, Any]:
+    return {"lexical": index.manifest["segments"][0]["lexical"]}

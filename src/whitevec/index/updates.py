@@ -40,11 +40,18 @@ from whitevec.index.docstore import write_docs
 from whitevec.index.documents import DocumentStore
 from whitevec.index.faiss_segments import add_kept, empty_copy, vectors_of
 from whitevec.index.fusion import LexicalRanker
-from whitevec.index.layout import DELETED_FILE, DOCS_FILE, LEXICAL_FILES, TEMPLATE_PREFIX, TRANSFORM_FILE
+from whitevec.index.layout import (
+    DELETED_FILE,
+    DOCS_FILE,
+    LEXICAL_FILES,
+    TEMPLATE_PREFIX,
+    TRANSFORM_FILE,
+    segment_entries,
+)
 from whitevec.index.lexical import LexicalIndex
 from whitevec.index.manifest import SELF_CHECKSUM, write_manifest
 from whitevec.index.segmented import compose
-from whitevec.index.segments import Segment, open_segment, open_template
+from whitevec.index.segments import Segment, open_segment, open_template, read_deleted
 from whitevec.index.snapshot import IndexSnapshot, read_consistent
 from whitevec.index.store import VectorStore
 from whitevec.utils.io import atomic_dir, writing_to
@@ -502,3 +509,60 @@ def rebuild_options(manifest: dict[str, Any], transform: str | None) -> dict[str
         **({} if lexical is None else {"analyzer": lexical["analyzer"]["name"]}),
         **({"search": manifest["search"]} if "search" in manifest else {}),
     }
+
+
+# --- following another writer ------------------------------------------------------------------------------------
+def refreshed(snapshot: IndexSnapshot, state: IndexState) -> IndexState | None:
+    """``state`` moved on to the version ``snapshot`` pins, reusing the segments both versions hold (the same
+    prefix and files: segments are never changed) and opening the others; None when the version is the same.
+    ReloadNeededError when more than segments changed (another transform, a rebuild: load the index again)."""
+    old, new = state.manifest, snapshot.manifest
+    if new[SELF_CHECKSUM] == old[SELF_CHECKSUM]:
+        return None
+    if "segments" not in new or _whole_index_fields(new) != _whole_index_fields(old):
+        raise ReloadNeededError
+    held = {segment.prefix: segment for segment in state.segments if _same_files(segment.prefix, old, new)}
+    segments = []
+    try:
+        for entry in segment_entries(new):
+            kept = held.get(entry["prefix"])
+            if kept is not None and kept.rows == entry["rows"]:
+                segments.append(dataclasses.replace(kept, base=int(entry["base"])))
+            else:
+                segments.append(open_segment(snapshot, new, entry))
+        deleted = read_deleted(snapshot)
+    except BaseException:
+        for segment in segments:
+            if all(segment.store is not s.store for s in state.segments):
+                segment.close()
+        raise
+    kept_stores = {id(s.store) for s in segments}
+    for segment in state.segments:
+        if id(segment.store) not in kept_stores:
+            segment.close()
+    return IndexState(state.path, new, segments, deleted)
+
+
+class ReloadNeededError(Exception):
+    """More than segments changed: load the index again (internal signal)."""
+
+
+def _whole_index_fields(manifest: dict[str, Any]) -> tuple[Any, ...]:
+    """What every segment of a version depends on: a version differing in these is another index."""
+    transform = manifest["files"].get(TRANSFORM_FILE, {}).get("sha256")
+    return (transform, manifest["dim"], manifest["metric"], manifest["index_kind"], manifest["model"])
+
+
+def _same_files(prefix: str, old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether the segment ``prefix`` holds the same files in both versions (a merge can reuse the build's empty
+    prefix for new files)."""
+    names = [name for name in old["files"] if _belongs(name, prefix, old)]
+    return bool(names) and all(new["files"].get(name) == old["files"][name] for name in names)
+
+
+def _belongs(name: str, prefix: str, manifest: dict[str, Any]) -> bool:
+    if prefix:
+        return name.startswith(prefix)
+    others = [e["prefix"] for e in segment_entries(manifest) if e["prefix"]]
+    special = name.startswith(TEMPLATE_PREFIX) or name in (DELETED_FILE, TRANSFORM_FILE)
+    return not special and not any(name.startswith(p) for p in others)

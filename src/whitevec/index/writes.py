@@ -23,6 +23,7 @@ from whitevec.index.updates import (
     AddResult,
     DeleteResult,
     IndexState,
+    ReloadNeededError,
     add_rewriting,
     check_ids,
     check_on_existing,
@@ -35,6 +36,7 @@ from whitevec.index.updates import (
     not_segmented,
     plan_add,
     rebuild_options,
+    refreshed,
     searchable,
     with_merges,
 )
@@ -192,6 +194,31 @@ class IndexWrites:
             assert version.segments is not None  # a FAISS index in its folder, as this one was
             self.transform = version.transform
             self._use(IndexState(self.path, version.manifest, version.segments, version.deleted))
+
+    def refresh(self) -> bool:
+        """Search the newest version of the index folder from now on, when another writer (another process, the
+        command line) made one since this Retriever loaded or last wrote: the segments both versions hold are
+        kept, only new ones are read (after a rebuild or refit, the whole index). Whether it moved on."""
+        if self._state is None:
+            return False
+        state = self._state
+        with self._lock:
+            try:
+                moved = read_consistent(self.path, lambda snapshot: refreshed(snapshot, state))
+            except ReloadNeededError:
+                version = read_consistent(self.path, lambda snapshot: open_version(snapshot, "cpu"))
+                if version.segments is None:
+                    raise BadInputError(
+                        f"the index at {self.path} was rebuilt on another backend; load it again"
+                    ) from None
+                for segment in state.segments:
+                    segment.close()
+                self.transform = version.transform
+                moved = IndexState(self.path, version.manifest, version.segments, version.deleted)
+            if moved is None:
+                return False
+            self._use(moved)
+            return True
 
     def _use(self, state: IndexState) -> None:
         """Search the version ``state`` holds from now on."""
