@@ -81,6 +81,11 @@ class DocumentStore(Protocol):
         additions."""
         ...
 
+    def rows_of(self, ids: Sequence[str]) -> dict[str, int]:
+        """``{id: row}`` of those of ``ids`` held by a live document (what a delete or an upsert removes);
+        BadInputError when this store takes no writes."""
+        ...
+
     def next_row(self) -> int:
         """The row the next added document gets; BadInputError when this store takes no additions."""
         ...

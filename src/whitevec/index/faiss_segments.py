@@ -14,7 +14,7 @@ from whitevec.index.store import VectorStore
 
 
 def _of_faiss(store: VectorStore) -> FaissStore:
-    if not isinstance(store, FaissStore):  # updates.supports_segments sends only FAISS indexes here
+    if not isinstance(store, FaissStore):  # opening.open_version makes segments of FAISS indexes only
         raise TypeError(f"segments are written for the faiss backend, not {store.name}")
     return store
 

@@ -92,5 +92,8 @@ class MilvusDocs:
     def existing_ids(self, ids: Sequence[str]) -> list[str]:
         raise self._refuse()
 
+    def rows_of(self, ids: Sequence[str]) -> dict[str, int]:
+        raise self._refuse()
+
     def next_row(self) -> int:
         raise self._refuse()

@@ -183,7 +183,7 @@ class SegmentedDocs:
         out: dict[str, int] = {}
         live = self._rows.live
         for segment in self._rows.segments:
-            for doc_id, row in segment.docs.rows_of(ids).items():  # type: ignore[attr-defined]
+            for doc_id, row in segment.docs.rows_of(ids).items():
                 if live[segment.base + row]:
                     out[doc_id] = segment.base + row
         return out

@@ -83,12 +83,6 @@ class NewSegment:
     lexical: LexicalIndex | None
 
 
-def supports_segments(manifest: dict[str, Any]) -> bool:
-    """Whether writes to this index go by segments: its vectors and documents live in its folder (FAISS and
-    docs.sqlite)."""
-    return manifest["backend"] == "faiss" and manifest.get("docs", "sqlite") == "sqlite"
-
-
 def searchable(state: IndexState, encoder: object) -> tuple[VectorStore, DocumentStore, LexicalRanker | None]:
     """What a search reads of ``state``'s segments, each lexical part's ``encoder`` analyzer bound to the index's
     model first (a segment read from disk has it unbound)."""
@@ -106,17 +100,12 @@ def check_on_existing(on_existing: str) -> str:
     return key
 
 
-def rows_of(docs: DocumentStore, ids: Sequence[str]) -> dict[str, int]:
-    """``{id: row}`` of the live documents among ``ids``."""
-    return docs.rows_of(ids)  # type: ignore[attr-defined, no-any-return]
-
-
 def plan_add(
     docs: DocumentStore, items: list[Document], on_existing: str, path: Path
 ) -> tuple[list[Document], np.ndarray]:
     """``(to_add, rows_to_delete)`` for adding ``items`` by ``on_existing``: an id already held refused (named),
     skipped, or replaced (its row deleted in the same version)."""
-    held = rows_of(docs, [d.id for d in items])
+    held = docs.rows_of([d.id for d in items])
     if not held:
         return items, np.zeros(0, dtype=np.int64)
     if on_existing == "error":

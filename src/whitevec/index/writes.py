@@ -146,7 +146,7 @@ class IndexWrites:
         if self._state is None:
             raise BadInputError(not_segmented(self.manifest, "deletes"))
         with self._lock:
-            held = self._docs.rows_of(wanted)  # type: ignore[attr-defined]
+            held = self._docs.rows_of(wanted)
             missing = [doc_id for doc_id in wanted if doc_id not in held]
             if held:
                 rows = np.fromiter(held.values(), dtype=np.int64, count=len(held))
