@@ -232,3 +232,36 @@ def test_a_reader_follows_another_writer_reading_only_the_new_segments(tmp_path:
 
 def _lexical(index: Retriever) -> dict[str, Any]:
     return {"lexical": index.manifest["segments"][0]["lexical"]}
+
+
+def test_searches_go_on_while_an_add_encodes(tmp_path: Path) -> None:
+    import threading
+
+    class GatedEncoder(HashEncoder):
+        """Holds the add's encoding (its texts) until released; queries encode at once."""
+
+        def __init__(self) -> None:
+            super().__init__(dim=16)
+            self.encoding_docs, self.release = threading.Event(), threading.Event()
+
+        def encode(self, texts: Any, batch_size: int | None = None, show_progress: bool | None = None) -> Any:
+            if texts and texts[0] == TEXTS[300]:
+                self.encoding_docs.set()
+                assert self.release.wait(60), "never released"
+            return super().encode(texts, batch_size, show_progress)
+
+    encoder = GatedEncoder()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WhitevecWarning)
+        index = Retriever.build(docs(0, 50), tmp_path / "idx", encoder=encoder)  # type: ignore[arg-type]
+    adding = threading.Thread(target=index.add, args=(docs(300, 305),))
+    adding.start()
+    try:
+        assert encoder.encoding_docs.wait(60)
+        searched = threading.Event()
+        threading.Thread(target=lambda: (index.search(QUERIES[:2], 3), searched.set())).start()
+        assert searched.wait(30), "a search waited for the add's encoding"
+    finally:
+        encoder.release.set()
+        adding.join()
+    assert index.count == 55

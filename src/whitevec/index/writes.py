@@ -113,10 +113,15 @@ class IndexWrites:
             return self._add_rewriting(given, show_progress, empty_documents)
         meaningful = meaningful_documents(given, self.encoder, empty_documents)
         empty = len(given) - len(meaningful)
+        with self._lock:  # refused before any encoding: an id held under "error"
+            plan_add(self._docs, meaningful, on_existing, self.path)
+        # Encoded outside the lock: searches go on meanwhile (a server's, in its other threads).
+        encoded = self._stored_form_progress([d.text for d in meaningful], show_progress) if meaningful else None
         with self._lock:
-            items, replaced = plan_add(self._docs, meaningful, on_existing, self.path)
-            if items:
-                vectors = self._stored_form_progress([d.text for d in items], show_progress)
+            items, replaced = plan_add(self._docs, meaningful, on_existing, self.path)  # again: another write
+            if items and encoded is not None:
+                position = {d.id: i for i, d in enumerate(meaningful)}
+                vectors = encoded[[position[d.id] for d in items]]
                 with writers_lock(self.path.parent):
                     check_own_version(self._state)
                     made = new_segment(self._state, items, vectors)
