@@ -95,10 +95,13 @@ def segment_manifest(manifest: dict[str, Any], entry: dict[str, Any]) -> dict[st
     return seen if lexical is None else {**seen, "lexical": lexical}
 
 
-def open_segment(snapshot: IndexSnapshot, manifest: dict[str, Any], entry: dict[str, Any]) -> Segment:
-    """One segment of a pinned version, its parts checked against its row count."""
+def open_segment(
+    snapshot: IndexSnapshot, manifest: dict[str, Any], entry: dict[str, Any], docs: DocumentStore | None = None
+) -> Segment:
+    """One segment of a pinned version, its parts checked against its row count (``docs``: its documents,
+    opened already)."""
     view = SegmentView(snapshot, entry["prefix"], segment_manifest(manifest, entry))
-    docs = documents_of(manifest).open(view)
+    docs = documents_of(manifest).open(view) if docs is None else docs
     store: VectorStore | None = None
     try:
         store = store_class(manifest["backend"]).open(view)
@@ -119,12 +122,24 @@ def open_segment(snapshot: IndexSnapshot, manifest: dict[str, Any], entry: dict[
 
 
 def open_segments(snapshot: IndexSnapshot) -> list[Segment]:
-    """Every segment of a pinned version, in row order."""
+    """Every segment of a pinned version, in row order.
+
+    Every segment's documents are opened first: SQLite opens a path, checked to still name the pinned version
+    (:meth:`IndexSnapshot.by_path`), so those opens come before the long reads of vectors, which go through
+    pinned handles and cannot be disturbed. Opened after them, a write swapped in meanwhile would restart the
+    load, and a stream of writes could keep restarting it."""
+    entries = segment_entries(snapshot.manifest)
+    opened_docs: list[DocumentStore] = []
     opened: list[Segment] = []
     try:
-        for entry in segment_entries(snapshot.manifest):
-            opened.append(open_segment(snapshot, snapshot.manifest, entry))
+        for entry in entries:
+            view = SegmentView(snapshot, entry["prefix"], segment_manifest(snapshot.manifest, entry))
+            opened_docs.append(documents_of(snapshot.manifest).open(view))
+        for entry, docs in zip(entries, opened_docs, strict=True):
+            opened.append(open_segment(snapshot, snapshot.manifest, entry, docs))
     except BaseException:
+        for docs in opened_docs[len(opened) :]:
+            docs.close()
         for segment in opened:
             segment.close()
         raise
