@@ -30,11 +30,12 @@ import pytest
 
 import whitevec.utils.io as wio
 from tests.index_helpers import WORDS, HashEncoder, sentences
+from whitevec.errors import WhitevecError
 from whitevec.index import Document, Retriever
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
-KILLS = int(os.environ.get("WHITEVEC_FAULT_KILLS", "12"))
+KILLS = int(os.environ.get("WHITEVEC_FAULT_KILLS", "20"))
 SEED = int(os.environ.get("WHITEVEC_FAULT_SEED", "20261206"))
 INITIAL_DOCS = 30
 LETTERS = "bcdfghjklmnpqrtvwxz"  # no vowel, s or y: no stemmer rule turns one serial's word into another's
@@ -54,53 +55,84 @@ def text(rng: np.random.Generator, serial: int) -> str:
     return " ".join(rng.choice(WORDS, 6)) + " " + word(serial)
 
 
-def next_op(rng: np.random.Generator, live: dict[str, str], serial: int) -> tuple[str, Any]:
-    """The worker's next write, with serials ``serial .. serial + 4`` for its new ids and texts."""
+KINDS = ("add", "delete", "upsert", "compact")
+
+
+def next_op(rng: np.random.Generator, live: dict[str, str], serial: int, prefer: str | None) -> tuple[str, Any]:
+    """The worker's next write (half of them of the kind ``prefer``, when given), with serials ``serial ..
+    serial + 4`` for its new ids and texts."""
     draw = rng.random()
-    if draw < 0.4 or len(live) < 10:
+    kind = next(k for k, share in zip(KINDS, (0.4, 0.65, 0.9, 1.0), strict=True) if draw < share)
+    if prefer is not None and rng.random() < 0.5:
+        kind = prefer
+    if kind == "add" or len(live) < 10:
         ids = [f"d{serial + i}" for i in range(int(rng.integers(1, 6)))]
         return "add", {d: text(rng, serial + i) for i, d in enumerate(ids)}
     held = sorted(live)
-    if draw < 0.65:
+    if kind == "delete":
         return "delete", [str(d) for d in rng.choice(held, int(rng.integers(1, 5)), replace=False)]
-    if draw < 0.9:
+    if kind == "upsert":
         ids = [str(d) for d in rng.choice(held, int(rng.integers(1, 4)), replace=False)] + [f"d{serial + 3}"]
         return "upsert", {d: text(rng, serial + i) for i, d in enumerate(ids)}
     return "compact", None
 
 
-def die_at_step(step: int) -> None:
-    """SIGKILL this process at its ``step``-th file-system step of a write (counted over fsync, rename,
-    replace, link, unlink and the folder swap)."""
-    steps = [0]
+class Fatal:
+    """Where a worker kills itself (SIGKILL), during a write of kind ``kind``: at its ``n``-th file-system step
+    (``point="step"``: an fsync, rename, replace, link or unlink, or the folder swap); just before or just after
+    its ``n``-th folder swap (``"swap-before"``, ``"swap-after"``); or at the first step once that swap began
+    (``"swap-inside"``: after the first step taken once that swap began: inside a swap that takes steps, else
+    the first one after it). Only writes of that kind
+    count; ``n`` past one write's steps or swaps carries into the next write of that kind."""
 
-    def wrap(call: Any) -> Any:
+    def __init__(self, kind: str, point: str, n: int) -> None:
+        self.kind, self.point, self.n = kind, point, n
+        self.armed = False  # a write of ``kind`` is in flight
+        self.steps = self.swaps = 0
+        self.inside = False  # the swap of a "swap-inside" kill has begun
+        for name in ("fsync", "replace", "rename", "link", "unlink"):
+            setattr(os, name, self.wrap(getattr(os, name), swap=False))
+        wio.swap_in = self.wrap(wio.swap_in, swap=True)  # type: ignore[attr-defined]
+
+    def due(self, swap: bool) -> tuple[bool, bool]:
+        """Count this step; whether to die before taking it, and whether after."""
+        self.steps += 1
+        self.swaps += swap
+        nth_swap = swap and self.swaps == self.n
+        if self.point == "step":
+            return self.steps == self.n, False
+        if self.point == "swap-inside":
+            self.inside = self.inside or nth_swap
+            return False, self.inside and not nth_swap
+        return self.point == "swap-before" and nth_swap, self.point == "swap-after" and nth_swap
+
+    def wrap(self, call: Any, *, swap: bool) -> Any:
         def wrapped(*args: Any, **kwargs: Any) -> Any:
-            steps[0] += 1
-            if steps[0] == step:
+            before, after = self.due(swap) if self.armed else (False, False)
+            if before:
                 os.kill(os.getpid(), signal.SIGKILL)
-            return call(*args, **kwargs)
+            out = call(*args, **kwargs)
+            if after:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return out
 
         return wrapped
-
-    for name in ("fsync", "replace", "rename", "link", "unlink"):
-        setattr(os, name, wrap(getattr(os, name)))
-    wio.swap_in = wrap(wio.swap_in)  # type: ignore[attr-defined]
 
 
 def work(request: dict[str, Any]) -> None:
     """The worker: write to the index in a seeded loop until killed, saying each write before and after."""
-    if request["die_at"]:
-        die_at_step(request["die_at"])
+    fatal = Fatal(**request["fatal"]) if request["fatal"] else None
     print("PID", os.getpid(), flush=True)
     rng = np.random.default_rng(request["seed"])
     live: dict[str, str] = json.loads(Path(request["live"]).read_text())
     serial = int(request["serial"])
     retriever = Retriever.load(request["index"], encoder=HashEncoder())  # type: ignore[arg-type]
-    while True:
-        kind, arg = next_op(rng, live, serial)
+    for _ in range(300):  # a worker the plan never kills ends (and the test fails) rather than hangs
+        kind, arg = next_op(rng, live, serial, None if fatal is None else fatal.kind)
         serial += 5
         print("BEGIN", json.dumps([kind, arg]), flush=True)
+        if fatal is not None:
+            fatal.armed = kind == fatal.kind
         if kind == "add":
             retriever.add([Document(d, t) for d, t in arg.items()])
             live.update(arg)
@@ -115,6 +147,15 @@ def work(request: dict[str, Any]) -> None:
         else:
             retriever.compact()
         print("ACK", flush=True)
+
+
+# What each round kills: every kind of write at four points (just after its folder swap, inside the swap, a
+# random step, just before the swap), then kills from this process a random moment into a random write.
+PLANS: list[dict[str, Any] | None] = [
+    {"kind": kind, "point": point}
+    for point in ("swap-after", "swap-inside", "step", "swap-before")
+    for kind in KINDS
+] + [None] * 4
 
 
 def serve() -> None:
@@ -160,6 +201,15 @@ def applied(live: dict[str, str], ops: list[tuple[str, Any]]) -> dict[str, str]:
     return out
 
 
+def kill_step(point: str, number: int, rng: np.random.Generator) -> int:
+    """Which step or swap of the plan's writes the kill lands at: any of the first 40 steps; the first swap in
+    the first pass over the plans (the end of a write's own version), then the first or second (a write's
+    merge, or the next write of that kind)."""
+    if point == "step":
+        return int(rng.integers(1, 60))  # a write takes 20 to 200 steps
+    return 1 if number < len(PLANS) else int(rng.integers(1, 3))
+
+
 def read_round(out: IO[str], kill_after: int | None, delay_s: float) -> Round:
     """Read one worker's lines up to the server's ``EXIT``; with ``kill_after``, SIGKILL the worker ``delay_s``
     after it began its write number ``kill_after`` (counted from 0)."""
@@ -181,30 +231,35 @@ def read_round(out: IO[str], kill_after: int | None, delay_s: float) -> Round:
     raise AssertionError("the fork server ended")
 
 
-def loaded_documents(index: Path) -> tuple[dict[str, str], Retriever]:
+def loaded_documents(index: Path, where: str) -> tuple[dict[str, str], Retriever]:
     """The index's documents as a search of every one finds them (every id once), and the loaded index."""
-    retriever = Retriever.load(index, encoder=HashEncoder())  # verifies every file's checksum
+    try:
+        retriever = Retriever.load(index, encoder=HashEncoder())  # type: ignore[arg-type]  # checksums verified
+    except WhitevecError as exc:
+        raise AssertionError(f"{where}: the index does not load: {exc}") from exc
     if retriever.count == 0:
         return {}, retriever
     hits = retriever.search(["any query at all"], k=retriever.count, mode="dense")[0]
     found = {hit.id: hit.text for hit in hits}
-    assert len(hits) == retriever.count, f"a search of all {retriever.count} documents found {len(hits)}"
-    assert len(found) == len(hits), f"duplicate ids in the index: {sorted(h.id for h in hits)}"
+    assert len(hits) == retriever.count, f"{where}: a search of all {retriever.count} documents found {len(hits)}"
+    assert len(found) == len(hits), f"{where}: duplicate ids in the index: {sorted(h.id for h in hits)}"
     return found, retriever
 
 
-def check_searches(retriever: Retriever, live: dict[str, str], dead_words: list[str], rng: Any) -> None:
+def check_searches(
+    retriever: Retriever, live: dict[str, str], dead_words: list[str], rng: np.random.Generator, where: str
+) -> None:
     """Each live document's own word finds it first (lexical, segment-local BM25); a word only deleted or
     replaced texts held finds nothing; a hybrid search answers with live documents."""
     for doc_id in rng.choice(sorted(live), min(5, len(live)), replace=False):
         hits = retriever.search([live[doc_id].split()[-1]], k=3, mode="lexical")[0]
-        assert hits and hits[0].id == doc_id, f"the lexical search for {doc_id}'s word found {hits}"
+        assert hits and hits[0].id == doc_id, f"{where}: the lexical search for {doc_id}'s word found {hits}"
     for word in rng.choice(dead_words, min(5, len(dead_words)), replace=False) if dead_words else []:
         hits = retriever.search([word], k=3, mode="lexical")[0]
-        assert not list(hits), f"the word {word!r} of a deleted or replaced text found {hits}"
+        assert not list(hits), f"{where}: the word {word!r} of a deleted or replaced text found {hits}"
     if live:
         hybrid = retriever.search([next(iter(live.values()))], k=5, mode="hybrid")[0]
-        assert hybrid and {hit.id for hit in hybrid} <= set(live)
+        assert hybrid and {hit.id for hit in hybrid} <= set(live), f"{where}: hybrid search found {hybrid}"
 
 
 OUTCOMES = ("between writes", "in flight, applied", "in flight, not applied", "in flight, no change")
@@ -248,19 +303,20 @@ def test_killed_writes_leave_acknowledged_and_whole_states(tmp_path: Path) -> No
     outcomes = dict.fromkeys(OUTCOMES, 0)
     try:
         for number in range(KILLS):
-            where = f"seed {SEED}, round {number}"
             (tmp_path / "live.json").write_text(json.dumps(live))
-            self_kill = bool(rng.random() < 0.5)
+            plan = PLANS[number % len(PLANS)]
+            fatal = None if plan is None else {**plan, "n": kill_step(plan["point"], number, rng)}
+            where = f"seed {SEED}, round {number} ({fatal or 'killed from here'})"
             request = {
                 "index": str(index),
                 "live": str(tmp_path / "live.json"),
                 "seed": int(rng.integers(2**31)),
                 "serial": serial,
-                "die_at": int(rng.integers(1, 250)) if self_kill else 0,  # a write takes 20-200 steps
+                "fatal": fatal,
             }
             server.stdin.write(json.dumps(request) + "\n")
             server.stdin.flush()
-            kill_after = None if self_kill else int(rng.integers(0, 4))
+            kill_after = None if fatal else int(rng.integers(0, 4))
             seen = read_round(server.stdout, kill_after, float(rng.uniform(0, 0.25)))
             assert seen.status is not None and os.WIFSIGNALED(seen.status), (
                 f"{where}: the worker did not die by SIGKILL:\n{errors.read_text()}"
@@ -268,7 +324,7 @@ def test_killed_writes_leave_acknowledged_and_whole_states(tmp_path: Path) -> No
             assert os.WTERMSIG(seen.status) == signal.SIGKILL, where
             before = applied(live, seen.ops[: seen.acked])
             after = applied(live, seen.ops[: seen.acked + 1])
-            found, retriever = loaded_documents(index)
+            found, retriever = loaded_documents(index, where)
             with retriever:
                 assert found in (before, after), (
                     f"{where}: {len(found)} documents, neither the {len(before)} after the last acknowledged write"
@@ -282,7 +338,7 @@ def test_killed_writes_leave_acknowledged_and_whole_states(tmp_path: Path) -> No
                 written = {t for _, arg in seen.ops if isinstance(arg, dict) for t in arg.values()}
                 gone = (written | set(live.values())) - set(found.values())
                 dead_words = sorted({*dead_words, *(t.split()[-1] for t in gone)})
-                check_searches(retriever, found, dead_words, rng)
+                check_searches(retriever, found, dead_words, rng, where)
             outcomes[outcome(seen, found, before, after)] += 1
             live, serial = found, serial_after(seen.ops, serial)
         server.stdin.close()
