@@ -279,6 +279,7 @@ def serial_after(ops: list[tuple[str, Any]], serial: int) -> int:
     return serial + 5 * (len(ops) + 1)
 
 
+@pytest.mark.slow
 def test_killed_writes_leave_acknowledged_and_whole_states(tmp_path: Path) -> None:
     rng = np.random.default_rng(SEED)
     index = tmp_path / "store" / "idx"
