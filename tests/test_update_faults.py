@@ -3,13 +3,20 @@ acknowledged write, and holds either the state after the last acknowledged write
 flight; no duplicate or resurrected id; dense, lexical and hybrid searches work (issue 40's fault-injection
 target).
 
-A worker process runs an endless, seeded loop of adds, deletes, upserts and compactions on a flat float32 index
-with a BM25 part, printing ``BEGIN {op}`` before each call and ``ACK`` after it returns. Half the rounds the
-worker kills itself at its Nth file-system step (an fsync, rename, link, unlink or the folder swap: the moments
-a write's order matters, reached deterministically); the other half the test kills it a random few milliseconds
-into a random write. Workers are forked from one server process that imported whitevec once, so a round costs a
-write, not an interpreter start. ``WHITEVEC_FAULT_KILLS`` (default 12) and ``WHITEVEC_FAULT_SEED`` set the
-rounds and the seed (benchmarks/maintained/bench_updates.py runs 60); a failure names the seed and the round.
+A worker process runs a seeded loop of adds, deletes, upserts and compactions on a flat float32 index with a BM25
+part, printing ``BEGIN {op}`` before each call and ``ACK`` after it returns, until it is killed. In 16 of every 20
+rounds the worker kills itself during a write of one kind (each of the four in turn) at one of four points: just
+after its folder swap, at the first file-system step once the swap began, at a random step (an fsync, rename,
+replace, link, unlink or the swap), just before the swap; in the other 4 the test kills it a random moment
+(0-250 ms) into a random write. Workers are forked from one server process that imported whitevec once, so a
+round costs a few writes, not an interpreter start. ``WHITEVEC_FAULT_KILLS`` (default 20) and
+``WHITEVEC_FAULT_SEED`` set the rounds and the seed (benchmarks/maintained/bench_updates.py runs 60); a failure
+names the seed, the round and its kill plan.
+
+What it catches, tried by breaking the code on purpose: a swap that removes the old folder before renaming the
+new one in (the index does not load), an upsert written as two versions (duplicate ids), a tombstone file
+rewritten through a hard link shared with the live version (checksum). Not a skipped fsync: SIGKILL leaves the
+page cache, so only a power cut would show that.
 """
 
 from __future__ import annotations
@@ -202,7 +209,7 @@ def applied(live: dict[str, str], ops: list[tuple[str, Any]]) -> dict[str, str]:
 
 
 def kill_step(point: str, number: int, rng: np.random.Generator) -> int:
-    """Which step or swap of the plan's writes the kill lands at: any of the first 40 steps; the first swap in
+    """Which step or swap of the plan's writes the kill lands at: any of the first 59 steps; the first swap in
     the first pass over the plans (the end of a write's own version), then the first or second (a write's
     merge, or the next write of that kind)."""
     if point == "step":
