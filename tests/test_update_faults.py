@@ -21,6 +21,7 @@ page cache, so only a power cut would show that.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -229,7 +230,8 @@ def read_round(out: IO[str], kill_after: int | None, delay_s: float) -> Round:
             seen.ops.append(tuple(json.loads(rest)))  # type: ignore[arg-type]
             if kill_after is not None and len(seen.ops) == kill_after + 1 and seen.pid is not None:
                 time.sleep(delay_s)  # where in the write the kill lands; the checks hold wherever it does
-                os.kill(seen.pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):  # it died on its own: EXIT says how
+                    os.kill(seen.pid, signal.SIGKILL)
         elif tag == "ACK":
             seen.acked += 1
         elif tag == "EXIT":
