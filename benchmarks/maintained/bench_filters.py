@@ -14,11 +14,16 @@ documents costs its mask, reported apart).
 Exactness, per index: ``exact`` is the share of queries whose hits equal the store's own unfiltered ranking of
 the whole corpus cut to the passing documents (for flat float32 also exact brute force); ``short`` counts answers
 with fewer than k hits where k documents pass. HNSW and IVF are approximate, so their recall@10 against brute
-force over the passing documents is given instead.
+force over the passing documents is given instead. Each of the 50 queries is searched alone, as in the timings
+(a batch is widened as a whole where one of its queries finds fewer than k passing rows).
 
     python benchmarks/maintained/bench_filters.py [--docs 100000] [--queries 200] [--lock FILE]
+    python benchmarks/maintained/bench_filters.py --work [--docs 100000]
 
-Run alone on a quiet machine (the page states the load it saw).
+Run alone on a quiet machine (the page states the load it saw). ``--work`` prints, instead, the work per code
+behind faiss_filter_costs.py's choice of a filtered search's path (thread CPU time on one faiss and BLAS thread:
+the work, not the waits, so it holds on a busy machine): faiss's unfiltered scan of a code, its selector's check
+of a row, decoding a code, comparing a decoded vector with one query, and an HNSW search's cost per efSearch.
 """
 
 from __future__ import annotations
@@ -116,7 +121,8 @@ def exactness(retriever: Retriever, rows: np.ndarray, q: np.ndarray, buckets: np
     out = {}
     for t in THRESHOLDS:
         passing = buckets < t
-        hits = retriever.search(texts, K, filter=f"bucket < {t}")
+        # One query a search, as the latencies: a batch is widened as a whole where one of its queries is short.
+        hits = [retriever.search([text], K, filter=f"bucket < {t}")[0] for text in texts]
         same = short = 0
         recall = []
         for j, found in enumerate(hits):
@@ -152,6 +158,56 @@ def run(n: int, n_queries: int, work: Path) -> dict[str, Any]:
             }
         print(f"{name}: done", file=sys.stderr, flush=True)
     return results
+
+
+def thread_us(call: Any, reps: int = 9) -> float:
+    """The median thread CPU time of ``call(i)``, microseconds."""
+    times = []
+    for i in range(reps):
+        started = time.thread_time()
+        call(i)
+        times.append(1e6 * (time.thread_time() - started))
+    return statistics.median(times)
+
+
+def per_code_work(n: int) -> None:
+    """Per code, ns of one core: what faiss_filter_costs.py's decoding_pays is fitted on."""
+    x, q = clustered_unit_vectors(n, 64, d=DIM)
+    share = np.zeros(n, bool)
+    share[np.random.default_rng(0).permutation(n)[: n // 10]] = True
+    print("| index | scan ns/code | selector check ns/row | decode ns/code | compare ns/code/query |")
+    print("|---|---:|---:|---:|---:|")
+    for kind, encoding in [("flat", e) for e in ("float32", "fp16", "sq8", "sq4", "pq48", "pq16")] + [
+        ("hnsw", "float32")
+    ]:
+        print(code_work(kind, encoding, x, q, share), flush=True)
+
+
+def code_work(kind: str, encoding: str, x: np.ndarray, q: np.ndarray, share: np.ndarray) -> str:
+    """One row of --work's table: a store of ``x`` timed on one query of ``q`` at a time; decoding and comparing
+    on the rows ``share`` passes."""
+    from whitevec.index.faiss_store import FaissStore, one_faiss_thread
+    from whitevec.utils.threads import one_blas_thread
+
+    n = len(x)
+    store = FaissStore(DIM, "cosine", kind, {"encoding": encoding, "train_sample": 20_000})
+    store.add(np.arange(n, dtype=np.int64), x)
+    one = [q[j : j + 1] for j in range(len(q))]
+    positions = np.flatnonzero(share)
+    with one_faiss_thread(), one_blas_thread():
+        scan = 1e3 * thread_us(lambda i: store.index.search(one[i], K)) / n
+        if kind == "hnsw":
+            return f"| hnsw {encoding} | {scan * n / store.params()['efSearch']:.0f} ns per efSearch | | | |"
+        few = np.packbits(share & (np.arange(n) % 100 == 0), bitorder="little")  # 0.1% pass
+        try:
+            sel = store._selector_params(few, K, passing=n // 1000, wide=False)
+            check = 1e3 * thread_us(lambda i: store.index.search(one[i], K, params=sel)) / n
+        except RuntimeError:  # PQ takes no selector
+            check = float("nan")
+        decode = 1e3 * thread_us(lambda i: store._decoded_vectors(positions)) / len(positions)
+        vectors = store._decoded_vectors(positions)
+        compare = 1e3 * thread_us(lambda i: one[i] @ vectors.T) / len(positions)
+    return f"| flat {encoding} | {scan:.1f} | {check:.1f} | {decode:.0f} | {compare:.0f} |"
 
 
 def markdown(data: dict[str, Any]) -> str:
@@ -191,7 +247,11 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--lock", type=Path, default=None)
+    parser.add_argument("--work", action="store_true", help="print the work per code, measure nothing else")
     args = parser.parse_args()
+    if args.work:
+        per_code_work(args.docs)
+        return
     with exclusive_lock(args.lock) as held, tempfile.TemporaryDirectory(prefix="whitevec-filters-") as work:
         conditions = RunConditions(held)
         indexes = run(args.docs, args.queries, Path(work))

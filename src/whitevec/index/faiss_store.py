@@ -23,6 +23,7 @@ from whitevec.index.encodings import (
     index_layers,
     parse_encoding,
 )
+from whitevec.index.faiss_filter_costs import decoding_pays, graph_ef, scaled_setting, top_k
 from whitevec.index.layout import INDEX_FILE
 from whitevec.index.rescore import RESCORE_FILE, RescoreVectors
 from whitevec.index.sign_codes import SIGN_FILE, SignCodes, hamming_scores
@@ -81,9 +82,6 @@ def default_nlist(n: int) -> int:
 # parallel regions, which an oversubscribed machine turns into waits. 1400 x 384 unit vectors, pq96x5, load ~4.5
 # on two cores: 62 s with faiss's default threads, 0.69 s on one (pq48x5: 31 s vs 0.42 s).
 SMALL_TRAIN = 20_000
-# An HNSW search filtered to at most 1 row in this many compares the passing rows alone (exact; see
-# _filtered_search).
-FEW_PASSING_GRAPH = 100
 
 
 @contextlib.contextmanager
@@ -448,18 +446,17 @@ class FaissStore:
         want = min(k, passing)
         if want == 0:
             return np.zeros((x.shape[0], k), np.float32), np.full((x.shape[0], k), -1, np.int64)
-        # Plain codes (float32, fp16, SQ, PQ, OPQ; no +refine or +rescore), few passing: only theirs compared. An
-        # HNSW graph searched with a selector that few rows pass walks most of the graph and then goes wide
-        # (bench_filters.py --docs 5000, under load 12: 95x an unfiltered search at 0.1% passing); the
-        # passing rows alone are cheaper there, and exact.
-        few = passing * (8 if self.kind == "flat" else FEW_PASSING_GRAPH) <= self.count
-        if self.kind in ("flat", "hnsw") and self.encoding.scoring == "decoded" and few:
+        # Plain codes (float32, fp16, SQ, PQ, OPQ; no +refine or +rescore): the passing rows alone, where less work
+        if self.encoding.scoring == "decoded" and decoding_pays(
+            self.kind, self.encoding, self.dim, self._params, self.count, passing, x.shape[0]
+        ):
             return self._decoded_search(x, k, allowed)
         if self._takes_selector is not False:
             bitmap = np.packbits(np.asarray(allowed, dtype=bool), bitorder="little")
             try:
                 for wide in (False, True):  # HNSW and IVF may reach too few passing rows: then all of them
-                    scores, ids = self._search(x, k, self._selector_params(bitmap, k, wide=wide), passing)
+                    params = self._selector_params(bitmap, k, passing=passing, wide=wide)
+                    scores, ids = self._search(x, k, params, passing)
                     if ((ids >= 0).sum(axis=1) >= want).all():
                         break
                 self._takes_selector = True
@@ -477,30 +474,53 @@ class FaissStore:
         faiss = _faiss()
         rows = faiss.vector_to_array(self.index.id_map)
         positions = np.flatnonzero(allowed[rows]).astype(np.int64)
-        vectors = np.asarray(self.index.index.reconstruct_batch(positions), dtype=np.float32)
-        with one_blas_thread():
+        # One thread: faiss decodes more than 1,000 codes on its OpenMP pool, whose waits for a time slice on a
+        # busy machine cost more than the decoding (see POOL_WORK).
+        with one_faiss_thread(), one_blas_thread():
+            vectors = self._decoded_vectors(positions)
             products = x @ vectors.T
-        if self._faiss_metric() == faiss.METRIC_L2:
-            distances = (x * x).sum(axis=1)[:, None] - 2 * products + (vectors * vectors).sum(axis=1)[None, :]
-            order = np.argsort(distances, axis=1, kind="stable")[:, :k]
-            scores = np.take_along_axis(distances, order, axis=1)
-            scores = 1.0 - scores / 2.0 if self._l2_for_cosine else scores
-        else:
-            order = np.argsort(-products, axis=1, kind="stable")[:, :k]
-            scores = np.take_along_axis(products, order, axis=1)
+        if l2 := self._faiss_metric() == faiss.METRIC_L2:
+            squares = np.einsum("ij,ij->i", vectors, vectors)
+            distances = (np.einsum("ij,ij->i", x, x)[:, None] - 2 * products) + squares[None, :]
+        order = top_k(distances if l2 else -products, k)
+        scores = np.take_along_axis(distances if l2 else products, order, axis=1)
+        if self._l2_for_cosine:
+            scores = 1.0 - scores / 2.0
         out_scores = np.zeros((x.shape[0], k), np.float32)
         out_ids = np.full((x.shape[0], k), -1, np.int64)
         out_scores[:, : order.shape[1]], out_ids[:, : order.shape[1]] = scores, rows[positions][order]
         return out_scores, out_ids
 
-    def _selector_params(self, bitmap: np.ndarray, k: int, *, wide: bool) -> Any:
+    def _decoded_vectors(self, positions: np.ndarray) -> np.ndarray:
+        """The vectors of the codes at ``positions`` of the index inside the id map, as faiss decodes them. Where
+        the codes lie in one flat array (a flat index, OPQ's, HNSW's storage): those rows gathered and decoded in
+        one ``sa_decode`` call (float32 rows are the vectors); else ``reconstruct_batch``, a call per code (4x
+        the time for sq8 and pq48: 0.88 and 1.03 us a code against 0.23 and 0.26)."""
+        faiss = _faiss()
+        inner = faiss.downcast_index(self.index.index)
+        decoder = faiss.downcast_index(inner.storage) if isinstance(inner, faiss.IndexHNSW) else inner
+        holder = faiss.downcast_index(decoder.index) if isinstance(decoder, faiss.IndexPreTransform) else decoder
+        if not isinstance(holder, faiss.IndexFlatCodes):
+            return np.asarray(inner.reconstruct_batch(positions), dtype=np.float32)
+        codes = faiss.rev_swig_ptr(holder.codes.data(), holder.codes.size()).reshape(-1, holder.code_size)
+        if isinstance(holder, faiss.IndexFlat):
+            return codes[positions].view(np.float32)
+        return np.asarray(decoder.sa_decode(codes[positions]), dtype=np.float32)
+
+    def _selector_params(self, bitmap: np.ndarray, k: int, *, passing: int, wide: bool) -> Any:
+        """faiss's search parameters for a search within ``bitmap``'s ``passing`` rows. A selector passing a share
+        s of the rows leaves about s of the candidates a graph walk or the probed lists reach: efSearch / s and
+        nprobe / s reach about as many passing ones as an unfiltered search reaches rows (``wide``: every list,
+        or efSearch at the index size). bench_filters.py, 100k x 384, 10% passing, recall@10: HNSW 0.840 ->
+        0.996 at 12x its unfiltered p50, IVF 0.530 -> 0.874 at 3.1x (docs/results/filters.md)."""
         faiss = _faiss()
         if self.kind == "ivf":
             params = faiss.SearchParametersIVF()
-            params.nprobe = int(self._params["nlist"] if wide else self._params["nprobe"])
+            nlist, nprobe = int(self._params["nlist"]), int(self._params["nprobe"])
+            params.nprobe = nlist if wide else min(nlist, scaled_setting(nprobe, self.count, passing))
         elif self.kind == "hnsw":
             params = faiss.SearchParametersHNSW()
-            params.efSearch = max(k, self.count if wide else int(self._params["efSearch"]))
+            params.efSearch = max(k, self.count if wide else graph_ef(self._params, self.count, passing))
         else:
             params = faiss.SearchParameters()
         params.sel = faiss.IDSelectorBitmap(len(bitmap), faiss.swig_ptr(bitmap))
