@@ -230,10 +230,60 @@ def test_a_write_runs_alone_between_the_searches_queued_around_it() -> None:
         write = worker.submit_write(lambda: retriever.calls.append("write"))
         after = worker.submit("search", ["c"], 1)
         retriever.release.set()
-        await asyncio.gather(first, before, write, after)
+        await asyncio.wait_for(asyncio.gather(first, before, write, after), 10)  # a lost job: a failure
 
     try:
         asyncio.run(scenario())
     finally:
         worker.close(1.0)
     assert retriever.calls == ["search a", "search b", "write", "search c"]
+
+
+def test_the_how_to_example_answers_as_shown(tmp_path: Path) -> None:
+    """docs/how-to/serve.md's "Writing to a served index": four documents, then its three requests."""
+    docs = [Document(str(i), text) for i, text in enumerate(TEXTS[:4], 1)]
+    with (
+        Retriever.build(docs, tmp_path / "my-index", encoder=HashEncoder(), transform="none") as index,
+        _client(index, writable=True, api_key=KEY) as client,
+    ):
+        keyed = {"X-API-Key": KEY}
+        new = {"id": "5", "text": "shock waves in a nozzle", "metadata": {"year": 1962}}
+        answer = client.post("/documents", json={"documents": [new], "on_existing": "replace"}, headers=keyed)
+        assert answer.text == '{"count":5,"segments":2,"version":1,"added":1,"replaced":0,"skipped":0}'
+        answer = client.post("/documents/delete", json={"ids": ["2", "99"]}, headers=keyed)
+        assert answer.text == '{"count":4,"segments":2,"version":2,"deleted":1,"missing_count":1,"missing":["99"]}'
+        answer = client.post("/compact", headers=keyed)
+        assert answer.text == '{"count":4,"segments":1,"version":3,"merged":2}'
+
+
+class RefusingRetriever(OrderedRetriever):
+    """A retriever whose writes the library refuses with a line naming the index's folder."""
+
+    path = Path("/srv/private/my-index")
+
+    def delete(self, ids: list[str]) -> Any:
+        from whitevec.errors import BadInputError
+
+        raise BadInputError(f"deletes are not supported on the index at {self.path}; rebuild it")
+
+
+def test_a_refused_write_is_422_without_the_servers_path() -> None:
+    with _client(RefusingRetriever(), writable=True, api_key=KEY) as client:  # type: ignore[arg-type]
+        answer = client.post("/documents/delete", json={"ids": ["d0"]}, headers={"X-API-Key": KEY})
+    assert answer.status_code == 422
+    assert answer.json()["detail"] == "deletes are not supported on the index at my-index; rebuild it"
+
+
+def test_a_document_the_model_cannot_read_is_422_before_any_write(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    from whitevec.encoders.transformer import Encoder
+
+    encoder = Encoder(str(tiny_bert_dir), "first-last-avg", cache=False, device="cpu")
+    docs = [Document(f"d{i}", text) for i, text in enumerate(TEXTS[:6])]
+    with (
+        Retriever.build(docs, tmp_path / "bert-index", encoder=encoder, transform="none") as index,
+        _client(index, writable=True) as client,
+    ):
+        answer = _add(client, [{"id": "ok", "text": TEXTS[7]}, {"id": "emoji", "text": "\U0001f600\U0001f680"}])
+        assert answer.status_code == 422 and "no token the model knows ('emoji')" in answer.json()["detail"]
+        assert client.get("/info").json()["index"] == {"count": 6, "deleted": 0, "segments": 1, "version": 0}
+        assert _add(client, [{"id": "ok", "text": TEXTS[7]}]).json()["added"] == 1
