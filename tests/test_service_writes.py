@@ -142,17 +142,26 @@ def test_writes_need_the_key(index: Retriever, headers: dict[str, str]) -> None:
 @pytest.mark.parametrize(
     ("path", "body", "says"),
     [
-        ("/documents", {"documents": []}, "documents"),
+        ("/documents", {"documents": []}, "documents is empty"),
         ("/documents", {"documents": [{"id": "a"}]}, "text"),
-        ("/documents", {"documents": [{"id": "a", "text": "  "}]}, "text"),
+        (
+            "/documents",
+            {"documents": [{"id": "a", "text": "  "}]},
+            "documents[0].text is empty or only whitespace",
+        ),
         ("/documents", {"documents": [{"id": "", "text": "t"}]}, "id"),
         ("/documents", {"documents": [{"id": "a", "text": "t", "lang": "en"}]}, "lang"),
         ("/documents", {"documents": [{"id": "a", "text": "t"}], "on_existing": "merge"}, "on_existing"),
         ("/documents", {"documents": [{"id": "a", "text": "t"}, {"id": "a", "text": "u"}]}, "'a' is given twice"),
-        ("/documents", {"documents": [{"id": str(i), "text": "t"} for i in range(4)]}, "documents"),
+        ("/documents", {"documents": [{"id": str(i), "text": "t"} for i in range(4)]}, "the limit max_texts is 3"),
+        (
+            "/documents",
+            {"documents": [{"id": "a" * 257, "text": "t"}]},
+            "257 characters, the limit for an id is 256",
+        ),
         ("/documents/delete", {"ids": []}, "ids"),
         ("/documents/delete", {"ids": "d0"}, "ids"),
-        ("/documents/delete", {"ids": ["d0", "d1", "d2", "d3"]}, "ids"),
+        ("/documents/delete", {"ids": ["d0", "d1", "d2", "d3"]}, "too many ids: 4 given, the limit max_ids is 3"),
     ],
 )
 def test_bad_bodies_are_one_line_422_and_write_nothing(
@@ -164,6 +173,12 @@ def test_bad_bodies_are_one_line_422_and_write_nothing(
         detail = answer.json()["detail"]
         assert isinstance(detail, str) and "\n" not in detail and says in detail, detail
         assert client.get("/info").json()["index"]["version"] == 0
+
+
+def test_an_unpaired_surrogate_is_one_line_422(client: TestClient) -> None:
+    body = b'{"documents": [{"id": "a", "text": "x \\ud800"}]}'
+    answer = client.post("/documents", content=body, headers={"Content-Type": "application/json"})
+    assert answer.status_code == 422 and "documents[0].text holds an unpaired surrogate" in answer.json()["detail"]
 
 
 def test_another_writers_version_is_409_without_the_path(client: TestClient, index: Retriever) -> None:

@@ -46,7 +46,7 @@ from whitevec.service.schemas import (
 )
 from whitevec.service.settings import API_KEY_ENV, API_KEY_HEADER, ServeSettings
 from whitevec.service.worker import HitLike, RetrieverLike, RetrieverWorker, SearchOptions, WorkerStoppedError
-from whitevec.service.writes import WRITE_PATHS, add_write_routes, index_info
+from whitevec.service.writes import WRITE_PATHS, add_write_routes, index_info, write_limit_message
 
 
 def _swagger_ui_dir() -> Path | None:
@@ -158,7 +158,7 @@ def _limit_message(error: dict[str, Any], loc: list[str], settings: ServeSetting
             return f"{where} holds an unpaired surrogate escape (\\ud800-\\udfff); send valid text"
     if fields == ["k"] and kind in ("greater_than_equal", "less_than_equal"):
         return f"k must be between 1 and the limit max_k ({settings.max_k}), got {value}"
-    return _search_choice_message(kind, fields, value)
+    return _search_choice_message(kind, fields, value) or write_limit_message(kind, fields, value, settings)
 
 
 def _search_choice_message(kind: str, fields: list[str], value: Any) -> str | None:

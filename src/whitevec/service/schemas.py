@@ -77,14 +77,9 @@ class SearchChoices:
         return "hybrid" in self.modes
 
 
-def request_models(
-    settings: ServeSettings, choices: SearchChoices | None = None
-) -> tuple[type[BaseModel], type[BaseModel]]:
-    """``(SearchRequest, EmbedRequest)`` under ``settings``' limits and the index's ``choices`` (None: dense only):
-    ``mode`` one of its modes; ``fusion``, ``candidates`` where it searches hybrid, never beside another mode."""
-    index: SearchChoices = choices if choices is not None else SearchChoices()
-    mode_type: Any = Literal[index.modes]  # the index's modes, an enum in the schema
-    text = Annotated[
+def bounded_text(settings: ServeSettings) -> Any:
+    """A request's text: 1 to max_text_chars characters, not all whitespace (a query, a text, a document)."""
+    return Annotated[
         str,
         StringConstraints(min_length=1, max_length=settings.max_text_chars, pattern=NOT_BLANK),
         Field(
@@ -92,6 +87,16 @@ def request_models(
             "valid Unicode (no unpaired surrogate escapes)."
         ),
     ]
+
+
+def request_models(
+    settings: ServeSettings, choices: SearchChoices | None = None
+) -> tuple[type[BaseModel], type[BaseModel]]:
+    """``(SearchRequest, EmbedRequest)`` under ``settings``' limits and the index's ``choices`` (None: dense only):
+    ``mode`` one of its modes; ``fusion``, ``candidates`` where it searches hybrid, never beside another mode."""
+    index: SearchChoices = choices if choices is not None else SearchChoices()
+    mode_type: Any = Literal[index.modes]  # the index's modes, an enum in the schema
+    text = bounded_text(settings)
     no_lexical = "" if index.hybrid else " This index has no lexical part (rebuild it with --lexical bm25)."
 
     class SearchRequest(BaseModel):
@@ -167,11 +172,7 @@ def write_models(settings: ServeSettings) -> tuple[type[BaseModel], type[BaseMod
         StringConstraints(min_length=1, max_length=MAX_ID_CHARS, pattern=NOT_BLANK),
         Field(description=f"1 to {MAX_ID_CHARS} characters, not all whitespace."),
     ]
-    doc_text = Annotated[
-        str,
-        StringConstraints(min_length=1, max_length=settings.max_text_chars, pattern=NOT_BLANK),
-        Field(description=f"1 to max_text_chars ({settings.max_text_chars}) characters, not all whitespace."),
-    ]
+    doc_text = bounded_text(settings)
 
     class DocumentIn(BaseModel):
         """One document to add: its id, text and optional metadata (what hits return and filters read)."""

@@ -26,7 +26,14 @@ from fastapi.responses import JSONResponse
 
 from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError
-from whitevec.service.schemas import CompactResponse, DeleteResponse, DocumentsResponse, IndexInfo, write_models
+from whitevec.service.schemas import (
+    MAX_ID_CHARS,
+    CompactResponse,
+    DeleteResponse,
+    DocumentsResponse,
+    IndexInfo,
+    write_models,
+)
 from whitevec.service.settings import API_KEY_ENV, ServeSettings
 from whitevec.service.worker import RetrieverLike, RetrieverWorker
 
@@ -145,6 +152,33 @@ def compact_index(retriever: WritableRetriever) -> CompactResponse:
     with _public_refusals(retriever):
         merged = retriever.compact()
     return CompactResponse(merged=merged, **_version(retriever))
+
+
+_WRITE_COUNT_LIMITS = {"documents": "max_texts", "ids": "max_ids"}
+
+
+def write_limit_message(kind: str, fields: list[str], value: Any, settings: ServeSettings) -> str | None:
+    """Our wording, naming the setting, for a broken constraint of a write's body (``fields``: where, without
+    "body"); None for the others."""
+    if not fields or fields[0] not in _WRITE_COUNT_LIMITS:
+        return None
+    name = fields[0]
+    if len(fields) == 1:
+        limit = _WRITE_COUNT_LIMITS[name]
+        if kind == "too_long":
+            given = len(value) if isinstance(value, list) else "more"
+            return f"too many {name}: {given} given, the limit {limit} is {getattr(settings, limit)}"
+        return f"{name} is empty; give at least one" if kind == "too_short" else None
+    where = name + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in fields[1:])
+    if kind == "string_too_long" and isinstance(value, str):
+        text = fields[-1] == "text"
+        limit = f"max_text_chars is {settings.max_text_chars}" if text else f"for an id is {MAX_ID_CHARS}"
+        return f"{where} has {len(value)} characters, the limit {limit}"
+    if kind in ("string_too_short", "string_pattern_mismatch"):
+        return f"{where} is empty or only whitespace"
+    if kind == "string_unicode":
+        return f"{where} holds an unpaired surrogate escape (\\ud800-\\udfff); send valid text"
+    return None
 
 
 def _first_repeated(ids: list[str]) -> str | None:
