@@ -205,7 +205,7 @@ def test_writable_settings_from_env_and_one_worker_only(tmp_path: Path) -> None:
 
     assert ServeSettings.from_env({"WHITEVEC_SERVE_WRITABLE": "yes"}).writable is True
     assert ServeSettings.from_env({"WHITEVEC_SERVE_WRITABLE": "0"}).writable is False
-    with pytest.raises(BadInputError, match="WRITABLE='maybe'"):
+    with pytest.raises(BadInputError, match="WRITABLE='maybe' is not a switch: give true or false"):
         ServeSettings.from_env({"WHITEVEC_SERVE_WRITABLE": "maybe"})
     with pytest.raises(BadInputError, match="--writable needs --workers 1"):
         serve(tmp_path, workers=2, writable=True)

@@ -135,9 +135,8 @@ class ServeSettings:
             try:
                 values[field.name] = _switch(raw) if kind is bool else kind(raw) if kind is not str else raw
             except ValueError:
-                raise BadInputError(
-                    f"{ENV_PREFIX}{field.name.upper()}={raw!r} is not a valid {kind.__name__}"
-                ) from None
+                what = "switch: give true or false" if kind is bool else f"valid {kind.__name__}"
+                raise BadInputError(f"{ENV_PREFIX}{field.name.upper()}={raw!r} is not a {what}") from None
         key = env.get(API_KEY_ENV)
         values["api_key"] = key if key else None
         return cls(**values)  # type: ignore[arg-type]
