@@ -1,11 +1,13 @@
 """The OpenAPI document is the contract: a schema fuzzer (schemathesis) sends generated requests, valid and
 invalid, to every operation and checks every answer against the document (status codes listed, bodies matching
-their schemas, schema-valid requests accepted, invalid ones refused, no 5xx). /docs runs from local files only.
+their schemas, schema-valid requests accepted, invalid ones refused, no 5xx), on a keyless, a keyed and a
+writable server. /docs runs from local files only.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -16,13 +18,15 @@ schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is not i
 from fastapi.testclient import TestClient  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
+from whitevec.index import Document  # noqa: E402
 from whitevec.index import SearchHit as Hit  # noqa: E402
 from whitevec.service.app import PAGE_HEADERS, create_app  # noqa: E402
 from whitevec.service.settings import ServeSettings  # noqa: E402
+from whitevec.service.writes import WRITE_PATHS  # noqa: E402
 
 KEY = "contract-key"
 LIMITS = {"max_queries": 4, "max_texts": 3, "max_text_chars": 40, "max_k": 20}
-# Cases per operation and way of generating: 4 operations x 2 servers, well under a minute in all.
+# Cases per operation and way of generating: 7 operations x 3 servers.
 EXAMPLES = 40
 
 
@@ -46,6 +50,30 @@ class ContractRetriever:
         return np.array([[len(t), 1.0, 0.0, -1.0] for t in texts], dtype=np.float32)
 
 
+@dataclass(frozen=True)
+class Deleted:
+    deleted: int
+    missing: list[str]
+
+
+class WritableContractRetriever(ContractRetriever):
+    """ContractRetriever that takes writes: it holds ids d0 to d4 (an add of one under on_existing error: 409)."""
+
+    held = frozenset(f"d{i}" for i in range(5))
+
+    def existing_ids(self, ids: list[str]) -> list[str]:
+        return [doc_id for doc_id in ids if doc_id in self.held]
+
+    def add(self, docs: list[Document], show_progress: bool | None = None, **options: str) -> int:
+        return self.count
+
+    def delete(self, ids: list[str]) -> Deleted:
+        return Deleted(sum(doc_id in self.held for doc_id in ids), [i for i in ids if i not in self.held])
+
+    def compact(self) -> int:
+        return 0
+
+
 class WithoutLifespan:
     """The app, never told to shut down: schemathesis drives each case through a client of its own, whose
     closing would stop the app's worker thread after the first case."""
@@ -62,8 +90,9 @@ class WithoutLifespan:
         await self.app(scope, receive, send)
 
 
-def _schema(api_key: str | None) -> Any:
-    app = create_app(ContractRetriever(), ServeSettings(api_key=api_key, **LIMITS))  # type: ignore[arg-type]
+def _schema(api_key: str | None, writable: bool = False) -> Any:
+    retriever = WritableContractRetriever() if writable else ContractRetriever()
+    app = create_app(retriever, ServeSettings(api_key=api_key, writable=writable, **LIMITS))  # type: ignore[arg-type]
     schema = schemathesis.openapi.from_asgi("/openapi.json", WithoutLifespan(app))
     schema.config.generation.update(modes=list(schemathesis.GenerationMode))  # valid and invalid requests
     return schema
@@ -71,6 +100,7 @@ def _schema(api_key: str | None) -> Any:
 
 keyless = _schema(None)
 keyed = _schema(KEY)
+writable = _schema(KEY, writable=True)
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -79,14 +109,25 @@ FUZZ = settings(
 )
 
 
-def call_and_validate(case: Any, **kwargs: Any) -> None:
-    """Schemathesis's checks of one case; a body with a metadata filter is spared only the check that a
-    schema-valid body is accepted: a filter's syntax and fields are the index's (a 422 naming the column), which
-    no schema can state."""
+def call_and_validate(case: Any, writable: bool = False, **kwargs: Any) -> None:
+    """Schemathesis's checks of one case; spared only the check that a schema-valid body is accepted: a body
+    with a metadata filter (a filter's syntax and fields are the index's, a 422 naming the column, which no
+    schema can state), documents that repeat an id (JSON Schema's uniqueItems compares whole items, not one
+    field: the description says "each id once"), and a write to a read-only server (405 whatever the body)."""
     from schemathesis.specs.openapi.checks import positive_data_acceptance
 
     filtered = isinstance(case.body, dict) and "filter" in case.body
-    case.call_and_validate(excluded_checks=[positive_data_acceptance] if filtered else None, **kwargs)
+    read_only = not writable and case.operation.path in WRITE_PATHS
+    spared = [positive_data_acceptance] if filtered or read_only or _repeats_an_id(case.body) else None
+    case.call_and_validate(excluded_checks=spared, **kwargs)
+
+
+def _repeats_an_id(body: Any) -> bool:
+    documents = body.get("documents") if isinstance(body, dict) else None
+    if not isinstance(documents, list):
+        return False
+    ids = [d.get("id") for d in documents if isinstance(d, dict)]
+    return len(set(map(str, ids))) < len(ids)
 
 
 @keyless.parametrize()
@@ -99,6 +140,12 @@ def test_keyless_server_keeps_its_contract(case: Any) -> None:
 @FUZZ
 def test_keyed_server_keeps_its_contract(case: Any) -> None:
     call_and_validate(case, headers={"X-API-Key": KEY})
+
+
+@writable.parametrize()
+@FUZZ
+def test_writable_server_keeps_its_contract(case: Any) -> None:
+    call_and_validate(case, writable=True, headers={"X-API-Key": KEY})
 
 
 def _document(api_key: str | None = None) -> dict[str, Any]:
@@ -121,6 +168,7 @@ def test_every_refusal_is_declared_with_its_body() -> None:
     paths = _document(KEY)["paths"]
     expected = {"/search": "400 401 408 413 422 500 503", "/embed": "400 401 408 413 422 500 503"}
     expected |= {"/info": "400 401 500 503", "/health": "400 500 503"}
+    expected |= {path: "400 401 405 408 409 413 422 500 503" for path in WRITE_PATHS}
     for path, codes in expected.items():
         operation = next(iter(paths[path].values()))
         responses = operation["responses"]
@@ -129,6 +177,18 @@ def test_every_refusal_is_declared_with_its_body() -> None:
             body = responses[code]["content"]["application/json"]["schema"]["$ref"]
             assert body.endswith("ValidationErrorResponse" if code == "422" else "ErrorResponse"), (path, code)
     assert "401" not in _document()["paths"]["/search"]["post"]["responses"]  # keyless: nothing to refuse
+
+
+def test_write_limits_are_schema_constraints() -> None:
+    schemas = _document()["components"]["schemas"]
+    documents = schemas["DocumentsRequest"]["properties"]
+    assert (documents["documents"]["minItems"], documents["documents"]["maxItems"]) == (1, 3)
+    assert documents["on_existing"]["enum"] == ["error", "replace", "skip"]
+    assert documents["on_existing"]["default"] == "error"
+    text = schemas["DocumentIn"]["properties"]["text"]
+    assert text["maxLength"] == 40 and text["minLength"] == 1 and "pattern" in text
+    ids = schemas["DeleteRequest"]["properties"]["ids"]
+    assert (ids["minItems"], ids["maxItems"]) == (1, ServeSettings().max_ids)
 
 
 @pytest.mark.parametrize(

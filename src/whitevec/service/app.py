@@ -28,7 +28,12 @@ from fastapi.staticfiles import StaticFiles
 from whitevec._version import __version__
 from whitevec.errors import BadInputError, DimensionMismatchError, IndexDamagedError, WhitevecError
 from whitevec.service.manifest import public_manifest, search_choices
-from whitevec.service.middleware import ApiKeyMiddleware, BodyLimitMiddleware, HostCheckMiddleware
+from whitevec.service.middleware import (
+    ApiKeyMiddleware,
+    BodyLimitMiddleware,
+    HostCheckMiddleware,
+    ReadOnlyMiddleware,
+)
 from whitevec.service.schemas import (
     EmbedResponse,
     ErrorResponse,
@@ -41,6 +46,7 @@ from whitevec.service.schemas import (
 )
 from whitevec.service.settings import API_KEY_ENV, API_KEY_HEADER, ServeSettings
 from whitevec.service.worker import HitLike, RetrieverLike, RetrieverWorker, SearchOptions, WorkerStoppedError
+from whitevec.service.writes import WRITE_PATHS, add_write_routes, index_info, write_limit_message
 
 
 def _swagger_ui_dir() -> Path | None:
@@ -88,10 +94,14 @@ LARGE_RESPONSE_HITS = 500
 _ERRORS = {
     400: "The Host header names another server (a defence against DNS rebinding), or the body is not UTF-8.",
     401: f"Missing or wrong {API_KEY_HEADER} header (servers started with {API_KEY_ENV} only).",
+    405: "A write to a server started without --writable (refused before the body is read).",
     408: "The body did not arrive within body_timeout_s.",
+    409: "A document id the index already holds, under on_existing 'error' (named; nothing written), or an "
+    "index another process wrote to since the server loaded it.",
     413: "The body is larger than max_body_bytes.",
     422: "The body is not JSON or breaks the schema (whose limits are this server's max_queries, max_texts, "
-    "max_text_chars and max_k).",
+    "max_text_chars, max_k and max_ids), or a write the index cannot take (a document with no token the model "
+    "knows; a delete, upsert or compaction of an index whose vectors live in Milvus).",
     500: "A fault on the server (logged there; the answer does not describe it).",
     503: "The worker thread that owns the retriever has stopped, the server has max_connections open, or the "
     "index is damaged (a file unreadable since the server loaded it; /health then says so).",
@@ -148,7 +158,7 @@ def _limit_message(error: dict[str, Any], loc: list[str], settings: ServeSetting
             return f"{where} holds an unpaired surrogate escape (\\ud800-\\udfff); send valid text"
     if fields == ["k"] and kind in ("greater_than_equal", "less_than_equal"):
         return f"k must be between 1 and the limit max_k ({settings.max_k}), got {value}"
-    return _search_choice_message(kind, fields, value)
+    return _search_choice_message(kind, fields, value) or write_limit_message(kind, fields, value, settings)
 
 
 def _search_choice_message(kind: str, fields: list[str], value: Any) -> str | None:
@@ -323,6 +333,7 @@ def create_app(retriever: RetrieverLike, settings: ServeSettings | None = None) 
     guard = _key_guard(settings)
     _add_service_routes(app, retriever, worker, settings, guard)
     _add_recall_routes(app, retriever, worker, settings, guard)
+    add_write_routes(app, retriever, worker, settings, guard[0], _responses, guard[1])
     _add_page_routes(app)
     _add_middleware(app, worker, settings)
     return app
@@ -382,7 +393,6 @@ def _add_service_routes(
     app: FastAPI, retriever: RetrieverLike, worker: RetrieverWorker, settings: ServeSettings, guard: KeyGuard
 ) -> None:
     """/health (open) and /info."""
-    manifest = public_manifest(dict(retriever.manifest))
     search_info = search_choices(dict(retriever.manifest))[1]
     secured, key_refusal = guard
 
@@ -416,10 +426,17 @@ def _add_service_routes(
     )
     async def info() -> InfoResponse:
         """The index manifest (model, pooling, transform, dims, metric, kind, count, versions, checksums),
-        without file paths; what /search can do (its modes, defaults, and the lexical part's analyzer, k1 and b);
-        and the request limits."""
+        without file paths; the version served now (live and deleted counts, segments, version: writes change
+        them); what /search can do (its modes, defaults, and the lexical part's analyzer, k1 and b); and the
+        request limits."""
+        manifest = retriever.manifest  # read once: one version, whatever a write swaps in meanwhile
+        version = index_info(manifest, retriever.count)
         return InfoResponse(
-            manifest=manifest, count=int(retriever.count), search=search_info, limits=settings.public()
+            manifest=public_manifest(dict(manifest)),
+            count=version.count,
+            index=version,
+            search=search_info,
+            limits=settings.public(),
         )
 
 
@@ -509,9 +526,11 @@ def _add_page_routes(app: FastAPI) -> None:
 
 
 def _add_middleware(app: FastAPI, worker: RetrieverWorker, settings: ServeSettings) -> None:
-    """The checks before a route runs. Added last runs first: the arrival count, the Host, then the key, then
-    the body."""
+    """The checks before a route runs. Added last runs first: the arrival count, the Host, the key, a read-only
+    server's refusal of writes, then the body."""
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s)
+    if not settings.writable:
+        app.add_middleware(ReadOnlyMiddleware, paths=WRITE_PATHS)
     if settings.api_key is not None:
         open_paths = {"/health", "/", "/docs", app.openapi_url}
         app.add_middleware(

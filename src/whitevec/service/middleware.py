@@ -121,6 +121,25 @@ class ApiKeyMiddleware:
         )(scope, receive, send)
 
 
+class ReadOnlyMiddleware:
+    """Answers 405 to the write routes (``paths``) of a server started without ``--writable``, before any of
+    their body is read: a read-only server says so whatever the body holds."""
+
+    def __init__(self, app: Any, paths: Collection[str]) -> None:
+        self.app = app
+        self.paths = frozenset(paths)
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("path") not in self.paths:
+            await self.app(scope, receive, send)
+            return
+        # An empty Allow: no method writes here (RFC 9110 allows it for a resource that takes none now).
+        await _refusal(405, READ_ONLY_DETAIL, {"Allow": ""})(scope, receive, send)
+
+
+READ_ONLY_DETAIL = "this server is read-only: start it with `whitevec serve --writable` to add or delete documents"
+
+
 class BodyLimitMiddleware:
     """Reads at most ``max_bytes`` of a request body, within ``timeout_s`` in all, before the app sees it; more
     bytes give 413 at once, a body still unfinished after ``timeout_s`` gives 408, bytes that are not UTF-8 give

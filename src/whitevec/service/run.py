@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import errno
 import gc
 import logging
@@ -259,18 +260,28 @@ def serve(
     settings: ServeSettings | None = None,
     log_level: str = "info",
     model: str | os.PathLike[str] | None = None,
+    writable: bool = False,
 ) -> None:
     """Check the address (``check_address``), load the index (failing before any socket opens when it is missing
     or corrupt, or its model is missing or another) and serve it; ``model`` is where the index's model is now,
-    when it moved."""
+    when it moved. ``writable``: accept writes (as ``settings.writable``, which the environment may set too)."""
     import uvicorn
 
     if workers < 1:
         raise BadInputError(f"--workers must be at least 1, got {workers}")
+    settings = settings if settings is not None else ServeSettings.from_env()
+    if writable:
+        settings = dataclasses.replace(settings, writable=True)
+    if settings.writable and workers > 1:
+        # Each worker process holds its own copy of the index: one would not see another's writes, and its own
+        # next write would be refused as made over a version it never loaded.
+        raise BadInputError(
+            f"--writable needs --workers 1 (got {workers}): each worker process holds its own copy of the index "
+            "and would not see the others' writes"
+        )
     if not 0 <= port <= 65535:
         raise BadInputError(f"--port must be in 0..65535, got {port}")
     check_address(host, port)
-    settings = settings if settings is not None else ServeSettings.from_env()
     if workers == 1:
         app: FastAPI | None = served_app(index_dir, settings, model)
     else:

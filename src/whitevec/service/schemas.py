@@ -77,14 +77,9 @@ class SearchChoices:
         return "hybrid" in self.modes
 
 
-def request_models(
-    settings: ServeSettings, choices: SearchChoices | None = None
-) -> tuple[type[BaseModel], type[BaseModel]]:
-    """``(SearchRequest, EmbedRequest)`` under ``settings``' limits and the index's ``choices`` (None: dense only):
-    ``mode`` one of its modes; ``fusion``, ``candidates`` where it searches hybrid, never beside another mode."""
-    index: SearchChoices = choices if choices is not None else SearchChoices()
-    mode_type: Any = Literal[index.modes]  # the index's modes, an enum in the schema
-    text = Annotated[
+def bounded_text(settings: ServeSettings) -> Any:
+    """A request's text: 1 to max_text_chars characters, not all whitespace (a query, a text, a document)."""
+    return Annotated[
         str,
         StringConstraints(min_length=1, max_length=settings.max_text_chars, pattern=NOT_BLANK),
         Field(
@@ -92,6 +87,16 @@ def request_models(
             "valid Unicode (no unpaired surrogate escapes)."
         ),
     ]
+
+
+def request_models(
+    settings: ServeSettings, choices: SearchChoices | None = None
+) -> tuple[type[BaseModel], type[BaseModel]]:
+    """``(SearchRequest, EmbedRequest)`` under ``settings``' limits and the index's ``choices`` (None: dense only):
+    ``mode`` one of its modes; ``fusion``, ``candidates`` where it searches hybrid, never beside another mode."""
+    index: SearchChoices = choices if choices is not None else SearchChoices()
+    mode_type: Any = Literal[index.modes]  # the index's modes, an enum in the schema
+    text = bounded_text(settings)
     no_lexical = "" if index.hybrid else " This index has no lexical part (rebuild it with --lexical bm25)."
 
     class SearchRequest(BaseModel):
@@ -151,6 +156,89 @@ def _embed_request(settings: ServeSettings, text: Any) -> type[BaseModel]:
         )
 
     return EmbedRequest
+
+
+# A document id in a write (the library takes any non-empty string; the bound keeps a body's size in step with
+# max_body_bytes: max_ids ids of this length, \u-escaped, fit in the default).
+MAX_ID_CHARS = 256
+OnExisting = Literal["error", "replace", "skip"]
+
+
+def write_models(settings: ServeSettings) -> tuple[type[BaseModel], type[BaseModel]]:
+    """``(DocumentsRequest, DeleteRequest)`` under ``settings``' limits: at most max_texts documents of at most
+    max_text_chars characters each, at most max_ids ids to delete."""
+    doc_id = Annotated[
+        str,
+        StringConstraints(min_length=1, max_length=MAX_ID_CHARS, pattern=NOT_BLANK),
+        Field(description=f"1 to {MAX_ID_CHARS} characters, not all whitespace."),
+    ]
+    doc_text = bounded_text(settings)
+
+    class DocumentIn(BaseModel):
+        """One document to add: its id, text and optional metadata (what hits return and filters read)."""
+
+        model_config = ConfigDict(extra="forbid", strict=True)
+        id: doc_id  # type: ignore[valid-type]
+        text: doc_text  # type: ignore[valid-type]
+        metadata: dict[str, Any] | None = Field(
+            None, description="JSON values by field name: what hits return and /search's filter reads."
+        )
+
+    class DocumentsRequest(BaseModel):
+        """Documents to add, or to put in place of those with the same ids (an upsert)."""
+
+        model_config = ConfigDict(extra="forbid", strict=True)
+        documents: list[DocumentIn] = Field(
+            min_length=1,
+            max_length=settings.max_texts,
+            description=f"1 to max_texts ({settings.max_texts}) documents, each id once.",
+        )
+        on_existing: OnExisting = Field(
+            "error",
+            description="What a document whose id the index holds does: error (the request is refused with 409 "
+            "naming it, nothing written), replace (it replaces the one held: an upsert) or skip (the one held "
+            "stays).",
+        )
+
+    class DeleteRequest(BaseModel):
+        """Ids of documents to delete."""
+
+        model_config = ConfigDict(extra="forbid", strict=True)
+        ids: list[doc_id] = Field(  # type: ignore[valid-type]
+            min_length=1,
+            max_length=settings.max_ids,
+            description=f"1 to max_ids ({settings.max_ids}) document ids; those the index lacks are reported.",
+        )
+
+    return DocumentsRequest, DeleteRequest
+
+
+class IndexVersion(BaseModel):
+    count: int = Field(description="Live documents in the version served now (after the write).")
+    segments: int = Field(description="Segments that version holds (a compaction merges them into one).")
+    version: int = Field(description="The manifest's generation: 0 as built, one more per version written.")
+
+
+class IndexInfo(IndexVersion):
+    deleted: int = Field(description="Deleted documents whose rows no compaction has dropped yet.")
+
+
+class DocumentsResponse(IndexVersion):
+    added: int = Field(description="Documents whose ids were new to the index.")
+    replaced: int = Field(description="Documents that replaced one with the same id (on_existing replace).")
+    skipped: int = Field(description="Documents left out because the index held their id (on_existing skip).")
+
+
+class DeleteResponse(IndexVersion):
+    deleted: int = Field(description="Documents this request deleted.")
+    missing_count: int = Field(description="Ids given that the index does not hold (the rest were deleted).")
+    missing: list[str] = Field(description="The first 10 of those ids.")
+
+
+class CompactResponse(IndexVersion):
+    merged: int = Field(
+        description="Segments merged into one (0: one segment and nothing deleted; nothing written)."
+    )
 
 
 class RankerPlace(BaseModel):
@@ -231,6 +319,7 @@ class SearchInfo(BaseModel):
 class InfoResponse(BaseModel):
     manifest: dict[str, Any] = Field(description="The index manifest, without file paths.")
     count: int = Field(description="Documents in the index.")
+    index: IndexInfo = Field(description="The version served now: live and deleted counts, segments, version.")
     search: SearchInfo = Field(description="What /search can do on this index, and its defaults.")
     limits: dict[str, Any] = Field(description="The request limits and switches of this server.")
 

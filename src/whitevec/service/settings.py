@@ -27,8 +27,10 @@ _HOST_NAME = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?)(:[
 class ServeSettings:
     """What one server accepts. Every field but ``api_key`` is read from ``WHITEVEC_SERVE_<FIELD>``.
 
-    ``api_key`` comes from ``WHITEVEC_API_KEY``: when set, /info, /search and /embed need it in the
-    ``X-API-Key`` header. ``concurrency`` picks how requests share the one encoder: ``batch`` (default, chosen by
+    ``api_key`` comes from ``WHITEVEC_API_KEY``: when set, /info, /search, /embed and the write routes need it in
+    the ``X-API-Key`` header. ``writable`` (``serve --writable``; off by default) opens the write routes
+    (POST /documents, /documents/delete, /compact); without it they answer 405. ``max_ids`` bounds the ids of one
+    delete. ``concurrency`` picks how requests share the one encoder: ``batch`` (default, chosen by
     the load benchmark in docs/results/serve.md) gathers the requests waiting at that moment into one encoder
     call, waiting up to ``batch_wait_ms`` for requests already received and up to ``batch_regroup_fraction`` of
     the previous call's duration for as many texts as it carried (see :class:`RetrieverWorker`); ``lock`` runs
@@ -65,10 +67,20 @@ class ServeSettings:
     max_connections: int = 256
     http: str = "auto"
     allowed_hosts: str = ""
+    writable: bool = False
+    max_ids: int = 1000
     api_key: str | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        positive = ("max_queries", "max_texts", "max_text_chars", "max_k", "max_body_bytes", "batch_max_texts")
+        positive = (
+            "max_queries",
+            "max_texts",
+            "max_text_chars",
+            "max_k",
+            "max_body_bytes",
+            "batch_max_texts",
+            "max_ids",
+        )
         for name in (*positive, "keepalive_s", "max_connections"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -103,6 +115,8 @@ class ServeSettings:
                 f"serve setting compute must be 'index' or one of {', '.join(COMPUTE_BACKENDS)}, "
                 f"got {self.compute!r}"
             )
+        if not isinstance(self.writable, bool):
+            raise BadInputError(f"serve setting writable must be true or false, got {self.writable!r}")
         if self.api_key is not None and not self.api_key.strip():
             raise BadInputError(f"{API_KEY_ENV} is set but empty; unset it or give a real key")
 
@@ -119,11 +133,10 @@ class ServeSettings:
                 continue
             kind: type[Any] = type(field.default)
             try:
-                values[field.name] = kind(raw) if kind is not str else raw
+                values[field.name] = _switch(raw) if kind is bool else kind(raw) if kind is not str else raw
             except ValueError:
-                raise BadInputError(
-                    f"{ENV_PREFIX}{field.name.upper()}={raw!r} is not a valid {kind.__name__}"
-                ) from None
+                what = "switch: give true or false" if kind is bool else f"valid {kind.__name__}"
+                raise BadInputError(f"{ENV_PREFIX}{field.name.upper()}={raw!r} is not a {what}") from None
         key = env.get(API_KEY_ENV)
         values["api_key"] = key if key else None
         return cls(**values)  # type: ignore[arg-type]
@@ -141,3 +154,23 @@ class ServeSettings:
         }
         shown["api_key_required"] = self.api_key is not None
         return shown
+
+
+_SWITCH_VALUES = {
+    "1": True,
+    "true": True,
+    "yes": True,
+    "on": True,
+    "0": False,
+    "false": False,
+    "no": False,
+    "off": False,
+}
+
+
+def _switch(raw: str) -> bool:
+    """A switch from the environment (``bool("false")`` would be True); ValueError for anything else."""
+    value = _SWITCH_VALUES.get(raw.strip().lower())
+    if value is None:
+        raise ValueError(raw)
+    return value

@@ -8,9 +8,9 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Awaitable, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 
@@ -21,6 +21,8 @@ logger = logging.getLogger(__name__)
 # How often a waiting worker looks again at the count of requests on their way (they may end without a job).
 _POLL_S = 0.0005
 _ARRIVED = "whitevec.arrived"  # the scope key of a request counted in RetrieverWorker.incoming
+
+T = TypeVar("T")
 
 
 # ---- what the service needs from a retriever -------------------------------------------------------------
@@ -63,11 +65,12 @@ def embed_marked(retriever: RetrieverLike, texts: list[str]) -> tuple[np.ndarray
 # ---- sharing one retriever between requests ---------------------------------------------------------------
 @dataclass
 class _Job:
-    kind: Literal["search", "embed"]
+    kind: Literal["search", "embed", "write"]
     texts: list[str]
     k: int
     options: SearchOptions = ()
     future: concurrent.futures.Future[Any] = field(default_factory=concurrent.futures.Future)
+    write: Callable[[], Any] | None = None  # a write job's work, run alone on the worker thread
 
 
 class WorkerStoppedError(RuntimeError):
@@ -93,6 +96,9 @@ class RetrieverWorker:
       and the wait costs at most that fraction of the encoder's time when the crowd does not come back.
 
     When a batched call fails, its jobs run again one by one so a bad request cannot fail its neighbours.
+
+    A write (:meth:`submit_write`) runs alone, between the searches queued before it and those queued after: on
+    this thread, so no search ever runs while the retriever swaps versions, and one write at a time.
     """
 
     def __init__(
@@ -153,6 +159,14 @@ class RetrieverWorker:
         self._queue.put(job)
         if scope is not None:
             self.departed(scope)  # after the put: the worker never sees the job neither queued nor on its way
+        return asyncio.wrap_future(job.future)
+
+    def submit_write(self, write: Callable[[], T]) -> Awaitable[T]:
+        """Queue ``write`` (a call that writes through the retriever); its result, awaitable."""
+        if not self.alive:
+            raise WorkerStoppedError("the encoder worker has stopped")
+        job = _Job("write", [], 0, write=write)
+        self._queue.put(job)
         return asyncio.wrap_future(job.future)
 
     @property
@@ -218,6 +232,27 @@ class RetrieverWorker:
         return False
 
     def _execute(self, batch: list[_Job]) -> None:
+        reads: list[_Job] = []
+        for job in batch:
+            if job.kind != "write":
+                reads.append(job)
+                continue
+            self._execute_reads(reads)  # the searches queued before the write see the version before it
+            reads = []
+            if job.future.set_running_or_notify_cancel():
+                self._write(job)
+        self._execute_reads(reads)
+
+    def _write(self, job: _Job) -> None:
+        assert job.write is not None
+        try:
+            result = job.write()
+        except BaseException as exc:
+            job.future.set_exception(exc)
+        else:
+            job.future.set_result(result)
+
+    def _execute_reads(self, batch: list[_Job]) -> None:
         groups: dict[tuple[str, int, SearchOptions], list[_Job]] = {}
         for job in batch:
             if job.future.set_running_or_notify_cancel():

@@ -1,0 +1,247 @@
+"""The write routes of the HTTP service (``whitevec serve --writable``): POST /documents (add or upsert, batched),
+POST /documents/delete and POST /compact.
+
+Each write runs on the worker thread that owns the retriever (:meth:`RetrieverWorker.submit_write`), between the
+searches queued before it and those queued after: no search runs while the retriever swaps its version, and
+writes take turns. The answer is sent once the library call has returned, and the library returns after the new
+version's files and folder are flushed to disk (:func:`whitevec.utils.io.atomic_dir`): an acknowledged write
+survives a crash. Without ``--writable`` these routes answer 405 before their body is read
+(:class:`~whitevec.service.middleware.ReadOnlyMiddleware`); with an API key they need it, as /search does.
+
+Deletes go by ``POST /documents/delete`` rather than ``DELETE /documents`` with a body: a DELETE's body has no
+meaning HTTP defines (RFC 9110, 9.3.5), so proxies and clients may drop it, and OpenAPI 3.0 tools ignore it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from whitevec.datasets.retrieval import Document
+from whitevec.errors import BadInputError
+from whitevec.service.schemas import (
+    MAX_ID_CHARS,
+    CompactResponse,
+    DeleteResponse,
+    DocumentsResponse,
+    IndexInfo,
+    write_models,
+)
+from whitevec.service.settings import API_KEY_ENV, ServeSettings
+from whitevec.service.worker import RetrieverLike, RetrieverWorker
+
+if TYPE_CHECKING:
+    from whitevec.index.updates import DeleteResult
+
+logger = logging.getLogger(__name__)
+
+WRITE_PATHS = ("/documents", "/documents/delete", "/compact")
+MISSING_SHOWN = 10  # the ids a delete reports as missing, at most
+
+
+class WritableRetriever(RetrieverLike, Protocol):
+    """What the write routes ask of a :class:`whitevec.index.Retriever`."""
+
+    def add(
+        self,
+        docs: Sequence[Document],
+        show_progress: bool | None = None,
+        *,
+        empty_documents: str = "skip",
+        on_existing: str = "error",
+    ) -> int: ...
+
+    def delete(self, ids: Sequence[str]) -> DeleteResult: ...
+
+    def compact(self) -> int: ...
+
+
+class WriteConflictError(Exception):
+    """A write the index's state refuses (409): an id it holds under on_existing error, or a version another
+    writer swapped in since the server loaded the index."""
+
+
+# ---- the writes, run on the worker thread ---------------------------------------------------------------
+def index_info(manifest: Mapping[str, Any], count: int) -> IndexInfo:
+    """The version of ``manifest``: live and deleted counts, segments, generation (``count``: the live count of
+    a manifest that states none)."""
+    segments = manifest.get("segments")
+    return IndexInfo(
+        count=int(manifest.get("count", count)),
+        deleted=int(manifest.get("deleted", 0)),
+        segments=len(segments) if segments else 1,
+        version=int(manifest.get("generation", 0)),
+    )
+
+
+def _version(retriever: RetrieverLike) -> dict[str, int]:
+    """The version a write just swapped in (read on the worker thread, which alone swaps versions)."""
+    return index_info(retriever.manifest, retriever.count).model_dump(exclude={"deleted"})
+
+
+def held_ids(retriever: WritableRetriever, ids: list[str]) -> list[str]:
+    """Those of ``ids`` the index holds: the retriever's ``existing_ids`` where it has one; else, as the
+    Retriever has no public call for it yet (its ``add`` names only the first clash, with the folder's path),
+    its document store's ``existing_ids``, the check ``add`` makes."""
+    existing = getattr(retriever, "existing_ids", None)
+    if existing is None:
+        existing = retriever._docs.existing_ids  # type: ignore[attr-defined]
+    return list(existing(ids))
+
+
+@contextlib.contextmanager
+def _public_refusals(retriever: WritableRetriever) -> Iterator[None]:
+    """The library's refusals without the index's path (a client learns nothing of the server's files); another
+    writer's version as a conflict."""
+    from whitevec.index.updates import changed_message
+
+    try:
+        yield
+    except BadInputError as exc:
+        path = getattr(retriever, "path", None)
+        message = str(exc)
+        if path is None:
+            raise
+        if message == changed_message(Path(path)):
+            raise WriteConflictError(
+                "the index was rebuilt or written to by another process since this server loaded it; restart "
+                "the server to serve and write that version"
+            ) from None
+        raise BadInputError(message.replace(str(path), Path(path).name)) from None
+
+
+def write_documents(retriever: WritableRetriever, docs: list[Document], on_existing: str) -> DocumentsResponse:
+    """Add ``docs``: an id the index holds refused (``error``: nothing written), replaced or skipped. A document
+    with no token the model knows is refused (422) before anything is written."""
+    held = held_ids(retriever, [d.id for d in docs])
+    if held and on_existing == "error":
+        raise WriteConflictError(
+            f"document id {held[0]!r} is already in the index ({len(held)} of the {len(docs)} ids are); nothing "
+            "was written: send on_existing 'replace' (upsert) or 'skip'"
+        )
+    with _public_refusals(retriever):
+        retriever.add(docs, show_progress=False, empty_documents="error", on_existing=on_existing)
+    return DocumentsResponse(
+        added=len(docs) - len(held),
+        replaced=len(held) if on_existing == "replace" else 0,
+        skipped=len(held) if on_existing == "skip" else 0,
+        **_version(retriever),
+    )
+
+
+def delete_documents(retriever: WritableRetriever, ids: list[str]) -> DeleteResponse:
+    """Delete the documents with ``ids``; those the index does not hold are counted and the first few named."""
+    with _public_refusals(retriever):
+        result = retriever.delete(ids)
+    return DeleteResponse(
+        deleted=result.deleted,
+        missing_count=len(result.missing),
+        missing=list(result.missing[:MISSING_SHOWN]),
+        **_version(retriever),
+    )
+
+
+def compact_index(retriever: WritableRetriever) -> CompactResponse:
+    with _public_refusals(retriever):
+        merged = retriever.compact()
+    return CompactResponse(merged=merged, **_version(retriever))
+
+
+_WRITE_COUNT_LIMITS = {"documents": "max_texts", "ids": "max_ids"}
+
+
+def write_limit_message(kind: str, fields: list[str], value: Any, settings: ServeSettings) -> str | None:
+    """Our wording, naming the setting, for a broken constraint of a write's body (``fields``: where, without
+    "body"); None for the others."""
+    if not fields or fields[0] not in _WRITE_COUNT_LIMITS:
+        return None
+    name = fields[0]
+    if len(fields) == 1:
+        limit = _WRITE_COUNT_LIMITS[name]
+        if kind == "too_long":
+            given = len(value) if isinstance(value, list) else "more"
+            return f"too many {name}: {given} given, the limit {limit} is {getattr(settings, limit)}"
+        return f"{name} is empty; give at least one" if kind == "too_short" else None
+    where = name + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in fields[1:])
+    if kind == "string_too_long" and isinstance(value, str):
+        text = fields[-1] == "text"
+        limit = f"max_text_chars is {settings.max_text_chars}" if text else f"for an id is {MAX_ID_CHARS}"
+        return f"{where} has {len(value)} characters, the limit {limit}"
+    if kind in ("string_too_short", "string_pattern_mismatch"):
+        return f"{where} is empty or only whitespace"
+    if kind == "string_unicode":
+        return f"{where} holds an unpaired surrogate escape (\\ud800-\\udfff); send valid text"
+    return None
+
+
+def _first_repeated(ids: list[str]) -> str | None:
+    seen: set[str] = set()
+    for doc_id in ids:
+        if doc_id in seen:
+            return doc_id
+        seen.add(doc_id)
+    return None
+
+
+# ---- the routes -----------------------------------------------------------------------------------------
+def add_write_routes(
+    app: FastAPI,
+    retriever: RetrieverLike,
+    worker: RetrieverWorker,
+    settings: ServeSettings,
+    secured: list[Any],
+    responses: Callable[..., dict[int | str, dict[str, Any]]],
+    key_refusal: tuple[int, ...],
+) -> None:
+    """The write routes, in every server's OpenAPI document; a server without ``writable`` refuses them (405)."""
+    DocumentsRequest, DeleteRequest = write_models(settings)
+    writer: WritableRetriever = retriever  # type: ignore[assignment]
+    if settings.writable and settings.api_key is None:
+        logger.warning(
+            "serving with --writable and no API key: anyone who can reach this server can add and delete "
+            "documents; set %s",
+            API_KEY_ENV,
+        )
+
+    @app.exception_handler(WriteConflictError)
+    async def _conflict(_: Request, exc: WriteConflictError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=409)
+
+    async def documents(body: Any) -> DocumentsResponse:
+        """Add documents, or put them in place of those with the same ids (``on_existing``: error, replace,
+        skip); one new version of the index, durable before the answer. The answer counts what happened and
+        names the version now served."""
+        docs = [Document(d.id, d.text, d.metadata) for d in body.documents]
+        twice = _first_repeated([d.id for d in docs])
+        if twice is not None:
+            raise BadInputError(f"document id {twice!r} is given twice; send each id once")
+        return await worker.submit_write(functools.partial(write_documents, writer, docs, body.on_existing))
+
+    async def delete(body: Any) -> DeleteResponse:
+        """Delete the documents with these ids (one new version, durable before the answer); ids the index does
+        not hold are counted and the first 10 named, the rest deleted."""
+        return await worker.submit_write(
+            functools.partial(delete_documents, writer, list(dict.fromkeys(body.ids)))
+        )
+
+    async def compact() -> CompactResponse:
+        """Merge the index's segments into one and drop the deleted documents' rows (what writes also do past a
+        number of segments or a share of deleted rows)."""
+        return await worker.submit_write(functools.partial(compact_index, writer))
+
+    documents.__annotations__["body"] = DocumentsRequest
+    delete.__annotations__["body"] = DeleteRequest
+    refusals = responses(400, *key_refusal, 405, 408, 409, 413, 422, 500, 503)
+    for path, endpoint, answer in (
+        ("/documents", documents, DocumentsResponse),
+        ("/documents/delete", delete, DeleteResponse),
+        ("/compact", compact, CompactResponse),
+    ):
+        app.post(path, response_model=answer, dependencies=secured, responses=refusals, tags=["write"])(endpoint)

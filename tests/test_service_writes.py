@@ -1,0 +1,304 @@
+"""The HTTP write routes (`whitevec serve --writable`): POST /documents (add, upsert, skip), /documents/delete and
+/compact on a real segmented index (HashEncoder: a document's own text finds it first), the refusals (405
+read-only, 401 key, 409 held id or another writer, 422 bad body), /info's version, and the order of writes
+among searches on the worker thread."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the serve extra (fastapi, uvicorn) is not installed")
+from fastapi.testclient import TestClient
+
+from tests.index_helpers import HashEncoder, sentences
+from whitevec.index import Document, Retriever
+from whitevec.service.app import create_app
+from whitevec.service.middleware import READ_ONLY_DETAIL
+from whitevec.service.settings import ServeSettings
+from whitevec.service.worker import RetrieverWorker
+
+TEXTS = sentences(12, seed=3)
+NEW_TEXT = "a text that no document of the build holds"
+KEY = "write-key"
+
+
+def _build(folder: Path) -> Retriever:
+    docs = [Document(f"d{i}", text, {"n": i}) for i, text in enumerate(TEXTS)]
+    return Retriever.build(docs, folder, encoder=HashEncoder(), transform="none")
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[Retriever]:
+    with _build(tmp_path / "index") as retriever:
+        yield retriever
+
+
+def _client(retriever: Retriever, **settings: Any) -> TestClient:
+    return TestClient(create_app(retriever, ServeSettings(**settings)))  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def client(index: Retriever) -> Iterator[TestClient]:
+    with _client(index, writable=True) as client:
+        yield client
+
+
+def _top(client: TestClient, text: str) -> dict[str, Any]:
+    answer = client.post("/search", json={"queries": [text], "k": 3})
+    assert answer.status_code == 200, answer.text
+    result: dict[str, Any] = answer.json()["results"][0]
+    return result
+
+
+def _add(client: TestClient, docs: list[dict[str, Any]], **body: Any) -> Any:
+    return client.post("/documents", json={"documents": docs, **body})
+
+
+def test_an_added_document_is_found_and_durable(client: TestClient, index: Retriever) -> None:
+    answer = _add(client, [{"id": "new-1", "text": NEW_TEXT, "metadata": {"n": 99}}])
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"added": 1, "replaced": 0, "skipped": 0, "count": 13, "segments": 2, "version": 1}
+    top = _top(client, NEW_TEXT)
+    assert top["ids"][0] == "new-1" and top["texts"][0] == NEW_TEXT and top["metadata"][0] == {"n": 99}
+    with Retriever.load(index.path, encoder=HashEncoder()) as fresh:  # acknowledged: on disk, for a new reader
+        assert fresh.count == 13 and fresh.search([NEW_TEXT], k=1)[0][0].id == "new-1"
+
+
+def test_upsert_replaces_and_skip_keeps(client: TestClient) -> None:
+    answer = _add(
+        client, [{"id": "d2", "text": NEW_TEXT}, {"id": "new-2", "text": TEXTS[0] + " x"}], on_existing="replace"
+    )
+    assert answer.status_code == 200, answer.text
+    assert (answer.json()["added"], answer.json()["replaced"], answer.json()["count"]) == (1, 1, 13)
+    assert _top(client, NEW_TEXT)["ids"][0] == "d2"
+    assert "d2" not in _top(client, TEXTS[2])["ids"]  # its old text no longer finds it first
+    answer = _add(
+        client, [{"id": "d3", "text": "kept out"}, {"id": "new-3", "text": "a third"}], on_existing="skip"
+    )
+    assert (answer.json()["added"], answer.json()["skipped"], answer.json()["count"]) == (1, 1, 14)
+    assert _top(client, TEXTS[3])["ids"][0] == "d3" and _top(client, TEXTS[3])["texts"][0] == TEXTS[3]
+
+
+def test_a_held_id_is_409_naming_it_and_nothing_is_written(client: TestClient) -> None:
+    answer = _add(client, [{"id": "brand-new", "text": NEW_TEXT}, {"id": "d5", "text": "again"}])
+    assert answer.status_code == 409
+    assert "'d5'" in answer.json()["detail"] and "nothing was written" in answer.json()["detail"]
+    assert "brand-new" not in _top(client, NEW_TEXT)["ids"]
+    assert client.get("/info").json()["index"] == {"count": 12, "deleted": 0, "segments": 1, "version": 0}
+
+
+def test_delete_removes_and_reports_the_missing(client: TestClient) -> None:
+    ghosts = [f"ghost-{i}" for i in range(12)]
+    answer = client.post("/documents/delete", json={"ids": ["d1", *ghosts, "d1"]})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert (body["deleted"], body["missing_count"], body["missing"]) == (1, 12, ghosts[:10])
+    assert (body["count"], body["version"]) == (11, 1)
+    assert "d1" not in _top(client, TEXTS[1])["ids"]
+
+
+def test_info_shows_the_version_and_compact_merges(client: TestClient) -> None:
+    _add(client, [{"id": "new-1", "text": NEW_TEXT}])
+    client.post("/documents/delete", json={"ids": ["d0"]})
+    info = client.get("/info").json()
+    assert info["index"] == {"count": 12, "deleted": 1, "segments": 2, "version": 2} and info["count"] == 12
+    assert info["manifest"]["count"] == 12 and info["limits"]["writable"] is True
+    answer = client.post("/compact")
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"merged": 2, "count": 12, "segments": 1, "version": 3}
+    assert client.get("/info").json()["index"] == {"count": 12, "deleted": 0, "segments": 1, "version": 3}
+    assert _top(client, NEW_TEXT)["ids"][0] == "new-1"
+    assert client.post("/compact").json()["merged"] == 0  # one segment, nothing deleted: nothing to do
+
+
+@pytest.mark.parametrize("path", ["/documents", "/documents/delete", "/compact"])
+def test_a_read_only_server_refuses_every_write_with_405(index: Retriever, path: str) -> None:
+    with _client(index) as client:
+        for body in ({"documents": [{"id": "x", "text": "y"}]}, {"ids": ["d0"]}, None):
+            answer = client.post(path, json=body) if body else client.post(path, content=b"{not json")
+            assert answer.status_code == 405 and answer.json() == {"detail": READ_ONLY_DETAIL}
+        assert client.get("/info").json()["index"]["version"] == 0
+    assert index.count == 12
+
+
+@pytest.mark.parametrize("headers", [{}, {"X-API-Key": "wrong"}])
+def test_writes_need_the_key(index: Retriever, headers: dict[str, str]) -> None:
+    with _client(index, writable=True, api_key=KEY) as client:
+        answer = client.post("/documents", json={"documents": [{"id": "x", "text": NEW_TEXT}]}, headers=headers)
+        assert answer.status_code == 401
+        assert client.post("/documents/delete", json={"ids": ["d0"]}, headers=headers).status_code == 401
+        assert client.post("/compact", headers=headers).status_code == 401
+        keyed = {"X-API-Key": KEY}
+        answer = client.post("/documents", json={"documents": [{"id": "x", "text": NEW_TEXT}]}, headers=keyed)
+        assert answer.status_code == 200 and answer.json()["added"] == 1
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "says"),
+    [
+        ("/documents", {"documents": []}, "documents is empty"),
+        ("/documents", {"documents": [{"id": "a"}]}, "text"),
+        (
+            "/documents",
+            {"documents": [{"id": "a", "text": "  "}]},
+            "documents[0].text is empty or only whitespace",
+        ),
+        ("/documents", {"documents": [{"id": "", "text": "t"}]}, "id"),
+        ("/documents", {"documents": [{"id": "a", "text": "t", "lang": "en"}]}, "lang"),
+        ("/documents", {"documents": [{"id": "a", "text": "t"}], "on_existing": "merge"}, "on_existing"),
+        ("/documents", {"documents": [{"id": "a", "text": "t"}, {"id": "a", "text": "u"}]}, "'a' is given twice"),
+        ("/documents", {"documents": [{"id": str(i), "text": "t"} for i in range(4)]}, "the limit max_texts is 3"),
+        (
+            "/documents",
+            {"documents": [{"id": "a" * 257, "text": "t"}]},
+            "257 characters, the limit for an id is 256",
+        ),
+        ("/documents/delete", {"ids": []}, "ids"),
+        ("/documents/delete", {"ids": "d0"}, "ids"),
+        ("/documents/delete", {"ids": ["d0", "d1", "d2", "d3"]}, "too many ids: 4 given, the limit max_ids is 3"),
+    ],
+)
+def test_bad_bodies_are_one_line_422_and_write_nothing(
+    index: Retriever, path: str, body: dict[str, Any], says: str
+) -> None:
+    with _client(index, writable=True, max_texts=3, max_ids=3) as client:
+        answer = client.post(path, json=body)
+        assert answer.status_code == 422, answer.text
+        detail = answer.json()["detail"]
+        assert isinstance(detail, str) and "\n" not in detail and says in detail, detail
+        assert client.get("/info").json()["index"]["version"] == 0
+
+
+def test_an_unpaired_surrogate_is_one_line_422(client: TestClient) -> None:
+    body = b'{"documents": [{"id": "a", "text": "x \\ud800"}]}'
+    answer = client.post("/documents", content=body, headers={"Content-Type": "application/json"})
+    assert answer.status_code == 422 and "documents[0].text holds an unpaired surrogate" in answer.json()["detail"]
+
+
+def test_another_writers_version_is_409_without_the_path(client: TestClient, index: Retriever) -> None:
+    with Retriever.load(index.path, encoder=HashEncoder()) as other:
+        other.delete(["d0"])
+    answer = _add(client, [{"id": "late", "text": NEW_TEXT}])
+    assert answer.status_code == 409 and "another process" in answer.json()["detail"]
+    assert str(index.path.parent) not in answer.text
+
+
+def test_a_writable_server_without_a_key_warns_at_start(
+    index: Retriever, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="whitevec.service.writes"):
+        _client(index, writable=True, api_key=KEY).close()
+        assert not caplog.records
+        _client(index, writable=True).close()
+    assert len(caplog.records) == 1 and "anyone who can reach this server" in caplog.records[0].getMessage()
+
+
+def test_writable_settings_from_env_and_one_worker_only(tmp_path: Path) -> None:
+    from whitevec.errors import BadInputError
+    from whitevec.service.run import serve
+
+    assert ServeSettings.from_env({"WHITEVEC_SERVE_WRITABLE": "yes"}).writable is True
+    assert ServeSettings.from_env({"WHITEVEC_SERVE_WRITABLE": "0"}).writable is False
+    with pytest.raises(BadInputError, match="WRITABLE='maybe' is not a switch: give true or false"):
+        ServeSettings.from_env({"WHITEVEC_SERVE_WRITABLE": "maybe"})
+    with pytest.raises(BadInputError, match="--writable needs --workers 1"):
+        serve(tmp_path, workers=2, writable=True)
+
+
+class OrderedRetriever:
+    """Records the order of the calls the worker makes; the first search waits until released."""
+
+    manifest: dict[str, Any] = {}  # noqa: RUF012
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.release = threading.Event()
+
+    count = 1
+
+    def search(self, queries: list[str], k: int = 10) -> list[list[Any]]:
+        if not self.calls:
+            self.release.wait(5)
+        self.calls.append("search " + ",".join(queries))
+        return [[] for _ in queries]
+
+    def embed(self, texts: list[str]) -> Any:
+        raise AssertionError
+
+
+def test_a_write_runs_alone_between_the_searches_queued_around_it() -> None:
+    import asyncio
+
+    retriever = OrderedRetriever()
+    worker = RetrieverWorker(retriever, "batch", max_texts=64)  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        first = worker.submit("search", ["a"], 1)
+        await asyncio.sleep(0.05)  # the worker is inside the first search: the rest queue behind it
+        before = worker.submit("search", ["b"], 1)
+        write = worker.submit_write(lambda: retriever.calls.append("write"))
+        after = worker.submit("search", ["c"], 1)
+        retriever.release.set()
+        await asyncio.wait_for(asyncio.gather(first, before, write, after), 10)  # a lost job: a failure
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        worker.close(1.0)
+    assert retriever.calls == ["search a", "search b", "write", "search c"]
+
+
+def test_the_how_to_example_answers_as_shown(tmp_path: Path) -> None:
+    """docs/how-to/serve.md's "Writing to a served index": four documents, then its three requests."""
+    docs = [Document(str(i), text) for i, text in enumerate(TEXTS[:4], 1)]
+    with (
+        Retriever.build(docs, tmp_path / "my-index", encoder=HashEncoder(), transform="none") as index,
+        _client(index, writable=True, api_key=KEY) as client,
+    ):
+        keyed = {"X-API-Key": KEY}
+        new = {"id": "5", "text": "shock waves in a nozzle", "metadata": {"year": 1962}}
+        answer = client.post("/documents", json={"documents": [new], "on_existing": "replace"}, headers=keyed)
+        assert answer.text == '{"count":5,"segments":2,"version":1,"added":1,"replaced":0,"skipped":0}'
+        answer = client.post("/documents/delete", json={"ids": ["2", "99"]}, headers=keyed)
+        assert answer.text == '{"count":4,"segments":2,"version":2,"deleted":1,"missing_count":1,"missing":["99"]}'
+        answer = client.post("/compact", headers=keyed)
+        assert answer.text == '{"count":4,"segments":1,"version":3,"merged":2}'
+
+
+class RefusingRetriever(OrderedRetriever):
+    """A retriever whose writes the library refuses with a line naming the index's folder."""
+
+    path = Path("/srv/private/my-index")
+
+    def delete(self, ids: list[str]) -> Any:
+        from whitevec.errors import BadInputError
+
+        raise BadInputError(f"deletes are not supported on the index at {self.path}; rebuild it")
+
+
+def test_a_refused_write_is_422_without_the_servers_path() -> None:
+    with _client(RefusingRetriever(), writable=True, api_key=KEY) as client:  # type: ignore[arg-type]
+        answer = client.post("/documents/delete", json={"ids": ["d0"]}, headers={"X-API-Key": KEY})
+    assert answer.status_code == 422
+    assert answer.json()["detail"] == "deletes are not supported on the index at my-index; rebuild it"
+
+
+def test_a_document_the_model_cannot_read_is_422_before_any_write(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    from whitevec.encoders.transformer import Encoder
+
+    encoder = Encoder(str(tiny_bert_dir), "first-last-avg", cache=False, device="cpu")
+    docs = [Document(f"d{i}", text) for i, text in enumerate(TEXTS[:6])]
+    with (
+        Retriever.build(docs, tmp_path / "bert-index", encoder=encoder, transform="none") as index,
+        _client(index, writable=True) as client,
+    ):
+        answer = _add(client, [{"id": "ok", "text": TEXTS[7]}, {"id": "emoji", "text": "\U0001f600\U0001f680"}])
+        assert answer.status_code == 422 and "no token the model knows ('emoji')" in answer.json()["detail"]
+        assert client.get("/info").json()["index"] == {"count": 6, "deleted": 0, "segments": 1, "version": 0}
+        assert _add(client, [{"id": "ok", "text": TEXTS[7]}]).json()["added"] == 1
