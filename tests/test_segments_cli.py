@@ -76,7 +76,7 @@ def test_bad_input_to_a_write_is_one_line_and_writes_nothing(
     ):
         code, _, err = run_cli(["index", *args], capsys)
         assert code == 2, (args, err)
-        assert [line for line in err.splitlines() if line.startswith("whitevec: error:")][0].find(needle) > 0, err
+        assert next(line for line in err.splitlines() if line.startswith("whitevec: error:")).find(needle) > 0, err
     assert read_manifest(idx) == before
 
 
@@ -88,7 +88,7 @@ def test_an_index_written_before_segments_takes_its_first_write(tmp_path: Path) 
         retriever.add([Document("new", "a brand new document about wings")])
         assert retriever.search(["a brand new document about wings"], 1)[0][0].id == "new"
     manifest = read_manifest(idx)  # every checksum
-    assert manifest["count"] == count + 1 and [s["prefix"] for s in manifest["segments"]][0] == ""
+    assert manifest["count"] == count + 1 and next(s["prefix"] for s in manifest["segments"]) == ""
     assert {name: os.stat(idx / name).st_ino for name in built} == built  # the old files kept, linked
     with Retriever.load(idx, model=SAVED / "static") as reloaded:
         assert reloaded.search(["a brand new document about wings"], 1)[0][0].id == "new"

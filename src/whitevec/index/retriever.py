@@ -329,19 +329,20 @@ class Retriever(IndexWrites):
         """
         items = check_texts(queries, "queries")
         plan = self.search_plan(mode, fusion, candidates)
-        k = self.effective_k(k)
-        rows = None if filter is None else self.row_filter(filter)
-        if self.count == 0 or (rows is not None and rows.passing == 0):  # every document deleted, or none passes
-            note = "the index holds no documents" if rows is None else rows.note(self.count)
-            return SearchResults(no_hits(note) for _ in items)
-        allowed = None if rows is None else rows.mask
-        if plan.mode == "lexical":
-            return self._search_lexical(items, k, allowed)
-        known = known_token_mask(self.encoder, items)
-        if plan.mode == "hybrid":
-            return self._search_hybrid(items, known, k, plan, allowed)
-        meaningful = [text for text, ok in zip(items, known, strict=True) if ok]
+        # One version throughout: a write from another thread waits, so the filter's rows are the searched ones.
         with self._lock:
+            k = self.effective_k(k)
+            rows = None if filter is None else self.row_filter(filter)
+            if self.count == 0 or (rows is not None and rows.passing == 0):  # all deleted, or none passes
+                note = "the index holds no documents" if rows is None else rows.note(self.count)
+                return SearchResults(no_hits(note) for _ in items)
+            allowed = None if rows is None else rows.mask
+            if plan.mode == "lexical":
+                return self._search_lexical(items, k, allowed)
+            known = known_token_mask(self.encoder, items)
+            if plan.mode == "hybrid":
+                return self._search_hybrid(items, known, k, plan, allowed)
+            meaningful = [text for text, ok in zip(items, known, strict=True) if ok]
             found = iter(self._search(self._stored_form(meaningful), k, allowed) if meaningful else [])
         return SearchResults(next(found) if ok else no_hits(UNKNOWN_QUERY_NOTE) for ok in known)
 

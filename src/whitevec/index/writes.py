@@ -133,6 +133,12 @@ class IndexWrites:
             added=new, replaced=int(replaced.size), skipped=len(given) - new - replaced.size, count=self.count
         )
 
+    def existing_ids(self, ids: Sequence[str]) -> list[str]:
+        """Those of ``ids`` the index holds (live documents), in the order given."""
+        with self._lock:
+            held = self._docs.rows_of(list(ids))
+        return [doc_id for doc_id in ids if doc_id in held]
+
     def upsert(
         self, docs: Sequence[Document], show_progress: bool | None = None, *, empty_documents: str = "skip"
     ) -> int:

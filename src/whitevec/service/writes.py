@@ -38,7 +38,7 @@ from whitevec.service.settings import API_KEY_ENV, ServeSettings
 from whitevec.service.worker import RetrieverLike, RetrieverWorker
 
 if TYPE_CHECKING:
-    from whitevec.index.updates import DeleteResult
+    from whitevec.index.updates import AddResult, DeleteResult
 
 logger = logging.getLogger(__name__)
 
@@ -49,14 +49,16 @@ MISSING_SHOWN = 10  # the ids a delete reports as missing, at most
 class WritableRetriever(RetrieverLike, Protocol):
     """What the write routes ask of a :class:`whitevec.index.Retriever`."""
 
-    def add(
+    def write(
         self,
         docs: Sequence[Document],
         show_progress: bool | None = None,
         *,
         empty_documents: str = "skip",
         on_existing: str = "error",
-    ) -> int: ...
+    ) -> AddResult: ...
+
+    def existing_ids(self, ids: Sequence[str]) -> list[str]: ...
 
     def delete(self, ids: Sequence[str]) -> DeleteResult: ...
 
@@ -86,16 +88,6 @@ def _version(retriever: RetrieverLike) -> dict[str, int]:
     return index_info(retriever.manifest, retriever.count).model_dump(exclude={"deleted"})
 
 
-def held_ids(retriever: WritableRetriever, ids: list[str]) -> list[str]:
-    """Those of ``ids`` the index holds: the retriever's ``existing_ids`` where it has one; else, as the
-    Retriever has no public call for it yet (its ``add`` names only the first clash, with the folder's path),
-    its document store's ``existing_ids``, the check ``add`` makes."""
-    existing = getattr(retriever, "existing_ids", None)
-    if existing is None:
-        existing = retriever._docs.existing_ids  # type: ignore[attr-defined]
-    return list(existing(ids))
-
-
 @contextlib.contextmanager
 def _public_refusals(retriever: WritableRetriever) -> Iterator[None]:
     """The library's refusals without the index's path (a client learns nothing of the server's files); another
@@ -120,20 +112,15 @@ def _public_refusals(retriever: WritableRetriever) -> Iterator[None]:
 def write_documents(retriever: WritableRetriever, docs: list[Document], on_existing: str) -> DocumentsResponse:
     """Add ``docs``: an id the index holds refused (``error``: nothing written), replaced or skipped. A document
     with no token the model knows is refused (422) before anything is written."""
-    held = held_ids(retriever, [d.id for d in docs])
-    if held and on_existing == "error":
+    held = retriever.existing_ids([d.id for d in docs]) if on_existing == "error" else []
+    if held:
         raise WriteConflictError(
             f"document id {held[0]!r} is already in the index ({len(held)} of the {len(docs)} ids are); nothing "
             "was written: send on_existing 'replace' (upsert) or 'skip'"
         )
     with _public_refusals(retriever):
-        retriever.add(docs, show_progress=False, empty_documents="error", on_existing=on_existing)
-    return DocumentsResponse(
-        added=len(docs) - len(held),
-        replaced=len(held) if on_existing == "replace" else 0,
-        skipped=len(held) if on_existing == "skip" else 0,
-        **_version(retriever),
-    )
+        done = retriever.write(docs, show_progress=False, empty_documents="error", on_existing=on_existing)
+    return DocumentsResponse(added=done.added, replaced=done.replaced, skipped=done.skipped, **_version(retriever))
 
 
 def delete_documents(retriever: WritableRetriever, ids: list[str]) -> DeleteResponse:
