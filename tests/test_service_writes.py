@@ -302,3 +302,19 @@ def test_a_document_the_model_cannot_read_is_422_before_any_write(tiny_bert_dir:
         assert answer.status_code == 422 and "no token the model knows ('emoji')" in answer.json()["detail"]
         assert client.get("/info").json()["index"] == {"count": 6, "deleted": 0, "segments": 1, "version": 0}
         assert _add(client, [{"id": "ok", "text": TEXTS[7]}]).json()["added"] == 1
+
+
+def test_a_server_follows_what_another_writer_adds(
+    index: Retriever, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import whitevec.service.worker as worker
+
+    monkeypatch.setattr(worker, "FOLLOW_S", 0.0)  # look before every batch of searches
+    with _client(index) as client:  # read-only: the writes come from elsewhere
+        assert _top(client, NEW_TEXT)["ids"][0] != "new"
+        with Retriever.load(tmp_path / "index", encoder=HashEncoder()) as other:  # type: ignore[arg-type]
+            other.add([Document("new", NEW_TEXT)])
+            other.delete(["d0"])
+        assert _top(client, NEW_TEXT)["ids"][0] == "new"
+        assert "d0" not in _top(client, TEXTS[0])["ids"]
+        assert client.get("/info").json()["index"]["count"] == len(TEXTS)

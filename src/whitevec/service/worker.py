@@ -20,6 +20,9 @@ logger = logging.getLogger(__name__)
 
 # How often a waiting worker looks again at the count of requests on their way (they may end without a job).
 _POLL_S = 0.0005
+# How often, at most, the searches check whether another writer (the command line, another process) swapped in a
+# newer version of the index, and move to it (Retriever.refresh: only its new segments are read).
+FOLLOW_S = 1.0
 _ARRIVED = "whitevec.arrived"  # the scope key of a request counted in RetrieverWorker.incoming
 
 T = TypeVar("T")
@@ -98,7 +101,8 @@ class RetrieverWorker:
     When a batched call fails, its jobs run again one by one so a bad request cannot fail its neighbours.
 
     A write (:meth:`submit_write`) runs alone, between the searches queued before it and those queued after: on
-    this thread, so no search ever runs while the retriever swaps versions, and one write at a time.
+    this thread, so no search ever runs while the retriever swaps versions, and one write at a time. Versions
+    other writers swap in are followed, checked before a batch of searches at most every :data:`FOLLOW_S`.
     """
 
     def __init__(
@@ -129,6 +133,8 @@ class RetrieverWorker:
         # Requests received that have not yet submitted their job: the event loop counts them up and down; the
         # worker thread only reads the number (an int read is atomic).
         self.incoming = 0
+        self.follow_s = FOLLOW_S
+        self._followed = time.monotonic()  # when the newest version was last looked for
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="whitevec-encoder", daemon=True)
         self._thread.start()
@@ -252,7 +258,21 @@ class RetrieverWorker:
         else:
             job.future.set_result(result)
 
+    def _follow(self) -> None:
+        """Move to a version another writer swapped in, if :data:`FOLLOW_S` passed since the last look."""
+        refresh = getattr(self.retriever, "refresh", None)
+        now = time.monotonic()
+        if refresh is None or now - self._followed < self.follow_s:
+            return
+        self._followed = now
+        try:
+            refresh()
+        except Exception as exc:  # the version loaded keeps serving; the next look tries again
+            logger.warning("could not move to the index's newest version: %s", exc)
+
     def _execute_reads(self, batch: list[_Job]) -> None:
+        if batch:
+            self._follow()
         groups: dict[tuple[str, int, SearchOptions], list[_Job]] = {}
         for job in batch:
             if job.future.set_running_or_notify_cancel():
