@@ -269,24 +269,46 @@ def test_add_keeps_the_lexical_index_in_step_with_the_vectors(tmp_path: Path) ->
         assert retriever.lexical is not None and retriever.lexical.count == len(texts)
         added = retriever.lexical.search(QUERIES, 6)
         assert retriever.manifest["lexical"]["documents"] == len(texts)
-        # Until a merge, each segment weighs terms by its own documents (as an Elasticsearch shard does): the
-        # ranking is the two segments' own BM25 rankings merged by score.
-        first = LexicalIndex.build(texts[:4], make_analyzer("plain")).search(QUERIES, 6)
-        second = LexicalIndex.build(texts[4:], make_analyzer("plain")).search(QUERIES, 6)
-        for query in range(len(QUERIES)):
-            pairs = [(s, r) for r, s in zip(first[0][query], first[1][query], strict=True) if r >= 0]
-            pairs += [(s, r + 4) for r, s in zip(second[0][query], second[1][query], strict=True) if r >= 0]
-            best = sorted(pairs, key=lambda pair: -pair[0])[:6]
-            assert added[0][query][: len(best)].tolist() == [row for _, row in best]
         assert retriever.compact() == 2
         compacted = retriever.lexical.search(QUERIES, 6)
-    # Compacted, the same as one build over all the texts: every weight follows the lengths and document counts.
-    whole = LexicalIndex.build(texts, make_analyzer("plain"))
-    for got, want in zip(compacted, whole.search(QUERIES, 6), strict=True):
+    # The same as one build over all the texts, in two segments and merged: every weight follows the lengths and
+    # document counts of all of them.
+    whole = LexicalIndex.build(texts, make_analyzer("plain")).search(QUERIES, 6)
+    for got, want in zip(added, whole, strict=True):
+        np.testing.assert_array_equal(got, want)
+    for got, want in zip(compacted, whole, strict=True):
         np.testing.assert_array_equal(got, want)
     with Retriever.load(tmp_path / "idx", encoder=HashEncoder()) as loaded:
         assert loaded.lexical is not None
         np.testing.assert_array_equal(loaded.lexical.search(QUERIES, 6)[0], compacted[0])
+
+
+@pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
+def test_segments_score_bm25_as_one_build_of_their_live_documents(method: str) -> None:
+    """Every bm25s method, weighted by the live documents of all segments (deleted ones left out): the scores of
+    one bm25s index of those documents, to the bit."""
+    from whitevec.index.lexical_counts import CountedSegment, TermCounts, search_segments
+
+    texts = sentences(90, seed=8, length=9) + ["", "wing wing wing stall"]
+    analyzer = make_analyzer("english")
+    cuts = [(0, 40), (40, 41), (41, 92)]
+    parts = []
+    for start, stop in cuts:
+        part = LexicalIndex.build(texts[start:stop], analyzer, method=method)
+        parts.append(CountedSegment(start, part, TermCounts.of(part, texts[start:stop])))
+    live = np.ones(len(texts), dtype=bool)
+    live[[3, 40, 77]] = False
+    queries = sentences(25, seed=9, length=3) + ["wing stall stall", "nothing here"]
+    got = search_segments(parts, live, queries, 10, None)
+    kept = [text for text, ok in zip(texts, live, strict=True) if ok]
+    rows = np.flatnonzero(live)
+    want_rows, want_scores = LexicalIndex.build(kept, analyzer, method=method).search(queries, 10)
+    np.testing.assert_array_equal(got[0], np.where(want_rows >= 0, rows[np.maximum(want_rows, 0)], -1))
+    np.testing.assert_array_equal(got[1], want_scores)
+    allowed = np.arange(len(texts)) % 2 == 0  # a filter: the weights stay the live documents'
+    filtered = search_segments(parts, live, queries, 10, allowed)
+    want = LexicalIndex.build(kept, analyzer, method=method).search(queries, 10, allowed=allowed[rows])
+    np.testing.assert_array_equal(filtered[1], want[1])
 
 
 # --- bad input and old indexes --------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from tests.index_helpers import HashEncoder, sentences
 from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
 from whitevec.index import Retriever, read_manifest
-from whitevec.index.layout import DELETED_FILE, INDEX_FILE
+from whitevec.index.layout import DELETED_FILE, INDEX_FILE, LEXICAL_COUNTS
 from whitevec.index.updates import COMPACT_DELETED_SHARE, MAX_SEGMENTS, ON_EXISTING
 from whitevec.workflows.index_writes import ON_EXISTING as WORKFLOW_ON_EXISTING
 
@@ -72,6 +72,8 @@ def test_any_sequence_of_writes_answers_as_a_fresh_build_of_the_live_documents(
         assert ranked(index, filter=expression, mode="dense") == ranked(fresh, filter=expression, mode="dense")
     got = {hit.id: hit.metadata for hits in index.search(QUERIES, len(live), mode="dense") for hit in hits}
     assert got == {doc_id: doc.metadata for doc_id, doc in live.items()}  # every live one, none deleted
+    # BM25 weighted by every segment's live documents: each document's score as the fresh build's, to the bit.
+    assert _lexical_scores(index, len(live)) == _lexical_scores(fresh, len(live))
     with Retriever.load(tmp_path / "idx", encoder=HashEncoder(dim=16)) as loaded:  # type: ignore[arg-type]
         assert ranked(loaded, mode="dense") == ranked(fresh, mode="dense")
     index.compact()
@@ -87,7 +89,9 @@ def test_a_write_links_what_it_does_not_change_and_writes_only_its_own_files(tmp
     assert {name: os.stat(tmp_path / "idx" / name).st_ino for name in built} == built  # the same files, linked
     prefix = index.manifest["segments"][1]["prefix"]
     written = sorted(set(files) - set(built))
-    assert all(name.startswith((prefix, "template.")) for name in written)
+    # The new segment's, the template, and the build segment's term counts (made once, at the first write).
+    assert all(name.startswith((prefix, "template.")) or name == LEXICAL_COUNTS for name in written)
+    assert LEXICAL_COUNTS in written
     assert index.manifest["segments"][1] == {**index.manifest["segments"][1], "base": 100, "rows": 5}
     index.delete(["d3"])
     assert set(index.manifest["files"]) - set(files) == {DELETED_FILE}
@@ -211,10 +215,11 @@ def test_export_faiss_asks_for_a_merge_first(tmp_path: Path) -> None:
 
 def test_a_reader_follows_another_writer_reading_only_the_new_segments(tmp_path: Path) -> None:
     writer = build(tmp_path / "idx", docs(0, 80), lexical="bm25")
+    writer.add(docs(80, 81))  # the first write: the build's segment gets its term counts
     reader = Retriever.load(tmp_path / "idx", encoder=HashEncoder(dim=16))  # type: ignore[arg-type]
     assert reader.refresh() is False  # nothing new
-    kept_store = reader.store
-    writer.add(docs(80, 90))
+    kept_store = reader.store.segments[0].store  # type: ignore[attr-defined]
+    writer.add(docs(81, 90))
     writer.delete(["d5"])
     assert reader.refresh() is True
     assert reader.count == writer.count == 89 and ranked(reader) == ranked(writer)
@@ -265,3 +270,7 @@ def test_searches_go_on_while_an_add_encodes(tmp_path: Path) -> None:
         encoder.release.set()
         adding.join()
     assert index.count == 55
+
+
+def _lexical_scores(index: Retriever, k: int) -> list[dict[str, float]]:
+    return [{hit.id: hit.score for hit in hits} for hits in index.search(QUERIES, k, mode="lexical")]

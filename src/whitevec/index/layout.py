@@ -12,7 +12,8 @@ DIR/...                     what the vector store keeps there (FAISS: index.fais
 
 An index written to since its build (:mod:`whitevec.index.segments`) holds segments: the files above (store,
 documents, lexical) once per segment, each name led by the segment's prefix (``s000003.index.faiss``; the build's
-own segment has none), the store's trained, empty copy under ``template.``, and ``deleted.npy``, the rows deleted.
+own segment has none) and, with a lexical part, its term counts (``lexical_counts.safetensors``), the store's
+trained, empty copy under ``template.``, and ``deleted.npy``, the rows deleted.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ INDEX_FILE = "index.faiss"
 LEXICAL_MATRIX = "lexical.safetensors"
 LEXICAL_TERMS = "lexical_terms.json"
 LEXICAL_FILES = (LEXICAL_MATRIX, LEXICAL_TERMS)
+# Each segment's term counts and document lengths, beside its lexical index, in an index written to since its
+# build (whitevec.index.lexical_counts: BM25 weighted by every segment's live documents).
+LEXICAL_COUNTS = "lexical_counts.safetensors"
 TEMPLATE_PREFIX = "template."  # the store trained at build, empty: what a new segment is made from
 DELETED_FILE = "deleted.npy"  # the rows deleted, ascending int64 (a tombstone list)
 MILVUS_LOCAL = "milvus.db"  # Milvus Lite data of an index built without --uri
@@ -86,6 +90,8 @@ def check_index_manifest(manifest: dict[str, Any], folder: Path) -> None:
     expected = {entry["prefix"] + name for entry in segment_entries(manifest) for name in per_segment}
     if "segments" in manifest:
         expected.update(TEMPLATE_PREFIX + name for name in store_files(manifest))
+        if LEXICAL_FILES[0] in per_segment:
+            expected.update(entry["prefix"] + LEXICAL_COUNTS for entry in segment_entries(manifest))
     if manifest.get("deleted"):
         expected.add(DELETED_FILE)
     if manifest["transform"] is not None:

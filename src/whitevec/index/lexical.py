@@ -197,6 +197,16 @@ class LexicalIndex:
         )
 
     # --- searching ------------------------------------------------------------------------------------------
+    @property
+    def matrix(self) -> dict[str, np.ndarray]:
+        """The score matrix's arrays (read-only use: :mod:`whitevec.index.lexical_counts`)."""
+        return self._matrix
+
+    def column_of(self, term: str) -> int | None:
+        """The matrix column of ``term``; None for a term no document here holds."""
+        column = self._ranker.vocab_dict.get(term)
+        return None if column is None else int(column)
+
     def has_terms(self, queries: Sequence[str]) -> np.ndarray:
         """A bool per query: True where a term is left after analysis (False for stop words only, punctuation,
         emoji). A query with terms the corpus never had has terms and matches nothing."""
@@ -226,7 +236,7 @@ class LexicalIndex:
             if allowed is not None:  # a metadata filter's rows: the BM25 candidates restricted before ranking
                 matched = matched[allowed[matched]]
             found = np.asarray(self._ranker.get_scores_from_ids(columns), dtype=np.float32)[matched]
-            best = _best_first(matched, found, int(depth))
+            best = best_first(matched, found, int(depth))
             rows[i, : best.size] = matched[best]
             scores[i, : best.size] = found[best]
         return rows, scores
@@ -353,7 +363,7 @@ def _score_matrix(params: BM25Params, ids: list[list[int]], column: dict[str, in
     return matrix, library
 
 
-def _best_first(rows: np.ndarray, scores: np.ndarray, depth: int) -> np.ndarray:
+def best_first(rows: np.ndarray, scores: np.ndarray, depth: int) -> np.ndarray:
     """Positions of the ``depth`` best of ``scores``, best first, equal scores by ascending row; only the
     candidates at or above the depth-th score are sorted."""
     if scores.size > depth:

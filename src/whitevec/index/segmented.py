@@ -6,9 +6,8 @@ for the same ``k`` over its own rows (the deleted ones and those a metadata filt
 masks them), its rows shifted by its base, and the lists merged. The merge is exact: the best ``k`` of the union
 are among the best ``k`` of each part.
 
-A segment's BM25 weights are its own documents' (as a shard's are in Elasticsearch's default search): a term's
-weight in a small new segment differs from what a rebuild over every document gives it until a compaction merges
-the segments (docs/results/updates.md measures the difference).
+The lexical ranking weighs terms by the statistics of every segment's live documents together
+(:mod:`whitevec.index.lexical_counts`), as one build of them would.
 """
 
 from __future__ import annotations
@@ -19,8 +18,10 @@ from typing import Any, ClassVar, cast
 import numpy as np
 
 from whitevec.datasets.retrieval import Document
+from whitevec.errors import CorruptFileError
 from whitevec.index.documents import DocumentStore
 from whitevec.index.fusion import LexicalRanker
+from whitevec.index.lexical_counts import CountedSegment, search_segments
 from whitevec.index.segments import Segment
 from whitevec.index.store import VectorStore
 
@@ -218,16 +219,16 @@ class SegmentedLexical:
         return np.fromiter((bool(terms) for terms in self.analyzer.analyze(queries)), dtype=bool)
 
     def search(self, queries: Sequence[str], depth: int, allowed: np.ndarray | None = None) -> _Ranking:
-        def one(segment: Segment, part: np.ndarray | None) -> _Ranking:
-            assert segment.lexical is not None
-            return segment.lexical.search(queries, depth, part)
-
-        found = self._rows.search_each(one, allowed, higher_first=True)
-        if found is None:
-            return np.full((len(queries), depth), -1, np.int64), np.full(
-                (len(queries), depth), -np.inf, np.float32
-            )
-        return found
+        """The BM25 ranking over every segment's live rows, weighted by their statistics together
+        (:func:`~whitevec.index.lexical_counts.search_segments`): as a build of the live documents ranks."""
+        parts = [
+            CountedSegment(segment.base, segment.lexical, segment.counts)
+            for segment in self._rows.segments
+            if segment.lexical is not None and segment.counts is not None
+        ]
+        if len(parts) != len(self._rows.segments):
+            raise CorruptFileError("a segment of this index lacks its term counts; rebuild the index")
+        return search_segments(parts, self._rows.live, queries, depth, allowed)
 
     def with_encoder(self, encoder: object) -> SegmentedLexical:
         """This ranker with every segment's ``encoder`` analyzer bound to ``encoder``'s tokenizer."""

@@ -22,8 +22,9 @@ import numpy as np
 
 from whitevec.errors import CorruptFileError
 from whitevec.index.documents import DocumentStore, documents_of
-from whitevec.index.layout import DELETED_FILE, TEMPLATE_PREFIX, segment_entries, total_rows
+from whitevec.index.layout import DELETED_FILE, LEXICAL_COUNTS, TEMPLATE_PREFIX, segment_entries, total_rows
 from whitevec.index.lexical import LexicalIndex
+from whitevec.index.lexical_counts import TermCounts
 from whitevec.index.snapshot import IndexSnapshot
 from whitevec.index.store import VectorStore, store_class
 
@@ -76,6 +77,7 @@ class Segment:
     store: VectorStore
     docs: DocumentStore
     lexical: LexicalIndex | None
+    counts: TermCounts | None = None  # the lexical part's term counts (every segment of a written index has them)
 
     def entry(self) -> dict[str, Any]:
         """Its record in the manifest's ``segments``."""
@@ -106,6 +108,10 @@ def open_segment(
     try:
         store = store_class(manifest["backend"]).open(view)
         lexical = LexicalIndex.from_snapshot(view) if "lexical" in view.manifest else None
+        counts = None
+        if lexical is not None and snapshot.has(entry["prefix"] + LEXICAL_COUNTS):
+            where = snapshot.folder / (entry["prefix"] + LEXICAL_COUNTS)
+            counts = TermCounts.from_bytes(view.read_bytes(LEXICAL_COUNTS), where, lexical)
         rows = int(entry["rows"])
         if docs.count != rows or store.count != rows or (lexical is not None and lexical.count != rows):
             raise CorruptFileError(
@@ -118,7 +124,7 @@ def open_segment(
         if store is not None:
             store.close()
         raise
-    return Segment(entry["prefix"], int(entry["base"]), rows, store, docs, lexical)
+    return Segment(entry["prefix"], int(entry["base"]), rows, store, docs, lexical, counts)
 
 
 def open_segments(snapshot: IndexSnapshot) -> list[Segment]:

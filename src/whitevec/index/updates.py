@@ -43,12 +43,14 @@ from whitevec.index.fusion import LexicalRanker
 from whitevec.index.layout import (
     DELETED_FILE,
     DOCS_FILE,
+    LEXICAL_COUNTS,
     LEXICAL_FILES,
     TEMPLATE_PREFIX,
     TRANSFORM_FILE,
     segment_entries,
 )
 from whitevec.index.lexical import LexicalIndex
+from whitevec.index.lexical_counts import TermCounts
 from whitevec.index.manifest import SELF_CHECKSUM, write_manifest
 from whitevec.index.segmented import compose
 from whitevec.index.segments import Segment, open_segment, open_template, read_deleted
@@ -81,6 +83,7 @@ class NewSegment:
     store: VectorStore
     docs: list[Document]
     lexical: LexicalIndex | None
+    counts: TermCounts | None = None
 
 
 def searchable(state: IndexState, encoder: object) -> tuple[VectorStore, DocumentStore, LexicalRanker | None]:
@@ -124,7 +127,7 @@ def new_segment(state: IndexState, docs: list[Document], vectors: np.ndarray) ->
     """A segment of ``docs`` with their stored-form ``vectors``, encoded with the build's training."""
     store = empty_copy(template_of(state))
     store.add(np.arange(len(docs), dtype=np.int64), vectors)
-    return NewSegment(store, docs, _lexical_over(state, docs))
+    return NewSegment(store, docs, *_lexical_over(state, docs))
 
 
 def merged_segment(state: IndexState, merging: list[Segment]) -> NewSegment:
@@ -141,19 +144,29 @@ def merged_segment(state: IndexState, merging: list[Segment]) -> NewSegment:
         docs += [found[int(row)] for row in kept]
         start = len(docs) - kept.size
         add_kept(store, np.arange(start, len(docs), dtype=np.int64), vectors_of(segment.store, kept))
-    return NewSegment(store, docs, _lexical_over(state, docs))
+    return NewSegment(store, docs, *_lexical_over(state, docs))
 
 
-def _lexical_over(state: IndexState, docs: list[Document]) -> LexicalIndex | None:
-    """The new segment's BM25 over its documents, with the index's analyzer and parameters (None without a
-    lexical part)."""
+def _lexical_over(state: IndexState, docs: list[Document]) -> tuple[LexicalIndex | None, TermCounts | None]:
+    """The new segment's BM25 over its documents, with the index's analyzer and parameters, and its term counts
+    (None, None without a lexical part)."""
     ranker = state.segments[0].lexical
     if ranker is None or not docs:
-        return None
+        return None, None
     params = ranker.params
-    return LexicalIndex.build(
-        [d.text for d in docs], ranker.analyzer, k1=params.k1, b=params.b, method=params.method
-    )
+    texts = [d.text for d in docs]
+    made = LexicalIndex.build(texts, ranker.analyzer, k1=params.k1, b=params.b, method=params.method)
+    return made, TermCounts.of(made, texts)
+
+
+def _counted(segment: Segment) -> Segment:
+    """``segment`` with its term counts (the build's segment gets them at the index's first write: its documents
+    analysed again, once)."""
+    if segment.lexical is None or segment.counts is not None:
+        return segment
+    found = segment.docs.get(range(segment.rows))
+    texts = [found[row].text if row in found else "" for row in range(segment.rows)]
+    return dataclasses.replace(segment, counts=TermCounts.of(segment.lexical, texts))
 
 
 def template_of(state: IndexState) -> VectorStore:
@@ -171,6 +184,7 @@ def commit(
     ``deleted`` (in the numbering before: rows of segments not kept are gone) and swap it in; the new state,
     the kept segments' objects reused. The caller holds the writers' lock and has checked the version."""
     generation = int(state.manifest.get("generation", 0)) + 1
+    keep = [_counted(segment) for segment in keep]
     bases, entries, base = {}, [], 0
     for segment in keep:
         bases[segment.prefix] = base
@@ -188,6 +202,9 @@ def commit(
         files = list(known)
         if TEMPLATE_PREFIX + state.segments[0].store.files_for(manifest["index_params"])[0] not in known:
             files += _write_store(template_of(state), tmp, TEMPLATE_PREFIX)
+        for segment in keep:  # counts first made now (the build's segment, at the first write)
+            if segment.counts is not None and segment.prefix + LEXICAL_COUNTS not in known:
+                files.append(_write_counts(segment.counts, tmp, segment.prefix))
         for prefix, fresh in zip(prefixes, made, strict=True):
             files += _write_segment(fresh, tmp, prefix)
         if renumbered.size:
@@ -271,7 +288,12 @@ def _segment_prefix(name: str, state: IndexState) -> str | None:
     for segment in state.segments:
         if segment.prefix and name.startswith(segment.prefix):
             return segment.prefix
-    build_named = {*state.segments[0].store.files_for(state.manifest["index_params"]), DOCS_FILE, *LEXICAL_FILES}
+    build_named = {
+        *state.segments[0].store.files_for(state.manifest["index_params"]),
+        DOCS_FILE,
+        *LEXICAL_FILES,
+        LEXICAL_COUNTS,
+    }
     return "" if name in build_named else None
 
 
@@ -301,7 +323,16 @@ def _write_segment(segment: NewSegment, tmp: Path, prefix: str) -> list[str]:
                 files.append(prefix + name)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+    if segment.counts is not None:
+        files.append(_write_counts(segment.counts, tmp, prefix))
     return files
+
+
+def _write_counts(counts: TermCounts, tmp: Path, prefix: str) -> str:
+    name = prefix + LEXICAL_COUNTS
+    with writing_to(tmp / name), open(tmp / name, "wb") as out:
+        out.write(counts.to_bytes())
+    return name
 
 
 def _reopened(
@@ -515,7 +546,9 @@ def refreshed(snapshot: IndexSnapshot, state: IndexState) -> IndexState | None:
     try:
         for entry in segment_entries(new):
             kept = held.get(entry["prefix"])
-            if kept is not None and kept.rows == entry["rows"]:
+            # A segment read before it had term counts (the build's, read before the first write) is read again.
+            counted = kept is not None and (kept.lexical is None or kept.counts is not None)
+            if kept is not None and counted and kept.rows == entry["rows"]:
                 segments.append(dataclasses.replace(kept, base=int(entry["base"])))
             else:
                 segments.append(open_segment(snapshot, new, entry))
