@@ -19,7 +19,7 @@ Parts:
 - ``quality``: Cranfield with the distilled static table of all-MiniLM-L6-v2 (benchmarks.common.data's
   ``default_static_table``), BM25 beside the vectors: nDCG@10 of dense, lexical and hybrid search on a fresh
   build of all 1,400 documents, on an index built from the first tenth and then given the other nine tenths in
-  nine adds (each segment keeps its own BM25 statistics until a merge), and on that index after ``compact()``;
+  nine adds (BM25 weighted by every segment's live documents), and on that index after ``compact()``;
   then, end to end with the encoding, 10 adds of 10 documents to it and a delete of the 100.
 - ``faults``: tests/test_update_faults.py with ``WHITEVEC_FAULT_KILLS`` kills (60 by default; writes killed at
   chosen and random points), its summary and whether it passed.
