@@ -92,3 +92,22 @@ def test_an_index_written_before_segments_takes_its_first_write(tmp_path: Path) 
     assert {name: os.stat(idx / name).st_ino for name in built} == built  # the old files kept, linked
     with Retriever.load(idx, model=SAVED / "static") as reloaded:
         assert reloaded.search(["a brand new document about wings"], 1)[0][0].id == "new"
+
+
+def test_a_first_write_that_encodes_nothing_still_analyses_with_the_models_tokenizer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An index whose BM25 analyses text with the model's tokenizer (--analyzer encoder): a delete, the first
+    write, counts the build segment's terms with that tokenizer, so the model's tokenizer is loaded for it."""
+    texts = sentences(20, seed=6)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(texts) + "\n")
+    model = str(tiny_static_folder(tmp_path / "static"))
+    idx = str(tmp_path / "idx")
+    args = ["index", "build", "--corpus", str(corpus), "--out", idx, "--model", model]
+    code, _, err = run_cli([*args, "--lexical", "bm25", "--analyzer", "encoder"], capsys)
+    assert code == 0, err
+    code, _, err = run_cli(["index", "delete", idx, "3"], capsys)
+    assert code == 0 and "deleted 1 documents" in err, err
+    code, out, _ = run_cli(["search", idx, texts[5], "-k", "1", "--mode", "lexical", "--format", "json"], capsys)
+    assert code == 0 and json.loads(out)[0]["hits"][0]["text"] == texts[5]

@@ -32,7 +32,7 @@ import numpy as np
 
 from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
 from whitevec.index.analyzers import ANALYZERS, DEFAULT_ANALYZER, Analyzer, check_analyzer_name, make_analyzer
-from whitevec.index.layout import LEXICAL_FILES, LEXICAL_MATRIX, LEXICAL_TERMS
+from whitevec.index.layout import LEXICAL_COUNTS, LEXICAL_FILES, LEXICAL_MATRIX, LEXICAL_TERMS
 from whitevec.index.manifest import LEXICAL_RECORD, is_lexical_record
 from whitevec.index.store import keeps_lexical, store_class
 from whitevec.utils.io import atomic_path, writing_to
@@ -451,7 +451,8 @@ def lexical_size(manifest: dict[str, Any]) -> dict[str, Any]:
         }
     files = manifest["files"]
     prefixes = [entry["prefix"] for entry in manifest.get("segments") or [{"prefix": ""}]]  # every segment's
-    total = sum(int(files[p + name]["bytes"]) for p in prefixes for name in LEXICAL_FILES if p + name in files)
+    names = (*LEXICAL_FILES, LEXICAL_COUNTS)  # the term counts of a written index's segments too
+    total = sum(int(files[p + name]["bytes"]) for p in prefixes for name in names if p + name in files)
     count = int(manifest["lexical"]["documents"])
     return {"lexical_bytes": total, "lexical_bytes_per_document": round(total / count, 2) if count else None}
 

@@ -95,7 +95,7 @@ def delete_documents(
         raise BadInputError("no document ids to delete: give ids or --ids FILE")
     from whitevec.index import Retriever
 
-    with Retriever.load(index_dir, encoder=_NoEncoder.for_index(index_dir)) as retriever:  # nothing to encode
+    with Retriever.load(index_dir, encoder=_NoEncoder.for_index(index_dir, tokens=True)) as retriever:
         result = retriever.delete(wanted)
         return WriteReport.of(retriever.manifest, result.deleted, result.missing)
 
@@ -151,7 +151,8 @@ class _NoEncoder:
     @classmethod
     def for_index(cls, index_dir: str | os.PathLike[str], tokens: bool = False) -> Any:
         """One for the index at ``index_dir``; with ``tokens``, None (the model loads) when its lexical part
-        analyses text with the model's tokenizer (a merge rebuilds a lexical part)."""
+        analyses text with the model's tokenizer (a merge rebuilds a lexical part; the first write counts the
+        build's terms)."""
         from whitevec.index import read_manifest
 
         manifest = read_manifest(index_dir, verify=False)
