@@ -289,7 +289,7 @@ def test_segments_score_bm25_as_one_build_of_their_live_documents(method: str) -
     one bm25s index of those documents, to the bit."""
     from whitevec.index.lexical_counts import CountedSegment, TermCounts, search_segments
 
-    texts = sentences(90, seed=8, length=9) + ["", "wing wing wing stall"]
+    texts = [*sentences(90, seed=8, length=9), "", "wing wing wing stall"]
     analyzer = make_analyzer("english")
     cuts = [(0, 40), (40, 41), (41, 92)]
     parts = []
@@ -298,7 +298,7 @@ def test_segments_score_bm25_as_one_build_of_their_live_documents(method: str) -
         parts.append(CountedSegment(start, part, TermCounts.of(part, texts[start:stop])))
     live = np.ones(len(texts), dtype=bool)
     live[[3, 40, 77]] = False
-    queries = sentences(25, seed=9, length=3) + ["wing stall stall", "nothing here"]
+    queries = [*sentences(25, seed=9, length=3), "wing stall stall", "nothing here"]
     got = search_segments(parts, live, queries, 10, None)
     kept = [text for text, ok in zip(texts, live, strict=True) if ok]
     rows = np.flatnonzero(live)

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 
 from whitevec.index import Document  # noqa: E402
 from whitevec.index import SearchHit as Hit  # noqa: E402
+from whitevec.index.updates import AddResult  # noqa: E402
 from whitevec.service.app import PAGE_HEADERS, create_app  # noqa: E402
 from whitevec.service.settings import ServeSettings  # noqa: E402
 from whitevec.service.writes import WRITE_PATHS  # noqa: E402
@@ -64,8 +65,10 @@ class WritableContractRetriever(ContractRetriever):
     def existing_ids(self, ids: list[str]) -> list[str]:
         return [doc_id for doc_id in ids if doc_id in self.held]
 
-    def add(self, docs: list[Document], show_progress: bool | None = None, **options: str) -> int:
-        return self.count
+    def write(self, docs: list[Document], show_progress: bool | None = None, **options: str) -> AddResult:
+        held = sum(d.id in self.held for d in docs)
+        replaced = held if options.get("on_existing") == "replace" else 0
+        return AddResult(added=len(docs) - held, replaced=replaced, skipped=held - replaced, count=self.count)
 
     def delete(self, ids: list[str]) -> Deleted:
         return Deleted(sum(doc_id in self.held for doc_id in ids), [i for i in ids if i not in self.held])

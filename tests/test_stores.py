@@ -18,6 +18,7 @@ from tests.index_helpers import HashEncoder, sentences
 from whitevec.errors import BadInputError
 from whitevec.index import Document, DocumentStore, Retriever, VectorStore, document_store_names, store_names
 from whitevec.index import docstore as docstore_module
+from whitevec.index import updates as updates_module
 from whitevec.index.documents import document_store_class
 from whitevec.index.store import store_class, stored_form
 
@@ -67,7 +68,8 @@ def test_a_failed_add_leaves_the_index_whole(
     def full_disk(*args: Any, **kwargs: Any) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(docstore_module, "write_docs", full_disk)
+    monkeypatch.setattr(docstore_module, "write_docs", full_disk)  # a Milvus index's whole-version add
+    monkeypatch.setattr(updates_module, "write_docs", full_disk)  # a FAISS index's new segment
     with pytest.raises(OSError, match="No space"):
         retriever.add([Document("new", "a brand new dog")])
     monkeypatch.undo()
