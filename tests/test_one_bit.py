@@ -435,10 +435,16 @@ def test_rescoring_records_keep_each_vector_within_its_form() -> None:
     # Each vector's largest value is code +-127 exactly; every value within half a step (peak / 254) of x.
     np.testing.assert_allclose(np.abs(back).max(axis=1), peak, rtol=1e-6)
     assert (np.abs(back - x) <= peak[:, None] / 254 + 1e-7).all() and not back[3].any()
-    with pytest.raises(BadInputError, match=r"beyond half precision's range \(65504\); keep .* as int8"):
+    # The whole line the user reads: the fault, and the encoding that keeps such vectors.
+    with pytest.raises(BadInputError) as caught:
         RescoreVectors("fp16", 2).add(np.array([0]), np.float32([[1e6, 0.0]]))
-    with pytest.raises(BadInputError, match="so ids must be >= 0"):
+    assert str(caught.value) == (
+        "a vector holds values beyond half precision's range (65504); keep rescoring vectors as int8 "
+        "(+rescore:int8), which scales each vector"
+    )
+    with pytest.raises(BadInputError) as caught:
         RescoreVectors("fp16", 2).add(np.array([-1]), np.float32([[1.0, 0.0]]))
+    assert str(caught.value) == "rescoring keeps one record per id (a row number), so ids must be >= 0"
 
 
 def test_rescoring_records_through_adds_deletes_and_saves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
