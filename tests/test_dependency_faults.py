@@ -125,7 +125,9 @@ def test_every_command_with_a_device_option_is_found() -> None:
         "eval-retrieval",
         "export-st",
         "fit",
+        "index add",
         "index build",
+        "index refit",
         "search",
         "tune",
     ]
@@ -180,7 +182,9 @@ def small_index(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 
 @pytest.mark.parametrize("device", _missing_devices())
-@pytest.mark.parametrize("command", ["search", "encode", "index build", "export-st", "eval", "export-st model"])
+@pytest.mark.parametrize(
+    "command", ["search", "encode", "index build", "index add", "index refit", "export-st", "eval", "export-st model"]
+)
 def test_a_device_this_machine_lacks_is_one_line_before_the_model_loads(
     command: str,
     device: str,
@@ -202,6 +206,8 @@ def test_a_device_this_machine_lacks_is_one_line_before_the_model_loads(
         "search": ["search", str(small_index), "guitar"],
         "encode": ["encode", str(inputs["texts"]), "--out", str(tmp_path / "v.npy"), *model, "--no-cache"],
         "index build": ["index", "build", "--corpus", str(inputs["corpus"]), "--out", str(tmp_path / "i"), *model],
+        "index add": ["index", "add", str(small_index), "--corpus", str(inputs["corpus"])],
+        "index refit": ["index", "refit", str(small_index)],
         "export-st": ["export-st", "--index", str(small_index), "--out", str(tmp_path / "st")],
         "export-st model": ["export-st", *model, "--out", str(tmp_path / "st")],
         "eval": ["eval", "--tasks", "", "--pairs", str(inputs["pairs"]), *model, "--no-cache"],
