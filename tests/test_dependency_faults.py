@@ -183,7 +183,8 @@ def small_index(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 @pytest.mark.parametrize("device", _missing_devices())
 @pytest.mark.parametrize(
-    "command", ["search", "encode", "index build", "index add", "index refit", "export-st", "eval", "export-st model"]
+    "command",
+    ["search", "encode", "index build", "index add", "index refit", "export-st", "eval", "export-st model"],
 )
 def test_a_device_this_machine_lacks_is_one_line_before_the_model_loads(
     command: str,
