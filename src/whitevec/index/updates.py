@@ -55,7 +55,7 @@ from whitevec.index.manifest import SELF_CHECKSUM, write_manifest
 from whitevec.index.segmented import compose
 from whitevec.index.segments import Segment, open_segment, open_template, read_deleted
 from whitevec.index.snapshot import IndexSnapshot, read_consistent
-from whitevec.index.store import VectorStore
+from whitevec.index.store import VectorStore, store_files
 from whitevec.utils.io import atomic_dir, writing_to
 
 MAX_SEGMENTS = 8  # more than this after a write: every segment but the largest is merged into one
@@ -133,8 +133,7 @@ def new_segment(state: IndexState, docs: list[Document], vectors: np.ndarray) ->
 def merged_segment(state: IndexState, merging: list[Segment]) -> NewSegment:
     """One segment holding the live rows of ``merging``, in row order."""
     store = empty_copy(template_of(state))
-    live = np.ones(sum(s.rows for s in state.segments), dtype=bool)
-    live[state.deleted] = False
+    live = live_rows(state)
     docs: list[Document] = []
     for segment in merging:
         kept = np.flatnonzero(live[segment.base : segment.base + segment.rows]).astype(np.int64)
@@ -270,7 +269,7 @@ def _link_unchanged(state: IndexState, keep: list[Segment], tmp: Path) -> dict[s
         name
         for name in files
         if name != DELETED_FILE
-        and (_segment_prefix(name, state) in prefixes or _segment_prefix(name, state) is None)
+        and (file_segment(name, state.manifest) in prefixes or file_segment(name, state.manifest) is None)
     ]
     for name in wanted:
         try:
@@ -280,20 +279,15 @@ def _link_unchanged(state: IndexState, keep: list[Segment], tmp: Path) -> dict[s
     return {name: files[name] for name in wanted}
 
 
-def _segment_prefix(name: str, state: IndexState) -> str | None:
-    """The prefix of the segment a file belongs to ("" for the build's own); None for a file of the whole index
-    (the transform, the template)."""
+def file_segment(name: str, manifest: dict[str, Any]) -> str | None:
+    """The prefix of the segment a file of ``manifest``'s version belongs to ("" for the build's own); None for a
+    file of the whole index (the transform, the template, the tombstone list)."""
     if name.startswith(TEMPLATE_PREFIX):
         return None
-    for segment in state.segments:
-        if segment.prefix and name.startswith(segment.prefix):
-            return segment.prefix
-    build_named = {
-        *state.segments[0].store.files_for(state.manifest["index_params"]),
-        DOCS_FILE,
-        *LEXICAL_FILES,
-        LEXICAL_COUNTS,
-    }
+    for entry in segment_entries(manifest):
+        if entry["prefix"] and name.startswith(entry["prefix"]):
+            return str(entry["prefix"])
+    build_named = {*store_files(manifest), DOCS_FILE, *LEXICAL_FILES, LEXICAL_COUNTS}
     return "" if name in build_named else None
 
 
@@ -496,10 +490,16 @@ def _own_transform(snapshot: IndexSnapshot, manifest: dict[str, Any], path: Path
 
 
 # --- refitting the transform -------------------------------------------------------------------------------------
-def live_documents(state: IndexState) -> list[Document]:
-    """Every live document of the index, in row order."""
+def live_rows(state: IndexState) -> np.ndarray:
+    """A bool per row of the index: False for the deleted ones."""
     live = np.ones(sum(s.rows for s in state.segments), dtype=bool)
     live[state.deleted] = False
+    return live
+
+
+def live_documents(state: IndexState) -> list[Document]:
+    """Every live document of the index, in row order."""
+    live = live_rows(state)
     out: list[Document] = []
     for segment in state.segments:
         kept = np.flatnonzero(live[segment.base : segment.base + segment.rows]).tolist()
@@ -578,13 +578,5 @@ def _whole_index_fields(manifest: dict[str, Any]) -> tuple[Any, ...]:
 def _same_files(prefix: str, old: dict[str, Any], new: dict[str, Any]) -> bool:
     """Whether the segment ``prefix`` holds the same files in both versions (a merge can reuse the build's empty
     prefix for new files)."""
-    names = [name for name in old["files"] if _belongs(name, prefix, old)]
+    names = [name for name in old["files"] if file_segment(name, old) == prefix]
     return bool(names) and all(new["files"].get(name) == old["files"][name] for name in names)
-
-
-def _belongs(name: str, prefix: str, manifest: dict[str, Any]) -> bool:
-    if prefix:
-        return name.startswith(prefix)
-    others = [e["prefix"] for e in segment_entries(manifest) if e["prefix"]]
-    special = name.startswith(TEMPLATE_PREFIX) or name in (DELETED_FILE, TRANSFORM_FILE)
-    return not special and not any(name.startswith(p) for p in others)
