@@ -273,6 +273,7 @@ def test_eval_looks_its_model_up_once(
     assert looked == [str(tiny_bert_dir)]
 
 
+@pytest.mark.xdist_group("stsb-on-minilm")  # the worker that runs the reference-number test (its cache)
 def test_eval_on_the_default_model(data_dir: Path, minilm_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # STS-B with last-avg beside first-last-avg (one forward pass gives both): the session's vector cache then
     # holds what test_evaluation's reference-number test encodes, so the suite encodes STS-B test once.
