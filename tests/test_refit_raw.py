@@ -173,3 +173,21 @@ def test_keep_raw_vectors_from_the_command_line(tmp_path: Path, capsys: pytest.C
         code, _, err = run_cli(args, capsys)
         assert code == 2 and err.strip().splitlines()[-1].startswith("whitevec: error:") and needle in err, err
         assert not (tmp_path / "refused").exists()
+
+
+def test_an_http_add_keeps_the_raw_vectors_of_its_segment(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi", reason="the serve extra (fastapi, uvicorn) is not installed")
+    from fastapi.testclient import TestClient
+
+    from whitevec.service.app import create_app
+    from whitevec.service.settings import ServeSettings
+
+    index = build(tmp_path / "idx", docs(0, 40), transform="whitening-4", keep_raw_vectors=True)
+    with index, TestClient(create_app(index, ServeSettings(writable=True))) as client:  # type: ignore[arg-type]
+        answer = client.post("/documents", json={"documents": [{"id": "h1", "text": TEXTS[250]}]})
+        assert answer.status_code == 200, answer.text
+        assert client.get("/info").json()["manifest"]["raw_vectors"] == {"dtype": "float32"}
+        state = index._state
+        assert state is not None and state.segments[-1].rows == 1
+        kept = live_raw_vectors(index.path, index.manifest, state.segments[-1:], live_rows(state))
+    np.testing.assert_array_equal(kept, HashEncoder(dim=16).encode([TEXTS[250]]))
