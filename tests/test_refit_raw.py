@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import warnings
 from pathlib import Path
 from typing import Any
@@ -191,3 +192,15 @@ def test_an_http_add_keeps_the_raw_vectors_of_its_segment(tmp_path: Path) -> Non
         assert state is not None and state.segments[-1].rows == 1
         kept = live_raw_vectors(index.path, index.manifest, state.segments[-1:], live_rows(state))
     np.testing.assert_array_equal(kept, HashEncoder(dim=16).encode([TEXTS[250]]))
+
+
+def test_an_index_saved_before_raw_vectors_refits_by_encoding(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    saved = Path(__file__).parent / "fixtures" / "saved"
+    idx = shutil.copytree(saved / "index-flat-whitening", tmp_path / "idx")
+    code, out, _ = run_cli(["index", "info", str(idx)], capsys)
+    assert code == 0 and json.loads(out)["state"]["raw_vectors"]["kept"] is False
+    code, _, err = run_cli(["index", "refit", str(idx), "--model", str(saved / "static")], capsys)
+    assert code == 0 and "whitevec: encoding every document" in err, err
+    assert "raw_vectors" not in read_manifest(idx)  # refit as it was built: still none kept
