@@ -46,6 +46,7 @@ def test_add_delete_and_compact_from_the_command_line(tmp_path: Path, capsys: py
     code, out, _ = run_cli(["index", "info", idx], capsys)
     state = json.loads(out)["state"]
     assert state.pop("transform")["fit_on"] is None  # no transform: nothing to go stale
+    assert state.pop("raw_vectors")["kept"] is False  # built without --keep-raw-vectors
     assert state == {"live": 34, "deleted": 8, "segments": 3, "version": 3}
     code, _, err = run_cli(["index", "compact", idx], capsys)
     assert code == 0 and "merged 3 segment(s)" in err and "34 documents (0 deleted" in err, err

@@ -148,6 +148,16 @@ AnalyzerOpt = Annotated[
     ),
 ]
 
+KeepRawVectorsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--keep-raw-vectors",
+        help="Keep the encoder's vectors before the transform in the index folder (float32, 4 bytes per "
+        "dimension per document; adds keep theirs too), so `index refit` fits on them without encoding again. "
+        "Local builds on --backend faiss.",
+    ),
+]
+
 
 @index_app.command("build")
 @with_run_options
@@ -180,6 +190,7 @@ def index_build_command(
     empty_documents: EmptyDocumentsOpt = None,
     lexical: LexicalOpt = None,
     analyzer: AnalyzerOpt = "english",  # = DEFAULT_ANALYZER; whitevec.index is too heavy for start-up
+    keep_raw_vectors: KeepRawVectorsOpt = False,
     *,
     run: RunOptions,
 ) -> None:
@@ -221,6 +232,7 @@ def index_build_command(
         lexical=lexical,
         analyzer=analyzer,
         search=search,
+        keep_raw_vectors=keep_raw_vectors,
     )
     typer.echo(f"wrote {built}", err=True)
 
@@ -257,16 +269,19 @@ def index_info_command(index_dir: Annotated[Path, typer.Argument(help="Index fol
     (disk_bytes_per_vector: +rescore's vectors, read from disk on demand); the lexical part's bytes
     (lexical_bytes, lexical_bytes_per_document), or how to add one. Under "state": documents live and deleted
     (kept until a merge), segments, the version (each write adds one), and how stale the transform is (rows
-    added since its fit: docs/results/staleness.md measures what that costs)."""
+    added since its fit: docs/results/staleness.md measures what that costs), and whether the raw vectors a refit
+    fits on without encoding are kept (--keep-raw-vectors) and their bytes on disk."""
     existing_folder(index_dir, "index folder")
     from whitevec.index import index_size, read_manifest
     from whitevec.index.layout import index_state
     from whitevec.index.lexical import lexical_size
+    from whitevec.index.raw_vectors import raw_vectors_state
     from whitevec.index.staleness import transform_staleness
 
     manifest = read_manifest(index_dir)
     size = {**index_size(manifest), **lexical_size(manifest)}
     state = {**index_state(manifest), "transform": transform_staleness(manifest)}
+    state["raw_vectors"] = raw_vectors_state(manifest)
     _print(json.dumps({**manifest, "size": size, "state": state}, indent=2, sort_keys=True))
 
 

@@ -95,9 +95,13 @@ def index_refit_command(
     device: DeviceOpt = None,
     model: IndexModelOpt = None,
 ) -> None:
-    """Fit the index's transform again on every document it holds now and rewrite the index with it (every
-    document encoded again). `index info` shows, under state.transform, how many documents came after the fit."""
+    """Fit the index's transform again on every document it holds now and rewrite the index with it: on the raw
+    vectors it keeps when it was built with --keep-raw-vectors (the model not loaded), else every document encoded
+    again. `index info` shows, under state.transform, how many documents came after the fit."""
     from whitevec.workflows.index_writes import refit_index
 
-    report = refit_index(index_dir, transform=transform, device=device, model=model)
+    def notice(line: str) -> None:
+        typer.echo(f"whitevec: {line}", err=True)
+
+    report = refit_index(index_dir, transform=transform, device=device, model=model, notice=notice)
     typer.echo(f"refitted on {report.changed} documents; {index_dir}: {report.state()}", err=True)

@@ -12,6 +12,7 @@ import os
 import time
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -34,6 +35,7 @@ from whitevec.index.lexical import (
     warn_documents_without_terms,
 )
 from whitevec.index.manifest import MANIFEST, write_manifest
+from whitevec.index.raw_vectors import RAW_FIELD, check_keep_raw_vectors, raw_record, write_raw_vectors
 from whitevec.index.snapshot import read_manifest
 from whitevec.index.store import (
     ENCODING,
@@ -191,6 +193,7 @@ def build_index(
     lexical: str | None = None,
     analyzer: str = DEFAULT_ANALYZER,
     search: Mapping[str, str] | None = None,
+    keep_raw_vectors: bool = False,
 ) -> Path:
     """Encode ``corpus``, fit ``transform``, store the vectors, and the lexical index when ``lexical`` says so,
     and write the index folder ``out``; see :meth:`whitevec.index.Retriever.build` for the arguments. Returns
@@ -199,21 +202,87 @@ def build_index(
     Raises:
         BadInputError: empty corpus, duplicate ids, unknown kind/metric/backend/params/lexical/analyzer, or
             ``out`` is something other than an earlier index; documents without a known token and
-            ``empty_documents`` ``"error"``, or none with one. Nothing is written in these cases.
+            ``empty_documents`` ``"error"``, or none with one; ``keep_raw_vectors`` on a backend other than
+            faiss. Nothing is written in these cases.
     """
     started = time.perf_counter()
     target = Path(out).expanduser()
     options: dict[str, Any] = dict(kind=kind, metric=metric, backend=backend, uri=uri, index_params=index_params)
+    check_keep_raw_vectors(keep_raw_vectors, backend)
     previous = check_build(target, **options, lexical=lexical, analyzer=analyzer, search=search)
     check_empty_documents(empty_documents)
-    kind, metric = kind.strip().lower(), metric.strip().lower()
-    options.update(kind=kind, metric=metric)
-    stores = store_class(backend)
     given, docs = documents_to_index(corpus, encoder, empty_documents)
-    in_store, lexical_index = _lexical_plan(stores, lexical, analyzer, docs, encoder)
+    in_store, lexical_index = _lexical_plan(store_class(backend), lexical, analyzer, docs, encoder)
     vectors = encoder.encode([d.text for d in docs], show_progress=show_progress)
-    fitted, transform_info = fit_transform(transform, fit_on, vectors, encoder, show_progress)
-    stored = stored_form(fitted, vectors, metric)
+    fitted, transform_record = fit_transform(transform, fit_on, vectors, encoder, show_progress)
+    encoded = _Encoded(len(given), docs, vectors, fitted, transform_record, keep_raw_vectors)
+    lexical_plan = (in_store, lexical_index, analyzer, search)
+    _write_index(target, previous, encoded, options, encoder_fields(encoder), lexical_plan, started)
+    return target
+
+
+def build_from_vectors(
+    docs: Sequence[Document],
+    vectors: np.ndarray,
+    out: str | os.PathLike[str],
+    *,
+    encoder: EncoderLike,
+    encoder_record: Mapping[str, Any],
+    transform: str | Transform | None = "none",
+    kind: str = "flat",
+    metric: str = "cosine",
+    index_params: dict[str, Any] | None = None,
+    lexical: str | None = None,
+    analyzer: str = DEFAULT_ANALYZER,
+    search: Mapping[str, str] | None = None,
+) -> Path:
+    """:func:`build_index` of ``docs`` from their raw encoder ``vectors`` (a row each, as the encoder made them;
+    every document kept), nothing encoded: the transform fitted on ``vectors``, the codes and the lexical part
+    made as a build makes them, on the faiss backend, the raw vectors kept (what a refit from kept vectors
+    writes: :mod:`whitevec.index.raw_vectors`). ``encoder_record``: the manifest's fields of the encoder that
+    made ``vectors`` (``encoder`` analyses text only, for an ``encoder`` lexical analyzer)."""
+    started = time.perf_counter()
+    target = Path(out).expanduser()
+    options: dict[str, Any] = dict(kind=kind, metric=metric, backend="faiss", uri=None, index_params=index_params)
+    previous = check_build(target, **options, lexical=lexical, analyzer=analyzer, search=search)
+    docs = list(docs)
+    if not docs or vectors.shape[0] != len(docs):
+        raise BadInputError(f"{len(docs)} documents and {vectors.shape[0]} raw vectors: give one vector each")
+    in_store, lexical_index = _lexical_plan(store_class("faiss"), lexical, analyzer, docs, encoder)
+    fitted, transform_record = fit_transform(transform, "corpus", vectors, encoder, False)
+    encoded = _Encoded(len(docs), docs, vectors, fitted, transform_record, keep_raw=True)
+    lexical_plan = (in_store, lexical_index, analyzer, search)
+    _write_index(target, previous, encoded, options, dict(encoder_record), lexical_plan, started)
+    return target
+
+
+@dataclass(frozen=True)
+class _Encoded:
+    """What a build made before writing: the documents ``given`` (counted) and kept, their raw vectors, the
+    fitted transform and its manifest record, and whether the raw vectors are kept."""
+
+    given: int
+    docs: list[Document]
+    vectors: np.ndarray
+    fitted: Transform | None
+    transform_record: dict[str, Any] | None
+    keep_raw: bool
+
+
+def _write_index(
+    target: Path,
+    previous: dict[str, Any] | None,
+    encoded: _Encoded,
+    options: dict[str, Any],
+    encoder_record: dict[str, Any],
+    lexical_plan: tuple[bool, LexicalIndex | None, str, Mapping[str, str] | None],
+    started: float,
+) -> None:
+    """Write the index folder ``target`` (in a temporary sibling, swapped in whole) from what the build made."""
+    in_store, lexical_index, analyzer, search = lexical_plan
+    options = {**options, "kind": options["kind"].strip().lower(), "metric": options["metric"].strip().lower()}
+    docs, fitted = encoded.docs, encoded.fitted
+    stored = stored_form(fitted, encoded.vectors, options["metric"])
     store: VectorStore | None = None
     replaced: list[dict[str, Any] | None] = [previous]
 
@@ -228,19 +297,24 @@ def build_index(
             if fitted is not None:
                 fitted.save(tmp / TRANSFORM_FILE)
                 files.append(TRANSFORM_FILE)
-            store = _filled_store(stores, tmp, stored, docs, options, analyzer if in_store else None)
+            store = _filled_store(
+                store_class(options["backend"]), tmp, stored, docs, options, analyzer if in_store else None
+            )
             files += store.save(tmp)
             files += write_texts(tmp, docs, lexical_index)
+            if encoded.keep_raw:
+                files.append(write_raw_vectors(tmp, encoded.vectors))
             manifest = {
-                **encoder_fields(encoder),
+                **encoder_record,
                 "dim": int(stored.shape[1]),
-                "transform": transform_info,
-                "metric": metric,
-                "index_kind": kind,
-                **_stored_fields(store, len(docs), len(given)),
+                "transform": encoded.transform_record,
+                "metric": options["metric"],
+                "index_kind": options["kind"],
+                **_stored_fields(store, len(docs), encoded.given),
                 "build_seconds": round(time.perf_counter() - started, 3),
                 **_lexical_field(store, lexical_index, in_store, len(docs)),
                 **_search_field(search, has_lexical=lexical_index is not None or in_store),
+                **({RAW_FIELD: raw_record()} if encoded.keep_raw else {}),
             }
             write_manifest(tmp, manifest, files)  # last: a folder without it is never an index
     except BaseException:
@@ -252,7 +326,6 @@ def build_index(
         if store is not None:
             store.close()
     _free_replaced(replaced[0])
-    return target
 
 
 def _free_replaced(manifest: dict[str, Any] | None) -> None:
@@ -381,6 +454,19 @@ def encoder_fields(encoder: EncoderLike) -> dict[str, Any]:
     if isinstance(folder, Path):
         return {**described, **model_record(described["model"], folder)}
     return {**described, "model_path": None, "model_id": None, "model_sha256": None}
+
+
+# The manifest's fields of the encoder and its model (encoder_fields), which a refit from raw vectors copies.
+ENCODER_FIELDS = (
+    "model",
+    "model_fingerprint",
+    "pooling",
+    "layers",
+    "max_length",
+    "encoder_dim",
+    "encoder_backend",
+)
+MODEL_FIELDS = ("model_path", "model_id", "model_sha256")  # where the model was (absent in old manifests)
 
 
 def encoder_description(encoder: EncoderLike) -> dict[str, Any]:

@@ -7,13 +7,16 @@ DIR/docs.sqlite             row -> id, text, metadata (JSON), unless the documen
 DIR/lexical.safetensors     the BM25 index of the documents' text (its sparse score matrix), and
 DIR/lexical_terms.json      its terms, when the manifest has "lexical" (:mod:`whitevec.index.lexical`)
                             and it is not kept in Milvus (:mod:`whitevec.index.milvus_bm25`)
+DIR/raw_vectors.npy         the encoder's vectors before the transform (float32, a row per document), when the
+                            manifest has "raw_vectors" (:mod:`whitevec.index.raw_vectors`)
 DIR/...                     what the vector store keeps there (FAISS: index.faiss, and binary.safetensors for
                             sign codes, rescore.npy for +rescore; Milvus Lite: milvus.db/)
 
 An index written to since its build (:mod:`whitevec.index.segments`) holds segments: the files above (store,
-documents, lexical) once per segment, each name led by the segment's prefix (``s000003.index.faiss``; the build's
-own segment has none) and, with a lexical part, its term counts (``lexical_counts.safetensors``), the store's
-trained, empty copy under ``template.``, and ``deleted.npy``, the rows deleted.
+documents, lexical, raw vectors) once per segment, each name led by the segment's prefix
+(``s000003.index.faiss``; the build's own segment has none) and, with a lexical part, its term counts
+(``lexical_counts.safetensors``), the store's trained, empty copy under ``template.``, and ``deleted.npy``, the
+rows deleted.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ LEXICAL_FILES = (LEXICAL_MATRIX, LEXICAL_TERMS)
 # Each segment's term counts and document lengths, beside its lexical index, in an index written to since its
 # build (whitevec.index.lexical_counts: BM25 weighted by every segment's live documents).
 LEXICAL_COUNTS = "lexical_counts.safetensors"
+# The encoder's vectors before the transform, per segment, when the manifest has "raw_vectors".
+RAW_VECTORS_FILE = "raw_vectors.npy"
 TEMPLATE_PREFIX = "template."  # the store trained at build, empty: what a new segment is made from
 DELETED_FILE = "deleted.npy"  # the rows deleted, ascending int64 (a tombstone list)
 MILVUS_LOCAL = "milvus.db"  # Milvus Lite data of an index built without --uri
@@ -85,6 +90,8 @@ def check_index_manifest(manifest: dict[str, Any], folder: Path) -> None:
     if problem is not None:
         raise CorruptFileError(f"{where}: {problem}")
     per_segment = {*store_files(manifest), *documents.files}
+    if "raw_vectors" in manifest:
+        per_segment.add(RAW_VECTORS_FILE)
     if "lexical" in manifest and manifest["lexical"].get("library") != "milvus":  # Milvus keeps its own BM25
         per_segment.update(LEXICAL_FILES)
     expected = {entry["prefix"] + name for entry in segment_entries(manifest) for name in per_segment}

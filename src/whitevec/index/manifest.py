@@ -83,6 +83,11 @@ def _transform_info(v: Any) -> bool:
     )
 
 
+def _raw_vectors_record(v: Any) -> bool:
+    """The ``raw_vectors`` record (whitevec.index.raw_vectors): the dtype the encoder's vectors are kept in."""
+    return isinstance(v, dict) and set(v) == {"dtype"} and v["dtype"] == "float32"
+
+
 def _count(v: Any) -> bool:
     return _integer(0)(v)
 
@@ -199,6 +204,9 @@ FIELDS: dict[str, tuple[str, Callable[[Any], bool], bool]] = {
     "segments": ("a list of segments (prefix, base, rows[, lexical])", _segment_list, False),
     "deleted": ("a non-negative integer", _integer(0), False),
     "generation": ("a non-negative integer", _integer(0), False),
+    # The encoder's vectors before the transform, one file per segment (whitevec.index.raw_vectors), kept when
+    # the build was asked to (--keep-raw-vectors): a refit fits on them without encoding again.
+    "raw_vectors": ("an object with dtype float32", _raw_vectors_record, False),
     # The BM25 index beside the vectors (whitevec.index.lexical; its files checked by layout); absent: none, as
     # in every index built before it.
     "lexical": (

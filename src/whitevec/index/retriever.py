@@ -121,6 +121,7 @@ class Retriever(IndexWrites):
         lexical: str | None = None,
         analyzer: str = DEFAULT_ANALYZER,
         search: Mapping[str, str] | None = None,
+        keep_raw_vectors: bool = False,
     ) -> Retriever:
         """Encode ``corpus``, fit ``transform`` (on the corpus or a text file ``fit_on``), index, write ``out``;
         the new index, loaded.
@@ -140,6 +141,10 @@ class Retriever(IndexWrites):
         ``search``: the index's own search mode and fusion, ``{"mode": MODE, "fusion": SPEC}``, written to the
         manifest (:func:`~whitevec.index.fusion.search_defaults`; ``whitevec tune`` chooses them); None: hybrid
         with the default fusion when there is a lexical part, else dense.
+
+        ``keep_raw_vectors``: keep the encoder's vectors before the transform beside the codes (float32, one file
+        per segment; adds keep theirs too), so :meth:`refit` fits on them without encoding again
+        (:mod:`whitevec.index.raw_vectors`; faiss backend only).
 
         Raises:
             BadInputError: empty corpus, duplicate ids, unknown kind/metric/backend/params, or ``out`` is
@@ -162,6 +167,7 @@ class Retriever(IndexWrites):
             lexical=lexical,
             analyzer=analyzer,
             search=search,
+            keep_raw_vectors=keep_raw_vectors,
         )
         return cls.load(target, encoder=encoder)
 

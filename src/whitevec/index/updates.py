@@ -45,6 +45,7 @@ from whitevec.index.layout import (
     DOCS_FILE,
     LEXICAL_COUNTS,
     LEXICAL_FILES,
+    RAW_VECTORS_FILE,
     TEMPLATE_PREFIX,
     TRANSFORM_FILE,
     segment_entries,
@@ -52,6 +53,7 @@ from whitevec.index.layout import (
 from whitevec.index.lexical import LexicalIndex
 from whitevec.index.lexical_counts import TermCounts
 from whitevec.index.manifest import SELF_CHECKSUM, write_manifest
+from whitevec.index.raw_vectors import keeps_raw_vectors, live_raw_vectors, write_raw_vectors
 from whitevec.index.segmented import compose
 from whitevec.index.segments import Segment, open_segment, open_template, read_deleted
 from whitevec.index.snapshot import IndexSnapshot, read_consistent
@@ -78,12 +80,14 @@ class IndexState:
 
 @dataclass
 class NewSegment:
-    """A segment made in memory, to be written: its store (rows 0..n-1), documents and lexical part."""
+    """A segment made in memory, to be written: its store (rows 0..n-1), documents and lexical part, and its raw
+    vectors where the index keeps them."""
 
     store: VectorStore
     docs: list[Document]
     lexical: LexicalIndex | None
     counts: TermCounts | None = None
+    raw: np.ndarray | None = None
 
 
 def searchable(state: IndexState, encoder: object) -> tuple[VectorStore, DocumentStore, LexicalRanker | None]:
@@ -123,11 +127,17 @@ def plan_add(
 
 
 # --- making segments -------------------------------------------------------------------------------------------
-def new_segment(state: IndexState, docs: list[Document], vectors: np.ndarray) -> NewSegment:
-    """A segment of ``docs`` with their stored-form ``vectors``, encoded with the build's training."""
+def new_segment(
+    state: IndexState, docs: list[Document], vectors: np.ndarray, raw: np.ndarray | None = None
+) -> NewSegment:
+    """A segment of ``docs`` with their stored-form ``vectors``, encoded with the build's training, and their raw
+    encoder vectors ``raw`` (required by an index that keeps them, ignored by one that does not)."""
+    if keeps_raw_vectors(state.manifest) and raw is None:
+        raise ValueError("this index keeps its raw vectors: a new segment needs them")
     store = empty_copy(template_of(state))
     store.add(np.arange(len(docs), dtype=np.int64), vectors)
-    return NewSegment(store, docs, *_lexical_over(state, docs))
+    kept_raw = raw if keeps_raw_vectors(state.manifest) else None
+    return NewSegment(store, docs, *_lexical_over(state, docs), raw=kept_raw)
 
 
 def merged_segment(state: IndexState, merging: list[Segment]) -> NewSegment:
@@ -143,7 +153,10 @@ def merged_segment(state: IndexState, merging: list[Segment]) -> NewSegment:
         docs += [found[int(row)] for row in kept]
         start = len(docs) - kept.size
         add_kept(store, np.arange(start, len(docs), dtype=np.int64), vectors_of(segment.store, kept))
-    return NewSegment(store, docs, *_lexical_over(state, docs))
+    raw = (
+        live_raw_vectors(state.path, state.manifest, merging, live) if keeps_raw_vectors(state.manifest) else None
+    )
+    return NewSegment(store, docs, *_lexical_over(state, docs), raw=raw)
 
 
 def _lexical_over(state: IndexState, docs: list[Document]) -> tuple[LexicalIndex | None, TermCounts | None]:
@@ -287,7 +300,7 @@ def file_segment(name: str, manifest: dict[str, Any]) -> str | None:
     for entry in segment_entries(manifest):
         if entry["prefix"] and name.startswith(entry["prefix"]):
             return str(entry["prefix"])
-    build_named = {*store_files(manifest), DOCS_FILE, *LEXICAL_FILES, LEXICAL_COUNTS}
+    build_named = {*store_files(manifest), DOCS_FILE, *LEXICAL_FILES, LEXICAL_COUNTS, RAW_VECTORS_FILE}
     return "" if name in build_named else None
 
 
@@ -319,6 +332,8 @@ def _write_segment(segment: NewSegment, tmp: Path, prefix: str) -> list[str]:
             shutil.rmtree(staging, ignore_errors=True)
     if segment.counts is not None:
         files.append(_write_counts(segment.counts, tmp, prefix))
+    if segment.raw is not None:
+        files.append(write_raw_vectors(tmp, segment.raw, prefix))
     return files
 
 

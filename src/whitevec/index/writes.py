@@ -13,10 +13,18 @@ import numpy as np
 
 from whitevec.datasets.retrieval import Document, check_unique_ids
 from whitevec.errors import BadInputError
-from whitevec.index.build import as_documents, build_index, meaningful_documents
+from whitevec.index.build import (
+    ENCODER_FIELDS,
+    MODEL_FIELDS,
+    as_documents,
+    build_from_vectors,
+    build_index,
+    meaningful_documents,
+)
 from whitevec.index.documents import DocumentStore
 from whitevec.index.fusion import LexicalRanker
 from whitevec.index.opening import open_version
+from whitevec.index.raw_vectors import keeps_raw_vectors, live_raw_vectors
 from whitevec.index.snapshot import read_consistent
 from whitevec.index.store import VectorStore, stored_form
 from whitevec.index.updates import (
@@ -30,6 +38,7 @@ from whitevec.index.updates import (
     check_own_version,
     commit,
     live_documents,
+    live_rows,
     merge_plan,
     merged,
     new_segment,
@@ -116,15 +125,18 @@ class IndexWrites:
         with self._lock:  # refused before any encoding: an id held under "error"
             plan_add(self._docs, meaningful, on_existing, self.path)
         # Encoded outside the lock: searches go on meanwhile (a server's, in its other threads).
-        encoded = self._stored_form_progress([d.text for d in meaningful], show_progress) if meaningful else None
+        raw = (
+            self.encoder.encode([d.text for d in meaningful], show_progress=show_progress) if meaningful else None
+        )
         with self._lock:
             items, replaced = plan_add(self._docs, meaningful, on_existing, self.path)  # again: another write
-            if items and encoded is not None:
-                position = {d.id: i for i, d in enumerate(meaningful)}
-                vectors = encoded[[position[d.id] for d in items]]
+            if items and raw is not None:
+                index_of = {d.id: i for i, d in enumerate(meaningful)}
+                position = [index_of[d.id] for d in items]
+                vectors = stored_form(self.transform, raw[position], self.manifest["metric"])
                 with writers_lock(self.path.parent):
                     check_own_version(self._state)
-                    made = new_segment(self._state, items, vectors)
+                    made = new_segment(self._state, items, vectors, raw[position])
                     deleted = np.union1d(self._state.deleted, replaced).astype(np.int64)
                     state = commit(self._state, self._state.segments, [made], deleted, skipped=empty)
                     self._use(with_merges(state))
@@ -181,10 +193,12 @@ class IndexWrites:
         return len(merging)
 
     def refit(self, transform: str | None = None, show_progress: bool | None = None) -> None:
-        """Fit the transform again on every live document and rewrite the index with it (one new version, every
-        document encoded again: the one write whose cost is the index's size). ``transform``: another spec to fit
-        (None: the index's own). docs/results/staleness.md measures what a fit made before most documents were
-        added costs; ``index info``'s state says how many were.
+        """Fit the transform again on every live document and rewrite the index with it (one new version: the one
+        write whose cost is the index's size). An index built with ``keep_raw_vectors=True`` fits on the raw
+        vectors it keeps and calls no encoder (:mod:`whitevec.index.raw_vectors`; the refit index keeps them
+        too); any other encodes every document again. ``transform``: another spec to fit (None: the index's
+        own). docs/results/staleness.md measures what a fit made before most documents were added costs;
+        ``index info``'s state says how many were.
 
         Raises:
             BadInputError: the index changed on disk since it was loaded, its vectors live outside its folder,
@@ -198,7 +212,15 @@ class IndexWrites:
             documents = live_documents(self._state)
             if not documents:
                 raise BadInputError(f"the index at {self.path} holds no documents to fit a transform on")
-            build_index(documents, self.path, encoder=self.encoder, show_progress=show_progress, **options)
+            if keeps_raw_vectors(self.manifest):
+                state = self._state
+                raw = live_raw_vectors(self.path, self.manifest, state.segments, live_rows(state))
+                record = {k: v for k, v in self.manifest.items() if k in ENCODER_FIELDS + MODEL_FIELDS}
+                build_from_vectors(
+                    documents, raw, self.path, encoder=self.encoder, encoder_record=record, **options
+                )
+            else:
+                build_index(documents, self.path, encoder=self.encoder, show_progress=show_progress, **options)
             version = read_consistent(self.path, lambda snapshot: open_version(snapshot, "cpu"))
             for segment in self._state.segments:
                 segment.close()

@@ -61,6 +61,7 @@ def build_index_file(
     lexical: str | None = None,
     analyzer: str = "english",  # = DEFAULT_ANALYZER; whitevec.index is too heavy to import here
     search: Mapping[str, str] | None = None,
+    keep_raw_vectors: bool = False,
 ) -> BuiltIndex:
     """Encode the corpus file ``corpus``, fit ``transform`` and write the index folder ``out``; the arguments
     are those of :meth:`whitevec.index.Retriever.build`. ``encoder``'s ``pooling`` None: the model folder's
@@ -77,17 +78,16 @@ def build_index_file(
     ``keep``; the others are refused). ``lexical`` and ``analyzer``: the BM25 index beside the vectors (see
     :meth:`whitevec.index.Retriever.build`); on Milvus (``--backend milvus``, ``--engine ray``) Milvus's own
     BM25 on the collection's text field (:mod:`whitevec.index.milvus_bm25`). ``search``: the index's own search
-    mode and fusion (``{"mode", "fusion"}``, from a tuned configuration; local builds).
-    """
+    mode and fusion (``{"mode", "fusion"}``, from a tuned configuration; local builds). ``keep_raw_vectors``:
+    keep the encoder's vectors for a refit without encoding (local builds on faiss)."""
     empty = None if empty_documents is None else check_empty_documents(empty_documents)
     options: dict[str, Any] = dict(kind=kind, metric=metric, backend=backend, uri=uri, index_params=index_params)
-    if check_engine(engine):
+    if _check_keep_raw_vectors(keep_raw_vectors, engine, backend):
         _check_ray_options(empty, fit_sample, transform, lexical, analyzer, search)
         ray = {"ray_address": ray_address, "workers": workers, "gpus_per_worker": gpus_per_worker}
         sample = {"fit_sample": fit_sample, "fit_seed": fit_seed, "lexical": lexical, "analyzer": analyzer}
-        return _build_on_ray(
-            corpus, out, encoder, transform, fit_on, quiet=show_progress is False, **options, **ray, **sample
-        )
+        quiet = show_progress is False
+        return _build_on_ray(corpus, out, encoder, transform, fit_on, quiet=quiet, **options, **ray, **sample)
     if fit_sample is not None:
         raise BadInputError("--fit-sample is for --engine ray; a local build fits on every vector it encodes")
     from whitevec.datasets.retrieval import read_corpus_file
@@ -95,12 +95,13 @@ def build_index_file(
     docs = read_corpus_file(corpus)
     input_file(fit_on, "--fit-on file", keywords=("corpus",))
     _check_transform_file(transform)
-    dim = _check_room(corpus, out, encoder, len(docs))
+    dim = _check_room(corpus, out, encoder, len(docs), keep_raw_vectors)
     from whitevec.index import Retriever, check_build, stored_dim
 
     searched: dict[str, Any] = {"lexical": lexical, "analyzer": analyzer, "search": search}  # BM25, search
     check_build(out, **options, dim=stored_dim(transform, dim), **searched)
     pooling = index_pooling(encoder["model"], encoder.get("pooling"))
+    kept: dict[str, Any] = {"empty_documents": empty or "skip", "keep_raw_vectors": keep_raw_vectors}
     with (
         make({**encoder, "pooling": pooling}, make_encoder) as model,
         Retriever.build(
@@ -110,7 +111,7 @@ def build_index_file(
             transform=transform,
             fit_on=fit_on,
             show_progress=show_progress,
-            empty_documents=empty or "skip",
+            **kept,  # what the index keeps
             **searched,
             **options,
         ) as retriever,
@@ -119,14 +120,32 @@ def build_index_file(
 
 
 def _check_room(
-    corpus: str | os.PathLike[str], out: str | os.PathLike[str], encoder: Mapping[str, Any], count: int
+    corpus: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    encoder: Mapping[str, Any],
+    count: int,
+    keep_raw_vectors: bool = False,
 ) -> int:
     """The model's width, once its folder and cache are checked, and room in ``out``'s folder for the document
-    store (about twice the corpus file, with SQLite's overhead) and ``count`` float32 vectors."""
+    store (about twice the corpus file, with SQLite's overhead) and ``count`` float32 vectors (twice with
+    ``keep_raw_vectors``)."""
     dim = check_encoder(encoder["model"], encoder.get("cache", True))
-    need = 2 * Path(corpus).expanduser().stat().st_size + count * dim * 4
+    need = 2 * Path(corpus).expanduser().stat().st_size + count * dim * 4 * (2 if keep_raw_vectors else 1)
     check_output(out, "index folder", need_bytes=need, folder=True)
     return dim
+
+
+def _check_keep_raw_vectors(keep_raw_vectors: bool, engine: str, backend: str) -> bool:
+    """Whether the build runs on Ray; ``keep_raw_vectors`` refused (one line) there or on a backend other than
+    faiss: a refit from kept vectors rewrites the segments of a FAISS index, and Milvus keeps its vectors
+    elsewhere."""
+    on_ray = check_engine(engine)
+    if keep_raw_vectors and (on_ray or backend.strip().lower() != "faiss"):
+        raise BadInputError(
+            f"--keep-raw-vectors is for --engine local builds on --backend faiss, not {engine} on {backend}; "
+            "leave it out"
+        )
+    return on_ray
 
 
 def _check_ray_options(

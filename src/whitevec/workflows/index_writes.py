@@ -5,7 +5,7 @@ the index's manifest with light imports, then loads the index and writes one new
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,16 +118,28 @@ def refit_index(
     device: str | None = None,
     model: str | os.PathLike[str] | None = None,
     show_progress: bool | None = None,
+    notice: Callable[[str], None] | None = None,
 ) -> WriteReport:
     """Fit the transform of the index ``index_dir`` again on its live documents (``transform``: another spec)
     and rewrite the index with it (:meth:`whitevec.index.Retriever.refit`); the report's ``changed`` counts the
-    documents encoded."""
+    documents refitted on. An index built with raw vectors kept is refitted on them, its model not loaded;
+    another encodes every document, and ``notice`` is told so (one line) first."""
     existing_folder(index_dir, "index folder")
     if transform is not None and not transform.strip():
         raise BadInputError("--transform is empty; give a spec such as whitening-128, or leave it out")
-    from whitevec.index import Retriever
+    from whitevec.index import Retriever, read_manifest
+    from whitevec.index.raw_vectors import keeps_raw_vectors
 
-    with Retriever.load(index_dir, device=device, model=model) as retriever:
+    encoder = None
+    if keeps_raw_vectors(read_manifest(index_dir, verify=False)):
+        encoder = _NoEncoder.for_index(index_dir, tokens=True)  # None: an encoder analyzer needs the model
+        model = None if encoder is not None else model
+    elif notice is not None:
+        notice(
+            "encoding every document: this index keeps no raw vectors to refit on (build it with "
+            "--keep-raw-vectors to refit without encoding)"
+        )
+    with Retriever.load(index_dir, encoder=encoder, device=device, model=model) as retriever:
         retriever.refit(transform, show_progress)
         return WriteReport.of(retriever.manifest, retriever.count)
 
@@ -140,8 +152,8 @@ def check_on_existing_choice(on_existing: str) -> str:
 
 
 class _NoEncoder:
-    """The index's encoder as its manifest describes it, for writes that encode nothing (delete, compact): the
-    model is not loaded. Encoding with it is a bug (it raises)."""
+    """The index's encoder as its manifest describes it, for writes that encode nothing (delete, compact, a
+    refit from raw vectors): the model is not loaded. Encoding with it is a bug (it raises)."""
 
     def __init__(self, manifest: dict[str, Any]) -> None:
         self._manifest = manifest
