@@ -26,7 +26,7 @@ class FakeMilvusClient(BaseMilvusClient):
     def has_collection(self, name: str) -> bool:
         return name in self.collections
 
-    def create_collection(self, name: str, schema: Any, index_params: Any) -> None:
+    def create_collection(self, name: str, schema: Any, index_params: Any, **_: Any) -> None:
         self.collections[name] = {"schema": schema, "index": dict(index_params[0].to_dict()), "rows": {}}
 
     def load_collection(self, name: str) -> None:

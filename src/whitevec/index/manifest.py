@@ -199,6 +199,9 @@ FIELDS: dict[str, tuple[str, Callable[[Any], bool], bool]] = {
     "segments": ("a list of segments (prefix, base, rows[, lexical])", _segment_list, False),
     "deleted": ("a non-negative integer", _integer(0), False),
     "generation": ("a non-negative integer", _integer(0), False),
+    # A Milvus index written to (whitevec.index.milvus_writes): the next row id it gives (ids are never reused);
+    # absent: ``count``.
+    "next_row": ("a non-negative integer", _integer(0), False),
     # The BM25 index beside the vectors (whitevec.index.lexical; its files checked by layout); absent: none, as
     # in every index built before it.
     "lexical": (

@@ -1,0 +1,170 @@
+"""Writes to a Milvus-backed index on Milvus Lite itself (whitevec.index.milvus_writes): add, upsert, delete,
+compact and refit through Milvus's own calls answer as a fresh build of the live documents, lexical included."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.index_helpers import HashEncoder
+from whitevec.errors import BadInputError
+from whitevec.index import Document, Retriever
+from whitevec.index.snapshot import read_manifest
+
+pytest.importorskip("pymilvus", reason="the Milvus tests need pip install 'whitevec[milvus]'")
+pytest.importorskip("milvus_lite", reason="the Milvus tests need milvus-lite (local file URIs)")
+pytestmark = pytest.mark.filterwarnings("ignore:Milvus Lite's analyzer does not stem")
+
+# Words drawn without much repetition, so BM25 and dense scores rarely tie (ties may order either way).
+WORDS = [f"w{i}{c}" for i in range(60) for c in "ab"]
+ENCODER: Any = HashEncoder(dim=16)
+
+
+def corpus(n: int, seed: int, prefix: str = "d") -> list[Document]:
+    rng = np.random.default_rng(seed)
+    return [Document(f"{prefix}{i}", " ".join(rng.choice(WORDS, 6)), {"n": i}) for i in range(n)]
+
+
+def build(folder: Path, docs: list[Document], **options: Any) -> Retriever:
+    return Retriever.build(
+        docs, folder, encoder=ENCODER, transform="none", backend="milvus", lexical="bm25", **options
+    )
+
+
+def answers(retriever: Retriever, queries: list[str], mode: str) -> list[list[tuple[str, float]]]:
+    hits = retriever.search(queries, 5, mode=mode)
+    return [[(h.id, round(float(h.score), 4)) for h in row] for row in hits]
+
+
+def matching(retriever: Retriever, queries: list[str]) -> list[set[str]]:
+    """The documents each query matches lexically (every one: k is the index's size)."""
+    return [{h.id for h in row} for row in retriever.search(queries, retriever.count, mode="lexical")]
+
+
+def assert_same_as_fresh(
+    retriever: Retriever, live: dict[str, Document], folder: Path, *, compacted: bool = False
+) -> None:
+    """Dense answers (ids, scores) and the documents each query matches lexically equal those of a fresh build
+    of ``live``; lexical and hybrid answers too once ``compacted``. Before, BM25 scores are Milvus Lite's, whose
+    statistics are per segment (docs/how-to/updates.md)."""
+    queries = [d.text for d in list(live.values())[::7]] + ["w1a w2b w3a", "nothing matches zzz"]
+    with build(folder, list(live.values())) as fresh:
+        assert answers(retriever, queries, "dense") == answers(fresh, queries, "dense")
+        assert matching(retriever, queries) == matching(fresh, queries)
+        hybrid = retriever.search(queries, 5, mode="hybrid")
+        assert all(len(row) == 5 and {h.id for h in row} <= set(live) for row in hybrid)
+        for mode in ("lexical", "hybrid") if compacted else ():
+            assert answers(retriever, queries, mode) == answers(fresh, queries, mode), mode
+    assert retriever.count == len(live)
+    hit = retriever.search([next(iter(live.values())).text], 1)[0][0]
+    assert live[hit.id] == Document(hit.id, hit.text, hit.metadata)
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Retriever, dict[str, Document]]]:
+    """One Milvus Lite index after an add, an upsert and a delete (built once: Lite starts slowly)."""
+    folder = tmp_path_factory.mktemp("milvus") / "index"
+    docs = corpus(40, seed=1)
+    live = {d.id: d for d in docs}
+    retriever = build(folder, docs)
+    added = corpus(5, seed=2, prefix="n")
+    assert retriever.write(added).added == 5
+    live.update((d.id, d) for d in added)
+    changed = [Document("d3", "w7a w7a w9b fresh words", {"n": -3}), Document("n9", "w11a w12b", None)]
+    done = retriever.write(changed, on_existing="replace")
+    assert (done.added, done.replaced, done.skipped, done.count) == (1, 1, 0, 46)
+    live.update((d.id, d) for d in changed)
+    result = retriever.delete(["d5", "n0", "zz", "d5"])
+    assert (result.deleted, result.missing) == (2, ["zz"])
+    del live["d5"], live["n0"]
+    yield retriever, live
+    retriever.close()
+
+
+def test_add_upsert_and_delete_answer_as_a_fresh_build(
+    written: tuple[Retriever, dict[str, Document]], tmp_path: Path
+) -> None:
+    retriever, live = written
+    assert_same_as_fresh(retriever, live, tmp_path / "fresh")
+    manifest = read_manifest(retriever.path)
+    # live count, rows ever given (never reused), one version per write, BM25 over the live documents
+    assert (manifest["count"], manifest["next_row"], manifest["generation"]) == (44, 46, 3)
+    assert manifest["lexical"]["documents"] == 44 and manifest == retriever.manifest
+    # the deleted document no longer matches a lexical query; the upserted one matches its new text only
+    deleted = {d.id: d for d in corpus(40, seed=1)}["d5"]
+    assert "d5" not in [h.id for h in retriever.search([deleted.text], 10, mode="lexical")[0]]
+    assert retriever.search(["fresh words"], 1, mode="lexical")[0][0].id == "d3"
+    old_d3 = {d.id: d for d in corpus(40, seed=1)}["d3"].text
+    assert "d3" not in [h.id for h in retriever.search([old_d3], 10, mode="lexical")[0]]
+
+
+def test_compaction_keeps_the_answers_and_a_new_reader_sees_the_writes(
+    written: tuple[Retriever, dict[str, Document]], tmp_path: Path
+) -> None:
+    retriever, live = written
+    before = read_manifest(retriever.path)
+    assert retriever.compact() == 1  # Milvus Lite: the live rows rewritten as one segment, a new version
+    after = read_manifest(retriever.path)
+    assert after["generation"] == before["generation"] + 1 and after["count"] == 44 and after["next_row"] == 46
+    assert_same_as_fresh(retriever, live, tmp_path / "fresh", compacted=True)
+    retriever.close()  # Milvus Lite: one process at a time, one server per folder
+    with Retriever.load(retriever.path, encoder=ENCODER) as again:
+        assert again.count == 44 and again.search(["fresh words"], 1, mode="lexical")[0][0].id == "d3"
+        assert again.existing_ids(["d3", "d5", "n9"]) == ["d3", "n9"]
+
+
+def test_refusals_write_nothing(tmp_path: Path) -> None:
+    docs = corpus(12, seed=4)
+    with build(tmp_path / "index", docs) as retriever:
+        before = read_manifest(retriever.path)
+        with pytest.raises(BadInputError, match=r"document id 'd2' is already in the index .*on_existing"):
+            retriever.add([Document("x", "w1a"), Document("d2", "w2a")])
+        assert retriever.write([Document("d2", "w2a")], on_existing="skip").skipped == 1
+        assert read_manifest(retriever.path) == before and retriever.count == 12
+        assert retriever.delete(["nope"]).missing == ["nope"]
+        assert read_manifest(retriever.path) == before
+        # a version another writer made since this one loaded: refused before any Milvus call
+        stale = dict(retriever.manifest, manifest_sha256="0" * 64)
+        retriever.manifest = stale
+        with pytest.raises(BadInputError, match="another writer since it was loaded"):
+            retriever.add([Document("y", "w3a")])
+        retriever.refresh()  # moves to the folder's version (the stale checksum differs from it)
+        assert retriever.add([Document("y", "w3a")]) == 13
+
+
+def test_a_reader_on_a_shared_collection_follows_a_writer(tmp_path: Path) -> None:
+    """Vectors outside the folder (one collection, written in place): a second Retriever, as a server, sees the
+    other's writes after refresh(), and its older version meanwhile shows none of the added rows."""
+    docs = corpus(20, seed=5)
+    uri = str(tmp_path / "shared" / "store.db")
+    build(tmp_path / "index", docs, uri=uri).close()
+    with (
+        Retriever.load(tmp_path / "index", encoder=ENCODER) as writer,
+        Retriever.load(tmp_path / "index", encoder=ENCODER) as reader,
+    ):
+        writer.write([Document("late", "w40a w41b w42a"), Document("d1", "w50a w51b")], on_existing="replace")
+        assert "late" not in matching(reader, ["w40a w41b w42a"])[0]
+        assert reader.refresh() and not reader.refresh()
+        assert "late" in matching(reader, ["w40a w41b w42a"])[0]
+        hit = reader.search(["w50a w51b"], 1)[0][0]
+        assert (hit.id, hit.text, hit.metadata) == ("d1", "w50a w51b", None)
+        assert reader.count == 21 and reader.manifest["generation"] == 1
+
+
+def test_refit_on_milvus_is_a_fresh_build_with_the_new_fit(tmp_path: Path) -> None:
+    docs = corpus(30, seed=6)
+    with build(tmp_path / "index", docs[:10]) as retriever:
+        retriever.add(docs[10:])
+        retriever.delete(["d0"])
+        retriever.refit("whitening")
+        assert retriever.manifest["transform"]["spec"] == "whitening" and retriever.count == 29
+        queries = [d.text for d in docs[1::5]]
+        with Retriever.build(
+            docs[1:], tmp_path / "fresh", encoder=ENCODER, transform="whitening", backend="milvus", lexical="bm25"
+        ) as fresh:
+            for mode in ("dense", "lexical"):
+                assert answers(retriever, queries, mode) == answers(fresh, queries, mode), mode
