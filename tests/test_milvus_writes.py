@@ -3,6 +3,7 @@ compact and refit through Milvus's own calls answer as a fresh build of the live
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.index_helpers import HashEncoder
+from tests.index_helpers import HashEncoder, sentences
 from whitevec.errors import BadInputError
 from whitevec.index import Document, Retriever
 from whitevec.index.snapshot import read_manifest
@@ -168,3 +169,99 @@ def test_refit_on_milvus_is_a_fresh_build_with_the_new_fit(tmp_path: Path) -> No
         ) as fresh:
             for mode in ("dense", "lexical"):
                 assert answers(retriever, queries, mode) == answers(fresh, queries, mode), mode
+
+
+def test_the_command_line_on_a_milvus_index(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.static_helpers import tiny_static_folder
+    from tests.test_cli import run_cli
+
+    texts = sentences(34, seed=7)  # words the tiny static model knows
+    (tmp_path / "c.jsonl").write_text(
+        "".join(json.dumps({"id": f"d{i}", "text": texts[i]}) + "\n" for i in range(30))
+    )
+    more = tmp_path / "more.jsonl"
+    more.write_text("".join(json.dumps({"id": f"n{i}", "text": texts[30 + i]}) + "\n" for i in range(4)))
+    idx, model = str(tmp_path / "idx"), str(tiny_static_folder(tmp_path / "static"))
+    build_args = ["--corpus", str(tmp_path / "c.jsonl"), "--out", idx, "--model", model, "--backend", "milvus"]
+    code, _, err = run_cli(["index", "build", *build_args, "--lexical", "bm25", "-q"], capsys)
+    assert code == 0, err
+    code, _, err = run_cli(["index", "add", idx, "--corpus", str(more)], capsys)
+    assert code == 0 and "added 4, replaced 0, skipped 0 documents" in err and "34 documents" in err, err
+    code, _, err = run_cli(["index", "add", idx, "--corpus", str(more)], capsys)
+    assert code == 2 and err.strip().splitlines()[-1].startswith("whitevec: error: document id 'n0' is already")
+    assert read_manifest(idx)["generation"] == 1  # the refused add wrote nothing
+    code, _, err = run_cli(["index", "add", idx, "--corpus", str(more), "--on-existing", "replace"], capsys)
+    assert code == 0 and "added 0, replaced 4" in err, err
+    code, _, err = run_cli(["index", "delete", idx, "n1", "d2", "nowhere"], capsys)
+    assert code == 1 and "deleted 2 documents" in err and "1 id(s) were not in the index: 'nowhere'" in err, err
+    code, out, _ = run_cli(["index", "info", idx], capsys)
+    state = json.loads(out)["state"]
+    assert {k: state[k] for k in ("live", "deleted", "segments", "version")} == {
+        "live": 32, "deleted": 0, "segments": 1, "version": 3,
+    }  # fmt: skip
+    code, _, err = run_cli(["index", "compact", idx], capsys)
+    assert code == 0 and "merged 1 segment(s)" in err and "32 documents" in err, err
+    code, out, _ = run_cli(["search", idx, texts[33], "-k", "1", "--mode", "lexical", "--format", "json"], capsys)
+    assert code == 0 and json.loads(out)[0]["hits"][0]["id"] == "n3"
+    code, _, err = run_cli(["index", "refit", idx, "--transform", "whitening-8"], capsys)
+    assert code == 0 and "refitted on 32 documents" in err, err
+
+
+def test_http_writes_on_a_milvus_index(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi", reason="the serve extra (fastapi, uvicorn) is not installed")
+    from fastapi.testclient import TestClient
+
+    from whitevec.service.app import create_app
+    from whitevec.service.settings import ServeSettings
+
+    with build(tmp_path / "index", corpus(12, seed=8)) as retriever:
+        app = create_app(retriever, ServeSettings(writable=True))  # type: ignore[arg-type]
+        with TestClient(app) as client:
+            new = {"documents": [{"id": "n1", "text": "w90a w91b", "metadata": {"n": 1}}]}
+            answer = client.post("/documents", json=new)
+            assert answer.json() == {
+                "added": 1,
+                "replaced": 0,
+                "skipped": 0,
+                "count": 13,
+                "segments": 1,
+                "version": 1,
+            }
+            answer = client.post("/documents", json=new)
+            assert answer.status_code == 409 and "'n1' is already in the index" in answer.json()["detail"]
+            new["documents"][0]["text"] = "w92a w93b"
+            answer = client.post("/documents", json={**new, "on_existing": "replace"})
+            assert answer.status_code == 200 and answer.json()["replaced"] == 1 and answer.json()["version"] == 2
+            top = client.post("/search", json={"queries": ["w92a w93b"], "k": 1, "mode": "lexical"}).json()
+            assert top["results"][0]["ids"] == ["n1"]
+            answer = client.post("/documents/delete", json={"ids": ["n1", "zz"]})
+            assert (answer.json()["deleted"], answer.json()["missing"]) == (1, ["zz"])
+            top = client.post("/search", json={"queries": ["w92a w93b"], "k": 3, "mode": "lexical"}).json()
+            assert "n1" not in top["results"][0]["ids"]
+            assert client.post("/compact").json() == {"merged": 1, "count": 12, "segments": 1, "version": 4}
+            assert client.get("/info").json()["index"] == {"count": 12, "deleted": 0, "segments": 1, "version": 4}
+
+
+def test_writes_to_documents_kept_in_the_collection(tmp_path: Path) -> None:
+    """An index built by --engine ray keeps its documents in the collection: they are upserted and deleted
+    with its rows."""
+    from tests.test_stores import _documents_in_milvus
+
+    docs = corpus(20, seed=9)
+    _documents_in_milvus(tmp_path / "idx", docs, ENCODER)
+    live = {d.id: d for d in docs}
+    with Retriever.load(tmp_path / "idx", encoder=ENCODER) as retriever:
+        changed = [Document("d4", "w1a w2a", {"n": 44}), Document("x", "w3a", None)]
+        assert retriever.write(changed, on_existing="replace").replaced == 1
+        assert retriever.delete(["d0", "zz"]).missing == ["zz"]
+        live.update((d.id, d) for d in changed)
+        del live["d0"]
+        assert retriever.existing_ids(["d0", "d4", "x"]) == ["d4", "x"]
+        assert retriever._docs.get([4, 20, 0]) == {4: live["d4"], 20: live["x"]}
+        assert retriever.compact() == 1
+        queries = [d.text for d in live.values()][::3]
+        with Retriever.build(
+            list(live.values()), tmp_path / "fresh", encoder=ENCODER, transform="none", backend="milvus"
+        ) as fresh:
+            assert answers(retriever, queries, "dense") == answers(fresh, queries, "dense")
+        assert retriever.count == retriever._docs.count == 20

@@ -36,8 +36,9 @@ def check_documents_encoding(params: dict[str, Any] | None) -> None:
 class MilvusDocs:
     """The documents of an index built with ``--engine ray``, read from the scalar fields of its Milvus
     collection (``milvus`` in the registry of :mod:`whitevec.index.documents`). It opens its own handle on the
-    collection (an in-process Milvus Lite server is shared between handles). Adding documents to such an index
-    is not supported (rebuild it)."""
+    collection (an in-process Milvus Lite server is shared between handles). Its documents are written with the
+    collection's rows, by Milvus's insert, upsert and delete (:mod:`whitevec.index.milvus_writes`), so it stages
+    nothing into a version folder."""
 
     name: ClassVar[str] = DOCS_IN_COLLECTION
     files: ClassVar[tuple[str, ...]] = ()  # in the collection (and, for in-folder Lite data, in milvus.db/)
@@ -68,8 +69,8 @@ class MilvusDocs:
 
     def _refuse(self) -> BadInputError:
         return BadInputError(
-            f"the index at {self.where} keeps its documents in Milvus (built with --engine ray); adding to it is "
-            "not supported: rebuild it with the new documents"
+            f"the index at {self.where} keeps its documents in Milvus (built with --engine ray): they are written "
+            "with the collection's rows (Retriever.add), not staged in a folder"
         )
 
     # --- data -----------------------------------------------------------------------------------------------
