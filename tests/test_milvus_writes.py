@@ -72,6 +72,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Retrieve
     docs = corpus(40, seed=1)
     live = {d.id: d for d in docs}
     retriever = build(folder, docs)
+    assert [h.id for h in retriever.search(["w1a"], 5, filter="n == 3")[0]] == ["d3"]  # the metadata read once
     added = corpus(5, seed=2, prefix="n")
     assert retriever.write(added).added == 5
     live.update((d.id, d) for d in added)
@@ -101,6 +102,10 @@ def test_add_upsert_and_delete_answer_as_a_fresh_build(
     assert retriever.search(["fresh words"], 1, mode="lexical")[0][0].id == "d3"
     old_d3 = {d.id: d for d in corpus(40, seed=1)}["d3"].text
     assert "d3" not in [h.id for h in retriever.search([old_d3], 10, mode="lexical")[0]]
+    # metadata filters read the written version's metadata: the upserted document's, none of the deleted one's
+    assert [h.id for h in retriever.search(["w1a"], 5, filter="n == -3")[0]] == ["d3"]
+    assert retriever.search(["w1a"], 5, filter="n == 5")[0] == []
+    assert {h.id for h in retriever.search(["w1a"], 50, filter="n < 3")[0]} == {"d0", "d1", "d2", "d3", "n1", "n2"}
 
 
 def test_compaction_keeps_the_answers_and_a_new_reader_sees_the_writes(
