@@ -142,9 +142,12 @@ def test_refusals_write_nothing(tmp_path: Path) -> None:
         assert retriever.add([Document("y", "w3a")]) == 13
 
 
-def test_a_reader_on_a_shared_collection_follows_a_writer(tmp_path: Path) -> None:
+def test_a_reader_on_a_shared_collection_follows_a_writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Vectors outside the folder (one collection, written in place): a second Retriever, as a server, sees the
-    other's writes after refresh(), and its older version meanwhile shows none of the added rows."""
+    other's writes after refresh(), its older version meanwhile shows none of the added rows, and a refresh that
+    fails leaves it serving that version."""
+    import whitevec.index.milvus_writes as milvus_writes
+
     docs = corpus(20, seed=5)
     uri = str(tmp_path / "shared" / "store.db")
     build(tmp_path / "index", docs, uri=uri).close()
@@ -154,6 +157,11 @@ def test_a_reader_on_a_shared_collection_follows_a_writer(tmp_path: Path) -> Non
     ):
         writer.write([Document("late", "w40a w41b w42a"), Document("d1", "w50a w51b")], on_existing="replace")
         assert "late" not in matching(reader, ["w40a w41b w42a"])[0]
+        with monkeypatch.context() as patched:
+            patched.setattr(milvus_writes, "open_version", lambda *_: (_ for _ in ()).throw(OSError("disk gone")))
+            with pytest.raises(OSError, match="disk gone"):
+                reader.refresh()
+        assert "late" not in matching(reader, ["w40a w41b w42a"])[0] and reader.count == 20
         assert reader.refresh() and not reader.refresh()
         assert "late" in matching(reader, ["w40a w41b w42a"])[0]
         hit = reader.search(["w50a w51b"], 1)[0][0]

@@ -338,8 +338,11 @@ class MilvusWrites:
 
     def _milvus_reload(self, *, transform: bool = False) -> None:
         """Open the folder's current version (manifest, store, documents, lexical ranker) in place of this one.
-        The old handles are closed first: Milvus Lite serves one folder per path in a process."""
-        for handle in (self._docs, self.store):
+        In-folder Lite data: the old handles closed first (Milvus Lite serves one folder per path in a process);
+        elsewhere after, so that a failed open leaves this version serving."""
+        old = (self._docs, self.store)
+        in_folder = isinstance(self.store, MilvusStore) and self.store.stored_uri is None
+        for handle in old if in_folder else ():
             with contextlib.suppress(Exception):
                 handle.close()
         version: Version = read_consistent(self.path, lambda snapshot: open_version(snapshot, "cpu"))
@@ -348,3 +351,6 @@ class MilvusWrites:
         if transform:
             self.transform = version.transform
         self._columns = None
+        for handle in () if in_folder else old:
+            with contextlib.suppress(Exception):
+                handle.close()
