@@ -41,6 +41,15 @@ def answers(retriever: Retriever, queries: list[str], mode: str) -> list[list[tu
     return [[(h.id, round(float(h.score), 4)) for h in row] for row in hits]
 
 
+def failing(message: str) -> Any:
+    """A stand-in for a function, raising OSError(``message``)."""
+
+    def fail(*_: object) -> None:
+        raise OSError(message)
+
+    return fail
+
+
 def matching(retriever: Retriever, queries: list[str]) -> list[set[str]]:
     """The documents each query matches lexically (every one: k is the index's size)."""
     return [{h.id for h in row} for row in retriever.search(queries, retriever.count, mode="lexical")]
@@ -123,9 +132,19 @@ def test_compaction_keeps_the_answers_and_a_new_reader_sees_the_writes(
         assert again.existing_ids(["d3", "d5", "n9"]) == ["d3", "n9"]
 
 
-def test_refusals_write_nothing(tmp_path: Path) -> None:
+def test_refusals_and_failures_write_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import whitevec.index.milvus_writes as milvus_writes
+
     docs = corpus(12, seed=4)
     with build(tmp_path / "index", docs) as retriever:
+        # a write failing after its Milvus calls (on the copy of the in-folder Lite data): the index as it was
+        with monkeypatch.context() as patched:
+            patched.setattr(
+                milvus_writes, "write_manifest", lambda *_: (_ for _ in ()).throw(OSError("disk full"))
+            )
+            with pytest.raises(OSError, match="disk full"):
+                retriever.delete(["d1"])
+        assert retriever.existing_ids(["d1"]) == ["d1"] and "d1" in matching(retriever, [docs[1].text])[0]
         before = read_manifest(retriever.path)
         with pytest.raises(BadInputError, match=r"document id 'd2' is already in the index .*on_existing"):
             retriever.add([Document("x", "w1a"), Document("d2", "w2a")])
@@ -158,7 +177,7 @@ def test_a_reader_on_a_shared_collection_follows_a_writer(tmp_path: Path, monkey
         writer.write([Document("late", "w40a w41b w42a"), Document("d1", "w50a w51b")], on_existing="replace")
         assert "late" not in matching(reader, ["w40a w41b w42a"])[0]
         with monkeypatch.context() as patched:
-            patched.setattr(milvus_writes, "open_version", lambda *_: (_ for _ in ()).throw(OSError("disk gone")))
+            patched.setattr(milvus_writes, "open_version", failing("disk gone"))
             with pytest.raises(OSError, match="disk gone"):
                 reader.refresh()
         assert "late" not in matching(reader, ["w40a w41b w42a"])[0] and reader.count == 20
