@@ -159,6 +159,11 @@ def test_refusals_and_failures_write_nothing(tmp_path: Path, monkeypatch: pytest
             retriever.add([Document("y", "w3a")])
         retriever.refresh()  # moves to the folder's version (the stale checksum differs from it)
         assert retriever.add([Document("y", "w3a")]) == 13
+        # an older Milvus index whose BM25 index lies in the folder: these writes would leave it behind
+        bm25s = {**retriever.manifest["lexical"], "library": "bm25s"}
+        retriever.manifest = dict(retriever.manifest, lexical=bm25s)
+        with pytest.raises(BadInputError, match="BM25 index lies in the folder"):
+            retriever.delete(["y"])
 
 
 def test_a_reader_on_a_shared_collection_follows_a_writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

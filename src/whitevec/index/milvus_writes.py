@@ -75,7 +75,9 @@ class MilvusChange:
         return cls([], none, {}, none, np.asarray(rows, dtype=np.int64))
 
 
-def milvus_rows(store: MilvusStore, ids: np.ndarray, vectors: np.ndarray, docs: list[Document]) -> list[dict]:
+def milvus_rows(
+    store: MilvusStore, ids: np.ndarray, vectors: np.ndarray, docs: list[Document]
+) -> list[dict[str, Any]]:
     """The collection's rows for ``docs`` at row ids ``ids``: the vector, the text where the collection keeps it
     (BM25, or the documents), and the document's id and metadata where it keeps the documents."""
     values = store.field_values(np.ascontiguousarray(vectors, dtype=np.float32), fit=True)
@@ -90,8 +92,8 @@ def milvus_rows(store: MilvusStore, ids: np.ndarray, vectors: np.ndarray, docs: 
     return rows
 
 
-def _apply(store: MilvusStore, change: MilvusChange, first_row: int) -> np.ndarray:
-    """Milvus's delete, upsert and insert of ``change`` on ``store``; the rows inserted."""
+def _apply(store: MilvusStore, change: MilvusChange, first_row: int) -> None:
+    """Milvus's delete, upsert and insert of ``change`` on ``store`` (new rows from ``first_row``)."""
     if change.deleted.size:
         store.client.delete(store.collection, ids=[int(r) for r in change.deleted])
     replaced_rows = np.fromiter(change.replaced, dtype=np.int64, count=len(change.replaced))
@@ -103,7 +105,6 @@ def _apply(store: MilvusStore, change: MilvusChange, first_row: int) -> np.ndarr
     for start in range(0, len(inserts), _BATCH):
         store.client.insert(store.collection, inserts[start : start + _BATCH])
     store.flush()
-    return added
 
 
 def _following(manifest: dict[str, Any], change: MilvusChange, skipped: int) -> dict[str, Any]:
@@ -247,9 +248,12 @@ class MilvusWrites:
     def _milvus_store(self, what: str) -> MilvusStore:
         """The index's Milvus store, or the one-line refusal of ``what`` on an index of another kind."""
         if not isinstance(self.store, MilvusStore):
+            raise BadInputError(f"{what} are not supported on the index at {self.path}; rebuild it")
+        lexical = self.manifest.get("lexical")
+        if lexical is not None and lexical["library"] != "milvus":
             raise BadInputError(
-                f"{what} are not supported on an index whose vectors or documents live in "
-                f"{self.manifest['backend']} ({self.manifest.get('docs', 'sqlite')} documents); rebuild it"
+                f"{what} are not supported on the index at {self.path}: its BM25 index lies in the folder beside "
+                "the Milvus vectors (built before Milvus kept its own BM25); rebuild it"
             )
         return self.store
 
