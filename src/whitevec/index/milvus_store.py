@@ -172,8 +172,8 @@ class MilvusStore:
 
     With no URI at build, Milvus Lite keeps the data in the index folder (``milvus.db/``); with one, a server (or
     a Lite file elsewhere) holds the collection and the folder only names it. Rows are never renumbered, so a
-    handle opened for one index version searches ``id < count`` of that version (``visible_rows``): rows a later
-    add is putting in stay invisible to it.
+    handle opened for one index version searches its rows, ``id < next_row`` (``visible_rows``; the manifest's
+    ``next_row``, as built its count): rows a later add is putting in stay invisible to it.
     """
 
     name: ClassVar[str] = "milvus"
