@@ -26,8 +26,17 @@ class FakeMilvusClient(BaseMilvusClient):
     def has_collection(self, name: str) -> bool:
         return name in self.collections
 
-    def create_collection(self, name: str, schema: Any, index_params: Any) -> None:
-        self.collections[name] = {"schema": schema, "index": dict(index_params[0].to_dict()), "rows": {}}
+    def create_collection(self, name: str, schema: Any, index_params: Any, **options: Any) -> None:
+        index = dict(index_params[0].to_dict())
+        self.collections[name] = {"schema": schema, "index": index, "rows": {}, "options": options, "compacted": 0}
+
+    def compact(self, name: str) -> int:
+        self.collections[name]["compacted"] += 1
+        return 7  # a job id
+
+    def get_compaction_state(self, job: int) -> str:
+        assert job == 7
+        return "Completed"
 
     def load_collection(self, name: str) -> None:
         assert name in self.collections

@@ -326,6 +326,11 @@ def test_an_index_of_sign_codes_on_a_milvus_server_keeps_its_sign_step(
         assert [[(h.id, h.score) for h in row] for row in loaded.search(queries, 5)] == before
         loaded.add([Document("new", "a brand new text")])  # the next version keeps the same sign step
         assert loaded.search(["a brand new text"], 1)[0][0].id == "new"
+        # a server compacts its collection itself: asked and waited for, no new version
+        generation = loaded.manifest["generation"]
+        assert loaded.compact() == 0 and loaded.manifest["generation"] == generation
+        collection = fake_server.collections[loaded.manifest["milvus_collection"]]
+        assert collection["compacted"] == 1 and collection["options"] == {"consistency_level": "Strong"}
         kept = SignCodes.from_bytes((out / SIGN_FILE).read_bytes(), SIGN_FILE, "itq", 20)
         assert built.store.signs is not None and built.store.signs.rotation_ is not None
         np.testing.assert_array_equal(kept.rotation_, built.store.signs.rotation_)

@@ -212,7 +212,7 @@ def _documents_in_milvus(out: Path, docs: list[Document], encoder: Any) -> None:
 # How a test writes an index whose documents live in each registered store, and whether that store takes adds.
 DOCUMENT_WRITERS: dict[str, tuple[Callable[[Path, list[Document], Any], None], bool]] = {
     "sqlite": (_documents_in_sqlite, True),
-    "milvus": (_documents_in_milvus, False),
+    "milvus": (_documents_in_milvus, True),
 }
 
 

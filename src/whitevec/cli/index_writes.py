@@ -62,8 +62,9 @@ def index_delete_command(
     ids: Annotated[list[str] | None, typer.Argument(help="Ids of the documents to delete.")] = None,
     ids_file: Annotated[Path | None, typer.Option("--ids", help="A file of ids to delete, one a line.")] = None,
 ) -> None:
-    """Delete documents by id (a tombstone list in a new version; the rows go at the next merge). Ids the index
-    does not hold are reported (how many, the first few) and the rest deleted; the exit status is then 1."""
+    """Delete documents by id (a tombstone list in a new version; the rows go at the next merge; on a Milvus index,
+    Milvus's delete). Ids the index does not hold are reported (how many, the first few) and the rest deleted; the
+    exit status is then 1."""
     from whitevec.workflows.index_writes import delete_documents
 
     report = delete_documents(index_dir, ids or [], ids_file)
@@ -76,7 +77,8 @@ def index_delete_command(
 
 @index_app.command("compact")
 def index_compact_command(index_dir: IndexDirArg) -> None:
-    """Merge an index's segments into one and drop its deleted rows (readers keep their version meanwhile)."""
+    """Merge an index's segments into one and drop its deleted rows (readers keep their version meanwhile). On a
+    Milvus index: Milvus Lite's rows rewritten as one collection segment, or a Milvus server's own compaction."""
     from whitevec.workflows.index_writes import compact_index
 
     report = compact_index(index_dir)

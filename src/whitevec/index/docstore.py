@@ -29,7 +29,7 @@ def write_docs(path: Path, docs: Iterable[Document], start_row: int = 0) -> int:
     The journal is the default rollback journal, so once this returns only ``path`` itself is on disk.
     """
     new = not path.exists()
-    rows = [(start_row + offset, doc.id, doc.text, _metadata_json(doc)) for offset, doc in enumerate(docs)]
+    rows = [(start_row + offset, doc.id, doc.text, metadata_json(doc)) for offset, doc in enumerate(docs)]
     with writing_to(path):
         db = sqlite3.connect(path)
         try:
@@ -49,7 +49,7 @@ def write_docs(path: Path, docs: Iterable[Document], start_row: int = 0) -> int:
             db.close()
 
 
-def _metadata_json(doc: Document) -> str | None:
+def metadata_json(doc: Document) -> str | None:
     """Metadata as strict JSON: NaN or Infinity would come back out of ``search --json`` and the service as bare
     ``NaN``, which strict JSON parsers refuse."""
     if doc.metadata is None:
@@ -62,6 +62,25 @@ def _metadata_json(doc: Document) -> str | None:
         ) from None
     except TypeError as exc:
         raise BadInputError(f"document {doc.id!r} has metadata that is not JSON ({exc})") from None
+
+
+def rewrite_docs(
+    path: Path, deleted: Iterable[int], replaced: dict[int, Document], added: Sequence[Document], start_row: int
+) -> None:
+    """Change the documents of ``path`` (a copy being written into a new version): ``deleted`` rows removed,
+    ``replaced`` rows given their new document, ``added`` appended at rows ``start_row, ...``."""
+    changes = [(doc.id, doc.text, metadata_json(doc), int(row)) for row, doc in replaced.items()]
+    with writing_to(path):
+        db = sqlite3.connect(path)
+        try:
+            db.execute("PRAGMA journal_mode=OFF")  # as write_docs: the version folder is published whole
+            db.execute("PRAGMA synchronous=OFF")
+            with db:
+                db.executemany("DELETE FROM docs WHERE row = ?", [(int(r),) for r in deleted])
+                db.executemany("UPDATE docs SET id = ?, text = ?, metadata = ? WHERE row = ?", changes)
+        finally:
+            db.close()
+    write_docs(path, added, start_row=start_row)
 
 
 @register_document_store

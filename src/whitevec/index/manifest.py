@@ -207,6 +207,9 @@ FIELDS: dict[str, tuple[str, Callable[[Any], bool], bool]] = {
     # The encoder's vectors before the transform, one file per segment (whitevec.index.raw_vectors), kept when
     # the build was asked to (--keep-raw-vectors): a refit fits on them without encoding again.
     "raw_vectors": ("an object with dtype float32", _raw_vectors_record, False),
+    # A Milvus index written to (whitevec.index.milvus_writes): the next row id it gives (ids are never reused);
+    # absent: ``count``.
+    "next_row": ("a non-negative integer", _integer(0), False),
     # The BM25 index beside the vectors (whitevec.index.lexical; its files checked by layout); absent: none, as
     # in every index built before it.
     "lexical": (

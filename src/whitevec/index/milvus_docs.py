@@ -15,6 +15,8 @@ from whitevec.index.encodings import parse_encoding
 from whitevec.index.milvus_store import DOCS_IN_COLLECTION, MilvusStore
 from whitevec.index.store import ENCODING
 
+_QUERY_IDS = 500  # document ids per Milvus query
+
 if TYPE_CHECKING:
     from whitevec.index.snapshot import IndexSnapshot
 
@@ -34,8 +36,9 @@ def check_documents_encoding(params: dict[str, Any] | None) -> None:
 class MilvusDocs:
     """The documents of an index built with ``--engine ray``, read from the scalar fields of its Milvus
     collection (``milvus`` in the registry of :mod:`whitevec.index.documents`). It opens its own handle on the
-    collection (an in-process Milvus Lite server is shared between handles). Adding documents to such an index
-    is not supported (rebuild it)."""
+    collection (an in-process Milvus Lite server is shared between handles). Its documents are written with the
+    collection's rows, by Milvus's insert, upsert and delete (:mod:`whitevec.index.milvus_writes`), so it stages
+    nothing into a version folder."""
 
     name: ClassVar[str] = DOCS_IN_COLLECTION
     files: ClassVar[tuple[str, ...]] = ()  # in the collection (and, for in-folder Lite data, in milvus.db/)
@@ -66,16 +69,17 @@ class MilvusDocs:
 
     def _refuse(self) -> BadInputError:
         return BadInputError(
-            f"the index at {self.where} keeps its documents in Milvus (built with --engine ray); adding to it is "
-            "not supported: rebuild it with the new documents"
+            f"the index at {self.where} keeps its documents in Milvus (built with --engine ray): they are written "
+            "with the collection's rows (Retriever.add), not staged in a folder"
         )
 
     # --- data -----------------------------------------------------------------------------------------------
     @property
     def count(self) -> int:
-        visible = self.store.visible_rows
-        total = self.store.count
-        return total if visible is None else min(total, visible)
+        """The live documents of this version (rows below its ``next_row``)."""
+        where = self.store.visible_filter
+        rows = self.store.client.query(self.store.collection, filter=where, output_fields=["count(*)"])
+        return int(rows[0]["count(*)"]) if rows else 0
 
     def get(self, rows: Sequence[int]) -> dict[int, Document]:
         limit = self.store.visible_rows
@@ -87,13 +91,28 @@ class MilvusDocs:
 
     def metadata(self) -> dict[int, dict[str, Any] | None]:
         """``{row: metadata}`` of every row this version holds (read from the collection, in chunks)."""
-        return {row: doc.metadata for row, doc in self.get(range(self.count)).items()}
+        rows = range(self.next_row())
+        return {row: doc.metadata for row, doc in self.get(rows).items()}
 
     def existing_ids(self, ids: Sequence[str]) -> list[str]:
-        raise self._refuse()
+        return list(self.rows_of(ids))
 
     def rows_of(self, ids: Sequence[str]) -> dict[str, int]:
-        raise self._refuse()
+        """``{id: row}`` of those of ``ids`` this version holds (a query on the ``doc_id`` field)."""
+        found: dict[str, int] = {}
+        visible = self.store.visible_filter
+        for start in range(0, len(ids), _QUERY_IDS):
+            chunk = ",".join(json.dumps(i, ensure_ascii=False) for i in ids[start : start + _QUERY_IDS])
+            where = f"doc_id in [{chunk}]" + (f" and {visible}" if visible else "")
+            # Strong: a write plans on every write acknowledged before it (no id held twice)
+            hits = self.store.client.query(
+                self.store.collection, filter=where, output_fields=["id", "doc_id"], consistency_level="Strong"
+            )
+            found.update((hit["doc_id"], int(hit["id"])) for hit in hits)
+        return found
 
     def next_row(self) -> int:
-        raise self._refuse()
+        """The next row id (the manifest's ``next_row``, which the store holds its searches below)."""
+        if self.store.visible_rows is None:
+            raise BadInputError(f"the index at {self.where} was opened without a version; load it again")
+        return int(self.store.visible_rows)

@@ -76,6 +76,7 @@ DOC_TEXT_BYTES = 65535
 # The manifest's ``docs`` for such an index (:class:`whitevec.index.milvus_docs.MilvusDocs` reads them).
 DOCS_IN_COLLECTION = "milvus"
 _QUERY_ROWS = 1000
+_STRONG = {"consistency_level": "Strong"}
 DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
     "flat": {ENCODING: "float32"},
     "hnsw": {"M": 32, "efConstruction": 40, "efSearch": 64, ENCODING: "float32"},
@@ -171,8 +172,8 @@ class MilvusStore:
 
     With no URI at build, Milvus Lite keeps the data in the index folder (``milvus.db/``); with one, a server (or
     a Lite file elsewhere) holds the collection and the folder only names it. Rows are never renumbered, so a
-    handle opened for one index version searches ``id < count`` of that version (``visible_rows``): rows a later
-    add is putting in stay invisible to it.
+    handle opened for one index version searches its rows, ``id < next_row`` (``visible_rows``; the manifest's
+    ``next_row``, as built its count): rows a later add is putting in stay invisible to it.
     """
 
     name: ClassVar[str] = "milvus"
@@ -316,7 +317,7 @@ class MilvusStore:
 
         uri = manifest["backend_uri"]
         store = connect(uri) if uri else snapshot.by_path(MILVUS_LOCAL, connect)
-        store.visible_rows = manifest["count"]
+        store.visible_rows = int(manifest.get("next_row", manifest["count"]))
         if store.binary:
             data = snapshot.read_bytes(SIGN_FILE)
             store.signs = SignCodes.from_bytes(
@@ -393,7 +394,7 @@ class MilvusStore:
                     bm25=self.bm25,
                 )
                 store.signs = self.signs
-        store.visible_rows = manifest["count"]
+        store.visible_rows = int(manifest.get("next_row", manifest["count"]))
         return store
 
     def abandon(self, ids: np.ndarray) -> None:
@@ -420,7 +421,7 @@ class MilvusStore:
             return {"rbq_query_bits": int(self.encoding.qb or 0)}
         return {}
 
-    def _field_values(self, x: np.ndarray, *, fit: bool = False) -> list[Any]:
+    def field_values(self, x: np.ndarray, *, fit: bool = False) -> list[Any]:
         """The ``vector`` field's values for float rows ``x``: lists of floats, or for sign codes the packed bytes
         of ``SignCodes.encode`` (the codes the FAISS store makes; ``fit``: fit the sign step on ``x`` first when
         it has none yet)."""
@@ -456,7 +457,8 @@ class MilvusStore:
         index_params.add_index(
             "vector", index_type=self.index_type, metric_type=self._milvus_metric, params=self._build_params()
         )
-        self.client.create_collection(self.collection, schema=schema, index_params=index_params)
+        # Strong: a search sees every write acknowledged before it (a server following writers must)
+        self.client.create_collection(self.collection, schema=schema, index_params=index_params, **_STRONG)
 
     def _build_params(self) -> dict[str, Any]:
         """The index's build parameters as this Milvus reads them: pymilvus sends flat pairs, which a server
@@ -493,7 +495,7 @@ class MilvusStore:
 
     def _insert(self, ids: np.ndarray, vectors: np.ndarray, texts: list[str] | None) -> None:
         ids64, x = check_vectors_for(self, ids, vectors)
-        values = self._field_values(x, fit=True)
+        values = self.field_values(x, fit=True)
         for start in range(0, len(ids64), _INSERT_BATCH):
             stop = start + _INSERT_BATCH
             rows = [
@@ -520,7 +522,7 @@ class MilvusStore:
         ids64, x = check_vectors_for(self, ids, vectors)
         rows = [
             {"id": int(i), "vector": v, "doc_id": d, "text": t, "metadata": m}
-            for i, v, d, t, m in zip(ids64, self._field_values(x), doc_ids, texts, metadata, strict=True)
+            for i, v, d, t, m in zip(ids64, self.field_values(x), doc_ids, texts, metadata, strict=True)
         ]
         self.client.upsert(self.collection, rows)
 
@@ -565,7 +567,7 @@ class MilvusStore:
             search_params["params"] = {"ef": max(self._params["efSearch"], k)}
         elif self.kind == "ivf":
             search_params["params"] = {"nprobe": self._params["nprobe"], **self._type_search_params}
-        return self._field_values(x), search_params
+        return self.field_values(x), search_params
 
     @property
     def visible_filter(self) -> str:

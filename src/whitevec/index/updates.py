@@ -17,12 +17,11 @@ Past :data:`MAX_SEGMENTS` segments, a write merges every segment but the largest
 re-adds each kept row's vector as the store keeps it (its rescoring vector, else its decoded code) with the
 build's training; the lexical part of a merged segment is rebuilt over its documents.
 
-A vector store that keeps its data outside the folder (Milvus) takes its own adds (:func:`add_rewriting`).
+An index whose vectors live in Milvus is written through Milvus's own calls (:mod:`whitevec.index.milvus_writes`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import shutil
@@ -444,64 +443,6 @@ def check_ids(ids: Sequence[str]) -> list[str]:
     if bad is not None:
         raise BadInputError(f"a document id must be a non-empty string, got {bad!r}")
     return wanted
-
-
-def not_segmented(manifest: dict[str, Any], what: str) -> str:
-    """Why an index whose vectors or documents live outside its folder takes no ``what``."""
-    return (
-        f"{what} are not supported on an index whose vectors or documents live in {manifest['backend']} "
-        f"({manifest.get('docs', 'sqlite')} documents); rebuild it with the new documents"
-    )
-
-
-# --- a store outside the folder ----------------------------------------------------------------------------------
-def add_rewriting(
-    path: Path,
-    manifest: dict[str, Any],
-    store: VectorStore,
-    docs: DocumentStore,
-    items: list[Document],
-    vectors: np.ndarray,
-    skipped: int,
-) -> tuple[dict[str, Any], VectorStore, DocumentStore]:
-    """Add ``items`` to an index whose store keeps its vectors outside the folder (Milvus): the store stages the
-    rows for the next version, which is written whole and swapped in; ``(manifest, store, docs)`` of it. The
-    caller holds the writers' lock; on failure it reopens ``store`` (staging may have let go of it)."""
-    transform_bytes = read_consistent(path, lambda snapshot: _own_transform(snapshot, manifest, path))
-    start = docs.next_row()
-    ids = np.arange(start, start + len(items), dtype=np.int64)
-    following = dict(manifest)
-    following["count"] = int(manifest["count"]) + len(items)
-    if skipped:
-        following["skipped_documents"] = int(manifest.get("skipped_documents", 0)) + skipped
-    following["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    staged: VectorStore | None = None
-    try:
-        with atomic_dir(path) as tmp:
-            staged = store.stage_add(tmp)
-            staged.add(ids, vectors)
-            files = [*staged.save(tmp)]
-            if transform_bytes is not None:
-                with writing_to(tmp / TRANSFORM_FILE):
-                    (tmp / TRANSFORM_FILE).write_bytes(transform_bytes)
-                files.append(TRANSFORM_FILE)
-            files = [*docs.stage_add(tmp, items, start), *files]
-            written = write_manifest(tmp, following, files)
-    except BaseException:
-        if staged is not None:
-            with contextlib.suppress(Exception):
-                staged.abandon(ids)
-        raise
-    reopened = docs.reopen(path)
-    docs.close()
-    return written, staged.reopen(path, written), reopened
-
-
-def _own_transform(snapshot: IndexSnapshot, manifest: dict[str, Any], path: Path) -> bytes | None:
-    """The transform file of the version ``manifest`` describes (refused if the folder moved on)."""
-    if snapshot.manifest[SELF_CHECKSUM] != manifest[SELF_CHECKSUM]:
-        raise BadInputError(changed_message(path))
-    return snapshot.read_bytes(TRANSFORM_FILE) if snapshot.has(TRANSFORM_FILE) else None
 
 
 # --- refitting the transform -------------------------------------------------------------------------------------

@@ -3,7 +3,6 @@ one new version of its folder, :mod:`whitevec.index.updates`), and keep searchin
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +22,7 @@ from whitevec.index.build import (
 )
 from whitevec.index.documents import DocumentStore
 from whitevec.index.fusion import LexicalRanker
+from whitevec.index.milvus_writes import MilvusWrites
 from whitevec.index.opening import open_version
 from whitevec.index.raw_vectors import keeps_raw_vectors, live_raw_vectors
 from whitevec.index.snapshot import read_consistent
@@ -32,7 +32,6 @@ from whitevec.index.updates import (
     DeleteResult,
     IndexState,
     ReloadNeededError,
-    add_rewriting,
     check_ids,
     check_on_existing,
     check_own_version,
@@ -42,7 +41,6 @@ from whitevec.index.updates import (
     merge_plan,
     merged,
     new_segment,
-    not_segmented,
     plan_add,
     rebuild_options,
     refreshed,
@@ -56,7 +54,7 @@ if TYPE_CHECKING:
     from whitevec.encoders.protocol import EncoderLike
 
 
-class IndexWrites:
+class IndexWrites(MilvusWrites):
     """Writes to the index a Retriever loaded; the Retriever's searches take the same lock, so a search sees the
     version before a write or the one after it."""
 
@@ -116,10 +114,6 @@ class IndexWrites:
         if not given:
             raise BadInputError("no documents to add")
         check_unique_ids(given, where="the documents to add")
-        if self._state is None:
-            if on_existing != "error":
-                raise BadInputError(not_segmented(self.manifest, "upserts"))
-            return self._add_rewriting(given, show_progress, empty_documents)
         meaningful = meaningful_documents(given, self.encoder, empty_documents)
         empty = len(given) - len(meaningful)
         with self._lock:  # refused before any encoding: an id held under "error"
@@ -134,6 +128,9 @@ class IndexWrites:
                 index_of = {d.id: i for i, d in enumerate(meaningful)}
                 position = [index_of[d.id] for d in items]
                 vectors = stored_form(self.transform, raw[position], self.manifest["metric"])
+                if self._state is None:  # a Milvus index: Milvus's insert and upsert
+                    held = self._docs.rows_of([d.id for d in items]) if replaced.size else {}
+                    return self._milvus_write(items, vectors, held, len(given) - len(items), empty)
                 with writers_lock(self.path.parent):
                     check_own_version(self._state)
                     made = new_segment(self._state, items, vectors, raw[position])
@@ -158,16 +155,16 @@ class IndexWrites:
         return self.add(docs, show_progress, empty_documents=empty_documents, on_existing="replace")
 
     def delete(self, ids: Sequence[str]) -> DeleteResult:
-        """Delete the documents with these ids (one new version: a tombstone list, nothing rewritten); ids the
-        index does not hold are reported in the result (how many, the first few), the rest deleted.
+        """Delete the documents with these ids (one new version: a tombstone list, nothing rewritten; on a Milvus
+        index, Milvus's delete); ids the index does not hold are reported in the result (how many, the first
+        few), the rest deleted.
 
         Raises:
-            BadInputError: no ids, not strings, the index changed on disk since it was loaded, or an index whose
-                vectors live outside its folder (Milvus).
+            BadInputError: no ids, not strings, or the index changed on disk since it was loaded.
         """
         wanted = check_ids(ids)
         if self._state is None:
-            raise BadInputError(not_segmented(self.manifest, "deletes"))
+            return self._milvus_delete(wanted)
         with self._lock:
             held = self._docs.rows_of(wanted)
             missing = [doc_id for doc_id in wanted if doc_id not in held]
@@ -184,7 +181,7 @@ class IndexWrites:
         """Merge every segment into one and drop the deleted rows (one new version); the segments merged (0: it
         was one segment with nothing deleted, and nothing was written)."""
         if self._state is None:
-            raise BadInputError(not_segmented(self.manifest, "compaction"))
+            return self._milvus_compact()
         with self._lock, writers_lock(self.path.parent):
             check_own_version(self._state)
             merging = merge_plan(self._state, full=True)
@@ -201,11 +198,11 @@ class IndexWrites:
         ``index info``'s state says how many were.
 
         Raises:
-            BadInputError: the index changed on disk since it was loaded, its vectors live outside its folder,
-                or its transform came fitted and no ``transform`` is named.
+            BadInputError: the index changed on disk since it was loaded, or its transform came fitted and no
+                ``transform`` is named.
         """
         if self._state is None:
-            raise BadInputError(not_segmented(self.manifest, "refits"))
+            return self._milvus_refit(transform, show_progress)
         options = rebuild_options(self.manifest, transform)
         with self._lock, writers_lock(self.path.parent):
             check_own_version(self._state)
@@ -233,7 +230,7 @@ class IndexWrites:
         command line) made one since this Retriever loaded or last wrote: the segments both versions hold are
         kept, only new ones are read (after a rebuild or refit, the whole index). Whether it moved on."""
         if self._state is None:
-            return False
+            return self._milvus_refresh()
         state = self._state
         with self._lock:
             try:
@@ -264,37 +261,3 @@ class IndexWrites:
         return stored_form(
             self.transform, self.encoder.encode(texts, show_progress=show_progress), self.manifest["metric"]
         )
-
-    def _add_rewriting(self, given: list[Document], show_progress: bool | None, empty_documents: str) -> AddResult:
-        """An add to an index whose vectors live outside its folder (Milvus): the store takes the rows."""
-        if self.lexical is not None:
-            raise BadInputError(
-                f"the index at {self.path} keeps its lexical part in its {self.manifest['backend']} collection; "
-                "adding to it is not supported: rebuild it with the new documents"
-            )
-        items = meaningful_documents(given, self.encoder, empty_documents)
-        with self._lock:
-            clash = self._docs.existing_ids([d.id for d in items])
-            if clash:
-                raise BadInputError(f"document id {clash[0]!r} is already in the index at {self.path}")
-            if items:
-                vectors = self._stored_form_progress([d.text for d in items], show_progress)
-                with writers_lock(self.path.parent):
-                    try:
-                        self.manifest, self.store, self._docs = add_rewriting(
-                            self.path,
-                            self.manifest,
-                            self.store,
-                            self._docs,
-                            items,
-                            vectors,
-                            len(given) - len(items),
-                        )
-                    except BaseException:
-                        # Staging may have let go of the live store (Milvus Lite copies its data): take it back,
-                        # keeping the add's own error.
-                        with contextlib.suppress(Exception):
-                            self.store = self.store.reopen(self.path, self.manifest)
-                        raise
-                    self._columns = None
-        return AddResult(added=len(items), replaced=0, skipped=len(given) - len(items), count=self.count)

@@ -101,7 +101,7 @@ _ERRORS = {
     413: "The body is larger than max_body_bytes.",
     422: "The body is not JSON or breaks the schema (whose limits are this server's max_queries, max_texts, "
     "max_text_chars, max_k and max_ids), or a write the index cannot take (a document with no token the model "
-    "knows; a delete, upsert or compaction of an index whose vectors live in Milvus).",
+    "knows).",
     500: "A fault on the server (logged there; the answer does not describe it).",
     503: "The worker thread that owns the retriever has stopped, the server has max_connections open, or the "
     "index is damaged (a file unreadable since the server loaded it; /health then says so).",

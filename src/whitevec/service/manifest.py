@@ -45,7 +45,7 @@ def search_choices(manifest: dict[str, Any]) -> tuple[SearchChoices, SearchInfo]
         analyzer = record["analyzer"]
         lexical = LexicalInfo(
             ranker=record["ranker"],
-            method=record["method"],
+            method=record.get("method", "milvus"),  # a Milvus BM25 record names no bm25s method
             k1=record["k1"],
             b=record["b"],
             analyzer=analyzer["name"] if isinstance(analyzer, dict) else str(analyzer),

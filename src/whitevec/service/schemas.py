@@ -299,7 +299,9 @@ class HealthResponse(BaseModel):
 
 class LexicalInfo(BaseModel):
     ranker: str = Field(description="'bm25'.")
-    method: str = Field(description="bm25s's BM25 variant: lucene, robertson, atire, bm25l or bm25+.")
+    method: str = Field(
+        description="bm25s's BM25 variant: lucene, robertson, atire, bm25l or bm25+; milvus: Milvus's own BM25."
+    )
     k1: float
     b: float
     analyzer: str = Field(description="How texts become terms: english, cjk-bigram, plain or encoder.")
