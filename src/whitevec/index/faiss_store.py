@@ -23,7 +23,7 @@ from whitevec.index.encodings import (
     index_layers,
     parse_encoding,
 )
-from whitevec.index.faiss_filter_costs import decoding_pays, graph_ef, scaled_setting, top_k
+from whitevec.index.faiss_filter_costs import decoding_pays, filtered_setting, top_k, work_per_query
 from whitevec.index.layout import INDEX_FILE
 from whitevec.index.rescore import RESCORE_FILE, RescoreVectors
 from whitevec.index.sign_codes import SIGN_FILE, SignCodes, hamming_scores
@@ -387,21 +387,12 @@ class FaissStore:
         if self.rescore is not None:
             self.rescore.delete(ids)
 
-    def _work_per_query(self) -> int:
-        """About how many multiply-adds one query's search takes (distances only): what decides whether
-        faiss's thread pool is worth waking. A Hamming distance over d bits counts as d / 32 (popcounts of 64
-        bits at a time)."""
-        n = int(self.index.ntotal)
+    def _work_per_query(self, setting: int | None = None) -> int:
+        """About how many multiply-adds one query's search takes at efSearch or nprobe ``setting`` (a filtered
+        search's, scaled; the index's own when None): what decides whether faiss's thread pool is worth waking.
+        A Hamming distance over d bits counts as d / 32 (popcounts of 64 bits at a time)."""
         dim = self.dim if self.signs is None else max(1, self.dim // 32)
-        if self.kind == "hnsw":  # efSearch candidates, each comparing its 2M neighbours on the base layer
-            work = int(self._params.get("efSearch") or 16) * 2 * int(self._params.get("M") or 32) * dim
-        elif self.kind == "ivf":
-            nlist = max(1, int(self._params.get("nlist") or 1))
-            probed = min(nlist, int(self._params.get("nprobe") or 1))
-            work = (nlist + probed * n // nlist) * dim
-        else:
-            work = n * dim
-        return work
+        return work_per_query(self.kind, self._params, int(self.index.ntotal), dim, setting)
 
     def search(
         self, vectors: np.ndarray, k: int, allowed: np.ndarray | None = None
@@ -423,7 +414,8 @@ class FaissStore:
         # From distance_compute_blas_threshold query floats on, faiss computes distances with its OpenBLAS,
         # whose threads would spin beside torch's (whitevec.utils.threads).
         blas = x.size >= int(getattr(_faiss().cvar, "distance_compute_blas_threshold", 0))
-        small = x.shape[0] * self._work_per_query() < POOL_WORK
+        setting = getattr(params, "efSearch", None) or getattr(params, "nprobe", None)  # what faiss will use
+        small = x.shape[0] * self._work_per_query(setting) < POOL_WORK
         selecting = {} if params is None else {"params": params}  # an unfiltered search passes none, as before
         with one_faiss_thread() if small else contextlib.nullcontext(), one_blas_thread(when=blas):
             if self.signs is not None:
@@ -509,18 +501,19 @@ class FaissStore:
 
     def _selector_params(self, bitmap: np.ndarray, k: int, *, passing: int, wide: bool) -> Any:
         """faiss's search parameters for a search within ``bitmap``'s ``passing`` rows. A selector passing a share
-        s of the rows leaves about s of the candidates a graph walk or the probed lists reach: efSearch / s and
-        nprobe / s reach about as many passing ones as an unfiltered search reaches rows (``wide``: every list,
-        or efSearch at the index size). bench_filters.py, 100k x 384, 10% passing, recall@10: HNSW 0.840 ->
-        0.996 at 12x its unfiltered p50, IVF 0.530 -> 0.874 at 3.1x (docs/results/filters.md)."""
+        s of the rows leaves about s of the candidates a graph walk or the probed lists reach, and the passing
+        rows' top k lie about 1/s deeper: efSearch / s, nprobe / s ** 1.5 (``filtered_setting``: recall@10
+        within 0.01 of the unfiltered one, 100k x 384) or, ``wide``, every list or efSearch at the index size."""
         faiss = _faiss()
         if self.kind == "ivf":
             params = faiss.SearchParametersIVF()
-            nlist, nprobe = int(self._params["nlist"]), int(self._params["nprobe"])
-            params.nprobe = nlist if wide else min(nlist, scaled_setting(nprobe, self.count, passing))
+            nlist = int(self._params["nlist"])
+            params.nprobe = nlist if wide else filtered_setting(self.kind, self._params, self.count, passing)
         elif self.kind == "hnsw":
             params = faiss.SearchParametersHNSW()
-            params.efSearch = max(k, self.count if wide else graph_ef(self._params, self.count, passing))
+            params.efSearch = max(
+                k, self.count if wide else filtered_setting(self.kind, self._params, self.count, passing)
+            )
         else:
             params = faiss.SearchParameters()
         params.sel = faiss.IDSelectorBitmap(len(bitmap), faiss.swig_ptr(bitmap))
