@@ -352,6 +352,31 @@ def test_a_filtered_search_is_priced_at_the_setting_it_searches_with(
     unfiltered, filtered = store._work_per_query(), work_per_query(kind, store.params(), 2000, 32, setting)
     assert filtered >= 10 * unfiltered
     monkeypatch.setattr(faiss_store, "POOL_WORK", (unfiltered + filtered) // 2)  # only the filtered one is big
+    one_thread = _one_thread_searches(monkeypatch)
+    store.search(x[:1], 5)
+    assert one_thread == ["one thread"]
+    store.search(x[:1], 5, allowed)
+    assert one_thread == ["one thread"], "the filtered search was priced at the unscaled setting"
+
+
+def test_a_widened_search_reaching_every_list_is_priced_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """1-bit IVF takes no selector: where one row passes, the widened search probes every list at once, and is
+    priced so (the index's own nprobe priced it at a fifteenth)."""
+    x = np.random.default_rng(0).standard_normal((2000, 64)).astype(np.float32)
+    store = FaissStore(64, "cosine", "ivf", {"nlist": 16, "nprobe": 1, "encoding": "binary"})
+    store.add(np.arange(2000), x)
+    unfiltered, widest = store._work_per_query(), store._work_per_query(16)
+    assert widest >= 10 * unfiltered
+    monkeypatch.setattr(faiss_store, "POOL_WORK", (unfiltered + widest) // 2)
+    one_thread = _one_thread_searches(monkeypatch)
+    allowed = np.arange(2000) == 7
+    _, ids = store.search(x[7:8], 5, allowed)
+    assert ids[0, 0] == 7 and (ids[0, 1:] == -1).all()
+    assert one_thread == [], "the search of every list was priced at the index's own nprobe"
+
+
+def _one_thread_searches(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A list that gets an item for each faiss search run on one thread (priced as small) from now on."""
     one_thread: list[str] = []
     real = faiss_store.one_faiss_thread
 
@@ -362,10 +387,7 @@ def test_a_filtered_search_is_priced_at_the_setting_it_searches_with(
             yield
 
     monkeypatch.setattr(faiss_store, "one_faiss_thread", counted)
-    store.search(x[:1], 5)
-    assert one_thread == ["one thread"]
-    store.search(x[:1], 5, allowed)
-    assert one_thread == ["one thread"], "the filtered search was priced at the unscaled setting"
+    return one_thread
 
 
 def test_a_filter_nothing_passes_answers_no_hits_with_a_note(tmp_path: Path, corpus: list[Document]) -> None:

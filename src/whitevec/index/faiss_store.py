@@ -404,9 +404,12 @@ class FaissStore:
             return self._filtered_search(x, k, allowed)
         return self._search(x, k)
 
-    def _search(self, x: np.ndarray, k: int, params: Any = None, passing: int | None = None) -> tuple[Any, Any]:
+    def _search(
+        self, x: np.ndarray, k: int, params: Any = None, passing: int | None = None, setting: int | None = None
+    ) -> tuple[Any, Any]:
         """The search itself; ``params``: faiss's search parameters (an id selector), ``passing``: how many rows
-        it lets through (what rescoring's candidates are capped at)."""
+        it lets through (what rescoring's candidates are capped at), ``setting``: the efSearch or nprobe the live
+        layers were set to, where ``params`` does not say it (what the search's work is priced at)."""
         encoding = self.encoding
         # With rescoring the codes find K x k candidates (no more than there are) for the vectors on disk to order.
         most = self.count if passing is None else passing
@@ -414,7 +417,7 @@ class FaissStore:
         # From distance_compute_blas_threshold query floats on, faiss computes distances with its OpenBLAS,
         # whose threads would spin beside torch's (whitevec.utils.threads).
         blas = x.size >= int(getattr(_faiss().cvar, "distance_compute_blas_threshold", 0))
-        setting = getattr(params, "efSearch", None) or getattr(params, "nprobe", None)  # what faiss will use
+        setting = getattr(params, "efSearch", None) or getattr(params, "nprobe", None) or setting  # faiss's
         small = x.shape[0] * self._work_per_query(setting) < POOL_WORK
         selecting = {} if params is None else {"params": params}  # an unfiltered search passes none, as before
         with one_faiss_thread() if small else contextlib.nullcontext(), one_blas_thread(when=blas):
@@ -543,9 +546,10 @@ class FaissStore:
         passing rows among its results; their best ``k``."""
         count = self.count
         depth = min(count, max(2 * k, 2 * k * count // max(1, int(np.count_nonzero(allowed)))))
+        widest = {"hnsw": count, "ivf": int(self._params.get("nlist") or 1)}.get(self.kind)  # every row or list
         while True:
             with self._reaching_every_row() if depth >= count else contextlib.nullcontext():
-                scores, ids = self._search(x, depth)
+                scores, ids = self._search(x, depth, setting=widest if depth >= count else None)
             passes = (ids >= 0) & allowed[np.maximum(ids, 0)]
             if (passes.sum(axis=1) >= want).all() or depth >= count:
                 break
