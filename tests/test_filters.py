@@ -390,6 +390,33 @@ def _one_thread_searches(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return one_thread
 
 
+def test_the_passing_rows_decoded_follow_adds_and_deletes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows' ids the decoded path reads once per index state are read again after a delete (the rows move
+    up) and an add (a row more): the hits are the brute-force top k of the live passing rows each time."""
+    monkeypatch.setattr(faiss_store, "decoding_pays", lambda *args: True)
+    rng = np.random.default_rng(3)
+    vectors = {i: v for i, v in enumerate(rng.standard_normal((300, 16)).astype(np.float32))}
+    store = FaissStore(16, "l2", "flat", {"encoding": "float32"})
+    store.add(np.arange(300), np.stack(list(vectors.values())))
+    query, allowed = rng.standard_normal((1, 16)).astype(np.float32), np.zeros(1000, bool)
+    allowed[::3] = True
+
+    def brute_force() -> list[int]:
+        live = [i for i in vectors if allowed[i]]
+        return sorted(live, key=lambda i: float(((vectors[i] - query[0]) ** 2).sum()))[:5]
+
+    for step in range(3):
+        assert store.search(query, 5, allowed)[1][0].tolist() == brute_force(), step
+        if step == 0:
+            gone = brute_force()[:2]
+            store.delete(np.array(gone))
+            for i in gone:
+                del vectors[i]
+        elif step == 1:
+            vectors[999] = query[0] + 0.01  # the nearest of all, passing
+            store.add(np.array([999]), vectors[999][None])
+
+
 def test_a_filter_nothing_passes_answers_no_hits_with_a_note(tmp_path: Path, corpus: list[Document]) -> None:
     with _build(tmp_path / "index", corpus[:100], "float32") as retriever:
         for mode in ("dense", "lexical", "hybrid"):
