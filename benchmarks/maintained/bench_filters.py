@@ -14,16 +14,25 @@ documents costs its mask, reported apart).
 Exactness, per index: ``exact`` is the share of queries whose hits equal the store's own unfiltered ranking of
 the whole corpus cut to the passing documents (for flat float32 also exact brute force); ``short`` counts answers
 with fewer than k hits where k documents pass. HNSW and IVF are approximate, so their recall@10 against brute
-force over the passing documents is given instead. Each of the 50 queries is searched alone, as in the timings
-(a batch is widened as a whole where one of its queries finds fewer than k passing rows).
+force over the passing documents is given instead (and the unfiltered search's, on its row: the filter must not
+cost recall). Each of the 50 queries is searched alone, as in the timings (a batch is widened as a whole where
+one of its queries finds fewer than k passing rows).
+
+``path`` is what the store's cost model (src/whitevec/index/faiss_filter_costs.py) chooses for one query: the
+passing rows' codes decoded and compared alone (exact), faiss's selector scan of a flat index (exact), a wider
+unfiltered search for PQ (which takes no selector), or, on HNSW and IVF, faiss's search with the selector at the
+efSearch / share or nprobe / share ** 1.5 that keeps recall@10 within 0.01 of the unfiltered search's
+(benchmarks/investigations/filter_scaling.py), probing every list (exact) where that is all of them.
 
     python benchmarks/maintained/bench_filters.py [--docs 100000] [--queries 200] [--lock FILE]
     python benchmarks/maintained/bench_filters.py --work [--docs 100000]
+    python benchmarks/maintained/bench_filters.py --render
 
 Run alone on a quiet machine (the page states the load it saw). ``--work`` prints, instead, the work per code
 behind faiss_filter_costs.py's choice of a filtered search's path (thread CPU time on one faiss and BLAS thread:
 the work, not the waits, so it holds on a busy machine): faiss's unfiltered scan of a code, its selector's check
 of a row, decoding a code, comparing a decoded vector with one query, and an HNSW search's cost per efSearch.
+``--render`` rewrites filters.md from the last run's filters.json (after a change to the page's text).
 """
 
 from __future__ import annotations
@@ -54,12 +63,14 @@ from benchmarks.common.scale import RowEncoder
 
 from whitevec.datasets.retrieval import Document
 from whitevec.index import Retriever
+from whitevec.index.faiss_filter_costs import decoded_vectors, decoding_pays, filtered_setting
+from whitevec.index.faiss_store import FaissStore
 from whitevec.utils.io import atomic_path
 
 OUT = Path(__file__).resolve().parents[2] / "docs" / "results"
 DIM = 384
 BUCKETS = 1000
-THRESHOLDS = (1000, 100, 10, 1)  # bucket < T: 100%, 10%, 1%, 0.1% pass
+THRESHOLDS = (1000, 500, 100, 10, 1)  # bucket < T: 100%, 50%, 10%, 1%, 0.1% pass
 INDEXES = {
     "flat float32": ("flat", "float32"),
     "flat sq8": ("flat", "sq8"),
@@ -118,7 +129,10 @@ def exactness(retriever: Retriever, rows: np.ndarray, q: np.ndarray, buckets: np
     texts = [str(len(rows) + j) for j in range(n_q)]
     whole = retriever.search(texts, len(rows))
     truth = q[:n_q] @ rows.T
-    out = {}
+    unfiltered = [retriever.search([text], K)[0] for text in texts]
+    best = np.argsort(-truth, axis=1)[:, :K]
+    found = [{int(h.id) for h in hits} & {int(i) for i in row} for hits, row in zip(unfiltered, best, strict=True)]
+    out: dict[str, Any] = {"none": {"recall10": round(float(np.mean([len(f) / K for f in found])), 4)}}
     for t in THRESHOLDS:
         passing = buckets < t
         # One query a search, as the latencies: a batch is widened as a whole where one of its queries is short.
@@ -135,11 +149,28 @@ def exactness(retriever: Retriever, rows: np.ndarray, q: np.ndarray, buckets: np
             recall.append(len({int(i) for i in ids} & {int(i) for i in best[:reachable]}) / reachable)
         out[str(t)] = {
             "passing": int(passing.sum()),
+            "path": path_taken(retriever, int(passing.sum())),
             "same_as_cut_ranking": round(same / n_q, 4),
             "short": short,
             "recall10": round(float(np.mean(recall)), 4),
         }
     return out
+
+
+def path_taken(retriever: Retriever, passing: int) -> str:
+    """Which path the FAISS store's cost model takes for one query within ``passing`` rows (faiss_filter_costs)."""
+    store = retriever.store
+    assert isinstance(store, FaissStore)
+    params, count = store.params(), store.count
+    if store.encoding.scoring == "decoded" and decoding_pays(
+        store.kind, store.encoding, store.dim, params, count, passing, 1
+    ):
+        return "passing rows decoded"
+    if store.kind in ("hnsw", "ivf"):
+        setting = filtered_setting(store.kind, params, count, passing)
+        name, most = ("efSearch", count) if store.kind == "hnsw" else ("nprobe", int(params["nlist"]))
+        return f"selector, {name} {setting}" + (" (all: exact)" if setting >= most else "")
+    return "widened search" if store.encoding.codec in ("pq", "opq") else "selector scan"
 
 
 def run(n: int, n_queries: int, work: Path) -> dict[str, Any]:
@@ -204,8 +235,8 @@ def code_work(kind: str, encoding: str, x: np.ndarray, q: np.ndarray, share: np.
             check = 1e3 * thread_us(lambda i: store.index.search(one[i], K, params=sel)) / n
         except RuntimeError:  # PQ takes no selector
             check = float("nan")
-        decode = 1e3 * thread_us(lambda i: store._decoded_vectors(positions)) / len(positions)
-        vectors = store._decoded_vectors(positions)
+        decode = 1e3 * thread_us(lambda i: decoded_vectors(store.index, positions)) / len(positions)
+        vectors = decoded_vectors(store.index, positions)
         compare = 1e3 * thread_us(lambda i: one[i] @ vectors.T) / len(positions)
     return f"| flat {encoding} | {scan:.1f} | {check:.1f} | {decode:.0f} | {compare:.0f} |"
 
@@ -220,25 +251,45 @@ def markdown(data: dict[str, Any]) -> str:
         "",
         conditions_sentence(data["conditions"]),
         "",
-        "| index | passing | p50 ms | p50 / unfiltered | p99 ms | first call ms | same as the cut ranking | short "
-        "| recall@10 |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| index | passing | path | p50 ms | p50 / unfiltered | p99 ms | first call ms | same as the cut ranking "
+        "| short | recall@10 |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, result in data["indexes"].items():
         base = result["latency"]["none"]
         lines.append(
-            f"| {name} | unfiltered | {base['p50_ms']:.2f} | 1.00 | {base['p99_ms']:.2f} | "
-            f"{base['first_call_ms']:.1f} | | | |"
+            f"| {name} | unfiltered | | {base['p50_ms']:.2f} | 1.00 | {base['p99_ms']:.2f} | "
+            f"{base['first_call_ms']:.1f} | | | {result['exactness']['none']['recall10']:.3f} |"
         )
         for t in THRESHOLDS:
             lat, ex = result["latency"][str(t)], result["exactness"][str(t)]
             share, ratio = f"{100 * t / BUCKETS:g}%", lat["p50_ms"] / base["p50_ms"]
             lines.append(
-                f"| {name} | {share} ({ex['passing']:,}) | {lat['p50_ms']:.2f} | {ratio:.2f} "
+                f"| {name} | {share} ({ex['passing']:,}) | {ex['path']} | {lat['p50_ms']:.2f} | {ratio:.2f} "
                 f"| {lat['p99_ms']:.2f} | {lat['first_call_ms']:.1f} | {100 * ex['same_as_cut_ranking']:.0f}% "
                 f"| {ex['short']} | {ex['recall10']:.3f} |"
             )
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, "", *target_lines(data)]) + "\n"
+
+
+def target_lines(data: dict[str, Any]) -> list[str]:
+    """Per index, issue 40's target: p50 <= 2x the unfiltered p50 from 100% down to 1% passing, at recall@10 no
+    more than 0.01 under the unfiltered search's; where missed, the shares and figures."""
+    lines = [
+        "Target (issue 40): p50 at most 2x the unfiltered p50 at every share down to 1%, with recall@10 at least "
+        "the unfiltered search's less 0.01.",
+        "",
+    ]
+    for name, result in data["indexes"].items():
+        base, ex = result["latency"]["none"], result["exactness"]
+        missed = []
+        for t in (t for t in THRESHOLDS if t >= BUCKETS // 100):
+            ratio = result["latency"][str(t)]["p50_ms"] / base["p50_ms"]
+            recall = ex[str(t)]["recall10"]
+            if ratio > 2 or recall < ex["none"]["recall10"] - 0.01:
+                missed.append(f"{100 * t / BUCKETS:g}% ({ratio:.2f}x, recall@10 {recall:.3f})")
+        lines.append(f"- {name}: " + ("met" if not missed else "missed at " + ", ".join(missed)))
+    return lines
 
 
 def main() -> None:
@@ -248,9 +299,15 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--lock", type=Path, default=None)
     parser.add_argument("--work", action="store_true", help="print the work per code, measure nothing else")
+    parser.add_argument("--render", action="store_true", help="rewrite filters.md from filters.json, no run")
     args = parser.parse_args()
     if args.work:
         per_code_work(args.docs)
+        return
+    if args.render:
+        data = json.loads((args.out / "filters.json").read_text())
+        with atomic_path(args.out / "filters.md") as tmp:
+            tmp.write_text(markdown(data))
         return
     with exclusive_lock(args.lock) as held, tempfile.TemporaryDirectory(prefix="whitevec-filters-") as work:
         conditions = RunConditions(held)

@@ -1,10 +1,11 @@
 """Which path a filtered FAISS search takes, from what each costs: the passing rows' codes decoded and compared
 alone (exact), or faiss's own search within them (a selector's scan, HNSW's walk at a scaled efSearch, IVF's lists
 at a scaled nprobe, or for PQ, which takes no selector, an unfiltered search widened); and the top k of what was
-compared. :mod:`whitevec.index.faiss_store` searches by it."""
+compared, the passing rows' codes decoded. :mod:`whitevec.index.faiss_store` searches by it."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -27,16 +28,45 @@ PQ_SCAN_NS_PER_SUBQUANTIZER = 0.7
 SELECTOR_CHECK_NS = 3.0
 # An HNSW search, per efSearch candidate: its 2M neighbours' distances, per dimension (M=32, d=384: 5.9 us).
 GRAPH_NS_PER_NEIGHBOUR_DIM = 0.24
+# How a filtered search's efSearch (HNSW) or nprobe (IVF) grows as fewer rows pass: times (1 / share) ** power,
+# at most every row or list. The least that keeps recall@10 within 0.01 of the unfiltered search's
+# (benchmarks/investigations/filter_scaling.py, 100k x 384, rows passing at random; docs/results/filters.md):
+# HNSW efSearch 64 at 10% passing: 1/sqrt(share) (202) 0.949-0.962, 1/share (640) 0.992-0.997 (512: 0.990);
+# IVF nprobe 8 of 512 lists: at 50% 1/share (16) 0.946-0.951 against 0.963 unfiltered, 32 0.983-0.986; at 10%
+# 1/share (80) 0.87-0.89, 128 0.934-0.941, 256 0.987-0.992. The true top k of a tenth of the rows lie about ten
+# times deeper in the whole ranking, and IVF needs more than ten times the lists to reach that deep.
+SETTING_POWER = {"hnsw": 1.0, "ivf": 1.5}
 
 
-def scaled_setting(setting: int, count: int, passing: int) -> int:
-    """``setting`` divided by the share of rows passing (``count / passing`` times it), rounded up."""
-    return -(-setting * count // max(1, passing))
+def scaled_setting(setting: int, count: int, passing: int, power: float = 1.0) -> int:
+    """``setting`` times (``count / passing``) ** ``power``, rounded up (exact integers where ``power`` is 1)."""
+    if power == 1.0:
+        return -(-setting * count // max(1, passing))
+    return math.ceil(setting * (count / max(1, passing)) ** power)
 
 
-def graph_ef(params: dict[str, Any], count: int, passing: int) -> int:
-    """The efSearch of an HNSW search within ``passing`` of ``count`` rows: efSearch / share, at most ``count``."""
-    return min(count, scaled_setting(int(params.get("efSearch") or 16), count, passing))
+def filtered_setting(kind: str, params: dict[str, Any], count: int, passing: int) -> int:
+    """The efSearch (HNSW) or nprobe (IVF) of a search within ``passing`` of ``count`` rows: the unfiltered one
+    scaled by ``SETTING_POWER``, at most every row (HNSW) or every list (IVF: then the search is exact). The one
+    rule the search sets and the cost model prices."""
+    if kind == "hnsw":
+        return min(count, scaled_setting(int(params.get("efSearch") or 16), count, passing, SETTING_POWER[kind]))
+    nlist = max(1, int(params.get("nlist") or 1))
+    return min(nlist, scaled_setting(int(params.get("nprobe") or 1), count, passing, SETTING_POWER[kind]))
+
+
+def work_per_query(kind: str, params: dict[str, Any], count: int, dim: int, setting: int | None = None) -> int:
+    """About how many multiply-adds one query's search takes (distances only) at efSearch or nprobe ``setting``
+    (the index's own when None): HNSW's ``setting`` candidates, each comparing its 2M neighbours on the base
+    layer; IVF's coarse quantizer and ``setting`` lists; a flat index's every row."""
+    if kind == "hnsw":
+        ef = setting or int(params.get("efSearch") or 16)
+        return ef * 2 * int(params.get("M") or 32) * dim
+    if kind == "ivf":
+        nlist = max(1, int(params.get("nlist") or 1))
+        probed = min(nlist, setting or int(params.get("nprobe") or 1))
+        return (nlist + probed * count // nlist) * dim
+    return count * dim
 
 
 def decoding_pays(
@@ -44,16 +74,19 @@ def decoding_pays(
 ) -> bool:
     """Whether comparing the ``passing`` rows' decoded codes with ``queries`` queries is less work than faiss's
     own search within them: a flat index's scan with a selector (a check per row, a distance per passing one),
-    or for PQ and OPQ, which take none, an unfiltered scan at least; HNSW's walk at ``graph_ef``. Decoding is
-    paid once per call, comparing per query; IVF keeps no flat array of codes to decode. The costs: the ``*_NS``
-    constants above."""
+    or for PQ and OPQ, which take none, an unfiltered scan at least; HNSW's walk at the efSearch the search
+    will use (``filtered_setting``). Decoding is paid once per call, comparing per query; IVF keeps no flat
+    array of codes to decode (past enough lists its search probes every one: exact). The costs: the ``*_NS``
+    constants above (thread CPU time, 100k x 384 HNSW float32, load ~4: the walk 0.20-0.23 ns a neighbour
+    dimension at efSearch 320-6400; decoding and comparing 1.2 ns a dimension at 1,000 passing, 2.0 at 10,000,
+    whose gather leaves the cache: the paths cross near 7% passing, the constants say 9%)."""
     decode = DECODE_NS_PER_DIM.get(encoding.codec)
     if decode is None or kind == "ivf":
         return False
     decoded = passing * dim * (decode + queries * COMPARE_NS_PER_DIM)
     if kind == "hnsw":
-        neighbours = 2 * int(params.get("M") or 32)
-        return decoded < queries * graph_ef(params, count, passing) * neighbours * dim * GRAPH_NS_PER_NEIGHBOUR_DIM
+        walk = work_per_query(kind, params, count, dim, filtered_setting(kind, params, count, passing))
+        return decoded < queries * walk * GRAPH_NS_PER_NEIGHBOUR_DIM
     if encoding.codec in ("pq", "opq"):
         return decoded < queries * count * int(encoding.m or 1) * PQ_SCAN_NS_PER_SUBQUANTIZER
     scan = SCAN_NS_PER_DIM[encoding.codec] * dim
@@ -68,3 +101,21 @@ def top_k(ranked: np.ndarray, k: int) -> np.ndarray:
     part = np.argpartition(ranked, k - 1, axis=1)[:, :k]
     within = np.lexsort((part, np.take_along_axis(ranked, part, axis=1)), axis=1)
     return np.take_along_axis(part, within, axis=1)
+
+
+def decoded_vectors(index: Any, positions: np.ndarray) -> np.ndarray:
+    """The vectors of the codes at ``positions`` of the index inside ``index`` (an id map), as faiss decodes
+    them. Where the codes lie in one flat array (a flat index, OPQ's, HNSW's storage): those rows gathered and
+    decoded in one ``sa_decode`` call (float32 rows are the vectors); else ``reconstruct_batch``, a call per
+    code (4x the time for sq8 and pq48: 0.88 and 1.03 us a code against 0.23 and 0.26)."""
+    import faiss
+
+    inner = faiss.downcast_index(index.index)
+    decoder = faiss.downcast_index(inner.storage) if isinstance(inner, faiss.IndexHNSW) else inner
+    holder = faiss.downcast_index(decoder.index) if isinstance(decoder, faiss.IndexPreTransform) else decoder
+    if not isinstance(holder, faiss.IndexFlatCodes):
+        return np.asarray(inner.reconstruct_batch(positions), dtype=np.float32)
+    codes = faiss.rev_swig_ptr(holder.codes.data(), holder.codes.size()).reshape(-1, holder.code_size)
+    if isinstance(holder, faiss.IndexFlat):
+        return codes[positions].view(np.float32)
+    return np.asarray(decoder.sa_decode(codes[positions]), dtype=np.float32)

@@ -23,7 +23,13 @@ from whitevec.index.encodings import (
     index_layers,
     parse_encoding,
 )
-from whitevec.index.faiss_filter_costs import decoding_pays, graph_ef, scaled_setting, top_k
+from whitevec.index.faiss_filter_costs import (
+    decoded_vectors,
+    decoding_pays,
+    filtered_setting,
+    top_k,
+    work_per_query,
+)
 from whitevec.index.layout import INDEX_FILE
 from whitevec.index.rescore import RESCORE_FILE, RescoreVectors
 from whitevec.index.sign_codes import SIGN_FILE, SignCodes, hamming_scores
@@ -124,6 +130,7 @@ class FaissStore:
         self.signs: SignCodes | None = None  # the sign step of sign codes, fitted on the first add
         self.rescore = self._new_rescore()
         self._takes_selector: bool | None = None  # whether faiss searches this index with an id selector
+        self._ids_read: tuple[Any, np.ndarray, bool] | None = None  # _row_ids: the index, its ids, in order
 
     def _new_rescore(self) -> RescoreVectors | None:
         encoding = self.encoding
@@ -379,29 +386,22 @@ class FaissStore:
             self.index = self._create_index(x)
         if self.rescore is not None:
             self.rescore.add(ids64, x)  # first: it refuses what it cannot keep before the codes change
+        self._ids_read = None
         self.index.add_with_ids(x if self.signs is None else self.signs.encode(x), ids64)
 
     def delete(self, ids: np.ndarray) -> None:
+        self._ids_read = None
         if self.index is not None:
             self.index.remove_ids(np.ascontiguousarray(ids, dtype=np.int64))
         if self.rescore is not None:
             self.rescore.delete(ids)
 
-    def _work_per_query(self) -> int:
-        """About how many multiply-adds one query's search takes (distances only): what decides whether
-        faiss's thread pool is worth waking. A Hamming distance over d bits counts as d / 32 (popcounts of 64
-        bits at a time)."""
-        n = int(self.index.ntotal)
+    def _work_per_query(self, setting: int | None = None) -> int:
+        """About how many multiply-adds one query's search takes at efSearch or nprobe ``setting`` (a filtered
+        search's, scaled; the index's own when None): what decides whether faiss's thread pool is worth waking.
+        A Hamming distance over d bits counts as d / 32 (popcounts of 64 bits at a time)."""
         dim = self.dim if self.signs is None else max(1, self.dim // 32)
-        if self.kind == "hnsw":  # efSearch candidates, each comparing its 2M neighbours on the base layer
-            work = int(self._params.get("efSearch") or 16) * 2 * int(self._params.get("M") or 32) * dim
-        elif self.kind == "ivf":
-            nlist = max(1, int(self._params.get("nlist") or 1))
-            probed = min(nlist, int(self._params.get("nprobe") or 1))
-            work = (nlist + probed * n // nlist) * dim
-        else:
-            work = n * dim
-        return work
+        return work_per_query(self.kind, self._params, int(self.index.ntotal), dim, setting)
 
     def search(
         self, vectors: np.ndarray, k: int, allowed: np.ndarray | None = None
@@ -413,9 +413,12 @@ class FaissStore:
             return self._filtered_search(x, k, allowed)
         return self._search(x, k)
 
-    def _search(self, x: np.ndarray, k: int, params: Any = None, passing: int | None = None) -> tuple[Any, Any]:
+    def _search(
+        self, x: np.ndarray, k: int, params: Any = None, passing: int | None = None, setting: int | None = None
+    ) -> tuple[Any, Any]:
         """The search itself; ``params``: faiss's search parameters (an id selector), ``passing``: how many rows
-        it lets through (what rescoring's candidates are capped at)."""
+        it lets through (what rescoring's candidates are capped at), ``setting``: the efSearch or nprobe the live
+        layers were set to, where ``params`` does not say it (what the search's work is priced at)."""
         encoding = self.encoding
         # With rescoring the codes find K x k candidates (no more than there are) for the vectors on disk to order.
         most = self.count if passing is None else passing
@@ -423,7 +426,8 @@ class FaissStore:
         # From distance_compute_blas_threshold query floats on, faiss computes distances with its OpenBLAS,
         # whose threads would spin beside torch's (whitevec.utils.threads).
         blas = x.size >= int(getattr(_faiss().cvar, "distance_compute_blas_threshold", 0))
-        small = x.shape[0] * self._work_per_query() < POOL_WORK
+        setting = getattr(params, "efSearch", None) or getattr(params, "nprobe", None) or setting  # faiss's
+        small = x.shape[0] * self._work_per_query(setting) < POOL_WORK
         selecting = {} if params is None else {"params": params}  # an unfiltered search passes none, as before
         with one_faiss_thread() if small else contextlib.nullcontext(), one_blas_thread(when=blas):
             if self.signs is not None:
@@ -465,6 +469,15 @@ class FaissStore:
                 self._takes_selector = False
         return self._widened_search(x, k, allowed, want)
 
+    def _row_ids(self) -> tuple[np.ndarray, bool]:
+        """The id of each row of the index inside the id map, and whether they are 0, 1, 2, ... (a build's):
+        read once per state of the index (copying 100k ids and gathering through them took 0.25 ms of a 1.1 ms
+        search); an add or delete forgets them."""
+        if self._ids_read is None or self._ids_read[0] is not self.index:
+            rows = _faiss().vector_to_array(self.index.id_map)
+            self._ids_read = (self.index, rows, bool(np.array_equal(rows, np.arange(len(rows)))))
+        return self._ids_read[1], self._ids_read[2]
+
     def _decoded_search(self, x: np.ndarray, k: int, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The passing rows' codes decoded and compared with the float queries as faiss's asymmetric search
         compares them (its distance to a code is the distance to the decoded vector: ``encoded.py``'s "decoded"
@@ -472,12 +485,12 @@ class FaissStore:
         and, for PQ, which takes none, searches ever deeper: 100k x 128, 32 queries, 0.1% passing, float32 60
         ms with the selector, pq32 0.75 s widened (4.7x unfiltered), both under 1 ms decoded."""
         faiss = _faiss()
-        rows = faiss.vector_to_array(self.index.id_map)
-        positions = np.flatnonzero(allowed[rows]).astype(np.int64)
+        rows, in_order = self._row_ids()
+        positions = np.flatnonzero(allowed[: len(rows)] if in_order else allowed[rows]).astype(np.int64)
         # One thread: faiss decodes more than 1,000 codes on its OpenMP pool, whose waits for a time slice on a
         # busy machine cost more than the decoding (see POOL_WORK).
         with one_faiss_thread(), one_blas_thread():
-            vectors = self._decoded_vectors(positions)
+            vectors = decoded_vectors(self.index, positions)
             products = x @ vectors.T
         if l2 := self._faiss_metric() == faiss.METRIC_L2:
             squares = np.einsum("ij,ij->i", vectors, vectors)
@@ -491,36 +504,21 @@ class FaissStore:
         out_scores[:, : order.shape[1]], out_ids[:, : order.shape[1]] = scores, rows[positions][order]
         return out_scores, out_ids
 
-    def _decoded_vectors(self, positions: np.ndarray) -> np.ndarray:
-        """The vectors of the codes at ``positions`` of the index inside the id map, as faiss decodes them. Where
-        the codes lie in one flat array (a flat index, OPQ's, HNSW's storage): those rows gathered and decoded in
-        one ``sa_decode`` call (float32 rows are the vectors); else ``reconstruct_batch``, a call per code (4x
-        the time for sq8 and pq48: 0.88 and 1.03 us a code against 0.23 and 0.26)."""
-        faiss = _faiss()
-        inner = faiss.downcast_index(self.index.index)
-        decoder = faiss.downcast_index(inner.storage) if isinstance(inner, faiss.IndexHNSW) else inner
-        holder = faiss.downcast_index(decoder.index) if isinstance(decoder, faiss.IndexPreTransform) else decoder
-        if not isinstance(holder, faiss.IndexFlatCodes):
-            return np.asarray(inner.reconstruct_batch(positions), dtype=np.float32)
-        codes = faiss.rev_swig_ptr(holder.codes.data(), holder.codes.size()).reshape(-1, holder.code_size)
-        if isinstance(holder, faiss.IndexFlat):
-            return codes[positions].view(np.float32)
-        return np.asarray(decoder.sa_decode(codes[positions]), dtype=np.float32)
-
     def _selector_params(self, bitmap: np.ndarray, k: int, *, passing: int, wide: bool) -> Any:
         """faiss's search parameters for a search within ``bitmap``'s ``passing`` rows. A selector passing a share
-        s of the rows leaves about s of the candidates a graph walk or the probed lists reach: efSearch / s and
-        nprobe / s reach about as many passing ones as an unfiltered search reaches rows (``wide``: every list,
-        or efSearch at the index size). bench_filters.py, 100k x 384, 10% passing, recall@10: HNSW 0.840 ->
-        0.996 at 12x its unfiltered p50, IVF 0.530 -> 0.874 at 3.1x (docs/results/filters.md)."""
+        s of the rows leaves about s of the candidates a graph walk or the probed lists reach, and the passing
+        rows' top k lie about 1/s deeper: efSearch / s, nprobe / s ** 1.5 (``filtered_setting``: recall@10
+        within 0.01 of the unfiltered one, 100k x 384) or, ``wide``, every list or efSearch at the index size."""
         faiss = _faiss()
         if self.kind == "ivf":
             params = faiss.SearchParametersIVF()
-            nlist, nprobe = int(self._params["nlist"]), int(self._params["nprobe"])
-            params.nprobe = nlist if wide else min(nlist, scaled_setting(nprobe, self.count, passing))
+            nlist = int(self._params["nlist"])
+            params.nprobe = nlist if wide else filtered_setting(self.kind, self._params, self.count, passing)
         elif self.kind == "hnsw":
             params = faiss.SearchParametersHNSW()
-            params.efSearch = max(k, self.count if wide else graph_ef(self._params, self.count, passing))
+            params.efSearch = max(
+                k, self.count if wide else filtered_setting(self.kind, self._params, self.count, passing)
+            )
         else:
             params = faiss.SearchParameters()
         params.sel = faiss.IDSelectorBitmap(len(bitmap), faiss.swig_ptr(bitmap))
@@ -550,9 +548,10 @@ class FaissStore:
         passing rows among its results; their best ``k``."""
         count = self.count
         depth = min(count, max(2 * k, 2 * k * count // max(1, int(np.count_nonzero(allowed)))))
+        widest = {"hnsw": count, "ivf": int(self._params.get("nlist") or 1)}.get(self.kind)  # every row or list
         while True:
             with self._reaching_every_row() if depth >= count else contextlib.nullcontext():
-                scores, ids = self._search(x, depth)
+                scores, ids = self._search(x, depth, setting=widest if depth >= count else None)
             passes = (ids >= 0) & allowed[np.maximum(ids, 0)]
             if (passes.sum(axis=1) >= want).all() or depth >= count:
                 break
