@@ -3,10 +3,7 @@ one new version of its folder, :mod:`whitevec.index.updates`), and keep searchin
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,13 +17,11 @@ from whitevec.index.build import (
     build_index,
     meaningful_documents,
 )
-from whitevec.index.documents import DocumentStore
-from whitevec.index.fusion import LexicalRanker
 from whitevec.index.milvus_writes import MilvusWrites
 from whitevec.index.opening import open_version
 from whitevec.index.raw_vectors import keeps_raw_vectors, live_raw_vectors
 from whitevec.index.snapshot import read_consistent
-from whitevec.index.store import VectorStore, stored_form
+from whitevec.index.store import stored_form
 from whitevec.index.updates import (
     AddResult,
     DeleteResult,
@@ -47,26 +42,13 @@ from whitevec.index.updates import (
     searchable,
     with_merges,
 )
-from whitevec.transforms import Transform
 from whitevec.utils.io import writers_lock
-
-if TYPE_CHECKING:
-    from whitevec.encoders.protocol import EncoderLike
 
 
 class IndexWrites(MilvusWrites):
     """Writes to the index a Retriever loaded; the Retriever's searches take the same lock, so a search sees the
-    version before a write or the one after it."""
+    version before a write or the one after it (the Retriever's attributes it reads: :class:`MilvusWrites`'s)."""
 
-    path: Path
-    manifest: dict[str, Any]
-    encoder: EncoderLike
-    transform: Transform | None
-    store: VectorStore
-    lexical: LexicalRanker | None
-    _docs: DocumentStore
-    _lock: threading.RLock
-    _columns: Any
     _state: IndexState | None
 
     @property
