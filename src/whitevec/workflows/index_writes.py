@@ -12,7 +12,7 @@ from typing import Any
 from whitevec.datasets.paths import existing_file
 from whitevec.encoders.protocol import check_empty_documents
 from whitevec.errors import BadInputError
-from whitevec.preflight import existing_folder
+from whitevec.preflight import check_device, existing_folder
 
 # Retriever.add's choices (whitevec.index.updates.ON_EXISTING, held equal by a test): importing the index here
 # would load numpy and faiss before a bad choice is refused.
@@ -127,6 +127,7 @@ def refit_index(
     existing_folder(index_dir, "index folder")
     if transform is not None and not transform.strip():
         raise BadInputError("--transform is empty; give a spec such as whitening-128, or leave it out")
+    device = check_device(device)  # a device this machine lacks is the one line, not after the notice
     from whitevec.index import Retriever, read_manifest
     from whitevec.index.raw_vectors import keeps_raw_vectors
 
