@@ -541,6 +541,16 @@ def test_bad_filters_are_one_line_naming_the_column(expression: str, column: int
     assert "\n" not in message and f"column {column}:" in message and problem in message
 
 
+def test_an_expression_is_parsed_once_and_a_fault_every_time() -> None:
+    """parse_filter keeps the trees of expressions it parsed (a server's repeated filters skip the tokenizer);
+    a fault is raised again each time, never kept as an answer."""
+    text = 'year >= 2001 and lang in ["en", "fr"]'
+    assert parse_filter(text) is parse_filter(text)
+    for _ in range(2):
+        with pytest.raises(BadInputError, match=r"expected '\)'"):
+            parse_filter("(year > 1")
+
+
 def test_filters_translate_to_milvus_expressions() -> None:
     text = 'year >= 2000 and (lang in ["en", "fr"] or not ok == false) and score < -0.5'
     assert parse_filter(text).to_milvus() == (
