@@ -165,7 +165,8 @@ def readable_codes(index: Any) -> bool:
     if inner.direct_map.type == inner.direct_map.NoMap:
         try:
             inner.make_direct_map(True)
-        except RuntimeError:  # positions not 0 .. n-1
+        except RuntimeError:  # ids inside not 0 .. n-1 (faiss's IVF renumbers none after a delete)
+            inner.make_direct_map(False)  # faiss leaves the half-made map in place
             return False
     return True
 
