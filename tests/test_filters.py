@@ -19,7 +19,15 @@ from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError
 from whitevec.index import Retriever, faiss_store
 from whitevec.index.encodings import parse_encoding
-from whitevec.index.faiss_filter_costs import decoding_pays, filtered_setting, work_per_query
+from whitevec.index.faiss_filter_costs import (
+    DECODED,
+    FAISS_SEARCH,
+    STORAGE_SCAN,
+    decoded_vectors,
+    filtered_path,
+    filtered_setting,
+    work_per_query,
+)
 from whitevec.index.faiss_store import DEFAULT_PARAMS, FaissStore
 from whitevec.index.filter_rows import MetadataColumns, row_filter
 from whitevec.index.filters import Compare, Junction, Member, Not, parse_filter
@@ -204,6 +212,89 @@ def test_filtered_graph_and_list_searches_are_never_short(
                 assert all(passing[int(hit.id[1:])] for hit in hits)
 
 
+def _exact_top_k(store: FaissStore, x: np.ndarray, k: int, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Brute force over every code as faiss decodes it: the ids of the best ``k`` passing rows (fewer where
+    fewer pass), and their scores as the store gives them."""
+    import faiss
+
+    ids = faiss.vector_to_array(store.index.id_map)
+    vectors = decoded_vectors(store.index, np.arange(len(ids)))  # IVF: through the direct map
+    l2 = store._faiss_metric() == faiss.METRIC_L2
+    distances = ((x[:, None, :] - vectors[None]) ** 2).sum(axis=2)
+    ranked = np.where(allowed[ids], distances if l2 else -(x @ vectors.T), np.inf)
+    best = np.argsort(ranked, axis=1, kind="stable")[:, : min(k, int(allowed[ids].sum()))]
+    scores = np.take_along_axis(distances if l2 else x @ vectors.T, best, axis=1)
+    return ids[best], (1.0 - scores / 2.0 if store._l2_for_cosine else scores)
+
+
+# The exact paths, each forced where the cost model may choose it: HNSW's rows decoded or its storage scanned,
+# IVF's rows read through the direct map; ids out of order (the id map's positions are not the ids).
+@pytest.mark.parametrize(
+    ("kind", "encoding", "metric", "path"),
+    [
+        ("hnsw", "float32", "l2", DECODED),
+        ("hnsw", "float32", "ip", STORAGE_SCAN),
+        ("hnsw", "sq8", "cosine", STORAGE_SCAN),
+        ("ivf", "float32", "cosine", DECODED),
+        ("ivf", "sq8", "l2", DECODED),
+    ],
+)
+def test_the_exact_paths_give_the_brute_force_top_k_under_random_filters(
+    corpus: list[Document], kind: str, encoding: str, metric: str, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    taken: list[str] = []
+    for name, label in (("storage_scan", STORAGE_SCAN), ("decoded_search", DECODED)):
+        real = getattr(faiss_store, name)
+        monkeypatch.setattr(faiss_store, name, lambda *a, real=real, label=label: taken.append(label) or real(*a))
+    monkeypatch.setattr(faiss_store, "filtered_path", lambda *args: path)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((len(corpus), 16)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    structure = {"nlist": 8, "nprobe": 1} if kind == "ivf" else {"M": 8, "efSearch": 8}
+    store = FaissStore(16, metric, kind, {"encoding": encoding, **structure})
+    order = rng.permutation(len(corpus))
+    store.add(order[::-1].astype(np.int64), x[order[::-1]])  # id i is corpus row i, added in another order
+    queries = rng.standard_normal((3, 16)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    tested = 0
+    while tested < 12:
+        allowed = _passing(_random_filter(rng), corpus)
+        if not allowed.any():
+            continue
+        tested += 1
+        scores, ids = store.search(queries, 10, allowed)
+        expected_ids, expected_scores = _exact_top_k(store, queries, 10, allowed)
+        width = expected_ids.shape[1]
+        assert (ids[:, width:] == -1).all()
+        assert np.allclose(scores[:, :width], expected_scores, atol=1e-4)
+        if encoding == "float32":  # no ties among exact random vectors: the same rows in the same order
+            assert np.array_equal(ids[:, :width], expected_ids)
+        else:  # SQ's codes tie: the passing rows at the same scores
+            assert allowed[ids[:, :width]].all()
+    assert set(taken) == {path}
+
+
+def test_an_ivf_index_saves_as_before_its_direct_map(tmp_path: Path) -> None:
+    """The direct map the IVF's rows are read through is dropped before a save (the file is the one a store
+    never searched with a filter writes) and before a delete (which faiss refuses with one)."""
+    x = np.random.default_rng(0).standard_normal((400, 8)).astype(np.float32)
+    store = FaissStore(8, "l2", "ivf", {"nlist": 4})
+    store.add(np.arange(400), x)
+    (tmp_path / "before").mkdir()
+    store.save(tmp_path / "before")
+    allowed = np.arange(400) == 7
+    assert filtered_path("ivf", store.encoding, 8, store.params(), 400, 1, 1) == DECODED
+    assert store.search(x[7:8], 3, allowed)[1][0].tolist() == [7, -1, -1]
+    (tmp_path / "after").mkdir()
+    store.save(tmp_path / "after")
+    assert (tmp_path / "after" / "index.faiss").read_bytes() == (tmp_path / "before" / "index.faiss").read_bytes()
+    store.search(x[7:8], 3, allowed)  # the map made again
+    store.delete(np.array([5]))  # faiss's IVF then keeps ids 0-4, 6-399 inside: no direct map can be made
+    assert store.count == 399
+    for _ in range(2):  # faiss's own search each time, never a half-made map
+        assert store.search(x[7:8], 3, allowed)[1].shape == (1, 3)
+
+
 def test_a_graph_search_few_rows_pass_is_exact(
     tmp_path: Path, corpus: list[Document], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -225,7 +316,8 @@ def test_a_graph_search_few_rows_pass_is_exact(
         _build(tmp_path / "flat", corpus, "float32") as flat,
     ):
         float32, params = parse_encoding("float32"), graph.store.params()
-        assert decoding_pays("hnsw", float32, 16, params, len(corpus), int(passing.sum()), len(queries))
+        path = filtered_path("hnsw", float32, 16, params, len(corpus), int(passing.sum()), len(queries))
+        assert path in (DECODED, STORAGE_SCAN)
         assert passing.sum() >= 2
         for got, truth in zip(
             graph.search(queries, 3, mode="dense", filter=expression),
@@ -242,7 +334,7 @@ def test_a_graph_search_few_rows_pass_is_exact(
 def test_a_flat_search_is_exact_at_every_share_on_either_path(
     tmp_path: Path, corpus: list[Document], encoding: str, decoded: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(faiss_store, "decoding_pays", lambda *args: decoded)
+    monkeypatch.setattr(faiss_store, "filtered_path", lambda *args: DECODED if decoded else FAISS_SEARCH)
     docs = [Document(d.id, d.text, {"bucket": i % 200}) for i, d in enumerate(corpus)]
     queries = sentences(4, seed=8)
     with _build(tmp_path / "index", docs, encoding) as retriever:
@@ -269,21 +361,29 @@ def test_a_flat_search_is_exact_at_every_share_on_either_path(
                 assert np.array_equal(np.where(rows >= 0, rows, best), best), expression
 
 
-def test_the_passing_rows_alone_are_compared_only_where_that_is_less_work() -> None:
+def test_each_share_takes_the_path_of_least_work() -> None:
     """The choices the filters benchmark measured on 100,000 x 384 (docs/results/filters.md)."""
 
-    def pays(kind: str, encoding: str, share: float, queries: int = 1) -> bool:
+    def path(kind: str, encoding: str, share: float, queries: int = 1) -> str:
         count = 100_000
-        params = DEFAULT_PARAMS[kind]
-        return decoding_pays(kind, parse_encoding(encoding), 384, params, count, int(share * count), queries)
+        params = {**DEFAULT_PARAMS[kind], "nlist": 512} if kind == "ivf" else DEFAULT_PARAMS[kind]
+        return filtered_path(kind, parse_encoding(encoding), 384, params, count, int(share * count), queries)
 
     # Decoding 10,000 codes cost sq8 2.3x and pq48 4.5x an unfiltered search: the selector's scan, the wider
     # search; few passing, the passing rows alone.
-    assert not pays("flat", "sq8", 0.1) and not pays("flat", "pq48", 0.1) and not pays("flat", "float32", 0.1)
-    assert pays("flat", "sq8", 0.001) and pays("flat", "pq48", 0.02) and pays("flat", "float32", 0.001)
-    assert not pays("flat", "float32", 0.02) and pays("flat", "float32", 0.02, queries=64)  # decoded once for all
-    assert pays("hnsw", "float32", 0.01) and not pays("hnsw", "float32", 0.1)
-    assert not pays("ivf", "float32", 0.001)  # IVF keeps no flat array of codes to decode
+    assert path("flat", "sq8", 0.1) == path("flat", "pq48", 0.1) == path("flat", "float32", 0.1) == FAISS_SEARCH
+    assert path("flat", "sq8", 0.001) == path("flat", "pq48", 0.02) == path("flat", "float32", 0.001) == DECODED
+    assert path("flat", "float32", 0.02) == FAISS_SEARCH and path("flat", "float32", 0.02, queries=64) == DECODED
+    # HNSW: the graph's walk where many pass, its storage scanned from about 8% down to 3%, the rows decoded below.
+    assert path("hnsw", "float32", 0.5) == path("hnsw", "float32", 0.1) == FAISS_SEARCH
+    assert path("hnsw", "float32", 0.05) == STORAGE_SCAN
+    assert path("hnsw", "float32", 0.01) == path("hnsw", "float32", 0.001) == DECODED
+    # IVF: the lists probed with a selector where many pass; at 1% (every list probed, 1.06 ms a query) the
+    # passing rows read through the direct map (0.22 ms).
+    assert path("ivf", "float32", 0.5) == path("ivf", "float32", 0.1) == FAISS_SEARCH
+    assert path("ivf", "float32", 0.01) == path("ivf", "float32", 0.001) == DECODED
+    # Codes only faiss's search scores (re-ranked, rescored, RaBitQ, 1-bit) take it at every share.
+    assert path("hnsw", "sq8+refine", 0.001) == path("ivf", "binary", 0.001) == FAISS_SEARCH
 
 
 def _recall(found: np.ndarray, truth: np.ndarray) -> float:
@@ -299,7 +399,9 @@ def test_a_graph_or_list_search_at_a_tenth_passing_keeps_its_unfiltered_recall(
     """With a selector passing a tenth of the rows, efSearch and nprobe scale by ten: the filtered recall@10
     stays near the unfiltered one (0.998 IVF, 0.968 HNSW against 0.972 and 0.974; unscaled 0.772 and 0.740). One
     query a search, as a service asks: a batch widens as a whole where one query is short."""
-    monkeypatch.setattr(faiss_store, "decoding_pays", lambda *args: False)  # the selector's path, not the rows'
+    monkeypatch.setattr(
+        faiss_store, "filtered_path", lambda *args: FAISS_SEARCH
+    )  # the selector's path, not the rows'
     filtered, unfiltered = _recalls(FaissStore(32, "l2", kind, params), clusters=40, spread=1.0, share=0.1)
     assert filtered >= unfiltered - 0.05, (filtered, unfiltered)
 
@@ -324,7 +426,7 @@ def test_an_ivf_search_a_quarter_passes_probes_as_deep_as_their_top_k_lie(monkey
     """The passing rows' top 10 lie about 1 / share deeper in the whole ranking, and reaching that deep takes
     more than 1 / share the lists: nprobe / share ** 1.5 keeps recall@10 within 0.01 of the unfiltered one on
     400 small clusters (0.982 and 0.982; nprobe / share, 16 lists: 0.896)."""
-    monkeypatch.setattr(faiss_store, "decoding_pays", lambda *args: False)
+    monkeypatch.setattr(faiss_store, "filtered_path", lambda *args: FAISS_SEARCH)
     store = FaissStore(32, "l2", "ivf", {"nlist": 64, "nprobe": 4})
     filtered, unfiltered = _recalls(store, clusters=400, spread=0.5, share=0.25)
     assert filtered >= unfiltered - 0.01, (filtered, unfiltered)
@@ -339,7 +441,7 @@ def test_a_filtered_search_is_priced_at_the_setting_it_searches_with(
     """What decides faiss's thread pool is the work of the search faiss is given: a filtered one's efSearch or
     nprobe scaled by the share passing (1 in 20 here: HNSW's efSearch 20x, IVF every list), not the index's
     own, which priced it at a tenth of its work or less."""
-    monkeypatch.setattr(faiss_store, "decoding_pays", lambda *args: False)  # the selector's path
+    monkeypatch.setattr(faiss_store, "filtered_path", lambda *args: FAISS_SEARCH)  # the selector's path
     x = np.random.default_rng(0).standard_normal((2000, 32)).astype(np.float32)
     store = FaissStore(32, "l2", kind, params)
     store.add(np.arange(2000), x)
@@ -390,7 +492,7 @@ def _one_thread_searches(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_the_passing_rows_decoded_follow_adds_and_deletes(monkeypatch: pytest.MonkeyPatch) -> None:
     """The rows' ids the decoded path reads once per index state are read again after a delete (the rows move
     up) and an add (a row more): the hits are the brute-force top k of the live passing rows each time."""
-    monkeypatch.setattr(faiss_store, "decoding_pays", lambda *args: True)
+    monkeypatch.setattr(faiss_store, "filtered_path", lambda *args: DECODED)
     rng = np.random.default_rng(3)
     vectors = {i: v for i, v in enumerate(rng.standard_normal((300, 16)).astype(np.float32))}
     store = FaissStore(16, "l2", "flat", {"encoding": "float32"})
@@ -439,6 +541,16 @@ def test_bad_filters_are_one_line_naming_the_column(expression: str, column: int
         row_filter(parse_filter(expression), columns)
     message = str(caught.value)
     assert "\n" not in message and f"column {column}:" in message and problem in message
+
+
+def test_an_expression_is_parsed_once_and_a_fault_every_time() -> None:
+    """parse_filter keeps the trees of expressions it parsed (a server's repeated filters skip the tokenizer);
+    a fault is raised again each time, never kept as an answer."""
+    text = 'year >= 2001 and lang in ["en", "fr"]'
+    assert parse_filter(text) is parse_filter(text)
+    for _ in range(2):
+        with pytest.raises(BadInputError, match=r"expected '\)'"):
+            parse_filter("(year > 1")
 
 
 def test_filters_translate_to_milvus_expressions() -> None:

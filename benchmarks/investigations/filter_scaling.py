@@ -78,7 +78,7 @@ def exact_searches(store: FaissStore, allowed: np.ndarray) -> dict[str, Search]:
                 store, allowed, np.packbits(allowed, bitorder="little"), nlist
             )
         }
-    out: dict[str, Search] = {"decoded": lambda x: store._decoded_search(x, K, allowed)[1]}
+    out: dict[str, Search] = {"decoded": lambda x: store._passing_rows_search(x, K, allowed, scan=False)[1]}
     storage = faiss.downcast_index(faiss.downcast_index(store.index.index).storage)
     rows = faiss.vector_to_array(store.index.id_map)
     positions = np.packbits(allowed[rows], bitorder="little")

@@ -19,10 +19,11 @@ cost recall). Each of the 50 queries is searched alone, as in the timings (a bat
 one of its queries finds fewer than k passing rows).
 
 ``path`` is what the store's cost model (src/whitevec/index/faiss_filter_costs.py) chooses for one query: the
-passing rows' codes decoded and compared alone (exact), faiss's selector scan of a flat index (exact), a wider
-unfiltered search for PQ (which takes no selector), or, on HNSW and IVF, faiss's search with the selector at the
-efSearch / share or nprobe / share ** 1.5 that keeps recall@10 within 0.01 of the unfiltered search's
-(benchmarks/investigations/filter_scaling.py), probing every list (exact) where that is all of them.
+passing rows' codes decoded and compared alone (exact; IVF's read through a direct map), faiss's selector scan of
+a flat index or of an HNSW index's storage (exact), a wider unfiltered search for PQ (which takes no selector), or,
+on HNSW and IVF, faiss's search with the selector at the efSearch / share or nprobe / share ** 1.5 that keeps
+recall@10 within 0.01 of the unfiltered search's (benchmarks/investigations/filter_scaling.py), probing every
+list (exact) where that is all of them.
 
     python benchmarks/maintained/bench_filters.py [--docs 100000] [--queries 200] [--lock FILE]
     python benchmarks/maintained/bench_filters.py --work [--docs 100000]
@@ -63,7 +64,7 @@ from benchmarks.common.scale import RowEncoder
 
 from whitevec.datasets.retrieval import Document
 from whitevec.index import Retriever
-from whitevec.index.faiss_filter_costs import decoded_vectors, decoding_pays, filtered_setting
+from whitevec.index.faiss_filter_costs import FAISS_SEARCH, decoded_vectors, filtered_path, filtered_setting
 from whitevec.index.faiss_store import FaissStore
 from whitevec.utils.io import atomic_path
 
@@ -162,10 +163,9 @@ def path_taken(retriever: Retriever, passing: int) -> str:
     store = retriever.store
     assert isinstance(store, FaissStore)
     params, count = store.params(), store.count
-    if store.encoding.scoring == "decoded" and decoding_pays(
-        store.kind, store.encoding, store.dim, params, count, passing, 1
-    ):
-        return "passing rows decoded"
+    path = filtered_path(store.kind, store.encoding, store.dim, params, count, passing, 1)
+    if path != FAISS_SEARCH:
+        return path
     if store.kind in ("hnsw", "ivf"):
         setting = filtered_setting(store.kind, params, count, passing)
         name, most = ("efSearch", count) if store.kind == "hnsw" else ("nprobe", int(params["nlist"]))
@@ -202,7 +202,7 @@ def thread_us(call: Any, reps: int = 9) -> float:
 
 
 def per_code_work(n: int) -> None:
-    """Per code, ns of one core: what faiss_filter_costs.py's decoding_pays is fitted on."""
+    """Per code, ns of one core: what faiss_filter_costs.py's filtered_path is fitted on."""
     x, q = clustered_unit_vectors(n, 64, d=DIM)
     share = np.zeros(n, bool)
     share[np.random.default_rng(0).permutation(n)[: n // 10]] = True

@@ -24,10 +24,14 @@ from whitevec.index.encodings import (
     parse_encoding,
 )
 from whitevec.index.faiss_filter_costs import (
-    decoded_vectors,
-    decoding_pays,
+    FAISS_SEARCH,
+    STORAGE_SCAN,
+    decoded_search,
+    filtered_path,
     filtered_setting,
-    top_k,
+    forget_direct_map,
+    readable_codes,
+    storage_scan,
     work_per_query,
 )
 from whitevec.index.layout import INDEX_FILE
@@ -229,6 +233,7 @@ class FaissStore:
         if self.index is None:
             raise BadInputError("cannot save an empty index; add vectors first")
         faiss = _faiss()
+        forget_direct_map(self.index)  # the file as before filters
         with writing_to(folder / INDEX_FILE):
             write = faiss.write_index_binary if self.signs is not None else faiss.write_index
             write(self.index, str(folder / INDEX_FILE))
@@ -392,6 +397,7 @@ class FaissStore:
     def delete(self, ids: np.ndarray) -> None:
         self._ids_read = None
         if self.index is not None:
+            forget_direct_map(self.index)  # faiss removes none with one
             self.index.remove_ids(np.ascontiguousarray(ids, dtype=np.int64))
         if self.rescore is not None:
             self.rescore.delete(ids)
@@ -442,19 +448,17 @@ class FaissStore:
         return scores, ids
 
     def _filtered_search(self, x: np.ndarray, k: int, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` best of the rows ``allowed`` (a bool per row) lets through, never fewer than there are: the
-        passing rows' decoded codes alone where few pass on a flat or HNSW index of plain codes; else within
-        faiss with an id selector where the index takes one (flat float32, fp16, SQ, RaBitQ, 1-bit codes; HNSW
-        and IVF of float codes); else a search widened until ``k`` of them are found."""
+        """The ``k`` best of the rows ``allowed`` (a bool per row) lets through, never fewer than there are, on
+        the path of least work (``filtered_path``): the passing rows alone, their plain codes decoded or HNSW's
+        storage scanned (exact); else faiss's search with an id selector where the index takes one (flat float32,
+        fp16, SQ, RaBitQ, 1-bit codes; HNSW and IVF of float codes); else a search widened until k are found."""
         passing = int(np.count_nonzero(allowed))
         want = min(k, passing)
         if want == 0:
             return np.zeros((x.shape[0], k), np.float32), np.full((x.shape[0], k), -1, np.int64)
-        # Plain codes (float32, fp16, SQ, PQ, OPQ; no +refine or +rescore): the passing rows alone, where less work
-        if self.encoding.scoring == "decoded" and decoding_pays(
-            self.kind, self.encoding, self.dim, self._params, self.count, passing, x.shape[0]
-        ):
-            return self._decoded_search(x, k, allowed)
+        path = filtered_path(self.kind, self.encoding, self.dim, self._params, self.count, passing, x.shape[0])
+        if path != FAISS_SEARCH and readable_codes(self.index):
+            return self._passing_rows_search(x, k, allowed, scan=path == STORAGE_SCAN)
         if self._takes_selector is not False:
             bitmap = np.packbits(np.asarray(allowed, dtype=bool), bitorder="little")
             try:
@@ -478,30 +482,25 @@ class FaissStore:
             self._ids_read = (self.index, rows, bool(np.array_equal(rows, np.arange(len(rows)))))
         return self._ids_read[1], self._ids_read[2]
 
-    def _decoded_search(self, x: np.ndarray, k: int, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The passing rows' codes decoded and compared with the float queries as faiss's asymmetric search
-        compares them (its distance to a code is the distance to the decoded vector: ``encoded.py``'s "decoded"
-        scoring). For a few passing rows this beats faiss's own search, which visits every row with a selector
-        and, for PQ, which takes none, searches ever deeper: 100k x 128, 32 queries, 0.1% passing, float32 60
-        ms with the selector, pq32 0.75 s widened (4.7x unfiltered), both under 1 ms decoded."""
-        faiss = _faiss()
+    def _passing_rows_search(
+        self, x: np.ndarray, k: int, allowed: np.ndarray, scan: bool
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The passing rows alone, exactly: their codes decoded (``decoded_search``) or, ``scan``, HNSW's storage
+        scanned with a selector (``storage_scan``). Few passing, this beats faiss's own search: 100k x 128, 32
+        queries, 0.1% passing, float32 60 ms with the selector, pq32 0.75 s widened, both under 1 ms decoded."""
         rows, in_order = self._row_ids()
-        positions = np.flatnonzero(allowed[: len(rows)] if in_order else allowed[rows]).astype(np.int64)
+        within = allowed[: len(rows)] if in_order else allowed[rows]
         # One thread: faiss decodes more than 1,000 codes on its OpenMP pool, whose waits for a time slice on a
         # busy machine cost more than the decoding (see POOL_WORK).
+        l2 = self._faiss_metric() == _faiss().METRIC_L2
         with one_faiss_thread(), one_blas_thread():
-            vectors = decoded_vectors(self.index, positions)
-            products = x @ vectors.T
-        if l2 := self._faiss_metric() == faiss.METRIC_L2:
-            squares = np.einsum("ij,ij->i", vectors, vectors)
-            distances = (np.einsum("ij,ij->i", x, x)[:, None] - 2 * products) + squares[None, :]
-        order = top_k(distances if l2 else -products, k)
-        scores = np.take_along_axis(distances if l2 else products, order, axis=1)
+            scores, found = (storage_scan if scan else decoded_search)(self.index, x, k, within, l2)
         if self._l2_for_cosine:
             scores = 1.0 - scores / 2.0
-        out_scores = np.zeros((x.shape[0], k), np.float32)
-        out_ids = np.full((x.shape[0], k), -1, np.int64)
-        out_scores[:, : order.shape[1]], out_ids[:, : order.shape[1]] = scores, rows[positions][order]
+        out_scores, out_ids = np.zeros((x.shape[0], k), np.float32), np.full((x.shape[0], k), -1, np.int64)
+        kept, width = found >= 0, found.shape[1]
+        out_scores[:, :width] = np.where(kept, scores, 0.0)
+        out_ids[:, :width] = np.where(kept, rows[np.maximum(found, 0)], -1)
         return out_scores, out_ids
 
     def _selector_params(self, bitmap: np.ndarray, k: int, *, passing: int, wide: bool) -> Any:

@@ -21,6 +21,7 @@ a part is true. So neither ``year == 2000`` nor ``not year == 2000`` passes a do
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -284,7 +285,16 @@ def _milvus(node: Node, path: Callable[[str], str]) -> str:
 
 def parse_filter(text: str) -> Filter:
     """Parse a filter expression (the grammar in the module docstring); a syntax error is a one-line
-    BadInputError naming the column."""
+    BadInputError naming the column. The last :data:`KEPT_PARSES` expressions' trees are kept (a server parses
+    the same few filters again and again; a tree is immutable, so one may serve every caller)."""
     if not isinstance(text, str):
         raise BadInputError(f"a filter is a string expression, got {type(text).__name__}")
+    return _parsed(text)
+
+
+KEPT_PARSES = 256
+
+
+@functools.lru_cache(maxsize=KEPT_PARSES)  # an expression that fails raises again: faults are not kept
+def _parsed(text: str) -> Filter:
     return Filter(text, _Parser(text).parse())
