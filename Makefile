@@ -24,8 +24,8 @@ MUT_VENV ?= .venv-mut
 MUT_REQS := tools/mutation-requirements.txt
 MODULE ?=
 TESTS ?=
-# test: the suite in TEST_WORKERS processes (pytest-xdist; `make test TEST_WORKERS=auto` takes every core, each
-# worker holding its own models, about 1-2 GB; 0 runs it in this process).
+# test: the suite in TEST_WORKERS processes (pytest-xdist, whole files per worker: module fixtures made once;
+# `make test TEST_WORKERS=auto` takes every core, each worker holding its own models; 0 runs it in this process).
 TEST_WORKERS ?= 2
 # test-latest: the newest releases pyproject's ranges allow, in a venv of their own (drift before users see it).
 LATEST_VENV ?= .venv-latest
@@ -53,7 +53,7 @@ demo: install
 	  --transform none,whitening,whitening-128,whitening-256 --fit-on target --json out/demo.json
 
 test: install
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: install
 	$(VENV)/bin/ruff check src tests benchmarks tools
@@ -74,7 +74,7 @@ test-latest:
 	$(LATEST_VENV)/bin/python -m pip install -q --upgrade pip
 	$(LATEST_VENV)/bin/python -m pip install -q -e ".[$(LOCK_EXTRAS)]" "$(TORCH_PIN)"
 	$(LATEST_VENV)/bin/python tests/test_lock.py
-	$(LATEST_VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(LATEST_VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict

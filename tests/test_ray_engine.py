@@ -23,8 +23,6 @@ from tests.conftest import VOCAB_WORDS
 from whitevec.errors import BadInputError
 
 ray = pytest.importorskip("ray")
-# One worker of `make test` runs the file: one local Ray instance (the module fixture), not one per worker.
-pytestmark = pytest.mark.xdist_group("ray-cluster")
 
 N_DOCS = 2000
 UNIT_BYTES = 6 << 10  # about 18 units for the corpus below

@@ -22,9 +22,6 @@ from whitevec.errors import BadInputError, DimensionMismatchError
 from whitevec.export.sentence_transformers import export_sentence_transformer
 from whitevec.transforms import AllButTheTop, Center, Flow, Normalize, Whitening
 
-# One worker of `make test` runs the file: the real models' exports (a module fixture) are made once.
-pytestmark = pytest.mark.xdist_group("real-model-exports")
-
 st = pytest.importorskip("sentence_transformers")
 
 TEXTS = [
