@@ -109,6 +109,16 @@ def test_build_keeps_or_refuses_when_asked(bert: Encoder, tmp_path: Path) -> Non
         Retriever.build(DOCS, tmp_path / "bad", encoder=bert, empty_documents="drop")
 
 
+def test_a_refit_keeps_the_documents_the_build_kept(bert: Encoder, tmp_path: Path) -> None:
+    # A refit that encodes builds the index again: documents without a known token, admitted by the build's
+    # "keep", stay (the refit from raw vectors keeps every row too).
+    with pytest.warns(WhitevecWarning, match=_skipped_warning("indexed as they are")):
+        kept = Retriever.build(DOCS, tmp_path / "keep", encoder=bert, transform="center", empty_documents="keep")
+    with kept, pytest.warns(WhitevecWarning, match=_skipped_warning("indexed as they are")):
+        kept.refit()
+        assert kept.count == 34 and kept.existing_ids(["e0", "e3"]) == ["e0", "e3"]
+
+
 def test_add_skips_documents_without_known_tokens(bert: Encoder, tmp_path: Path) -> None:
     with Retriever.build(DOCS[:30], tmp_path / "idx", encoder=bert, transform="whitening-8") as retriever:
         with pytest.warns(WhitevecWarning, match=r"1 of 2 documents .*\('n2'\); not indexed"):

@@ -199,7 +199,16 @@ class IndexWrites(MilvusWrites):
                     documents, raw, self.path, encoder=self.encoder, encoder_record=record, **options
                 )
             else:
-                build_index(documents, self.path, encoder=self.encoder, show_progress=show_progress, **options)
+                # Every live document was admitted once (a build's or an add's choice): a refit drops none, as
+                # the refit from raw vectors drops none.
+                build_index(
+                    documents,
+                    self.path,
+                    encoder=self.encoder,
+                    show_progress=show_progress,
+                    empty_documents="keep",
+                    **options,
+                )
             version = read_consistent(self.path, lambda snapshot: open_version(snapshot, "cpu"))
             for segment in self._state.segments:
                 segment.close()
@@ -238,8 +247,3 @@ class IndexWrites(MilvusWrites):
         self.manifest = state.manifest
         self.store, self._docs, self.lexical = searchable(state, self.encoder)
         self._columns = None
-
-    def _stored_form_progress(self, texts: list[str], show_progress: bool | None) -> np.ndarray:
-        return stored_form(
-            self.transform, self.encoder.encode(texts, show_progress=show_progress), self.manifest["metric"]
-        )
