@@ -13,6 +13,8 @@ Quality figures do not depend on the machine's load; the p50s do (note ``uptime`
 1/sqrt(share) loses recall (HNSW at 10% 0.949-0.962 against 1.000 unfiltered; IVF 0.71); HNSW holds it at
 efSearch / share (0.992-0.997), IVF needs more than nprobe / share (0.87-0.89 at 10%; / share ** 1.5: 0.987);
 a widened unfiltered search finds what the selector's search at the same setting finds (same recall).
+Run 2026-12-06 on the 2-core AMD EPYC; quoted by docs/how-to/filters.md (why these scalings) and behind the
+path rule that docs/results/filters.md reports.
 """
 
 from __future__ import annotations
