@@ -168,7 +168,8 @@ def test_keep_raw_vectors_from_the_command_line(tmp_path: Path, capsys: pytest.C
     assert len(notice) == 1 and "--keep-raw-vectors" in notice[0], err
     for extra, needle in (
         (["--backend", "milvus"], "--keep-raw-vectors is for --engine local builds on --backend faiss"),
-        (["--engine", "ray", "--backend", "milvus"], "--keep-raw-vectors is for --engine local builds"),
+        (["--engine", "ray", "--backend", "milvus"], "is for --engine local builds; a Ray build keeps none"),
+        (["--engine", "ray"], "--keep-raw-vectors is for --engine local builds; a Ray build keeps none"),
     ):
         args = [*build, "--out", str(tmp_path / "refused"), "--keep-raw-vectors", *extra]
         code, _, err = run_cli(args, capsys)

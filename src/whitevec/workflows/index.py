@@ -140,9 +140,14 @@ def _check_keep_raw_vectors(keep_raw_vectors: bool, engine: str, backend: str) -
     faiss: a refit from kept vectors rewrites the segments of a FAISS index, and Milvus keeps its vectors
     elsewhere."""
     on_ray = check_engine(engine)
-    if keep_raw_vectors and (on_ray or backend.strip().lower() != "faiss"):
+    # Here, not only in build_index (raw_vectors.check_keep_raw_vectors): before whitevec.index is imported.
+    if keep_raw_vectors and on_ray:
         raise BadInputError(
-            f"--keep-raw-vectors is for --engine local builds on --backend faiss, not {engine} on {backend}; "
+            "--keep-raw-vectors is for --engine local builds; a Ray build keeps none: leave it out"
+        )
+    if keep_raw_vectors and backend.strip().lower() != "faiss":
+        raise BadInputError(
+            f"--keep-raw-vectors is for --engine local builds on --backend faiss; a {backend} index keeps none: "
             "leave it out"
         )
     return on_ray
