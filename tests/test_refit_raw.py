@@ -205,3 +205,11 @@ def test_an_index_saved_before_raw_vectors_refits_by_encoding(
     code, _, err = run_cli(["index", "refit", str(idx), "--model", str(saved / "static")], capsys)
     assert code == 0 and "whitevec: encoding every document" in err, err
     assert "raw_vectors" not in read_manifest(idx)  # refit as it was built: still none kept
+
+
+def test_a_refit_from_raw_vectors_copies_every_field_a_build_writes_of_its_encoder() -> None:
+    # build.py lists the encoder's manifest fields for the refit by hand: a field encoder_description gains later
+    # would otherwise be dropped by every refit from raw vectors.
+    from whitevec.index.build import ENCODER_FIELDS, encoder_description
+
+    assert set(encoder_description(HashEncoder())) == set(ENCODER_FIELDS)
