@@ -111,11 +111,10 @@ def _apply(store: MilvusStore, change: MilvusChange, first_row: int) -> None:
 
 def _following(manifest: dict[str, Any], change: MilvusChange, skipped: int) -> dict[str, Any]:
     """The next version's manifest: the live count, the next row, one more generation."""
-    following = dict(manifest)
+    following = _next_version(manifest)
     count = int(manifest["count"]) - int(change.deleted.size) + len(change.added)
-    following.update(count=count, generation=int(manifest.get("generation", 0)) + 1)
+    following["count"] = count
     following[NEXT_ROW] = next_row(manifest) + len(change.added)
-    following["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     if skipped:
         following["skipped_documents"] = int(manifest.get("skipped_documents", 0)) + skipped
     if manifest.get("lexical") is not None:  # Milvus's BM25 over the live documents
@@ -139,11 +138,7 @@ def write_milvus_version(
     try:
         with atomic_dir(path) as tmp:
             staged = cast(MilvusStore, store.stage_add(tmp))
-            files: list[str] = []
-            if transform is not None:
-                with writing_to(tmp / TRANSFORM_FILE):
-                    (tmp / TRANSFORM_FILE).write_bytes(transform)
-                files.append(TRANSFORM_FILE)
+            files = _write_transform(tmp, transform)
             if isinstance(docs, DocStore):  # the documents in docs.sqlite: a copy with the change
                 docs.copy_to(tmp / DOCS_FILE)
                 rewrite_docs(tmp / DOCS_FILE, change.deleted, change.replaced, change.added, next_row(manifest))
@@ -160,6 +155,22 @@ def write_milvus_version(
         raise
     if staged is not store:
         staged.close()
+
+
+def _next_version(manifest: dict[str, Any]) -> dict[str, Any]:
+    """``manifest`` as the next version's starts: one more generation, stamped now."""
+    following = dict(manifest, generation=int(manifest.get("generation", 0)) + 1)
+    following["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    return following
+
+
+def _write_transform(tmp: Path, transform: bytes | None) -> list[str]:
+    """The current version's transform file (``transform``, its bytes) written into the next version ``tmp``."""
+    if transform is None:
+        return []
+    with writing_to(tmp / TRANSFORM_FILE):
+        (tmp / TRANSFORM_FILE).write_bytes(transform)
+    return [TRANSFORM_FILE]
 
 
 def _own_transform(snapshot: IndexSnapshot, manifest: dict[str, Any], path: Path) -> bytes | None:
@@ -205,8 +216,7 @@ def rewrite_lite_collection(path: Path, manifest: dict[str, Any], store: MilvusS
     one dropped once the new version is in)."""
     transform = read_consistent(path, lambda snapshot: _own_transform(snapshot, manifest, path))
     outside = store.stored_uri is not None
-    following = dict(manifest, generation=int(manifest.get("generation", 0)) + 1)
-    following["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    following = _next_version(manifest)
     target: MilvusStore | None = None
     with atomic_dir(path) as tmp:
         name = new_collection_name() if outside else store.collection
@@ -220,10 +230,7 @@ def rewrite_lite_collection(path: Path, manifest: dict[str, Any], store: MilvusS
             files = target.save(tmp)
         finally:
             target.close()
-        if transform is not None:
-            with writing_to(tmp / TRANSFORM_FILE):
-                (tmp / TRANSFORM_FILE).write_bytes(transform)
-            files.append(TRANSFORM_FILE)
+        files += _write_transform(tmp, transform)
         if isinstance(docs, DocStore):
             docs.copy_to(tmp / DOCS_FILE)
             files.append(DOCS_FILE)
