@@ -213,3 +213,16 @@ def test_a_refit_from_raw_vectors_copies_every_field_a_build_writes_of_its_encod
     from whitevec.index.build import ENCODER_FIELDS, encoder_description
 
     assert set(encoder_description(HashEncoder())) == set(ENCODER_FIELDS)
+
+
+def test_a_refit_behind_another_writer_is_refused_as_every_stale_write_is(tmp_path: Path) -> None:
+    # The service answers 409 for exactly updates' stale-version message: the raw vectors' read must give it.
+    from whitevec.index.snapshot import changed_message
+
+    folder = tmp_path / "index"
+    with build(folder, docs(0, 40), transform="whitening-8", keep_raw_vectors=True) as first:
+        with Retriever.load(folder, encoder=HashEncoder(dim=16)) as second:  # type: ignore[arg-type]
+            second.add(docs(40, 50))
+        with pytest.raises(BadInputError) as refused:
+            live_raw_vectors(folder, first.manifest, first._state.segments, live_rows(first._state))  # type: ignore[union-attr]
+    assert str(refused.value) == changed_message(folder)

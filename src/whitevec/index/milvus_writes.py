@@ -40,8 +40,8 @@ from whitevec.index.manifest import SELF_CHECKSUM, write_manifest
 from whitevec.index.milvus_bm25 import TEXT_FIELD
 from whitevec.index.milvus_store import MilvusStore, is_local_uri, new_collection_name
 from whitevec.index.opening import Version, open_version
-from whitevec.index.snapshot import IndexSnapshot, read_consistent
-from whitevec.index.updates import AddResult, DeleteResult, changed_message, rebuild_options
+from whitevec.index.snapshot import IndexSnapshot, changed_message, read_consistent
+from whitevec.index.updates import AddResult, DeleteResult, rebuild_options
 from whitevec.utils.io import atomic_dir, writers_lock, writing_to
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ import numpy as np
 from whitevec.errors import BadInputError, CorruptFileError
 from whitevec.index.layout import RAW_VECTORS_FILE
 from whitevec.index.manifest import SELF_CHECKSUM
-from whitevec.index.snapshot import IndexSnapshot, read_consistent
+from whitevec.index.snapshot import IndexSnapshot, changed_message, read_consistent
 from whitevec.utils.io import writing_to
 
 RAW_FIELD = "raw_vectors"  # the manifest's record: present exactly when every segment keeps its raw vectors
@@ -105,10 +105,7 @@ def live_raw_vectors(
 
     def read(snapshot: IndexSnapshot) -> np.ndarray:
         if snapshot.manifest[SELF_CHECKSUM] != manifest[SELF_CHECKSUM]:
-            raise BadInputError(
-                f"the index at {path} was written to by another writer since it was loaded; load it again and "
-                "repeat the write"
-            )
+            raise BadInputError(changed_message(path))
         parts = [np.zeros((0, int(manifest["encoder_dim"])), dtype=RAW_DTYPE)]
         for segment in segments:
             kept = np.flatnonzero(live[segment.base : segment.base + segment.rows])

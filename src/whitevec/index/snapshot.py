@@ -248,6 +248,15 @@ def read_consistent(folder: str | os.PathLike[str], read: Callable[[IndexSnapsho
     )
 
 
+def changed_message(path: Path) -> str:
+    """Why a write is refused when the folder no longer holds the version it was to follow (the service answers
+    409 for exactly this message)."""
+    return (
+        f"the index at {path} was rebuilt or written to by another writer since it was loaded; load it again and "
+        "repeat the write"
+    )
+
+
 def read_manifest(folder: str | os.PathLike[str], verify: bool = True) -> dict[str, Any]:
     """The checked manifest of the index at ``folder``; with ``verify``, every listed file's sha256 too (one
     consistent version even while another process replaces the index).

@@ -55,7 +55,7 @@ from whitevec.index.manifest import SELF_CHECKSUM, write_manifest
 from whitevec.index.raw_vectors import keeps_raw_vectors, live_raw_vectors, write_raw_vectors
 from whitevec.index.segmented import compose
 from whitevec.index.segments import Segment, open_segment, open_template, read_deleted
-from whitevec.index.snapshot import IndexSnapshot, read_consistent
+from whitevec.index.snapshot import IndexSnapshot, changed_message, read_consistent
 from whitevec.index.store import VectorStore, store_files
 from whitevec.utils.io import atomic_dir, writing_to
 
@@ -375,13 +375,6 @@ def check_own_version(state: IndexState) -> None:
     template = read_consistent(state.path, read)
     if state.template is None:
         state.template = template
-
-
-def changed_message(path: Path) -> str:
-    return (
-        f"the index at {path} was rebuilt or written to by another writer since it was loaded; load it again and "
-        "repeat the write"
-    )
 
 
 # --- merging ---------------------------------------------------------------------------------------------------

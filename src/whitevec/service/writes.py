@@ -92,7 +92,7 @@ def _version(retriever: RetrieverLike) -> dict[str, int]:
 def _public_refusals(retriever: WritableRetriever) -> Iterator[None]:
     """The library's refusals without the index's path (a client learns nothing of the server's files); another
     writer's version as a conflict."""
-    from whitevec.index.updates import changed_message
+    from whitevec.index.snapshot import changed_message
 
     try:
         yield
