@@ -92,6 +92,11 @@ def as_documents(corpus: Sequence[Document] | str | os.PathLike[str]) -> list[Do
             raise BadInputError(f"corpus[{i}] has id {doc.id!r}; ids must be non-empty strings")
         if not isinstance(doc.text, str):
             raise BadInputError(f"document {doc.id!r} has text of type {type(doc.text).__name__}, expected str")
+        if doc.metadata is not None and not isinstance(doc.metadata, dict):  # filters read its fields
+            raise BadInputError(
+                f"document {doc.id!r} has metadata of type {type(doc.metadata).__name__}; metadata is a dict of "
+                "field names to values (a JSON object), or None"
+            )
         try:
             doc.id.encode("utf-8")
             doc.text.encode("utf-8")

@@ -5,19 +5,15 @@ passing ids as its filter)."""
 
 from __future__ import annotations
 
+import math
 import operator
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from whitevec.index.filters import Compare, Filter, Junction, Member, Node, Not, kind_of
-
-if TYPE_CHECKING:
-    from whitevec.index.snapshot import IndexSnapshot
 
 _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
     "==": operator.eq,
@@ -31,27 +27,37 @@ _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
 
 KEPT_MASKS = 64
 
+EXACT_FLOATS = 2**53  # every integer of at most this magnitude is exactly a float64; past it, some round
+
 
 class MetadataColumns:
     """Each top-level metadata field over rows ``0 .. rows - 1``: its values by kind (numbers as float64,
-    strings, booleans), where each kind is present, and the kinds the field holds."""
+    strings, booleans), where each kind is present, and the kinds the field holds. Integers past
+    :data:`EXACT_FLOATS` are also kept as they are, apart (``big``), and compared exactly; a row whose metadata
+    is not an object (written by older versions) holds no field."""
 
     def __init__(self, metadata: Mapping[int, Mapping[str, Any] | None], rows: int) -> None:
         self.rows = int(rows)
         self.kinds: dict[str, set[str]] = {}
         values: dict[str, dict[str, dict[int, Any]]] = {}
         for row, fields in metadata.items():
-            for name, value in (fields or {}).items():
+            for name, value in fields.items() if isinstance(fields, Mapping) else ():
                 kind = kind_of(value)
                 self.kinds.setdefault(name, set()).add(kind)
                 values.setdefault(name, {}).setdefault(kind, {})[int(row)] = value
         self._columns: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+        self.big: dict[str, tuple[np.ndarray, list[int]]] = {}  # a field's rows and integers past EXACT_FLOATS
         self.masks: dict[Filter, np.ndarray] = {}  # see row_filter
         for name, by_kind in values.items():
             for kind, cells in by_kind.items():
                 present = np.zeros(self.rows, dtype=bool)
                 present[list(cells)] = True
                 column = np.zeros(self.rows, dtype=np.float64) if kind == "number" else np.empty(self.rows, object)
+                if kind == "number":
+                    big = {row: v for row, v in cells.items() if isinstance(v, int) and abs(v) > EXACT_FLOATS}
+                    if big:
+                        self.big[name] = (np.fromiter(big, np.int64, len(big)), list(big.values()))
+                        cells = {row: 0 if row in big else v for row, v in cells.items()}  # compared apart
                 column[list(cells)] = list(cells.values())
                 self._columns[(name, kind)] = (present, column)
 
@@ -83,11 +89,39 @@ class MetadataColumns:
             return self._truth(
                 Junction("or", tuple(Compare(node.field, "==", v, node.column) for v in node.values))
             )
-        present, column = self.column(node.field, kind_of(node.value))
+        return self._compared(node)
+
+    def _compared(self, node: Compare) -> tuple[np.ndarray, np.ndarray]:
+        """``(true, false)`` of one comparison, over the rows holding a value of its literal's kind: numbers
+        exactly (the float64 column, and the integers past :data:`EXACT_FLOATS` apart)."""
+        value = node.value
+        present, column = self.column(node.field, kind_of(value))
         holds = np.zeros(self.rows, dtype=bool)
-        if present.any():
-            holds[present] = np.asarray(_COMPARE[node.op](column[present], node.value), dtype=bool)
+        if not present.any():
+            return holds, present
+        if isinstance(value, bool | str):
+            holds[present] = np.asarray(_COMPARE[node.op](column[present], value), dtype=bool)
+            return holds, present & ~holds
+        holds[present] = _floats_compared(node.op, column[present], value)
+        if node.field in self.big:  # the float column's cells there are stand-ins
+            rows, integers = self.big[node.field]
+            holds[rows] = [_COMPARE[node.op](integer, value) for integer in integers]  # Python's: exact
         return holds, present & ~holds
+
+
+def _floats_compared(op: str, values: np.ndarray, literal: int | float) -> np.ndarray:
+    """``values op literal`` exactly, for float64 ``values`` and an int or float ``literal``. An integer no
+    float64 holds lies strictly between two neighbouring floats, ``below`` and ``above``; a float is less than
+    it where it is at most ``below``, greater where at least ``above``, and never equal."""
+    near = float(literal)  # a parsed literal is at most 64 characters: within float64's range
+    if near == literal:  # Python compares an int and a float exactly
+        return np.asarray(_COMPARE[op](values, near), dtype=bool)
+    below, above = (
+        (near, math.nextafter(near, math.inf)) if near < literal else (math.nextafter(near, -math.inf), near)
+    )
+    if op in ("==", "!="):
+        return np.full(values.shape, op == "!=")
+    return values <= below if op in ("<", "<=") else values >= above
 
 
 @dataclass(frozen=True)
@@ -140,24 +174,3 @@ def rows_filter(visible: str, allowed: np.ndarray | None) -> dict[str, Any]:
     else:  # rows past the mask are not the index's: left out by ``id < mask.size``
         rows = f"id < {mask.size} and not (id in [{','.join(map(str, np.flatnonzero(~mask).tolist()))}])"
     return {"filter": f"({visible}) and ({rows})" if visible else rows}
-
-
-def check_filter_in_folder(folder: str | os.PathLike[str], expression: Filter) -> None:
-    """Check ``expression`` against the metadata of the index at ``folder`` before a model loads (its current
-    version's documents, when they are kept in the folder; documents kept in Milvus are checked at the
-    search)."""
-    from whitevec.index.documents import DEFAULT_DOCUMENT_STORE, documents_name, documents_of
-    from whitevec.index.snapshot import read_consistent
-
-    def metadata(snapshot: IndexSnapshot) -> dict[int, dict[str, Any] | None] | None:
-        if documents_name(snapshot.manifest) != DEFAULT_DOCUMENT_STORE:
-            return None
-        docs = documents_of(snapshot.manifest).open(snapshot)
-        try:
-            return docs.metadata()
-        finally:
-            docs.close()
-
-    found = read_consistent(Path(folder), metadata)
-    if found is not None:
-        expression.check(MetadataColumns(found, max(found, default=-1) + 1).kinds)

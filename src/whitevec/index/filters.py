@@ -17,6 +17,10 @@ in the three-valued logic of SQL and Milvus: a comparison is true or false where
 value of the literal's kind (numbers, integers and floats alike; strings; booleans), and unknown where the field
 is missing or of another kind; ``not`` of unknown is unknown, ``and`` is false if a part is false, ``or`` true if
 a part is true. So neither ``year == 2000`` nor ``not year == 2000`` passes a document without a year.
+
+Numbers compare exactly, as the numbers they are: integers past 2**53 (which a float64 would round) against
+integers and floats alike. An expression nests at most :data:`MAX_DEPTH` parentheses and ``not`` deep, and a
+number is at most :data:`MAX_NUMBER_CHARS` characters long; past either it is refused in one line.
 """
 
 from __future__ import annotations
@@ -37,6 +41,10 @@ OPERATORS = ("==", "!=", *ORDERING)
 KEYWORDS = ("and", "or", "not", "in", "true", "false")
 
 Literal = str | int | float | bool
+
+MAX_DEPTH = 64  # parentheses and ``not`` nested: far above a written filter, far below Python's recursion limit
+MAX_NUMBER_CHARS = 64  # a number literal's characters: int64 is 20, a float's shortest text at most 24
+SHOWN_CHARS = 100  # of a long expression, the start a fault's message quotes
 
 _TOKEN = re.compile(
     r"""(?P<space>\s+)
@@ -118,7 +126,8 @@ def _tokens(text: str) -> list[_Token]:
 
 
 def _error(text: str, column: int, problem: str) -> BadInputError:
-    return BadInputError(f"filter {text!r}, column {column}: {problem}")
+    shown = repr(text) if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]!r}... ({len(text)} characters)"
+    return BadInputError(f"filter {shown}, column {column}: {problem}")
 
 
 class _Parser:
@@ -128,6 +137,7 @@ class _Parser:
         self.text = text
         self.tokens = _tokens(text)
         self.at = 0
+        self.depth = 0  # the parentheses and ``not`` open around the current token
 
     @property
     def token(self) -> _Token:
@@ -163,14 +173,26 @@ class _Parser:
         return parts[0] if len(parts) == 1 else Junction(op, tuple(parts))
 
     def _unary(self) -> Node:
+        if self.token.text == "(" or (self.token.kind == "word" and self.token.text.lower() == "not"):
+            return self._nested()
+        return self._comparison()
+
+    def _nested(self) -> Node:
+        """``not`` unary or ``(`` expr ``)``, at most :data:`MAX_DEPTH` deep (each level is a few frames of
+        this descent, and of every walk of the tree after it)."""
+        if self.depth == MAX_DEPTH:
+            raise _error(
+                self.text, self.token.column, f"nested more than {MAX_DEPTH} deep (parentheses and 'not')"
+            )
+        self.depth += 1
         if self._keyword("not"):
-            return Not(self._unary())
-        if self.token.text == "(":
+            node: Node = Not(self._unary())
+        else:
             self.at += 1
             node = self._junction("or")
             self._expect(")")
-            return node
-        return self._comparison()
+        self.depth -= 1
+        return node
 
     def _comparison(self) -> Node:
         field = self.token
@@ -197,6 +219,12 @@ class _Parser:
         if token.kind == "string":
             return re.sub(r"\\(.)", r"\1", token.text[1:-1])
         if token.kind == "number":
+            if len(token.text) > MAX_NUMBER_CHARS:  # int() of 4,300 digits fails; far fewer are no real value
+                raise _error(
+                    self.text,
+                    token.column,
+                    f"a number of {len(token.text)} characters (at most {MAX_NUMBER_CHARS})",
+                )
             number = float(token.text) if any(c in token.text for c in ".eE") else int(token.text)
             if isinstance(number, float) and not np.isfinite(number):
                 raise _error(self.text, token.column, f"{token.text} is not a finite number")
@@ -265,12 +293,17 @@ def _plural(kinds: Iterable[str]) -> str:
     return " and ".join(names[kind] for kind in sorted(kinds))
 
 
+INT64 = (-(2**63), 2**63 - 1)
+
+
 def _milvus_literal(value: Literal) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
-    return repr(value)
+    if isinstance(value, int) and not INT64[0] <= value <= INT64[1]:  # Milvus's integers are int64
+        raise BadInputError(f"filter value {value} is past Milvus's 64-bit integers; it cannot compare it exactly")
+    return repr(value)  # an int's every digit: Milvus compares a JSON field's integers as int64
 
 
 def _milvus(node: Node, path: Callable[[str], str]) -> str:

@@ -1,21 +1,26 @@
 """Opening one pinned version of an index folder (:mod:`whitevec.index.snapshot`): its manifest, transform,
-vector store, documents and lexical ranker, checked against one another (what ``Retriever.load`` reads)."""
+vector store, documents and lexical ranker, checked against one another (what ``Retriever.load`` reads); or its
+documents alone, to check a metadata filter before a model loads."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 
 from whitevec.errors import CorruptFileError
-from whitevec.index.documents import DocumentStore, documents_of
+from whitevec.index.documents import DEFAULT_DOCUMENT_STORE, DocumentStore, documents_name, documents_of
+from whitevec.index.filter_rows import MetadataColumns
+from whitevec.index.filters import Filter
 from whitevec.index.fusion import LexicalRanker
 from whitevec.index.layout import TRANSFORM_FILE, check_index_manifest
 from whitevec.index.lexical import LexicalIndex
 from whitevec.index.segmented import compose
-from whitevec.index.segments import Segment, open_segments, read_deleted
-from whitevec.index.snapshot import IndexSnapshot
+from whitevec.index.segments import Segment, live_metadata, open_segments, read_deleted
+from whitevec.index.snapshot import IndexSnapshot, read_consistent
 from whitevec.index.store import KeepsLexical, VectorStore, keeps_lexical, store_class
 from whitevec.transforms import Transform
 
@@ -95,3 +100,18 @@ def _open_whole(snapshot: IndexSnapshot) -> tuple[VectorStore, DocumentStore, Le
             store.close()
         raise
     return store, docs, lexical
+
+
+def check_filter_in_folder(folder: str | os.PathLike[str], expression: Filter) -> None:
+    """Check ``expression`` against the metadata of the index at ``folder`` before a model loads, as its search
+    will (:func:`~whitevec.index.filter_rows.row_filter`): the live documents of every segment of its current
+    version, when they are kept in the folder (documents kept in Milvus are checked at the search)."""
+
+    def metadata(snapshot: IndexSnapshot) -> dict[int, Any] | None:
+        if documents_name(snapshot.manifest) != DEFAULT_DOCUMENT_STORE:
+            return None
+        return live_metadata(snapshot)
+
+    found = read_consistent(Path(folder), metadata)
+    if found is not None:
+        expression.check(MetadataColumns(found, max(found, default=-1) + 1).kinds)

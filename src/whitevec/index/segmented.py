@@ -22,7 +22,7 @@ from whitevec.errors import CorruptFileError
 from whitevec.index.documents import DocumentStore
 from whitevec.index.fusion import LexicalRanker
 from whitevec.index.lexical_counts import CountedSegment, search_segments
-from whitevec.index.segments import Segment
+from whitevec.index.segments import Segment, gathered_metadata
 from whitevec.index.store import VectorStore
 
 _Ranking = tuple[np.ndarray, np.ndarray]
@@ -171,13 +171,9 @@ class SegmentedDocs:
         return out
 
     def metadata(self) -> dict[int, dict[str, Any] | None]:
-        out: dict[int, dict[str, Any] | None] = {}
-        live = self._rows.live
-        for segment in self._rows.segments:
-            for row, meta in segment.docs.metadata().items():
-                if live[segment.base + row]:
-                    out[segment.base + row] = meta
-        return out
+        return gathered_metadata(
+            ((segment.base, segment.docs) for segment in self._rows.segments), self._rows.live
+        )
 
     def rows_of(self, ids: Sequence[str]) -> dict[str, int]:
         """``{id: row}`` of those of ``ids`` held by a live document."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO, TypeVar
 
@@ -135,12 +135,9 @@ def open_segments(snapshot: IndexSnapshot) -> list[Segment]:
     pinned handles and cannot be disturbed. Opened after them, a write swapped in meanwhile would restart the
     load, and a stream of writes could keep restarting it."""
     entries = segment_entries(snapshot.manifest)
-    opened_docs: list[DocumentStore] = []
+    opened_docs = open_segment_documents(snapshot)
     opened: list[Segment] = []
     try:
-        for entry in entries:
-            view = SegmentView(snapshot, entry["prefix"], segment_manifest(snapshot.manifest, entry))
-            opened_docs.append(documents_of(snapshot.manifest).open(view))
         for entry, docs in zip(entries, opened_docs, strict=True):
             opened.append(open_segment(snapshot, snapshot.manifest, entry, docs))
     except BaseException:
@@ -150,6 +147,48 @@ def open_segments(snapshot: IndexSnapshot) -> list[Segment]:
             segment.close()
         raise
     return opened
+
+
+def open_segment_documents(snapshot: IndexSnapshot) -> list[DocumentStore]:
+    """The documents of each segment of a pinned version (:func:`segment_entries`' order), opened alone."""
+    opened: list[DocumentStore] = []
+    try:
+        for entry in segment_entries(snapshot.manifest):
+            view = SegmentView(snapshot, entry["prefix"], segment_manifest(snapshot.manifest, entry))
+            opened.append(documents_of(snapshot.manifest).open(view))
+    except BaseException:
+        for docs in opened:
+            docs.close()
+        raise
+    return opened
+
+
+def gathered_metadata(parts: Iterable[tuple[int, DocumentStore]], live: np.ndarray | None) -> dict[int, Any]:
+    """``{row: metadata}`` of segments' documents (each given with its base row) by the index's rows, the rows
+    ``live`` (None: every row) marks False left out: what a filtered search reads."""
+    out: dict[int, Any] = {}
+    for base, docs in parts:
+        for row, meta in docs.metadata().items():
+            if live is None or live[base + row]:
+                out[base + row] = meta
+    return out
+
+
+def live_metadata(snapshot: IndexSnapshot) -> dict[int, Any]:
+    """:func:`gathered_metadata` of every segment of a pinned version, deleted rows left out: its documents
+    opened alone (no vectors), for a filter's check before a model loads."""
+    manifest = snapshot.manifest
+    opened = open_segment_documents(snapshot)
+    try:
+        live = None
+        if "segments" in manifest:
+            live = np.ones(total_rows(manifest), dtype=bool)
+            live[read_deleted(snapshot)] = False
+        bases = [int(entry["base"]) for entry in segment_entries(manifest)]
+        return gathered_metadata(zip(bases, opened, strict=True), live)
+    finally:
+        for docs in opened:
+            docs.close()
 
 
 def open_template(snapshot: IndexSnapshot) -> VectorStore:

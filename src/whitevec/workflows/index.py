@@ -252,8 +252,8 @@ def search_index(
     has_lexical = manifest.get("lexical") is not None
     plan_search(mode, fusion, candidates, defaults=search_defaults(manifest), has_lexical=has_lexical)
     check_texts(queries)
-    from whitevec.index.filter_rows import check_filter_in_folder
     from whitevec.index.filters import parse_filter
+    from whitevec.index.opening import check_filter_in_folder
 
     parsed = None if filter is None else parse_filter(filter)
     if parsed is not None:
