@@ -121,6 +121,17 @@ def test_metadata_that_is_not_an_object_is_refused_at_the_write(tmp_path: Path) 
         assert [hit.id for hit in hits] == ["d1"]
 
 
+def test_metadata_nested_past_the_recursion_limit_is_one_line(tmp_path: Path) -> None:
+    deep: dict[str, Any] = {}
+    inner = deep
+    for _ in range(5000):  # json.dumps raised RecursionError
+        inner["a"] = inner = {}
+    docs = [Document("deep", TEXTS[0], deep), Document("b", TEXTS[1], {"n": 1})]
+    with pytest.raises(BadInputError, match="document 'deep' has metadata nested too deep"):
+        Retriever.build(docs, tmp_path / "idx", encoder=HashEncoder(), transform="none")
+    assert not (tmp_path / "idx").exists()
+
+
 def test_rows_whose_metadata_is_not_an_object_hold_no_field() -> None:
     """What an index written by older versions may hold: such a row is unknown to every comparison."""
     columns = MetadataColumns({0: [1, 2], 1: "red", 2: 5, 3: {"n": 1}, 4: None}, 5)

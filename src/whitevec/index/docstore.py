@@ -62,6 +62,8 @@ def metadata_json(doc: Document) -> str | None:
         ) from None
     except TypeError as exc:
         raise BadInputError(f"document {doc.id!r} has metadata that is not JSON ({exc})") from None
+    except RecursionError:
+        raise BadInputError(f"document {doc.id!r} has metadata nested too deep to write as JSON") from None
 
 
 def rewrite_docs(
