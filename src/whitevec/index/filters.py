@@ -283,7 +283,8 @@ class Filter:
 
     def to_milvus(self, field: Callable[[str], str] | None = None) -> str:
         """This filter as a Milvus boolean expression; ``field`` writes a field's reference (default: a key of
-        the JSON field ``metadata``, ``metadata["year"]``)."""
+        the JSON field ``metadata``, ``metadata["year"]``). An integer keeps every digit; one past int64, which
+        Milvus cannot compare exactly, is a one-line BadInputError."""
         path = field or (lambda name: f"metadata[{json.dumps(name)}]")
         return _milvus(self.root, path)
 
