@@ -17,6 +17,7 @@ unicode, booleans, null, lists, objects, and missing fields.
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 import math
 import operator
@@ -389,6 +390,14 @@ FILTER_CASES = [
     FilterCase("400-parens", _deep(400, "n == 1"), cmp("n", "==", 1), refusal_ok=True),
     FilterCase("3000-parens", _deep(3000, "n == 1"), cmp("n", "==", 1), refusal_ok=True),
     FilterCase("3-nots", "not not not lang == 'en'", not_(cmp("lang", "==", "en"))),
+    FilterCase("not-of-or", 'not (n == 1 or lang == "en")', not_(or_(cmp("n", "==", 1), cmp("lang", "==", "en")))),
+    FilterCase("trailing-dot-float", "n == 1.", cmp("n", "==", 1.0)),
+    FilterCase("newlines-inside", "n == 1\nor\r\nn == 2", isin("n", 1, 2)),
+    FilterCase("newline-in-a-bad-filter", "n ==\n\n", None),
+    FilterCase("ansi-escape", "n == 1\x1b[31m", None),
+    FilterCase("in-without-brackets", "n in 1", None),
+    FilterCase("trailing-comma-in-list", "n in [1, 2,]", isin("n", 1, 2), refusal_ok=True),
+    FilterCase("3000-char-field", "f" * 3000 + " == 1", nothing, refusal_ok=True),
     FilterCase("1000-nots", "not " * 1000 + "n == 1", cmp("n", "==", 1), refusal_ok=True),
     FilterCase("999-nots", "not " * 999 + "n == 1", not_(cmp("n", "==", 1)), refusal_ok=True),
     FilterCase("400-not-parens", "not (" * 400 + "n == 1" + ")" * 400, cmp("n", "==", 1), refusal_ok=True),
@@ -882,6 +891,50 @@ ADD_CASES = [
     ),
     AddCase("corpus-a-folder", ("more.jsonl", None)),
     AddCase("corpus-missing", ("more.jsonl", MISSING)),
+    # line breaks that are not \n, BOMs and CRLF in CSV and TSV, what Python's csv module stumbles on
+    AddCase(
+        "raw-u2028-in-json-text",
+        ("more.jsonl", ('{"id": "n1", "text": "the dog\u2028running"}\n').encode()),
+        http='{"documents": [{"id": "n1", "text": "the dog\u2028running"}]}'.encode(),
+        added={"n1": ("the dog\u2028running", None)},
+    ),
+    AddCase(
+        "nel-in-a-text-line",
+        ("more.txt", ("\n" * 8 + "the dog\x85running\n").encode()),
+        added={"9": ("the dog\x85running", None)},
+    ),
+    AddCase("csv-bom", ("more.csv", BOM + b"id,text\nn1,the dog\n"), added={"n1": ("the dog", None)}),
+    AddCase(
+        "tsv-crlf-metadata",
+        ("more.tsv", b"id\ttext\tyear\r\nn1\tthe dog\t2001\r\n"),
+        added={"n1": ("the dog", {"year": "2001"})},
+    ),
+    AddCase(
+        "csv-crlf-quoted-comma",
+        ("more.csv", b'id,text\r\nn1,"the dog, running"\r\n'),
+        added={"n1": ("the dog, running", None)},
+    ),
+    AddCase(
+        "csv-nul",
+        ("more.csv", b"id,text\nn1,the dog\x00running\n"),
+        added={"n1": ("the dog\x00running", None)},
+        refusal_ok=True,
+    ),
+    AddCase(
+        "csv-200k-field",
+        ("more.csv", b"id,text\nn1," + b"dog " * 50_000 + b"\n"),
+        added={"n1": (("dog " * 50_000).strip(), None)},
+    ),
+    AddCase(
+        "gzip-file",
+        ("more.jsonl.gz", gzip.compress((_line(ROW) + "\n").encode(), mtime=0)),
+        added=ADDED,
+        refusal_ok=True,
+    ),
+    AddCase(
+        "5000-digit-id", ("more.jsonl", ('{"id": ' + "7" * 5000 + ', "text": "' + NEW_TEXT + '"}\n').encode())
+    ),
+    AddCase("title-null", _jsonl({**ROW, "title": None}), added=ADDED),
 ]
 
 
