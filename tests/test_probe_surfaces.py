@@ -78,6 +78,7 @@ NEW_TEXT = "the dog is running in the street"  # words the tiny encoder knows
 
 Truth = bool | None  # None: unknown (a field missing, or holding a value of another kind)
 Predicate = Callable[[dict[str, Any] | None], Truth]
+# Written again, not imported from whitevec.index.filter_rows: the evaluator must not share the code it checks.
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
     "==": operator.eq,
     "!=": operator.ne,
@@ -262,6 +263,8 @@ def _contents(folder: Path) -> dict[str, tuple[str, Any]]:
     """Every live document of the index at ``folder`` as a new reader finds it: id -> (text, metadata)."""
     with Retriever.load(folder) as retriever, warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        if retriever.count == 0:
+            return {}
         (hits,) = retriever.search([QUERY], k=retriever.count, mode="dense")
         assert len(hits) == retriever.count
         return {hit.id: (hit.text, hit.metadata) for hit in hits}
@@ -1048,3 +1051,138 @@ def _difference(found: dict[str, tuple[str, Any]], expected: dict[str, tuple[str
     lacking = sorted(set(expected) - set(found))
     changed = sorted(i for i in set(found) & set(expected) if found[i] != expected[i])
     return f"ids not expected {extra!r:.200}, ids lacking {lacking!r:.200}, ids held otherwise {changed!r:.200}"
+
+
+# --- deletes ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, repr=False)
+class DeleteCase:
+    """One odd delete: ``ids`` for ``Retriever.delete`` and POST /documents/delete (and ``whitevec index delete
+    IDS...`` when all are strings); ``ids_file``: the bytes of ``--ids FILE`` for the CLI instead (Python and
+    HTTP then take ``ids``). ``deleted``: each set of ids a right delete may remove (the surfaces must agree on
+    one); empty: it must be refused, nothing written; ``refusal_ok``: a one-line refusal is right too."""
+
+    name: str
+    ids: Any
+    deleted: tuple[frozenset[str], ...] = ()
+    ids_file: bytes | None = None
+    refusal_ok: bool = False
+    http: bool = True
+
+    def __repr__(self) -> str:
+        return f"DeleteCase({self.name!r})"
+
+
+def _gone(*ids: str) -> tuple[frozenset[str], ...]:
+    return (frozenset(ids),)
+
+
+DELETE_CASES = [
+    DeleteCase("one-id", ["d00"], _gone("d00")),
+    DeleteCase("an-id-the-index-lacks", ["ghost"], _gone()),
+    DeleteCase("held-and-lacking", ["d01", "ghost"], _gone("d01")),
+    DeleteCase("an-id-twice", ["d02", "d02"], _gone("d02")),
+    DeleteCase("held-id-in-spaces", [" d03 "], (frozenset({"d03"}), frozenset())),
+    DeleteCase("empty-id", [""]),
+    DeleteCase("whitespace-id", [" \t "], _gone(), refusal_ok=True),
+    DeleteCase("no-ids", []),
+    DeleteCase("none-id", [None]),
+    DeleteCase("integer-id", [1]),
+    DeleteCase("a-string-not-a-list", "d00"),
+    DeleteCase("lone-surrogate-id", ["d\udc80"], _gone(), refusal_ok=True),
+    DeleteCase("nul-in-id", ["d00\x00"], _gone(), refusal_ok=True),
+    DeleteCase("every-document", list(METADATA), _gone(*METADATA)),
+    DeleteCase("10k-ids-the-index-lacks", [f"g{i}" for i in range(10_000)], _gone(), http=False),
+    DeleteCase("ids-file-crlf", ["d04", "d05"], _gone("d04", "d05"), ids_file=b"d04\r\nd05\r\n"),
+    DeleteCase("ids-file-bom-and-blank-lines", ["d06"], _gone("d06"), ids_file=BOM + b"\n\nd06\n\n"),
+    DeleteCase("ids-file-held-id-in-spaces", [" d03 "], (frozenset({"d03"}), frozenset()), ids_file=b" d03 \n"),
+    DeleteCase("ids-file-not-utf8", None, ids_file=b"d07\xff\n"),  # the CLI's alone
+]
+
+
+def _delete_cli(case: DeleteCase, folder: Path, capsys: pytest.CaptureFixture[str]) -> Outcome | None:
+    """``whitevec index delete``: exit 0, or 1 with the ids it lacked named, is an answer."""
+    if case.ids_file is not None:
+        ids_file = folder.parent.parent / "ids.txt"  # beside, not in, the folder a refused delete leaves alone
+        ids_file.write_bytes(case.ids_file)
+        args = ["--ids", str(ids_file)]
+    elif isinstance(case.ids, list) and all(isinstance(i, str) and not i.startswith("-") for i in case.ids):
+        args = list(case.ids)
+    else:
+        return None
+    outcome, _ = _cli(["index", "delete", str(folder), *args], capsys, report="deleted ")
+    if (
+        outcome.problem is not None
+        and outcome.problem.startswith("exit 1: ")
+        and "were not in the index" in (outcome.problem)
+    ):
+        return Outcome()
+    return outcome
+
+
+def _delete_outcomes(
+    case: DeleteCase, built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> dict[str, tuple[Outcome, Path]]:
+    found: dict[str, tuple[Outcome, Path]] = {}
+    for surface in ("CLI", "Python", "HTTP"):
+        if (surface == "HTTP" and not case.http) or (surface != "CLI" and case.ids is None):
+            continue
+        folder = tmp_path / surface / "idx"
+        shutil.copytree(built, folder)
+        if surface == "CLI":
+            outcome = _delete_cli(case, folder, capsys)
+            if outcome is None:
+                continue
+        elif surface == "Python":
+
+            def delete(folder: Path = folder) -> None:
+                with Retriever.load(folder) as retriever:
+                    retriever.delete(case.ids)
+
+            outcome = _python(delete)[0]
+        else:
+            with (
+                Retriever.load(folder) as retriever,
+                TestClient(
+                    create_app(retriever, ServeSettings(writable=True)), raise_server_exceptions=False
+                ) as c,
+            ):
+                outcome = _http(_post(c, "/documents/delete", {"ids": case.ids}))
+        found[surface] = (outcome, folder)
+    return found
+
+
+@pytest.mark.parametrize("case", DELETE_CASES, ids=[case.name for case in DELETE_CASES])
+def test_an_odd_delete_is_one_line_and_writes_nothing_or_deletes_right_on_every_surface(
+    case: DeleteCase,
+    built: Path,
+    base: dict[str, tuple[str, Any]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pristine = _fingerprint(built)
+    wrong: list[str] = []
+    gone: dict[str, frozenset[str] | None] = {}
+    for surface, (outcome, folder) in _delete_outcomes(case, built, tmp_path, capsys).items():
+        written = _fingerprint(folder) != pristine
+        if outcome.problem is not None:
+            wrong.append(f"{surface}: {outcome.problem}" + (" (and the index changed)" if written else ""))
+        elif outcome.refused is not None:
+            gone[surface] = None
+            if written:
+                wrong.append(f"{surface}: refused ({outcome.refused}) but the index folder changed")
+            if case.deleted and not case.refusal_ok:
+                wrong.append(f"{surface}: refused a delete it must make: {outcome.refused}")
+        else:
+            gone[surface] = frozenset(base) - frozenset(_contents(folder))
+            if not case.deleted:
+                wrong.append(f"{surface}: took a delete it must refuse (deleted {sorted(gone[surface] or ())})")
+            elif gone[surface] not in case.deleted:
+                wrong.append(
+                    f"{surface}: deleted {sorted(gone[surface] or ())!r:.300}, expected one of "
+                    f"{[sorted(ids) for ids in case.deleted]!r:.300}"
+                )
+    if not wrong and len(set(gone.values())) > 1:
+        wrong.append(f"the surfaces disagree: {gone}")
+    assert not wrong, f"delete case {case.name}:\n" + "\n".join(wrong)
