@@ -652,6 +652,17 @@ ADDED2 = {**ADDED, "n2": ("a cat is eating food", None)}
 TEN_MB = "x" * 10_000_000
 ONE_MB = " ".join(["the dog is running"] * 55_000)
 WIDE = {f"k{i}": i for i in range(20_000)}
+ODD_KEYS = {"": 1, "a b": 2, "ñ": 3}
+
+
+def _everywhere(
+    name: str, doc_id: Any = "n1", text: Any = NEW_TEXT, metadata: dict[str, Any] | None = None, **expected: Any
+) -> AddCase:
+    """One document on every surface: a JSONL row (metadata as its other keys), a Document, a POST body."""
+    body = {"id": doc_id, "text": text, **({"metadata": metadata} if metadata is not None else {})}
+    row = {"id": doc_id, "text": text, **(metadata or {})}
+    return AddCase(name, _jsonl(row), [_doc(doc_id, text, metadata)], _body(body), **expected)
+
 
 ADD_CASES = [
     # not JSON lines, or not UTF-8
@@ -709,24 +720,9 @@ ADD_CASES = [
         added={"9": ("the dog\x00running", None)},
         refusal_ok=True,
     ),
-    AddCase(
-        "lone-surrogate-text",
-        _jsonl({"id": "n1", "text": "the dog \ud800"}),
-        [_doc("n1", "the dog \ud800")],
-        _body({"id": "n1", "text": "the dog \ud800"}),
-    ),
-    AddCase(
-        "lone-surrogate-id",
-        _jsonl({"id": "n\udfff", "text": NEW_TEXT}),
-        [_doc("n\udfff")],
-        _body({"id": "n\udfff", "text": NEW_TEXT}),
-    ),
-    AddCase(
-        "lone-surrogate-metadata",
-        _jsonl({**ROW, "v": "\udfff"}),
-        [_doc("n1", NEW_TEXT, {"v": "\udfff"})],
-        _body({**ROW, "metadata": {"v": "\udfff"}}),
-    ),
+    _everywhere("lone-surrogate-text", text="the dog \ud800"),
+    _everywhere("lone-surrogate-id", "n\udfff"),
+    _everywhere("lone-surrogate-metadata", metadata={"v": "\udfff"}),
     # empty, blank
     AddCase("empty-file", ("more.jsonl", b""), [], _body()),
     AddCase("only-blank-lines", ("more.jsonl", b"\n  \n\t\n")),
@@ -747,10 +743,8 @@ ADD_CASES = [
     ),
     AddCase("unknown-words-over-http", http=_body({"id": "n1", "text": "zzz qqq"}), added={}, refusal_ok=True),
     AddCase("text-missing", _jsonl({"id": "n1"}), http=_body({"id": "n1"})),
-    AddCase("text-a-number", _jsonl({"id": "n1", "text": 5}), [_doc("n1", 5)], _body({"id": "n1", "text": 5})),
-    AddCase(
-        "text-null", _jsonl({"id": "n1", "text": None}), [_doc("n1", None)], _body({"id": "n1", "text": None})
-    ),
+    _everywhere("text-a-number", text=5),
+    _everywhere("text-null", text=None),
     # a 10 MB line (its metadata: a 10 MB text takes BM25 5 s an add here) and a 1 MB text
     AddCase("ten-mb-line", _jsonl({**ROW, "v": TEN_MB}), added={"n1": (NEW_TEXT, {"v": TEN_MB})}),
     AddCase(
@@ -764,45 +758,18 @@ ADD_CASES = [
         [_doc("n1"), _doc("n1", "a cat")],
         _body(ROW, {**ROW2, "id": "n1"}),
     ),
-    AddCase("id-the-index-holds", _jsonl({**ROW, "id": "d00"}), [_doc("d00")], _body({**ROW, "id": "d00"})),
-    AddCase(
-        "held-id-in-spaces",
-        _jsonl({**ROW, "id": " d00 "}),
-        [_doc(" d00 ")],
-        _body({**ROW, "id": " d00 "}),
-        added={" d00 ": (NEW_TEXT, None)},
-        refusal_ok=True,
-    ),
-    AddCase("empty-id", _jsonl({**ROW, "id": ""}), [_doc("")], _body({**ROW, "id": ""})),
-    AddCase("whitespace-id", _jsonl({**ROW, "id": " \t "}), [_doc(" \t ")], _body({**ROW, "id": " \t "})),
-    AddCase(
-        "newline-in-id",
-        _jsonl({**ROW, "id": "n\n1"}),
-        [_doc("n\n1")],
-        _body({**ROW, "id": "n\n1"}),
-        added={"n\n1": (NEW_TEXT, None)},
-        refusal_ok=True,
-    ),
-    AddCase(
-        "zero-width-space-id",
-        _jsonl({**ROW, "id": "\u200b"}),
-        [_doc("\u200b")],
-        _body({**ROW, "id": "\u200b"}),
-        added={"\u200b": (NEW_TEXT, None)},
-        refusal_ok=True,
-    ),
-    AddCase(
-        "id-like-a-held-number",
-        _jsonl({**ROW, "id": "01"}),
-        [_doc("01")],
-        _body({**ROW, "id": "01"}),
-        added={"01": (NEW_TEXT, None)},
-    ),
+    _everywhere("id-the-index-holds", "d00"),
+    _everywhere("held-id-in-spaces", " d00 ", added={" d00 ": (NEW_TEXT, None)}, refusal_ok=True),
+    _everywhere("empty-id", ""),
+    _everywhere("whitespace-id", " \t "),
+    _everywhere("newline-in-id", "n\n1", added={"n\n1": (NEW_TEXT, None)}, refusal_ok=True),
+    _everywhere("zero-width-space-id", "\u200b", added={"\u200b": (NEW_TEXT, None)}, refusal_ok=True),
+    _everywhere("id-like-a-held-number", "01", added={"01": (NEW_TEXT, None)}),
     AddCase("integer-id-in-a-file", _jsonl({**ROW, "id": 7}), added={"7": (NEW_TEXT, None)}),
     AddCase("integer-id", python=[_doc(7)], http=_body({**ROW, "id": 7})),
-    AddCase("float-id", _jsonl({**ROW, "id": 1.5}), [_doc(1.5)], _body({**ROW, "id": 1.5})),
-    AddCase("null-id", _jsonl({**ROW, "id": None}), [_doc(None)], _body({**ROW, "id": None})),
-    AddCase("boolean-id", _jsonl({**ROW, "id": True}), [_doc(True)], _body({**ROW, "id": True})),
+    _everywhere("float-id", 1.5),
+    _everywhere("null-id", None),
+    _everywhere("boolean-id", True),
     AddCase(
         "10k-char-id", _jsonl({**ROW, "id": "i" * 10_000}), added={"i" * 10_000: (NEW_TEXT, None)}, refusal_ok=True
     ),
@@ -829,28 +796,9 @@ ADD_CASES = [
         _raw_body("-Infinity"),
     ),
     AddCase("metadata-1e400", _raw_file("1e400"), http=_raw_body("1e400")),
-    AddCase(
-        "metadata-2^70",
-        _jsonl({**ROW, "v": HUGE}),
-        [_doc("n1", NEW_TEXT, {"v": HUGE})],
-        _body({**ROW, "metadata": {"v": HUGE}}),
-        added={"n1": (NEW_TEXT, {"v": HUGE})},
-    ),
-    AddCase(
-        "metadata-odd-keys",
-        _jsonl({**ROW, "": 1, "a b": 2, "ñ": 3}),
-        [_doc("n1", NEW_TEXT, {"": 1, "a b": 2, "ñ": 3})],
-        _body({**ROW, "metadata": {"": 1, "a b": 2, "ñ": 3}}),
-        added={"n1": (NEW_TEXT, {"": 1, "a b": 2, "ñ": 3})},
-    ),
-    AddCase(
-        "metadata-20k-keys",
-        _jsonl({**ROW, **WIDE}),
-        [_doc("n1", NEW_TEXT, WIDE)],
-        _body({**ROW, "metadata": WIDE}),
-        added={"n1": (NEW_TEXT, WIDE)},
-        refusal_ok=True,
-    ),
+    _everywhere("metadata-2^70", metadata={"v": HUGE}, added={"n1": (NEW_TEXT, {"v": HUGE})}),
+    _everywhere("metadata-odd-keys", metadata=ODD_KEYS, added={"n1": (NEW_TEXT, ODD_KEYS)}),
+    _everywhere("metadata-20k-keys", metadata=WIDE, added={"n1": (NEW_TEXT, WIDE)}, refusal_ok=True),
     AddCase(
         "metadata-100-deep",
         _raw_file(_nested(100)),
@@ -985,13 +933,26 @@ def _add_python(case: AddCase, corpus: Path | None, folder: Path) -> Outcome:
     return _python(add)[0]
 
 
-def _add_http(case: AddCase, folder: Path) -> Outcome:
-    assert case.http is not None
+def _write_over_http(folder: Path, path: str, body: dict[str, Any] | bytes) -> Outcome:
+    """POST ``body`` to ``path`` of a writable server of the index at ``folder``."""
     with (
         Retriever.load(folder) as retriever,
         TestClient(create_app(retriever, ServeSettings(writable=True)), raise_server_exceptions=False) as client,
     ):
-        return _http(_post(client, "/documents", case.http))
+        return _http(_post(client, path, body))
+
+
+def _refusal_faults(surface: str, outcome: Outcome, written: bool, *, must_answer: bool) -> list[str] | None:
+    """What is wrong with a write a surface failed or refused (nothing may be written); None: it answered, for
+    the caller to judge."""
+    if outcome.problem is not None:
+        return [f"{surface}: {outcome.problem}" + (" (and the index changed)" if written else "")]
+    if outcome.refused is None:
+        return None
+    faults = [f"{surface}: refused ({outcome.refused}) but the index folder changed"] if written else []
+    if must_answer:
+        faults.append(f"{surface}: refused a write it must make: {outcome.refused}")
+    return faults
 
 
 def _add_outcomes(
@@ -1010,7 +971,8 @@ def _add_outcomes(
         elif surface == "Python":
             outcome = _add_python(case, corpus, folder)
         else:
-            outcome = _add_http(case, folder)
+            assert case.http is not None
+            outcome = _write_over_http(folder, "/documents", case.http)
         found[surface] = (outcome, folder)
     assert found, case.name
     return found
@@ -1029,14 +991,10 @@ def test_an_odd_add_is_one_line_and_writes_nothing_or_adds_right_on_every_surfac
     wrong: list[str] = []
     outcomes = _add_outcomes(case, built, tmp_path, capsys)
     for surface, (outcome, folder) in outcomes.items():
-        written = _fingerprint(folder) != pristine
-        if outcome.problem is not None:
-            wrong.append(f"{surface}: {outcome.problem}" + (" (and the index changed)" if written else ""))
-        elif outcome.refused is not None:
-            if written:
-                wrong.append(f"{surface}: refused ({outcome.refused}) but the index folder changed")
-            if expected is not None and not case.refusal_ok:
-                wrong.append(f"{surface}: refused an add it must make: {outcome.refused}")
+        must_answer = expected is not None and not case.refusal_ok
+        faults = _refusal_faults(surface, outcome, _fingerprint(folder) != pristine, must_answer=must_answer)
+        if faults is not None:
+            wrong += faults
         elif expected is None:
             wrong.append(f"{surface}: took an add it must refuse ({_difference(_contents(folder), base)})")
         else:
@@ -1147,13 +1105,7 @@ def _delete_outcomes(
 
             outcome = _python(delete)[0]
         else:
-            with (
-                Retriever.load(folder) as retriever,
-                TestClient(
-                    create_app(retriever, ServeSettings(writable=True)), raise_server_exceptions=False
-                ) as c,
-            ):
-                outcome = _http(_post(c, "/documents/delete", {"ids": case.ids}))
+            outcome = _write_over_http(folder, "/documents/delete", {"ids": case.ids})
         found[surface] = (outcome, folder)
     return found
 
@@ -1170,15 +1122,11 @@ def test_an_odd_delete_is_one_line_and_writes_nothing_or_deletes_right_on_every_
     wrong: list[str] = []
     gone: dict[str, frozenset[str] | None] = {}
     for surface, (outcome, folder) in _delete_outcomes(case, built, tmp_path, capsys).items():
-        written = _fingerprint(folder) != pristine
-        if outcome.problem is not None:
-            wrong.append(f"{surface}: {outcome.problem}" + (" (and the index changed)" if written else ""))
-        elif outcome.refused is not None:
+        must_answer = bool(case.deleted) and not case.refusal_ok
+        faults = _refusal_faults(surface, outcome, _fingerprint(folder) != pristine, must_answer=must_answer)
+        if faults is not None:
+            wrong += faults
             gone[surface] = None
-            if written:
-                wrong.append(f"{surface}: refused ({outcome.refused}) but the index folder changed")
-            if case.deleted and not case.refusal_ok:
-                wrong.append(f"{surface}: refused a delete it must make: {outcome.refused}")
         else:
             gone[surface] = frozenset(base) - frozenset(_contents(folder))
             if not case.deleted:
