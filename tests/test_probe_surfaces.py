@@ -21,6 +21,7 @@ import gzip
 import json
 import math
 import operator
+import os
 import shutil
 import warnings
 from collections.abc import Callable, Iterator
@@ -901,15 +902,19 @@ def base(built: Path) -> dict[str, tuple[str, Any]]:
 
 def _fingerprint(folder: Path) -> list[tuple[str, str]]:
     """Every path beside and under the index folder with its bytes' digest: a refused write changes none."""
+    return _tree(folder.parent)
+
+
+def _tree(root: Path) -> list[tuple[str, str]]:
+    """Every path under ``root``: a file's digest, a link's target, "" for a folder."""
     import hashlib
 
-    return sorted(
-        (
-            str(path.relative_to(folder.parent)),
-            hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "",
-        )
-        for path in folder.parent.rglob("*")
-    )
+    def what(path: Path) -> str:
+        if path.is_symlink():
+            return f"-> {os.readlink(path)}"
+        return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
+
+    return sorted((str(path.relative_to(root)), what(path)) for path in root.rglob("*"))
 
 
 def _corpus(case: AddCase, folder: Path) -> Path | None:
@@ -1139,3 +1144,105 @@ def test_an_odd_delete_is_one_line_and_writes_nothing_or_deletes_right_on_every_
     if not wrong and len(set(gone.values())) > 1:
         wrong.append(f"the surfaces disagree: {gone}")
     assert not wrong, f"delete case {case.name}:\n" + "\n".join(wrong)
+
+
+# --- odd index paths -------------------------------------------------------------------------------------------
+
+PATH_KINDS = [
+    "symlink",  # issue 49's item 2: the write must reach the folder the link names, or be refused
+    "trailing-slash",
+    "spaces-and-unicode",
+    "foreign-files",  # item 7: files the manifest does not name are the user's: kept, or the write refused
+    "a-file-of-the-index",
+    "an-empty-folder",
+    "missing",
+]
+PATHS_TO_WRITE = {"trailing-slash", "spaces-and-unicode"}  # the others but symlink and foreign-files: refused
+FOREIGN = {"notes.txt": b"mine", "sub/kept.txt": b"also mine", "s000099.index.faiss": b"not faiss"}
+
+
+def _odd_path(kind: str, root: Path, built: Path) -> tuple[Path, Path]:
+    """(the path given to the write, the index folder it names) for ``kind``, laid out under ``root``."""
+    real = root / "real" / "idx"
+    shutil.copytree(built, real)
+    if kind == "symlink":
+        (root / "link").symlink_to(real.parent / "idx", target_is_directory=True)
+        return root / "link", real
+    if kind == "trailing-slash":
+        return Path(f"{real}/"), real
+    if kind == "spaces-and-unicode":
+        moved = real.parent / "my índex 日本 dir"
+        real.rename(moved)
+        return moved, moved
+    if kind == "foreign-files":
+        for name, data in FOREIGN.items():
+            (real / name).parent.mkdir(exist_ok=True)
+            (real / name).write_bytes(data)
+        return real, real
+    if kind == "a-file-of-the-index":
+        return real / "manifest.json", real
+    if kind == "an-empty-folder":
+        (root / "empty").mkdir()
+        return root / "empty", real
+    return root / "nowhere", real
+
+
+def _add_at(surface: str, given: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> Outcome:
+    if surface == "CLI":
+        return _cli(["index", "add", str(given), "--corpus", str(corpus)], capsys, report="added ")[0]
+    if surface == "Python":
+
+        def add() -> None:
+            with Retriever.load(given) as retriever:
+                retriever.add([Document("n1", NEW_TEXT)])
+
+        return _python(add)[0]
+    outcome, retriever = _python(lambda: Retriever.load(given))  # `whitevec serve` says this line and stops
+    if retriever is None:
+        return outcome
+    with retriever, TestClient(create_app(retriever, ServeSettings(writable=True))) as client:
+        return _http(_post(client, "/documents", _body(ROW)))
+
+
+@pytest.mark.parametrize("kind", PATH_KINDS)
+def test_an_add_through_an_odd_index_path_writes_the_index_it_names_or_nothing(
+    kind: str, built: Path, base: dict[str, tuple[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus = tmp_path / "more.jsonl"
+    corpus.write_bytes(_jsonl(ROW)[1])
+    wrong: list[str] = []
+    answered: dict[str, bool] = {}
+    for surface in ("CLI", "Python", "HTTP"):
+        root = tmp_path / surface
+        given, real = _odd_path(kind, root, built)
+        before = _tree(root)
+        outcome = _add_at(surface, given, corpus, capsys)
+        after = _tree(root)
+        faults = _refusal_faults(surface, outcome, after != before, must_answer=kind in PATHS_TO_WRITE)
+        answered[surface] = faults is None
+        if faults is not None:
+            wrong += faults
+            continue
+        if kind not in {*PATHS_TO_WRITE, "symlink", "foreign-files"}:
+            wrong.append(f"{surface}: took a write it must refuse")
+        if _contents(real) != {**base, **ADDED}:
+            wrong.append(
+                f"{surface}: the index {real.name} holds {_difference(_contents(real), {**base, **ADDED})}"
+            )
+        if kind == "symlink" and not (root / "link").is_symlink():
+            wrong.append(f"{surface}: the link became {'a folder' if (root / 'link').is_dir() else 'nothing'}")
+        lost = [
+            name for name, data in FOREIGN.items() if kind == "foreign-files" and not _holds(real / name, data)
+        ]
+        if lost:
+            wrong.append(f"{surface}: the write removed or changed the user's {lost}")
+        stray = sorted({name.split("/")[0] for name, _ in after} - {"real", "link", "empty"})
+        if stray:
+            wrong.append(f"{surface}: left {stray} beside the index")
+    if not wrong and len(set(answered.values())) > 1:
+        wrong.append(f"the surfaces disagree (answered): {answered}")
+    assert not wrong, f"index path {kind}:\n" + "\n".join(wrong)
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    return path.is_file() and path.read_bytes() == data
