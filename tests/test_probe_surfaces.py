@@ -16,8 +16,10 @@ unicode, booleans, null, lists, objects, and missing fields.
 
 from __future__ import annotations
 
+import csv
 import functools
 import gzip
+import io
 import json
 import math
 import operator
@@ -1246,3 +1248,76 @@ def test_an_add_through_an_odd_index_path_writes_the_index_it_names_or_nothing(
 
 def _holds(path: Path, data: bytes) -> bool:
     return path.is_file() and path.read_bytes() == data
+
+
+# --- odd documents coming back ----------------------------------------------------------------------------------
+
+ODD_DOCUMENTS: dict[str, tuple[str, dict[str, Any] | None]] = {
+    "t-nul": ("the dog\x00running", {"m": "\x00"}),
+    "t-u2028": ("the dog\u2028running", {"big": HUGE, "neg": -(2**63) - 1}),
+    "t-ansi": ("the dog \x1b[31mred\x1b[0m", {"z": -0.0}),
+    "t-lines": ("the dog\nis\r\nrunning", {"pipe": "a|b", "tab": "a\tb"}),
+    "t-bidi": ("the dog \u202eenil\u202c running", None),
+    'a,"b"': ('the cat, "quoted" | piped', {"s": 'x,"y"'}),
+    "n\n1": ("the girl is eating food", None),
+    "t-long": (" ".join(["the dog is running"] * 12_000), None),
+}
+
+
+@pytest.fixture(scope="module")
+def odd_built(tmp_path_factory: pytest.TempPathFactory, built: Path) -> Path:
+    folder = tmp_path_factory.mktemp("odd-docs") / "idx"
+    shutil.copytree(built, folder)
+    with Retriever.load(folder) as retriever:
+        retriever.add([Document(doc_id, text, meta) for doc_id, (text, meta) in ODD_DOCUMENTS.items()])
+    return folder
+
+
+@pytest.mark.parametrize("table_format", ["json", "csv", "table", "markdown"])
+def test_odd_documents_come_back_whole_on_every_surface(
+    table_format: str, odd_built: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Texts and metadata with NUL, U+2028, ANSI escapes, line breaks, bidi overrides, commas, quotes and pipes,
+    and ids with a comma or a line break: whole in Python, over HTTP and in the CLI's JSON and CSV; a drawn or
+    Markdown table prints without failing."""
+    k = COUNT + len(ODD_DOCUMENTS)
+    wanted = {doc_id: (text, meta) for doc_id, (text, meta) in ODD_DOCUMENTS.items()}
+    wrong: list[str] = []
+    outcome, out = _cli(["search", str(odd_built), QUERY, "-k", str(k), "--format", table_format], capsys)
+    if not outcome.answered:
+        wrong.append(f"CLI --format {table_format}: {outcome.problem or outcome.refused}")
+    elif table_format == "json":
+        found = {hit["id"]: (hit["text"], hit["metadata"]) for hit in json.loads(out)[0]["hits"]}
+        wrong += [
+            f"CLI json: {doc_id!r} came back as {found.get(doc_id)!r:.200}"
+            for doc_id in wanted
+            if found.get(doc_id) != wanted[doc_id]
+        ]
+    elif table_format == "csv":
+        limit = csv.field_size_limit(1 << 30)  # t-long's text is past the 128 kB csv reads by default
+        try:
+            rows = list(csv.DictReader(io.StringIO(out)))
+        finally:
+            csv.field_size_limit(limit)
+        texts = {row["id"]: row["text"] for row in rows}
+        wrong += [
+            f"CLI csv: {doc_id!r} came back as {texts.get(doc_id)!r:.200}"
+            for doc_id in wanted
+            if texts.get(doc_id) != wanted[doc_id][0]
+        ]
+    if table_format == "json":  # the other surfaces once
+        with Retriever.load(odd_built) as retriever:
+            hits = retriever.search([QUERY], k=k)[0]
+            found = {hit.id: (hit.text, hit.metadata) for hit in hits}
+            wrong += [
+                f"Python: {i!r} came back as {found.get(i)!r:.200}" for i in wanted if found.get(i) != wanted[i]
+            ]
+            with TestClient(create_app(retriever, ServeSettings())) as client:
+                result = _post(client, "/search", {"queries": [QUERY], "k": k}).json()["results"][0]
+                found = dict(
+                    zip(result["ids"], zip(result["texts"], result["metadata"], strict=True), strict=True)
+                )
+                wrong += [
+                    f"HTTP: {i!r} came back as {found.get(i)!r:.200}" for i in wanted if found.get(i) != wanted[i]
+                ]
+    assert not wrong, "\n".join(wrong)
