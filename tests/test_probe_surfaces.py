@@ -1,12 +1,13 @@
-"""The cross-surface probe of issue 49: odd filter expressions and odd add files, each tried as a new user and a
-hostile one would, on the three surfaces: Python (``Retriever.search`` / ``Retriever.add``), the CLI in-process
-(``whitevec.cli.main``: ``search --filter``, ``index add``) and HTTP (FastAPI's TestClient of the served app).
+"""The cross-surface probe of issue 49: odd filter expressions, odd add files, odd deletes, odd index paths and
+odd documents, each tried as a new user and a hostile one would, on the three surfaces: Python (``Retriever``),
+the CLI in-process (``whitevec.cli.main``: ``search --filter``, ``index add``, ``index delete``) and HTTP
+(FastAPI's TestClient of the served app).
 
 Each case must answer one line (a ``WhitevecError``; exit 2 and one ``whitevec: error:`` line; a 4xx whose
 ``detail`` is one line) or the right answer: a filter's hits equal to what an evaluator written here (plain
-Python over the metadata dicts, the three-valued logic of ``whitevec.index.filters``) passes, and an add's
-documents found in the index afterwards, exactly; a refused add leaves the index as it was (manifest, files,
-documents). The three surfaces must agree: all refuse (with the same line, where the HTTP schema does not refuse
+Python over the metadata dicts, the three-valued logic of ``whitevec.index.filters``) passes, and a write's
+documents found in the index afterwards, exactly; a refused write leaves the index folder's bytes as they were.
+The three surfaces must agree: all refuse (a filter: with the same line, where the HTTP schema does not refuse
 first), or all answer the same. A case's one test names every surface that went wrong.
 
 The index is built once (a tiny static encoder: no torch), and copied for each write. Documents carry integers
@@ -1202,8 +1203,11 @@ def _add_at(surface: str, given: Path, corpus: Path, capsys: pytest.CaptureFixtu
     outcome, retriever = _python(lambda: Retriever.load(given))  # `whitevec serve` says this line and stops
     if retriever is None:
         return outcome
-    with retriever, TestClient(create_app(retriever, ServeSettings(writable=True))) as client:
-        return _http(_post(client, "/documents", _body(ROW)))
+    with (
+        retriever,
+        TestClient(create_app(retriever, ServeSettings(writable=True)), raise_server_exceptions=False) as c,
+    ):
+        return _http(_post(c, "/documents", _body(ROW)))
 
 
 @pytest.mark.parametrize("kind", PATH_KINDS)
@@ -1312,7 +1316,7 @@ def test_odd_documents_come_back_whole_on_every_surface(
             wrong += [
                 f"Python: {i!r} came back as {found.get(i)!r:.200}" for i in wanted if found.get(i) != wanted[i]
             ]
-            with TestClient(create_app(retriever, ServeSettings())) as client:
+            with TestClient(create_app(retriever, ServeSettings()), raise_server_exceptions=False) as client:
                 result = _post(client, "/search", {"queries": [QUERY], "k": k}).json()["results"][0]
                 found = dict(
                     zip(result["ids"], zip(result["texts"], result["metadata"], strict=True), strict=True)
