@@ -132,6 +132,22 @@ def test_compaction_on_a_server_keeps_the_answers(
         assert_same_as_fresh_flat(again, live, tmp_path / "fresh-again")
 
 
+def test_refit_on_a_server_is_a_new_collection_answering_as_a_fresh_build(
+    written: tuple[Retriever, Retriever, dict[str, Document]], tmp_path: Path
+) -> None:
+    writer, _, live = written
+    old = writer.manifest["milvus_collection"]
+    writer.refit("whitening")
+    assert writer.manifest["milvus_collection"] != old and writer.manifest["transform"]["spec"] == "whitening"
+    store = writer.store
+    assert isinstance(store, MilvusStore) and not store.client.has_collection(old)  # the replaced one dropped
+    queries = [d.text for d in list(live.values())[::6]]
+    fresh = Retriever.build(list(live.values()), tmp_path / "fresh", encoder=ENCODER, transform="whitening")
+    with fresh:
+        assert answers(writer, queries) == answers(fresh, queries)
+    assert writer.count == server_rows(writer) == len(live)
+
+
 # A child process that writes ``changes`` to the index at argv[1] and is killed (SIGKILL) after the write's
 # Milvus upserts, before their flush and before its version is in: what a crash there leaves on the server.
 _KILLED_WRITER = """
