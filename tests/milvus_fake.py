@@ -4,6 +4,11 @@ Milvus Lite 3.2 has no BINARY_VECTOR field and no IVF_RABITQ, so the paths white
 tested against this: the schema and index it is asked for are pymilvus's own objects (recorded for the test to
 read), and its search is exhaustive: inner product or squared L2 on float rows, HAMMING on packed binary rows
 (Milvus's definitions), best first, filtered by ``id < N``.
+
+Where a server's behaviour is known (tests/test_milvus_server.py shows it on a real one), the fake keeps to it: an
+insert does not deduplicate primary keys (a row inserted twice is held, counted and found twice), an upsert
+replaces every row of its key, and a compaction job runs a while (``Executing`` once) before it is
+``Completed``.
 """
 
 from __future__ import annotations
@@ -22,37 +27,41 @@ class FakeMilvusClient(BaseMilvusClient):
 
     def __init__(self, uri: str = "", token: str = "", **_: Any) -> None:
         self.uri = uri
+        self.polls = 0  # get_compaction_state calls since the last compact
 
     def has_collection(self, name: str) -> bool:
         return name in self.collections
 
     def create_collection(self, name: str, schema: Any, index_params: Any, **options: Any) -> None:
         index = dict(index_params[0].to_dict())
-        self.collections[name] = {"schema": schema, "index": index, "rows": {}, "options": options, "compacted": 0}
+        self.collections[name] = {"schema": schema, "index": index, "rows": [], "options": options, "compacted": 0}
 
     def compact(self, name: str) -> int:
         self.collections[name]["compacted"] += 1
+        self.polls = 0
         return 7  # a job id
 
     def get_compaction_state(self, job: int) -> str:
         assert job == 7
-        return "Completed"
+        self.polls += 1
+        return "Completed" if self.polls > 1 else "Executing"
 
     def load_collection(self, name: str) -> None:
         assert name in self.collections
 
     def insert(self, name: str, rows: list[dict[str, Any]]) -> None:
-        for row in rows:
-            self.collections[name]["rows"][int(row["id"])] = row
+        self.collections[name]["rows"].extend(rows)
 
-    upsert = insert
+    def upsert(self, name: str, rows: list[dict[str, Any]]) -> None:
+        self.delete(name, [row["id"] for row in rows])
+        self.insert(name, rows)
 
     def flush(self, name: str) -> None:
         return None
 
     def delete(self, name: str, ids: list[int]) -> None:
-        for i in ids:
-            self.collections[name]["rows"].pop(int(i), None)
+        gone = {int(i) for i in ids}
+        self.collections[name]["rows"][:] = [r for r in self.collections[name]["rows"] if int(r["id"]) not in gone]
 
     def drop_collection(self, name: str) -> None:
         self.collections.pop(name, None)
@@ -77,7 +86,8 @@ class FakeMilvusClient(BaseMilvusClient):
         metric = search_params["metric_type"]
         assert metric == collection["index"]["metric_type"], "search metric differs from the index's"
         bound = re.fullmatch(r"id < (\d+)", filter)
-        rows = [r for i, r in sorted(collection["rows"].items()) if bound is None or i < int(bound.group(1))]
+        rows = [r for r in collection["rows"] if bound is None or int(r["id"]) < int(bound.group(1))]
+        rows.sort(key=lambda r: int(r["id"]))
         ids = np.array([r["id"] for r in rows], dtype=np.int64)
         if metric == "HAMMING":
             stored = np.array([np.frombuffer(r["vector"], np.uint8) for r in rows])

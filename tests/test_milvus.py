@@ -337,3 +337,26 @@ def test_an_index_of_sign_codes_on_a_milvus_server_keeps_its_sign_step(
     (out / SIGN_FILE).write_bytes(b"damaged")
     with pytest.raises(CorruptFileError):
         Retriever.load(out, encoder=encoder)  # type: ignore[arg-type]
+
+
+def test_a_write_cut_off_after_its_milvus_calls_is_retried_without_duplicates(
+    tmp_path: Path, fake_server: type[FakeMilvusClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that dies after its Milvus calls (nothing cleaned up, as after SIGKILL) leaves its rows on the
+    server, which does not deduplicate inserted ids; the retry gives the same rows again and upserts them, so each
+    row is held once (tests/test_milvus_server.py kills a writer against a real server)."""
+    encoder = HashEncoder(dim=8)
+    docs = [Document(f"d{i}", f"text number {i}") for i in range(12)]
+    new = [Document("x", "a new text"), Document("y", "another new text")]
+    built = Retriever.build(docs, tmp_path / "idx", encoder=encoder, backend="milvus", uri=SERVER)  # type: ignore[arg-type]
+    with built as retriever:
+        with monkeypatch.context() as patched:
+            patched.setattr(MilvusStore, "abandon", lambda *_: None)  # a killed writer takes nothing back
+            patched.setattr(MilvusStore, "flush", lambda *_: (_ for _ in ()).throw(OSError("killed")))
+            with pytest.raises(OSError, match="killed"):
+                retriever.add(new)
+        rows = fake_server.collections[retriever.manifest["milvus_collection"]]["rows"]
+        assert (retriever.count, len(rows)) == (12, 14)
+        assert retriever.add(new) == 14
+        assert sorted(row["id"] for row in rows) == list(range(14))
+        assert [h.id for h in retriever.search(["a new text"], 3)[0]].count("x") == 1
