@@ -49,9 +49,10 @@ def _writing_stdout() -> Iterator[None]:
 
 
 def _print(text: str) -> None:
-    """``text`` and a newline on stdout."""
+    """``text`` and a newline on stdout, as it is: click strips ANSI escapes from output that is not a terminal,
+    which would change the documents' own texts in CSV or Markdown (``color=True`` keeps them)."""
     with _writing_stdout():
-        typer.echo(text)
+        typer.echo(text, color=True)
 
 
 def _console() -> Any:
