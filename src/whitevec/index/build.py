@@ -22,7 +22,7 @@ from whitevec.datasets.retrieval import Document, check_unique_ids, read_corpus_
 from whitevec.encoders.model_identity import check_model_checksum, model_record
 from whitevec.encoders.protocol import check_empty_documents, known_token_mask
 from whitevec.errors import BadInputError, CorruptFileError, DimensionMismatchError, WhitevecWarning
-from whitevec.index.docstore import write_docs
+from whitevec.index.docstore import metadata_json, write_docs
 from whitevec.index.encodings import parse_encoding
 from whitevec.index.faiss_store import faiss_version
 from whitevec.index.fusion import parse_fusion, parse_mode, search_field_problem
@@ -104,6 +104,7 @@ def as_documents(corpus: Sequence[Document] | str | os.PathLike[str]) -> list[Do
             raise BadInputError(
                 f"document {i} ({doc.id!r}) holds a lone surrogate (\\ud800-\\udfff), which is not text; fix it"
             ) from None
+        metadata_json(doc)  # refused before any encoding: NaN, a lone surrogate, too deep, not JSON
     return docs
 
 

@@ -55,7 +55,13 @@ def metadata_json(doc: Document) -> str | None:
     if doc.metadata is None:
         return None
     try:
-        return json.dumps(doc.metadata, ensure_ascii=False, allow_nan=False)
+        text = json.dumps(doc.metadata, ensure_ascii=False, allow_nan=False)
+        text.encode("utf-8")  # SQLite stores UTF-8, which a lone surrogate (\ud800-\udfff) is not
+        return text
+    except UnicodeEncodeError:
+        raise BadInputError(
+            f"document {doc.id!r} has metadata holding a lone surrogate (\\ud800-\\udfff), which is not text; fix it"
+        ) from None
     except ValueError as exc:
         raise BadInputError(
             f"document {doc.id!r} has metadata JSON cannot hold ({exc}); use finite numbers"
