@@ -60,7 +60,7 @@ def metadata_json(doc: Document) -> str | None:
         return text
     except UnicodeEncodeError:
         raise BadInputError(
-            f"document {doc.id!r} has metadata holding a lone surrogate (\\ud800-\\udfff), which is not text; fix it"
+            f"document {doc.id!r} has metadata holding a lone surrogate (\\ud800-\\udfff), not text; fix it"
         ) from None
     except ValueError as exc:
         raise BadInputError(
