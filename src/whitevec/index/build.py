@@ -26,7 +26,7 @@ from whitevec.index.docstore import metadata_json, write_docs
 from whitevec.index.encodings import parse_encoding
 from whitevec.index.faiss_store import faiss_version
 from whitevec.index.fusion import parse_fusion, parse_mode, search_field_problem
-from whitevec.index.layout import DOCS_FILE, LINEAR_TRANSFORMS, TRANSFORM_FILE
+from whitevec.index.layout import DOCS_FILE, LINEAR_TRANSFORMS, TRANSFORM_FILE, version_entries
 from whitevec.index.lexical import (
     DEFAULT_ANALYZER,
     LexicalIndex,
@@ -122,6 +122,12 @@ def check_target(out: Path) -> dict[str, Any] | None:
     if any(out.iterdir()):
         raise BadInputError(f"{out} is a non-empty folder that is not a whitevec index; refusing to replace it")
     return None
+
+
+def replaced_entries(previous: dict[str, Any] | None) -> set[str] | None:
+    """What a build at a folder replaces there (``atomic_dir``'s ``owned``): the earlier index's own entries, a
+    user's files beside them kept; the whole folder where no earlier index can be read there."""
+    return None if previous is None else version_entries(previous)
 
 
 def check_build(
@@ -298,7 +304,7 @@ def _write_index(
         replaced[0] = check_target(target)
 
     try:
-        with atomic_dir(target, before_swap=note_replaced) as tmp:
+        with atomic_dir(target, before_swap=note_replaced, owned=lambda: replaced_entries(replaced[0])) as tmp:
             files: list[str] = []
             if fitted is not None:
                 fitted.save(tmp / TRANSFORM_FILE)
@@ -321,6 +327,8 @@ def _write_index(
                 **_lexical_field(store, lexical_index, in_store, len(docs)),
                 **_search_field(search, has_lexical=lexical_index is not None or in_store),
                 **({RAW_FIELD: raw_record()} if encoded.keep_raw else {}),
+                # Versions only grow: a rebuild or refit is the next version of the index it replaces.
+                **({} if previous is None else {"generation": int(previous.get("generation", 0)) + 1}),
             }
             write_manifest(tmp, manifest, files)  # last: a folder without it is never an index
     except BaseException:

@@ -168,23 +168,23 @@ class FaissStore:
 
     @classmethod
     def open(cls, snapshot: IndexSnapshot) -> FaissStore:
-        manifest, folder = snapshot.manifest, snapshot.folder
+        manifest, named = snapshot.manifest, snapshot.path_of  # a segment's files: named with its prefix
         dim = int(manifest["dim"])
         with snapshot.reader(INDEX_FILE) as read:
             params = manifest["index_params"]
-            store = cls.read(read, folder / INDEX_FILE, dim, manifest["metric"], manifest["index_kind"], params)
+            store = cls.read(read, named(INDEX_FILE), dim, manifest["metric"], manifest["index_kind"], params)
         encoding = store.encoding
         if encoding.sign:
             raw = snapshot.read_bytes(SIGN_FILE)
-            store.signs = SignCodes.from_bytes(raw, str(folder / SIGN_FILE), encoding.codec, dim)
+            store.signs = SignCodes.from_bytes(raw, str(named(SIGN_FILE)), encoding.codec, dim)
         if store.rescore is not None:
             snapshot.verify(RESCORE_FILE)
             store.rescore = RescoreVectors.open(
-                snapshot.pinned(RESCORE_FILE), folder / RESCORE_FILE, encoding.rescore_form, dim
+                snapshot.pinned(RESCORE_FILE), named(RESCORE_FILE), encoding.rescore_form, dim
             )
             if store.rescore.rows < store.count:
                 raise CorruptFileError(
-                    f"{folder / RESCORE_FILE} holds {store.rescore.rows} rescoring vectors for {store.count} "
+                    f"{named(RESCORE_FILE)} holds {store.rescore.rows} rescoring vectors for {store.count} "
                     "codes; rebuild the index"
                 )
         return store

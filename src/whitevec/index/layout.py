@@ -21,6 +21,7 @@ rows deleted.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,21 @@ def index_state(manifest: dict[str, Any]) -> dict[str, int]:
         "segments": len(segment_entries(manifest)),
         "version": int(manifest.get("generation", 0)),
     }
+
+
+def version_entries(manifest: dict[str, Any]) -> set[str]:
+    """The entries of an index folder that belong to the version ``manifest`` describes: the manifest, every file
+    it lists, and in-folder Milvus Lite data. A write replaces these and keeps every other entry (a user's file:
+    ``owned`` of :func:`whitevec.utils.io.atomic_dir`)."""
+    names = {MANIFEST, *manifest["files"]}
+    if manifest["backend"] == "milvus" and manifest.get("backend_uri") is None:
+        names.add(MILVUS_LOCAL)
+    return names
+
+
+def foreign_entries(folder: Path, manifest: dict[str, Any]) -> set[str]:
+    """The entries of the index folder ``folder`` that are not its version's (:func:`version_entries`)."""
+    return set(os.listdir(folder)) - version_entries(manifest)
 
 
 def check_index_manifest(manifest: dict[str, Any], folder: Path) -> None:

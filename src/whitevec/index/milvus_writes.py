@@ -35,14 +35,14 @@ from whitevec.errors import BadInputError
 from whitevec.index.docstore import DocStore, metadata_json, rewrite_docs
 from whitevec.index.documents import DocumentStore
 from whitevec.index.fusion import LexicalRanker
-from whitevec.index.layout import DOCS_FILE, MILVUS_LOCAL, TRANSFORM_FILE
+from whitevec.index.layout import DOCS_FILE, MILVUS_LOCAL, TRANSFORM_FILE, version_entries
 from whitevec.index.manifest import SELF_CHECKSUM, write_manifest
 from whitevec.index.milvus_bm25 import TEXT_FIELD
 from whitevec.index.milvus_store import MilvusStore, is_local_uri, new_collection_name
 from whitevec.index.opening import Version, open_version
 from whitevec.index.snapshot import IndexSnapshot, changed_message, read_consistent
 from whitevec.index.updates import AddResult, DeleteResult, rebuild_options
-from whitevec.utils.io import atomic_dir, writers_lock, writing_to
+from whitevec.utils.io import atomic_dir, writing_folder, writing_to
 
 if TYPE_CHECKING:
     from whitevec.encoders.protocol import EncoderLike
@@ -136,7 +136,7 @@ def write_milvus_version(
     staged: MilvusStore | None = None
     inserted = np.zeros(0, dtype=np.int64)
     try:
-        with atomic_dir(path) as tmp:
+        with atomic_dir(path, owned=lambda: version_entries(manifest)) as tmp:
             staged = cast(MilvusStore, store.stage_add(tmp))
             files = _write_transform(tmp, transform)
             if isinstance(docs, DocStore):  # the documents in docs.sqlite: a copy with the change
@@ -218,7 +218,7 @@ def rewrite_lite_collection(path: Path, manifest: dict[str, Any], store: MilvusS
     outside = store.stored_uri is not None
     following = _next_version(manifest)
     target: MilvusStore | None = None
-    with atomic_dir(path) as tmp:
+    with atomic_dir(path, owned=lambda: version_entries(manifest)) as tmp:
         name = new_collection_name() if outside else store.collection
         uri = store.uri if outside else str(tmp / MILVUS_LOCAL)
         target = MilvusStore(
@@ -296,9 +296,9 @@ class MilvusWrites:
         return DeleteResult(deleted=len(held), missing=[doc_id for doc_id in wanted if doc_id not in held])
 
     def _milvus_commit(self, store: MilvusStore, change: MilvusChange, skipped: int) -> None:
-        with writers_lock(self.path.parent):
+        with writing_folder(self.path) as folder:
             try:
-                write_milvus_version(self.path, self.manifest, store, self._docs, change, skipped)
+                write_milvus_version(folder, self.manifest, store, self._docs, change, skipped)
             finally:  # staging may have let go of in-folder Lite data: every handle opened again
                 self._milvus_reload()
 
@@ -306,13 +306,13 @@ class MilvusWrites:
         """Milvus Lite: the collection rewritten as one segment, a new version (1). A server: Milvus's compaction
         in place, no new version (0)."""
         store = self._milvus_store("compaction")
-        with self._lock, writers_lock(self.path.parent):
+        with self._lock, writing_folder(self.path) as folder:
             if not is_local_uri(store.uri):
-                read_consistent(self.path, lambda snapshot: _own_transform(snapshot, self.manifest, self.path))
+                read_consistent(folder, lambda snapshot: _own_transform(snapshot, self.manifest, self.path))
                 compact_collection(store)
                 return 0
             try:
-                rewrite_lite_collection(self.path, self.manifest, store, self._docs)
+                rewrite_lite_collection(folder, self.manifest, store, self._docs)
             finally:
                 self._milvus_reload()
         return 1
@@ -324,14 +324,14 @@ class MilvusWrites:
 
         self._milvus_store("refits")
         options = rebuild_options(self.manifest, transform)
-        with self._lock, writers_lock(self.path.parent):
-            read_consistent(self.path, lambda snapshot: _own_transform(snapshot, self.manifest, self.path))
+        with self._lock, writing_folder(self.path) as folder:
+            read_consistent(folder, lambda snapshot: _own_transform(snapshot, self.manifest, self.path))
             documents = list(self._docs.get(range(next_row(self.manifest))).values())
             if not documents:
                 raise BadInputError(f"the index at {self.path} holds no documents to fit a transform on")
             build_index(
                 documents,
-                self.path,
+                folder,
                 encoder=self.encoder,
                 show_progress=show_progress,
                 empty_documents="keep",  # every live document was admitted once: a refit drops none

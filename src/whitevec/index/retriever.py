@@ -100,6 +100,7 @@ class Retriever(IndexWrites):
         self._columns: tuple[DocumentStore, MetadataColumns] | None = None  # read on the first filtered search
         # The segments and deleted rows of the version, for writes (None: an index whose vectors live elsewhere).
         self._state = state
+        self._closed = False  # close() lets go of the files: every later use is refused in one line
 
     # --- building --------------------------------------------------------------------------------------------
     @classmethod
@@ -278,6 +279,7 @@ class Retriever(IndexWrites):
         the model knows (:func:`whitevec.encoders.protocol.known_token_mask`). Such a text is not encoded: its row
         is
         zeros, never the one direction a transform gives every such text."""
+        self._check_open()
         items = check_texts(texts, "texts")
         known = known_token_mask(self.encoder, items)
         out = np.zeros((len(items), self.dim), dtype=np.float32)
@@ -337,6 +339,7 @@ class Retriever(IndexWrites):
         plan = self.search_plan(mode, fusion, candidates)
         # One version throughout: a write from another thread waits, so the filter's rows are the searched ones.
         with self._lock:
+            self._check_open()
             k = self.effective_k(k)
             rows = None if filter is None else self.row_filter(filter)
             if self.count == 0 or (rows is not None and rows.passing == 0):  # all deleted, or none passes
@@ -357,6 +360,7 @@ class Retriever(IndexWrites):
         metadata is read once per loaded version); a one-line BadInputError naming the column of a fault."""
         parsed = expression if isinstance(expression, Filter) else parse_filter(expression)
         with self._lock:
+            self._check_open()
             if self._columns is None or self._columns[0] is not self._docs:  # an add reopened the documents
                 metadata = self._docs.metadata()  # rows past the store's count, if any, are covered too
                 rows = max(self.store.count, max(metadata, default=-1) + 1)
@@ -413,6 +417,7 @@ class Retriever(IndexWrites):
 
     def _search(self, x: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[QueryHits]:
         with self._lock:
+            self._check_open()
             scores, rows = _within(self.store.search, allowed)(x, k)
             found = self._docs.get(rows.ravel().tolist())
         results = []
@@ -426,8 +431,12 @@ class Retriever(IndexWrites):
         return results
 
     def close(self) -> None:
-        """Release the document store, the vector store's connections, and the encoder if load() made it."""
+        """Release the document store, the vector store's connections, and the encoder if load() made it; every
+        later search or write is refused in one line (closing again does nothing)."""
         with self._lock:
+            if self._closed:
+                return
+            self._closed = True
             self._docs.close()
             self.store.close()
             close_encoder = getattr(self.encoder, "close", None)

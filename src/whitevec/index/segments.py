@@ -16,6 +16,7 @@ import contextlib
 import io
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
 import numpy as np
@@ -45,6 +46,9 @@ class SegmentView(IndexSnapshot):
 
     def has(self, name: str) -> bool:
         return self._snapshot.has(self._prefix + name)
+
+    def path_of(self, name: str) -> Path:
+        return self._snapshot.path_of(self._prefix + name)
 
     def pinned(self, name: str) -> BinaryIO:
         return self._snapshot.pinned(self._prefix + name)

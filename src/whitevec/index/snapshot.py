@@ -149,6 +149,10 @@ class IndexSnapshot:
         handle.seek(0)
         return handle
 
+    def path_of(self, name: str) -> Path:
+        """Where a file of this version lies, as messages name it."""
+        return self.folder / name
+
     def pinned(self, name: str) -> BinaryIO:
         """The open handle of a listed file of this version, at its start, for a reader that keeps reading it after
         the load: it stays open until the snapshot closes, so such a reader keeps a duplicate of its descriptor

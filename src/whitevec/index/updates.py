@@ -23,10 +23,11 @@ An index whose vectors live in Milvus is written through Milvus's own calls (:mo
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,9 @@ from whitevec.index.layout import (
     RAW_VECTORS_FILE,
     TEMPLATE_PREFIX,
     TRANSFORM_FILE,
+    foreign_entries,
     segment_entries,
+    version_entries,
 )
 from whitevec.index.lexical import LexicalIndex
 from whitevec.index.lexical_counts import TermCounts
@@ -181,9 +184,14 @@ def _counted(segment: Segment) -> Segment:
 
 
 def template_of(state: IndexState) -> VectorStore:
-    """The trained, empty store of the index: read from its version, or made from the build's store (once)."""
+    """The trained, empty store of the index: read from its version where it keeps one, else made from the
+    build's store; once, when a write first needs it (a delete that merges nothing needs none). The caller holds
+    the writers' lock and has checked the version."""
     if state.template is None:
-        state.template = empty_copy(state.segments[0].store)
+        if "segments" in state.manifest:
+            state.template = read_consistent(state.path, lambda snapshot: open_template(_own(snapshot, state)))
+        else:
+            state.template = empty_copy(state.segments[0].store)
     return state.template
 
 
@@ -201,14 +209,14 @@ def commit(
         bases[segment.prefix] = base
         entries.append({**segment.entry(), "base": base})
         base += segment.rows
-    prefixes = [_new_prefix(generation, i, keep) for i in range(len(made))]
+    prefixes = _new_prefixes(state, generation, len(made), keep)
     for prefix, fresh in zip(prefixes, made, strict=True):
         record = {"prefix": prefix, "base": base, "rows": len(fresh.docs)}
         entries.append(record if fresh.lexical is None else {**record, "lexical": fresh.lexical.record()})
         base += len(fresh.docs)
     renumbered = _renumbered(deleted, state.segments, bases)
     manifest = _next_manifest(state.manifest, entries, renumbered, generation, skipped)
-    with atomic_dir(state.path) as tmp:
+    with atomic_dir(state.path, owned=lambda: version_entries(state.manifest)) as tmp:
         known = _link_unchanged(state, keep, tmp)
         files = list(known)
         if TEMPLATE_PREFIX + state.segments[0].store.files_for(manifest["index_params"])[0] not in known:
@@ -226,12 +234,21 @@ def commit(
     return _reopened(state, written, keep, bases, entries[len(keep) :], renumbered)
 
 
-def _new_prefix(generation: int, i: int, keep: list[Segment]) -> str:
-    """A new segment's prefix: none for the only segment of a fully merged index (its files are then named as a
-    build names them), else the generation's."""
-    if not keep and i == 0:
-        return ""
-    return f"s{generation:06d}{'' if i == 0 else chr(ord('a') + i)}."
+def _new_prefixes(state: IndexState, generation: int, count: int, keep: list[Segment]) -> list[str]:
+    """The new segments' prefixes: none for the only segment of a fully merged index (its files are then named as
+    a build names them), else the generation's (``s000007.``, ``s000007b.``, ...). One that would give a file the
+    name of an entry the folder holds that is not the index's (a stray ``s000007.index.faiss`` of the user's,
+    kept by every write) is passed over."""
+    names = segment_file_names(state.manifest)
+    foreign = foreign_entries(state.path, state.manifest)
+    numbered = (f"s{generation:06d}{_suffix(i)}." for i in itertools.count())
+    candidates = itertools.chain([] if keep else [""], numbered)
+    free = (prefix for prefix in candidates if not any(prefix + name in foreign for name in names))
+    return list(itertools.islice(free, count))
+
+
+def _suffix(i: int) -> str:
+    return "" if i == 0 else chr(ord("a") + i) if i < 26 else f"z{i}"
 
 
 def _renumbered(deleted: np.ndarray, before: list[Segment], bases: dict[str, int]) -> np.ndarray:
@@ -299,8 +316,12 @@ def file_segment(name: str, manifest: dict[str, Any]) -> str | None:
     for entry in segment_entries(manifest):
         if entry["prefix"] and name.startswith(entry["prefix"]):
             return str(entry["prefix"])
-    build_named = {*store_files(manifest), DOCS_FILE, *LEXICAL_FILES, LEXICAL_COUNTS, RAW_VECTORS_FILE}
-    return "" if name in build_named else None
+    return "" if name in segment_file_names(manifest) else None
+
+
+def segment_file_names(manifest: dict[str, Any]) -> set[str]:
+    """The names a segment's files may have, without its prefix (the build's own segment's names)."""
+    return {*store_files(manifest), DOCS_FILE, *LEXICAL_FILES, LEXICAL_COUNTS, RAW_VECTORS_FILE}
 
 
 def _write_store(store: VectorStore, tmp: Path, prefix: str) -> list[str]:
@@ -364,17 +385,16 @@ def _reopened(
 
 
 def check_own_version(state: IndexState) -> None:
-    """Refuse a write when the folder no longer holds the version ``state`` was read from; read the template
-    from it when the version keeps one (called under the writers' lock)."""
+    """Refuse a write when the folder no longer holds the version ``state`` was read from (called under the
+    writers' lock)."""
+    read_consistent(state.path, lambda snapshot: _own(snapshot, state))
 
-    def read(snapshot: IndexSnapshot) -> VectorStore | None:
-        if snapshot.manifest[SELF_CHECKSUM] != state.manifest[SELF_CHECKSUM]:
-            raise BadInputError(changed_message(state.path))
-        return open_template(snapshot) if "segments" in snapshot.manifest else None
 
-    template = read_consistent(state.path, read)
-    if state.template is None:
-        state.template = template
+def _own(snapshot: IndexSnapshot, state: IndexState) -> IndexSnapshot:
+    """``snapshot``, refused when it is not the version of ``state``."""
+    if snapshot.manifest[SELF_CHECKSUM] != state.manifest[SELF_CHECKSUM]:
+        raise BadInputError(changed_message(state.path))
+    return snapshot
 
 
 # --- merging ---------------------------------------------------------------------------------------------------
@@ -426,16 +446,20 @@ class DeleteResult:
 
 
 def check_ids(ids: Sequence[str]) -> list[str]:
-    """The ids of a delete, distinct and in their order; BadInputError for none, or one not a non-empty string."""
-    if isinstance(ids, str):
+    """The ids of a delete, distinct and in their order; BadInputError for none, or for one not a non-empty string
+    (of any type: None is refused as 1 is, never taken for an id the index lacks)."""
+    if isinstance(ids, str | bytes):
         raise BadInputError("give a list of document ids, not one string")
-    wanted = list(dict.fromkeys(ids))
-    if not wanted:
+    if not isinstance(ids, Iterable):
+        raise BadInputError(f"give a list of document ids, not {type(ids).__name__}")
+    given = list(ids)
+    if not given:
         raise BadInputError("no document ids to delete")
-    bad = next((doc_id for doc_id in wanted if not isinstance(doc_id, str) or not doc_id), None)
-    if bad is not None:
-        raise BadInputError(f"a document id must be a non-empty string, got {bad!r}")
-    return wanted
+    for doc_id in given:
+        if not isinstance(doc_id, str) or not doc_id:
+            shown = repr(doc_id) if len(repr(doc_id)) <= 60 else repr(doc_id)[:57] + "..."
+            raise BadInputError(f"a document id must be a non-empty string, got {shown} ({type(doc_id).__name__})")
+    return list(dict.fromkeys(given))
 
 
 # --- refitting the transform -------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@ one new version of its folder, :mod:`whitevec.index.updates`), and keep searchin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -42,7 +43,7 @@ from whitevec.index.updates import (
     searchable,
     with_merges,
 )
-from whitevec.utils.io import writers_lock
+from whitevec.utils.io import writing_folder
 
 
 class IndexWrites(MilvusWrites):
@@ -50,6 +51,7 @@ class IndexWrites(MilvusWrites):
     version before a write or the one after it (the Retriever's attributes it reads: :class:`MilvusWrites`'s)."""
 
     _state: IndexState | None
+    _closed: bool
 
     @property
     def count(self) -> int:
@@ -99,12 +101,14 @@ class IndexWrites(MilvusWrites):
         meaningful = meaningful_documents(given, self.encoder, empty_documents)
         empty = len(given) - len(meaningful)
         with self._lock:  # refused before any encoding: an id held under "error"
+            self._check_open()
             plan_add(self._docs, meaningful, on_existing, self.path)
         # Encoded outside the lock: searches go on meanwhile (a server's, in its other threads).
         raw = (
             self.encoder.encode([d.text for d in meaningful], show_progress=show_progress) if meaningful else None
         )
         with self._lock:
+            self._check_open()  # closed while the documents were encoded
             items, replaced = plan_add(self._docs, meaningful, on_existing, self.path)  # again: another write
             if items and raw is not None:
                 index_of = {d.id: i for i, d in enumerate(meaningful)}
@@ -113,12 +117,10 @@ class IndexWrites(MilvusWrites):
                 if self._state is None:  # a Milvus index: Milvus's insert and upsert
                     held = self._docs.rows_of([d.id for d in items]) if replaced.size else {}
                     return self._milvus_write(items, vectors, held, len(given) - len(items), empty)
-                with writers_lock(self.path.parent):
-                    check_own_version(self._state)
-                    made = new_segment(self._state, items, vectors, raw[position])
-                    deleted = np.union1d(self._state.deleted, replaced).astype(np.int64)
-                    state = commit(self._state, self._state.segments, [made], deleted, skipped=empty)
-                    self._use(with_merges(state))
+                with self._writing() as state:
+                    made = new_segment(state, items, vectors, raw[position])
+                    deleted = np.union1d(state.deleted, replaced).astype(np.int64)
+                    self._use(with_merges(commit(state, state.segments, [made], deleted, skipped=empty)))
         new = len(items) - replaced.size
         return AddResult(
             added=new, replaced=int(replaced.size), skipped=len(given) - new - replaced.size, count=self.count
@@ -127,6 +129,7 @@ class IndexWrites(MilvusWrites):
     def existing_ids(self, ids: Sequence[str]) -> list[str]:
         """Those of ``ids`` the index holds (live documents), in the order given."""
         with self._lock:
+            self._check_open()
             held = self._docs.rows_of(list(ids))
         return [doc_id for doc_id in ids if doc_id in held]
 
@@ -145,30 +148,41 @@ class IndexWrites(MilvusWrites):
             BadInputError: no ids, not strings, or the index changed on disk since it was loaded.
         """
         wanted = check_ids(ids)
+        self._check_open()
         if self._state is None:
             return self._milvus_delete(wanted)
         with self._lock:
+            self._check_open()
             held = self._docs.rows_of(wanted)
             missing = [doc_id for doc_id in wanted if doc_id not in held]
             if held:
                 rows = np.fromiter(held.values(), dtype=np.int64, count=len(held))
-                with writers_lock(self.path.parent):
-                    check_own_version(self._state)
-                    deleted = np.union1d(self._state.deleted, rows).astype(np.int64)
-                    state = commit(self._state, self._state.segments, [], deleted)
-                    self._use(with_merges(state))
+                with self._writing() as state:
+                    deleted = np.union1d(state.deleted, rows).astype(np.int64)
+                    self._use(with_merges(commit(state, state.segments, [], deleted)))
         return DeleteResult(deleted=len(held), missing=missing)
 
     def compact(self) -> int:
         """Merge every segment into one and drop the deleted rows (one new version); the segments merged (0: it
-        was one segment with nothing deleted, and nothing was written)."""
+        was one segment with nothing deleted, and nothing was written).
+
+        Raises:
+            BadInputError: every document is deleted (an index keeps at least one segment: nothing can be
+                merged into one), or the index changed on disk since it was loaded.
+        """
+        self._check_open()
         if self._state is None:
             return self._milvus_compact()
-        with self._lock, writers_lock(self.path.parent):
-            check_own_version(self._state)
-            merging = merge_plan(self._state, full=True)
+        with self._writing() as state:
+            merging = merge_plan(state, full=True)
+            if merging and not self.count:
+                raise BadInputError(
+                    f"every document of the index at {self.path} is deleted, and an index keeps at least one "
+                    f"segment: nothing was compacted; its {state.deleted.size} deleted documents stay in its "
+                    "files until documents are added and it is compacted, or it is built again"
+                )
             if merging:
-                self._use(merged(self._state, merging))
+                self._use(merged(state, merging))
         return len(merging)
 
     def refit(self, transform: str | None = None, show_progress: bool | None = None) -> None:
@@ -183,43 +197,43 @@ class IndexWrites(MilvusWrites):
             BadInputError: the index changed on disk since it was loaded, or its transform came fitted and no
                 ``transform`` is named.
         """
+        self._check_open()
         if self._state is None:
             return self._milvus_refit(transform, show_progress)
         options = rebuild_options(self.manifest, transform)
-        with self._lock, writers_lock(self.path.parent):
-            check_own_version(self._state)
-            documents = live_documents(self._state)
+        with self._writing() as state:
+            documents = live_documents(state)
             if not documents:
                 raise BadInputError(f"the index at {self.path} holds no documents to fit a transform on")
             if keeps_raw_vectors(self.manifest):
-                state = self._state
-                raw = live_raw_vectors(self.path, self.manifest, state.segments, live_rows(state))
+                raw = live_raw_vectors(state.path, self.manifest, state.segments, live_rows(state))
                 record = {k: v for k, v in self.manifest.items() if k in ENCODER_FIELDS + MODEL_FIELDS}
                 build_from_vectors(
-                    documents, raw, self.path, encoder=self.encoder, encoder_record=record, **options
+                    documents, raw, state.path, encoder=self.encoder, encoder_record=record, **options
                 )
             else:
                 # Every live document was admitted once (a build's or an add's choice): a refit drops none, as
                 # the refit from raw vectors drops none.
                 build_index(
                     documents,
-                    self.path,
+                    state.path,
                     encoder=self.encoder,
                     show_progress=show_progress,
                     empty_documents="keep",
                     **options,
                 )
-            version = read_consistent(self.path, lambda snapshot: open_version(snapshot, "cpu"))
-            for segment in self._state.segments:
+            version = read_consistent(state.path, lambda snapshot: open_version(snapshot, "cpu"))
+            for segment in state.segments:
                 segment.close()
             assert version.segments is not None  # a FAISS index in its folder, as this one was
             self.transform = version.transform
-            self._use(IndexState(self.path, version.manifest, version.segments, version.deleted))
+            self._use(IndexState(state.path, version.manifest, version.segments, version.deleted))
 
     def refresh(self) -> bool:
         """Search the newest version of the index folder from now on, when another writer (another process, the
         command line) made one since this Retriever loaded or last wrote: the segments both versions hold are
         kept, only new ones are read (after a rebuild or refit, the whole index). Whether it moved on."""
+        self._check_open()
         if self._state is None:
             return self._milvus_refresh()
         state = self._state
@@ -240,6 +254,24 @@ class IndexWrites(MilvusWrites):
                 return False
             self._use(moved)
             return True
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[IndexState]:
+        """The loaded version's state, to write its next version: under this Retriever's lock and the writers'
+        lock, checked to be what the folder holds, its ``path`` the folder the index's path names now (a symbolic
+        link resolved once: the write swaps the folder it names, and the link stays)."""
+        with self._lock, writing_folder(self.path) as target:
+            self._check_open()
+            state = self._state
+            assert state is not None  # a Milvus index writes through MilvusWrites
+            state.path = target
+            check_own_version(state)
+            yield state
+
+    def _check_open(self) -> None:
+        """A one-line refusal of any use of a closed Retriever (its files and connections are let go)."""
+        if self._closed:
+            raise BadInputError(f"this Retriever of the index at {self.path} is closed; load the index again")
 
     def _use(self, state: IndexState) -> None:
         """Search the version ``state`` holds from now on."""

@@ -18,11 +18,11 @@ import stat
 import tempfile
 import threading
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any
 
-from whitevec.errors import WhitevecError
+from whitevec.errors import BadInputError, WhitevecError
 
 
 @contextlib.contextmanager
@@ -33,8 +33,9 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path
     gets the permissions of a newly created one (0666 less the umask), whatever the writer made it with. The
     write runs inside :func:`writing_to`: a full disk, whichever library met it, leaves as an OSError naming
     ``path``. A failed rename names ``path``, never the temporary (a folder at ``path``: ``path: Is a directory``).
+    A symbolic link at ``path`` stays one: the file it names is replaced (:func:`write_target`).
     """
-    target = Path(path)
+    target = write_target(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(target)
     with _naming(target):
@@ -55,7 +56,12 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path
 
 
 @contextlib.contextmanager
-def atomic_dir(path: str | os.PathLike[str], before_swap: Callable[[], None] | None = None) -> Iterator[Path]:
+def atomic_dir(
+    path: str | os.PathLike[str],
+    before_swap: Callable[[], None] | None = None,
+    *,
+    owned: Callable[[], Collection[str] | None] | None = None,
+) -> Iterator[Path]:
     """Yield a temporary folder beside ``path``; on success it replaces ``path`` as a whole.
 
     An older folder at ``path`` survives until the new one is complete; an interrupted build leaves it intact.
@@ -66,8 +72,13 @@ def atomic_dir(path: str | os.PathLike[str], before_swap: Callable[[], None] | N
     a reader that opened the older folder keeps a whole version until it is done (see ``swap_in``).
     ``before_swap`` runs just before the swap, under :func:`writers_lock` on the parent folder (no other writer
     can swap meanwhile): a check that what is at ``path`` is still what the new folder was made from.
+    ``owned``, called next (under the same lock), names the entries of the folder now at ``path`` that the new
+    folder replaces; every other entry there (a user's notes, a folder of theirs) is carried into the new folder
+    by hard links (:func:`_carry_others`), so a write never deletes what it did not make. None, or no ``owned``:
+    the whole folder is replaced.
+    A symbolic link at ``path`` stays one: the folder it names is replaced (:func:`write_target`).
     """
-    target = Path(path)
+    target = write_target(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(target)
     with _naming(target):
@@ -81,11 +92,68 @@ def atomic_dir(path: str | os.PathLike[str], before_swap: Callable[[], None] | N
         with writers_lock(target.parent):
             if before_swap is not None:
                 before_swap()
+            replaced = None if owned is None else owned()
+            if replaced is not None:
+                with writing_to(target):
+                    _carry_others(target, tmp, replaced)
             swap_in(tmp, target)
             _fsync_path(target.parent)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_target(path: str | os.PathLike[str]) -> Path:
+    """What a write of ``path`` replaces: ``path``, or where a symbolic link there leads (resolved once, chains
+    and relative links included). Swapped at the link itself, a new version would take the link's place as a
+    real folder, the folder it named left as it was (and a server of that folder never seeing the write)."""
+    given = Path(path)
+    return Path(os.path.realpath(given)) if given.is_symlink() else given
+
+
+@contextlib.contextmanager
+def writing_folder(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Hold the writers' lock that :func:`atomic_dir` swaps ``path`` under; yield the folder the write changes
+    (:func:`write_target`). A writer that checks the version at the yielded path and writes it through
+    ``atomic_dir`` in here cannot swap over another writer's version."""
+    target = write_target(path)
+    with writers_lock(target.parent):
+        yield target
+
+
+def _carry_others(old: Path, new: Path, replaced: Collection[str]) -> None:
+    """Carry every entry of the folder ``old`` but those named in ``replaced`` into the new version ``new``:
+    files hard-linked (copied where the file system has no hard links), folders made again with their files
+    linked, symbolic links made again. One the new version holds a file of the same name as is refused in one
+    line naming it: the write would replace it."""
+    if not old.is_dir():
+        return
+    for entry in sorted(os.scandir(old), key=lambda found: found.name):
+        if entry.name in replaced:
+            continue
+        there = new / entry.name
+        if os.path.lexists(there):
+            raise BadInputError(
+                f"{entry.path} is not one of whitevec's files in {old}, and this write makes one of that name; "
+                "move it out of the folder and write again"
+            )
+        if entry.is_dir(follow_symlinks=False):
+            shutil.copytree(entry.path, there, symlinks=True, copy_function=_link_or_copy)
+            for root, _, _ in os.walk(there):
+                _fsync_path(Path(root))
+        elif entry.is_symlink():
+            os.symlink(os.readlink(entry.path), there)
+        else:
+            _link_or_copy(entry.path, there)
+    _fsync_path(new)
+
+
+def _link_or_copy(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> str:
+    try:
+        os.link(source, target, follow_symlinks=False)
+    except OSError:  # no hard links on this file system, or not allowed on another user's file
+        shutil.copy2(source, target, follow_symlinks=False)
+    return os.fspath(target)
 
 
 @contextlib.contextmanager
@@ -399,8 +467,10 @@ def check_writable_parent(target: Path) -> None:
     """Create ``target``'s parent folder if needed and prove a file can be made there (raises OSError if not).
 
     Trying is the only honest test: permission bits say nothing of a read-only mount, a full disk's inode
-    table, or root's view of either.
+    table, or root's view of either. A symbolic link at ``target``: the folder probed is the parent of what it
+    names, where the write goes (:func:`write_target`).
     """
+    target = write_target(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     with _naming(target):  # the probe's own name is noise
         fd, probe = tempfile.mkstemp(prefix=_prefix(target), suffix=".tmp", dir=target.parent)

@@ -29,7 +29,7 @@ from whitevec.engines.ray.workdir import (
 )
 from whitevec.errors import BadInputError, WhitevecError
 from whitevec.index.analyzers import DEFAULT_ANALYZER
-from whitevec.index.build import check_build, check_target, encoder_fields, transform_info
+from whitevec.index.build import check_build, check_target, encoder_fields, replaced_entries, transform_info
 from whitevec.index.faiss_store import faiss_version
 from whitevec.index.layout import MILVUS_LOCAL, TRANSFORM_FILE
 from whitevec.index.lexical import check_lexical
@@ -328,7 +328,7 @@ def _publish(
     def note_replaced() -> None:
         replaced[0] = check_target(plan.target)
 
-    with atomic_dir(plan.target, before_swap=note_replaced) as tmp:
+    with atomic_dir(plan.target, before_swap=note_replaced, owned=lambda: replaced_entries(replaced[0])) as tmp:
         names: list[str] = []
         if fitted is not None:
             fitted.save(tmp / TRANSFORM_FILE)

@@ -1,0 +1,252 @@
+"""What a write does to the index folder as a whole (issue 49, items 2, 7, 9 and 10): through a symbolic link it
+changes the folder the link names; it keeps what is not the index's; its messages name the file at fault and say
+what happened; ids, a closed Retriever and the version follow one rule."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.index_helpers import HashEncoder, sentences
+from tests.static_helpers import tiny_static_folder
+from tests.test_cli import run_cli
+from whitevec.datasets.retrieval import Document
+from whitevec.errors import BadInputError, WhitevecWarning
+from whitevec.index import Retriever, read_manifest
+from whitevec.index.layout import INDEX_FILE, TEMPLATE_PREFIX
+
+TEXTS = sentences(60, seed=21)
+
+
+def docs(start: int, stop: int) -> list[Document]:
+    return [Document(f"d{i}", TEXTS[i], {"n": i}) for i in range(start, stop)]
+
+
+def build(folder: Path, documents: list[Document], **options: Any) -> Retriever:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WhitevecWarning)
+        return Retriever.build(documents, folder, encoder=HashEncoder(dim=16), **options)  # type: ignore[arg-type]
+
+
+def load(folder: Path) -> Retriever:
+    return Retriever.load(folder, encoder=HashEncoder(dim=16))  # type: ignore[arg-type]
+
+
+def jsonl(path: Path, start: int, stop: int) -> Path:
+    path.write_text("".join(json.dumps({"id": f"d{i}", "text": TEXTS[i]}) + "\n" for i in range(start, stop)))
+    return path
+
+
+def cli(args: list[str], capsys: pytest.CaptureFixture[str], code: int = 0) -> str:
+    got, _, err = run_cli(args, capsys)
+    assert got == code, (args, err)
+    return err
+
+
+def error_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("whitevec: error: "), err
+    return lines[0]
+
+
+# --- item 2: writes through a symbolic link -----------------------------------------------------------------
+def test_every_write_through_a_symlink_changes_the_folder_it_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = str(tiny_static_folder(tmp_path / "static"))
+    real, link = tmp_path / "real" / "ix", tmp_path / "link"
+    corpus = jsonl(tmp_path / "corpus.jsonl", 0, 20)
+    cli(["index", "build", "--corpus", str(corpus), "--out", str(real), "--model", model], capsys)
+    link.symlink_to(Path("real") / "ix")  # relative, as `ln -s real/ix link` makes it
+    with Retriever.load(real) as server:  # a server of the real path, loaded before the writes
+        writes = [
+            (["index", "add", str(link), "--corpus", str(jsonl(tmp_path / "more.jsonl", 20, 26))], 26),
+            (["index", "delete", str(link), "d3", "d4"], 24),
+            (["index", "compact", str(link)], 24),
+            (["index", "refit", str(link), "--transform", "whitening-4"], 24),
+            (["index", "build", "--corpus", str(corpus), "--out", str(link), "--model", model], 20),
+        ]
+        for version, (args, count) in enumerate(writes, start=1):
+            cli(args, capsys)
+            assert link.is_symlink() and os.readlink(link) == os.path.join("real", "ix"), args
+            assert sorted(p.name for p in tmp_path.iterdir()) == [
+                "corpus.jsonl",
+                "link",
+                "more.jsonl",
+                "real",
+                "static",
+            ]
+            assert [p.name for p in real.parent.iterdir()] == ["ix"], args  # no temporary left beside it
+            manifest = read_manifest(real)
+            assert (manifest["count"], manifest["generation"]) == (count, version), args
+            assert server.refresh() and server.count == count, args  # the server sees every write
+    with Retriever.load(link) as reader:
+        assert reader.search([TEXTS[2]], 1)[0][0].id == "d2"
+
+
+def test_writers_through_the_link_and_the_real_path_follow_one_version(tmp_path: Path) -> None:
+    real, link = tmp_path / "real" / "ix", tmp_path / "link"
+    build(real, docs(0, 10)).close()
+    link.symlink_to(real)
+    with load(link) as through_link, load(real) as direct:
+        through_link.add(docs(10, 12))
+        with pytest.raises(BadInputError, match="written to by another writer"):
+            direct.add(docs(12, 14))  # it loaded the version the link's writer replaced: nothing lost
+        assert direct.refresh() and direct.count == 12
+        direct.delete(["d0"])
+        assert through_link.refresh() and through_link.count == 11
+    assert link.is_symlink() and read_manifest(real)["generation"] == 2
+
+
+# --- item 7: what is not the index's is kept ----------------------------------------------------------------
+def _plant(index: Path) -> dict[str, bytes]:
+    (index / "notes.txt").write_text("my notes on this index\n")
+    (index / "sub").mkdir()
+    (index / "sub" / "kept.txt").write_text("a file in a folder of mine\n")
+    (index / "s000099.index.faiss").write_bytes(b"a stray file with a segment's name")
+    (index / "s000001.index.faiss").write_bytes(b"the name the first write's segment would take")
+    return _foreign(index)
+
+
+def _foreign(index: Path) -> dict[str, bytes]:
+    names = ("notes.txt", "sub/kept.txt", "s000099.index.faiss", "s000001.index.faiss")
+    return {name: (index / name).read_bytes() for name in names if (index / name).exists()}
+
+
+def test_no_write_deletes_a_file_that_is_not_the_index(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = str(tiny_static_folder(tmp_path / "static"))
+    index = tmp_path / "ix"
+    corpus = jsonl(tmp_path / "corpus.jsonl", 0, 20)
+    cli(["index", "build", "--corpus", str(corpus), "--out", str(index), "--model", model], capsys)
+    planted = _plant(index)
+    for args in (
+        ["index", "add", str(index), "--corpus", str(jsonl(tmp_path / "more.jsonl", 20, 26))],
+        ["index", "delete", str(index), "d3"],
+        ["index", "add", str(index), "--corpus", str(jsonl(tmp_path / "last.jsonl", 26, 28))],
+        ["index", "compact", str(index)],
+        ["index", "refit", str(index), "--transform", "whitening-4"],
+        ["index", "build", "--corpus", str(corpus), "--out", str(index), "--model", model],
+    ):
+        cli(args, capsys)
+        assert _foreign(index) == planted, args
+        manifest = read_manifest(index)  # every file checked: the stray segment names were passed over
+        assert not set(manifest["files"]) & {"notes.txt", "s000099.index.faiss", "s000001.index.faiss"}, args
+    out = cli(["index", "add", str(index), "--corpus", str(jsonl(tmp_path / "again.jsonl", 40, 42))], capsys)
+    assert "22 documents" in out
+    with Retriever.load(index) as reader:
+        assert reader.search([TEXTS[41]], 1)[0][0].id == "d41"
+
+
+def test_a_file_with_a_name_the_write_makes_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    index = tmp_path / "ix"
+    build(index, docs(0, 10)).close()
+    (index / "deleted.npy").write_bytes(b"not the index's tombstones")
+    before = read_manifest(index)
+    line = error_line(cli(["index", "delete", str(index), "d1"], capsys, code=2))
+    assert f"{index / 'deleted.npy'} is not one of whitevec's files" in line and "move it out" in line
+    assert read_manifest(index) == before and (index / "deleted.npy").read_bytes() == b"not the index's tombstones"
+
+
+# --- item 9: messages that name the file at fault and say what happened -------------------------------------
+def test_a_damaged_template_is_named_and_a_delete_does_not_read_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = str(tiny_static_folder(tmp_path / "static"))
+    index = tmp_path / "ix"
+    cli(
+        [
+            "index",
+            "build",
+            "--corpus",
+            str(jsonl(tmp_path / "c.jsonl", 0, 20)),
+            "--out",
+            str(index),
+            "--model",
+            model,
+        ],
+        capsys,
+    )
+    cli(["index", "add", str(index), "--corpus", str(jsonl(tmp_path / "a.jsonl", 20, 22))], capsys)  # the template
+    template = index / (TEMPLATE_PREFIX + INDEX_FILE)
+    data = bytearray(template.read_bytes())
+    data[:8] = b"\0" * 8  # same size: only reading it finds the damage
+    template.write_bytes(bytes(data))
+    add = jsonl(tmp_path / "more.jsonl", 30, 32)
+    for args in (["index", "add", str(index), "--corpus", str(add)], ["index", "compact", str(index)]):
+        line = error_line(cli(args, capsys, code=2))
+        assert f"{template} is not a readable FAISS index" in line, args
+    err = cli(["index", "delete", str(index), "d1"], capsys)  # tombstones only: the template is not read
+    assert "deleted 1 documents" in err and read_manifest(index, verify=False)["count"] == 21
+
+
+def test_compacting_an_index_whose_every_document_is_deleted_says_so_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    index = tmp_path / "ix"
+    with build(index, docs(0, 4)) as retriever:
+        retriever.add(docs(4, 6))
+        retriever.delete([f"d{i}" for i in range(6)])
+        before = read_manifest(index)
+        with pytest.raises(BadInputError, match=r"every document of the index .* is deleted"):
+            retriever.compact()
+    line = error_line(cli(["index", "compact", str(index)], capsys, code=2))
+    assert "every document of the index" in line and "nothing was compacted" in line
+    assert read_manifest(index) == before
+    with load(index) as retriever:  # documents added, the compaction then drops every deleted row
+        retriever.add(docs(10, 12))
+        assert retriever.compact() in (0, 1) and retriever.manifest.get("deleted", 0) == 0
+        assert retriever.count == 2
+
+
+# --- item 10 (part): ids, a closed Retriever, the version ---------------------------------------------------
+@pytest.mark.parametrize("bad", [None, 1, 1.5, b"d1", ["d1"], ""])
+def test_an_id_that_is_not_a_non_empty_string_is_refused_whatever_its_type(tmp_path: Path, bad: object) -> None:
+    with build(tmp_path / "ix", docs(0, 5)) as retriever:
+        with pytest.raises(BadInputError, match="a document id must be a non-empty string"):
+            retriever.delete(["d1", bad])  # type: ignore[list-item]
+        for given in (None, 7, "d1"):
+            with pytest.raises(BadInputError, match="give a list of document ids"):
+                retriever.delete(given)  # type: ignore[arg-type]
+        assert retriever.count == 5 and "generation" not in read_manifest(tmp_path / "ix")
+
+
+def test_every_use_of_a_closed_retriever_is_one_line(tmp_path: Path) -> None:
+    retriever = build(tmp_path / "ix", docs(0, 5))
+    retriever.close()
+    retriever.close()  # closing again does nothing
+    for use in (
+        lambda: retriever.add(docs(5, 6)),
+        lambda: retriever.upsert(docs(0, 1)),
+        lambda: retriever.delete(["d1"]),
+        lambda: retriever.compact(),
+        lambda: retriever.refit("whitening-4"),
+        lambda: retriever.refresh(),
+        lambda: retriever.existing_ids(["d1"]),
+        lambda: retriever.search(["a query"], 1),
+        lambda: retriever.search(["a query"], 1, filter="n > 1"),
+        lambda: retriever.embed(["a text"]),
+    ):
+        with pytest.raises(
+            BadInputError, match=r"this Retriever of the index at .* is closed; load the index again"
+        ):
+            use()
+
+
+def test_a_refit_or_rebuild_is_the_next_version(tmp_path: Path) -> None:
+    index = tmp_path / "ix"
+    with build(index, docs(0, 20)) as retriever:
+        retriever.add(docs(20, 22))
+        retriever.delete(["d0"])
+        retriever.refit("whitening-4")
+        assert retriever.manifest["generation"] == 3 and read_manifest(index)["generation"] == 3
+        retriever.add(docs(22, 24))  # segments after a refit: named by the next generation
+        assert retriever.manifest["generation"] == 4
+    build(index, docs(0, 10)).close()
+    assert read_manifest(index)["generation"] == 5
