@@ -296,9 +296,9 @@ class MilvusWrites:
         return DeleteResult(deleted=len(held), missing=[doc_id for doc_id in wanted if doc_id not in held])
 
     def _milvus_commit(self, store: MilvusStore, change: MilvusChange, skipped: int) -> None:
-        with writing_folder(self.path) as folder:
+        with writing_folder(self.path):  # the path as given inside: a refusal names it (the service's 409)
             try:
-                write_milvus_version(folder, self.manifest, store, self._docs, change, skipped)
+                write_milvus_version(self.path, self.manifest, store, self._docs, change, skipped)
             finally:  # staging may have let go of in-folder Lite data: every handle opened again
                 self._milvus_reload()
 
@@ -312,7 +312,7 @@ class MilvusWrites:
                 compact_collection(store)
                 return 0
             try:
-                rewrite_lite_collection(folder, self.manifest, store, self._docs)
+                rewrite_lite_collection(self.path, self.manifest, store, self._docs)
             finally:
                 self._milvus_reload()
         return 1

@@ -189,7 +189,9 @@ def template_of(state: IndexState) -> VectorStore:
     the writers' lock and has checked the version."""
     if state.template is None:
         if "segments" in state.manifest:
-            state.template = read_consistent(state.path, lambda snapshot: open_template(_own(snapshot, state)))
+            state.template = read_consistent(
+                state.path, lambda snapshot: open_template(_own(snapshot, state, state.path))
+            )
         else:
             state.template = empty_copy(state.segments[0].store)
     return state.template
@@ -384,16 +386,16 @@ def _reopened(
     return IndexState(state.path, written, segments, deleted, state.template)
 
 
-def check_own_version(state: IndexState) -> None:
+def check_own_version(state: IndexState, named: Path) -> None:
     """Refuse a write when the folder no longer holds the version ``state`` was read from (called under the
-    writers' lock)."""
-    read_consistent(state.path, lambda snapshot: _own(snapshot, state))
+    writers' lock); ``named``: the index's path as the message names it (as given: a link, perhaps)."""
+    read_consistent(state.path, lambda snapshot: _own(snapshot, state, named))
 
 
-def _own(snapshot: IndexSnapshot, state: IndexState) -> IndexSnapshot:
+def _own(snapshot: IndexSnapshot, state: IndexState, named: Path) -> IndexSnapshot:
     """``snapshot``, refused when it is not the version of ``state``."""
     if snapshot.manifest[SELF_CHECKSUM] != state.manifest[SELF_CHECKSUM]:
-        raise BadInputError(changed_message(state.path))
+        raise BadInputError(changed_message(named))
     return snapshot
 
 

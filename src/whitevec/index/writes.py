@@ -265,7 +265,7 @@ class IndexWrites(MilvusWrites):
             state = self._state
             assert state is not None  # a Milvus index writes through MilvusWrites
             state.path = target
-            check_own_version(state)
+            check_own_version(state, self.path)  # refused naming the path the index was loaded from
             yield state
 
     def _check_open(self) -> None:
