@@ -252,3 +252,19 @@ def test_a_refit_or_rebuild_is_the_next_version(tmp_path: Path) -> None:
         assert retriever.manifest["generation"] == 4
     build(index, docs(0, 10)).close()
     assert read_manifest(index)["generation"] == 5
+
+
+def test_compacting_an_index_whose_every_document_is_deleted_is_one_line_over_http(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi", reason="the serve extra (fastapi, uvicorn) is not installed")
+    from fastapi.testclient import TestClient
+
+    from whitevec.service.app import create_app
+    from whitevec.service.settings import ServeSettings
+
+    with build(tmp_path / "ix", docs(0, 4)) as retriever:
+        retriever.delete([f"d{i}" for i in range(4)])
+        with TestClient(create_app(retriever, ServeSettings(writable=True))) as client:  # type: ignore[arg-type]
+            answer = client.post("/compact")
+    assert answer.status_code == 422, answer.text
+    detail = answer.json()["detail"]
+    assert detail.startswith("every document of the index at ix is deleted") and str(tmp_path) not in detail
