@@ -200,6 +200,7 @@ def test_refit_on_milvus_is_a_fresh_build_with_the_new_fit(tmp_path: Path) -> No
         retriever.delete(["d0"])
         retriever.refit("whitening")
         assert retriever.manifest["transform"]["spec"] == "whitening" and retriever.count == 29
+        assert retriever.manifest["generation"] == 3  # after the add and the delete: versions only grow
         queries = [d.text for d in docs[1::5]]
         with Retriever.build(
             docs[1:], tmp_path / "fresh", encoder=ENCODER, transform="whitening", backend="milvus", lexical="bm25"
