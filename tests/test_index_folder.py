@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.index import Retriever, read_manifest
 from whitevec.index.layout import INDEX_FILE, TEMPLATE_PREFIX
 from whitevec.index.snapshot import changed_message
+from whitevec.utils import io as _io
 
 TEXTS = sentences(60, seed=21)
 
@@ -103,6 +106,19 @@ def test_writers_through_the_link_and_the_real_path_follow_one_version(tmp_path:
         through_link.delete(["d0"])
         assert direct.refresh() and direct.count == 11
     assert link.is_symlink() and read_manifest(real)["generation"] == 2
+
+
+def test_a_link_an_older_write_left_beside_the_index_is_removed_and_not_followed(tmp_path: Path) -> None:
+    real, link = tmp_path / "real" / "ix", tmp_path / "link"
+    build(real, docs(0, 10)).close()
+    link.symlink_to(Path("real") / "ix")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    host = _io._prefix(link)[len(".link.") :].rsplit("-", 1)[0]
+    left = tmp_path / f".link.{host}-{int(dead.stdout)}.abc.tmp"  # the link an older whitevec swapped aside
+    left.symlink_to(Path("real") / "ix")
+    with load(link) as retriever:
+        retriever.add(docs(10, 12))
+    assert not os.path.lexists(left) and read_manifest(real)["count"] == 12  # the link removed, not what it named
 
 
 # --- item 7: what is not the index's is kept ----------------------------------------------------------------

@@ -37,7 +37,7 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path
     """
     target = write_target(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(target)
+    remove_stale_beside(Path(path), target)
     with _naming(target):
         fd, tmp_name = tempfile.mkstemp(prefix=_prefix(target), suffix=suffix + ".tmp", dir=target.parent)
     os.close(fd)
@@ -80,7 +80,7 @@ def atomic_dir(
     """
     target = write_target(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(target)
+    remove_stale_beside(Path(path), target)
     with _naming(target):
         tmp = Path(tempfile.mkdtemp(prefix=_prefix(target), suffix=".tmp", dir=target.parent))
     try:
@@ -117,6 +117,7 @@ def writing_folder(path: str | os.PathLike[str]) -> Iterator[Path]:
     (:func:`write_target`). A writer that checks the version at the yielded path and writes it through
     ``atomic_dir`` in here cannot swap over another writer's version."""
     target = write_target(path)
+    remove_stale_beside(Path(path), target)
     with writers_lock(target.parent):
         yield target
 
@@ -429,6 +430,15 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def remove_stale_beside(given: Path, target: Path) -> None:
+    """Dead writers' temporaries beside ``target``, the folder or file a write of ``given`` changes, and beside
+    ``given`` when it is a link to it (a write through a link, before links were followed, swapped the link out
+    to a temporary of the link's name)."""
+    remove_stale_temporaries(target)
+    if given != target:
+        remove_stale_temporaries(given)
+
+
 def remove_stale_temporaries(target: Path) -> list[Path]:
     """Delete temporaries beside ``target`` whose writer, a process on this host, no longer exists.
 
@@ -454,7 +464,7 @@ def remove_stale_temporaries(target: Path) -> list[Path]:
                 with writers_lock(target.parent), contextlib.suppress(FileNotFoundError):
                     if not target.exists():
                         os.replace(previous, target)
-            if entry.is_dir():
+            if entry.is_dir() and not entry.is_symlink():  # a link (an older whitevec swapped one): itself alone
                 shutil.rmtree(entry, ignore_errors=True)
             else:
                 with contextlib.suppress(FileNotFoundError):
