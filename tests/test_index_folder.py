@@ -235,6 +235,20 @@ def test_an_id_that_is_not_a_non_empty_string_is_refused_whatever_its_type(tmp_p
         assert retriever.count == 5 and "generation" not in read_manifest(tmp_path / "ix")
 
 
+def test_an_id_that_is_not_text_and_an_ids_file_that_is_not_utf8_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    index = tmp_path / "ix"
+    retriever = build(index, docs(0, 5))
+    with retriever, pytest.raises(BadInputError, match=r"document id 'd\\udc80' holds a lone surrogate"):
+        retriever.delete(["d1", "d\udc80"])
+    ids = tmp_path / "ids.txt"
+    ids.write_bytes(b"d1\nd\xff2\n")
+    line = error_line(cli(["index", "delete", str(index), "--ids", str(ids)], capsys, code=2))
+    assert f"{ids}, line 2: not valid UTF-8" in line
+    assert "generation" not in read_manifest(index)
+
+
 def test_every_use_of_a_closed_retriever_is_one_line(tmp_path: Path) -> None:
     retriever = build(tmp_path / "ix", docs(0, 5))
     retriever.close()

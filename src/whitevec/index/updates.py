@@ -459,9 +459,23 @@ def check_ids(ids: Sequence[str]) -> list[str]:
         raise BadInputError("no document ids to delete")
     for doc_id in given:
         if not isinstance(doc_id, str) or not doc_id:
-            shown = repr(doc_id) if len(repr(doc_id)) <= 60 else repr(doc_id)[:57] + "..."
-            raise BadInputError(f"a document id must be a non-empty string, got {shown} ({type(doc_id).__name__})")
+            raise BadInputError(
+                f"a document id must be a non-empty string, got {_shown(doc_id)} ({type(doc_id).__name__})"
+            )
+        if not doc_id.isascii():  # SQLite takes UTF-8 only, which a lone surrogate (\ud800-\udfff) is not
+            try:
+                doc_id.encode("utf-8")
+            except UnicodeEncodeError:
+                raise BadInputError(
+                    f"document id {_shown(doc_id)} holds a lone surrogate (\\ud800-\\udfff), not text"
+                ) from None
     return list(dict.fromkeys(given))
+
+
+def _shown(value: object, limit: int = 60) -> str:
+    """``value``'s repr, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # --- refitting the transform -------------------------------------------------------------------------------------

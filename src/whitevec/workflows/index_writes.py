@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from whitevec.datasets.paths import existing_file
+from whitevec.datasets.paths import existing_file, read_lines
 from whitevec.encoders.protocol import check_empty_documents
 from whitevec.errors import BadInputError
 from whitevec.preflight import check_device, existing_folder
@@ -89,8 +89,8 @@ def delete_documents(
     existing_folder(index_dir, "index folder")
     wanted = list(ids)
     if ids_file is not None:
-        text = existing_file(ids_file, "--ids file").read_text(encoding="utf-8")
-        wanted += [line.strip() for line in text.splitlines() if line.strip()]
+        lines = read_lines(existing_file(ids_file, "--ids file"), BadInputError)  # not UTF-8: one line
+        wanted += [line.strip() for line in lines if line.strip()]
     if not wanted:
         raise BadInputError("no document ids to delete: give ids or --ids FILE")
     from whitevec.index import Retriever
