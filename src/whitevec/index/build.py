@@ -26,7 +26,7 @@ from whitevec.index.docstore import metadata_json, write_docs
 from whitevec.index.encodings import parse_encoding
 from whitevec.index.faiss_store import faiss_version
 from whitevec.index.fusion import parse_fusion, parse_mode, search_field_problem
-from whitevec.index.layout import DOCS_FILE, LINEAR_TRANSFORMS, TRANSFORM_FILE, version_entries
+from whitevec.index.layout import DOCS_FILE, LINEAR_TRANSFORMS, TRANSFORM_FILE, replaced_entries
 from whitevec.index.lexical import (
     DEFAULT_ANALYZER,
     LexicalIndex,
@@ -122,12 +122,6 @@ def check_target(out: Path) -> dict[str, Any] | None:
     if any(out.iterdir()):
         raise BadInputError(f"{out} is a non-empty folder that is not a whitevec index; refusing to replace it")
     return None
-
-
-def replaced_entries(previous: dict[str, Any] | None) -> set[str] | None:
-    """What a build at a folder replaces there (``atomic_dir``'s ``owned``): the earlier index's own entries, a
-    user's files beside them kept; the whole folder where no earlier index can be read there."""
-    return None if previous is None else version_entries(previous)
 
 
 def check_build(

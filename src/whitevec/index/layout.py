@@ -84,6 +84,12 @@ def version_entries(manifest: dict[str, Any]) -> set[str]:
     return names
 
 
+def replaced_entries(previous: dict[str, Any] | None) -> set[str] | None:
+    """What a build at a folder replaces there (``atomic_dir``'s ``owned``): the earlier index's own entries, a
+    user's files beside them kept; the whole folder where no earlier index can be read there."""
+    return None if previous is None else version_entries(previous)
+
+
 def foreign_entries(folder: Path, manifest: dict[str, Any]) -> set[str]:
     """The entries of the index folder ``folder`` that are not its version's (:func:`version_entries`)."""
     return set(os.listdir(folder)) - version_entries(manifest)

@@ -29,9 +29,9 @@ from whitevec.engines.ray.workdir import (
 )
 from whitevec.errors import BadInputError, WhitevecError
 from whitevec.index.analyzers import DEFAULT_ANALYZER
-from whitevec.index.build import check_build, check_target, encoder_fields, replaced_entries, transform_info
+from whitevec.index.build import check_build, check_target, encoder_fields, transform_info
 from whitevec.index.faiss_store import faiss_version
-from whitevec.index.layout import MILVUS_LOCAL, TRANSFORM_FILE
+from whitevec.index.layout import MILVUS_LOCAL, TRANSFORM_FILE, replaced_entries
 from whitevec.index.lexical import check_lexical
 from whitevec.index.manifest import write_manifest
 from whitevec.index.milvus_bm25 import bm25_record, milvus_bm25_settings, warn_lite_analyzer
