@@ -121,6 +121,20 @@ def test_a_link_an_older_write_left_beside_the_index_is_removed_and_not_followed
     assert not os.path.lexists(left) and read_manifest(real)["count"] == 12  # the link removed, not what it named
 
 
+def test_an_index_named_dot_is_written_and_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    index = tmp_path / "ix"
+    build(index, docs(0, 10)).close()
+    monkeypatch.chdir(index)
+    with load(Path(".")) as here:
+        here.add(docs(10, 12))  # the folder has no name to swap under: its absolute path has one
+        monkeypatch.chdir(index)  # the process's folder was the version swapped out
+        cli(["index", "delete", ".", "d1"], capsys)
+        assert here.refresh() and here.count == 11  # "." would still name the version it loaded
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ix"] and read_manifest(index)["generation"] == 2
+
+
 # --- item 7: what is not the index's is kept ----------------------------------------------------------------
 def _plant(index: Path) -> dict[str, bytes]:
     (index / "notes.txt").write_text("my notes on this index\n")

@@ -63,6 +63,7 @@ from whitevec.index.updates import (
 from whitevec.index.writes import IndexWrites
 from whitevec.preflight import check_device, check_texts
 from whitevec.transforms import Transform
+from whitevec.utils.io import folder_path
 
 if TYPE_CHECKING:
     from whitevec.encoders.protocol import EncoderLike
@@ -203,7 +204,7 @@ class Retriever(IndexWrites):
         """
         if encoder is not None and model is not None:
             raise BadInputError("give Retriever.load an encoder or a model, not both")
-        folder = Path(path).expanduser()
+        folder = folder_path(Path(path).expanduser())  # "." absolute: it would keep naming a swapped-out version
         device = check_device(device)  # before the index is read: a device this machine lacks, named
         version = read_consistent(folder, lambda snapshot: open_version(snapshot, device or "cpu"))
         manifest = version.manifest

@@ -107,8 +107,15 @@ def write_target(path: str | os.PathLike[str]) -> Path:
     """What a write of ``path`` replaces: ``path``, or where a symbolic link there leads (resolved once, chains
     and relative links included). Swapped at the link itself, a new version would take the link's place as a
     real folder, the folder it named left as it was (and a server of that folder never seeing the write)."""
-    given = Path(path)
+    given = folder_path(path)
     return Path(os.path.realpath(given)) if given.is_symlink() else given
+
+
+def folder_path(path: str | os.PathLike[str]) -> Path:
+    """``path``, absolute where its last part is ``.`` or ``..``: such a path has no name to swap a new version in
+    under, and once the folder is swapped out it still names the old one (the process's current folder)."""
+    given = Path(path)
+    return Path(os.path.abspath(given)) if given.name in ("", ".", "..") else given
 
 
 @contextlib.contextmanager
