@@ -8,17 +8,16 @@ import json
 import os
 import subprocess
 import sys
-import warnings
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.index_helpers import HashEncoder, sentences
 from tests.static_helpers import tiny_static_folder
 from tests.test_cli import run_cli
+from tests.test_refit_raw import build
 from whitevec.datasets.retrieval import Document
-from whitevec.errors import BadInputError, WhitevecWarning
+from whitevec.errors import BadInputError
 from whitevec.index import Retriever, read_manifest
 from whitevec.index.layout import INDEX_FILE, TEMPLATE_PREFIX
 from whitevec.index.snapshot import changed_message
@@ -29,12 +28,6 @@ TEXTS = sentences(60, seed=21)
 
 def docs(start: int, stop: int) -> list[Document]:
     return [Document(f"d{i}", TEXTS[i], {"n": i}) for i in range(start, stop)]
-
-
-def build(folder: Path, documents: list[Document], **options: Any) -> Retriever:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", WhitevecWarning)
-        return Retriever.build(documents, folder, encoder=HashEncoder(dim=16), **options)  # type: ignore[arg-type]
 
 
 def load(folder: Path) -> Retriever:
