@@ -68,12 +68,12 @@ def embed_marked(retriever: RetrieverLike, texts: list[str]) -> tuple[np.ndarray
 # ---- sharing one retriever between requests ---------------------------------------------------------------
 @dataclass
 class _Job:
-    kind: Literal["search", "embed", "write"]
+    kind: Literal["search", "embed", "call"]
     texts: list[str]
     k: int
     options: SearchOptions = ()
     future: concurrent.futures.Future[Any] = field(default_factory=concurrent.futures.Future)
-    write: Callable[[], Any] | None = None  # a write job's work, run alone on the worker thread
+    call: Callable[[], Any] | None = None  # a call's work (a write's, or a write's use of the model), run alone
 
 
 class WorkerStoppedError(RuntimeError):
@@ -100,9 +100,14 @@ class RetrieverWorker:
 
     When a batched call fails, its jobs run again one by one so a bad request cannot fail its neighbours.
 
-    A write (:meth:`submit_write`) runs alone, between the searches queued before it and those queued after: on
-    this thread, so no search ever runs while the retriever swaps versions, and one write at a time. Versions
-    other writers swap in are followed, checked before a batch of searches at most every :data:`FOLLOW_S`.
+    Writes (:meth:`submit_write`) queue for a thread of their own, the writer, and run one at a time there: a
+    write's files written, flushed and merged while searches go on here (the retriever holds its searches' lock
+    only to swap the new version in: a search sees the version before a write or the one after it, and one
+    queued after a write was answered sees it). What a write asks of the model (its documents' tokens and
+    vectors) comes back here as one job (:meth:`call`) in the queue with the searches, so the model is used by
+    this thread alone and a write's encoding takes its turn among them. Versions other writers swap in are
+    followed, checked before a batch of searches at most every :data:`FOLLOW_S` (skipped while a write of this
+    server's runs: it swaps in its own).
     """
 
     def __init__(
@@ -136,8 +141,12 @@ class RetrieverWorker:
         self.follow_s = FOLLOW_S
         self._followed = time.monotonic()  # when the newest version was last looked for
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._writes: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._writing = threading.Lock()  # held by the writer thread while a write runs
         self._thread = threading.Thread(target=self._run, name="whitevec-encoder", daemon=True)
+        self._writer = threading.Thread(target=self._run_writes, name="whitevec-writer", daemon=True)
         self._thread.start()
+        self._writer.start()
 
     def arrived(self, scope: MutableMapping[str, Any]) -> None:
         """A request that will submit a job has come in (its ASGI ``scope``); see :meth:`submit`."""
@@ -168,20 +177,46 @@ class RetrieverWorker:
         return asyncio.wrap_future(job.future)
 
     def submit_write(self, write: Callable[[], T]) -> Awaitable[T]:
-        """Queue ``write`` (a call that writes through the retriever); its result, awaitable."""
+        """Queue ``write`` (a call that writes through the retriever) for the writer thread; its result,
+        awaitable. What it asks of the model goes through :meth:`call`."""
         if not self.alive:
             raise WorkerStoppedError("the encoder worker has stopped")
-        job = _Job("write", [], 0, write=write)
-        self._queue.put(job)
+        job = _Job("call", [], 0, call=write)
+        self._writes.put(job)
         return asyncio.wrap_future(job.future)
+
+    def call(self, work: Callable[[], T]) -> T:
+        """Run ``work`` (a write's use of the model) on this worker's thread, in turn with the searches queued,
+        and return its result: called from the writer thread, which waits for it."""
+        if threading.current_thread() is self._thread:
+            return work()
+        if not self._thread.is_alive():
+            raise WorkerStoppedError("the encoder worker has stopped")
+        job = _Job("call", [], 0, call=work)
+        self._queue.put(job)
+        result: T = job.future.result()
+        return result
 
     @property
     def alive(self) -> bool:
-        return self._thread.is_alive()
+        return self._thread.is_alive() and self._writer.is_alive()
 
     def close(self, timeout: float = 10.0) -> None:
+        """Stop the writer (after the write it runs, which may still need the worker), then the worker."""
+        started = time.monotonic()
+        self._writes.put(None)
+        self._writer.join(timeout)
         self._queue.put(None)
-        self._thread.join(timeout)
+        self._thread.join(max(0.0, timeout - (time.monotonic() - started)))
+
+    def _run_writes(self) -> None:
+        while True:
+            job = self._writes.get()
+            if job is None:
+                return
+            with self._writing:
+                if job.future.set_running_or_notify_cancel():
+                    self._run_call(job)
 
     def _run(self) -> None:
         while True:
@@ -240,35 +275,39 @@ class RetrieverWorker:
     def _execute(self, batch: list[_Job]) -> None:
         reads: list[_Job] = []
         for job in batch:
-            if job.kind != "write":
+            if job.kind != "call":
                 reads.append(job)
                 continue
-            self._execute_reads(reads)  # the searches queued before the write see the version before it
+            self._execute_reads(reads)  # a call runs alone, in its place among the searches
             reads = []
             if job.future.set_running_or_notify_cancel():
-                self._write(job)
+                self._run_call(job)
         self._execute_reads(reads)
 
-    def _write(self, job: _Job) -> None:
-        assert job.write is not None
+    @staticmethod
+    def _run_call(job: _Job) -> None:
+        assert job.call is not None
         try:
-            result = job.write()
+            result = job.call()
         except BaseException as exc:
             job.future.set_exception(exc)
         else:
             job.future.set_result(result)
 
     def _follow(self) -> None:
-        """Move to a version another writer swapped in, if :data:`FOLLOW_S` passed since the last look."""
+        """Move to a version another writer swapped in, if :data:`FOLLOW_S` passed since the last look and no
+        write of this server's runs (it swaps in its version; waiting for it would hold the searches up)."""
         refresh = getattr(self.retriever, "refresh", None)
         now = time.monotonic()
-        if refresh is None or now - self._followed < self.follow_s:
+        if refresh is None or now - self._followed < self.follow_s or not self._writing.acquire(blocking=False):
             return
         self._followed = now
         try:
             refresh()
         except Exception as exc:  # the version loaded keeps serving; the next look tries again
             logger.warning("could not move to the index's newest version: %s", exc)
+        finally:
+            self._writing.release()
 
     def _execute_reads(self, batch: list[_Job]) -> None:
         if batch:
