@@ -288,6 +288,63 @@ def test_a_writes_model_work_runs_in_turn_on_the_encoder_thread() -> None:
     assert running == ["start 0", "end 0", "start 1", "end 1", "start 2", "end 2"]
 
 
+class OrderedRetriever(NoteRetriever):
+    """Notes the order of the searches; the first waits until released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def search(self, queries: list[str], k: int = 10) -> list[list[Any]]:
+        if not self.calls:
+            self.entered.set()
+            assert self.release.wait(10)
+        self.calls.append("search " + ",".join(queries))
+        return [[] for _ in queries]
+
+
+def test_searches_waiting_go_before_a_writes_next_model_job() -> None:
+    """After a job of a write's model work, the searches queued get their share of the encoder before its next
+    job (queued first); in its turn, a write's first job goes before the searches queued after it."""
+    from whitevec.service.worker import _Job
+
+    retriever = OrderedRetriever()
+    worker = RetrieverWorker(retriever, "batch", max_texts=64)  # type: ignore[arg-type]
+    queued: list[_Job] = []
+
+    def put(job: _Job) -> None:
+        queued.append(job)
+        worker._queue.put(job)
+
+    def first_job() -> None:
+        retriever.calls.append("write job 1")
+        put(_Job("call", [], 0, call=lambda: retriever.calls.append("write job 2")))  # owes the searches first
+        put(_Job("search", ["d"], 1))
+
+    try:
+        put(_Job("search", ["a"], 1))
+        assert retriever.entered.wait(10)  # the worker waits inside it: the rest queue behind
+        put(_Job("call", [], 0, call=first_job))
+        put(_Job("search", ["b"], 1))
+        retriever.release.set()
+        for job in queued[:3]:  # the first write job's done: it queued two more
+            job.future.result(timeout=10)
+        for job in queued:
+            job.future.result(timeout=10)
+    finally:
+        worker.close(5.0)
+    assert retriever.calls == ["search a", "write job 1", "search b,d", "write job 2"]
+
+
+def test_an_adds_texts_go_to_the_encoder_in_jobs_of_a_bounded_size() -> None:
+    from whitevec.service.worker import _jobs_of
+
+    texts = ["a" * 600, "b" * 300, "c" * 100, "d" * 2000, "", "e"]
+    assert _jobs_of(texts, 1000) == [texts[:3], texts[3:4], texts[4:]]
+    assert _jobs_of([], 1000) == []
+
+
 class ThreadNotingEncoder(HashEncoder):
     """A HashEncoder that notes the thread each encode ran on."""
 

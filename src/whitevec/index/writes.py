@@ -7,6 +7,7 @@ import contextlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -47,10 +48,13 @@ from whitevec.index.updates import (
 )
 from whitevec.utils.io import writers_lock
 
+if TYPE_CHECKING:
+    from whitevec.encoders.protocol import EncoderLike
+
 
 @dataclass(frozen=True)
 class PreparedWrite:
-    """An add with its model work done (:meth:`IndexWrites.prepare_write`): the number of documents given, those
+    """An add with its model work done (:meth:`IndexWrites._prepare_write`): the number of documents given, those
     with a token the model knows, their encoder vectors, and what an id the index holds does."""
 
     given: int
@@ -106,37 +110,39 @@ class IndexWrites(MilvusWrites):
         *,
         empty_documents: str = "skip",
         on_existing: str = "error",
+        encoder: EncoderLike | None = None,
     ) -> AddResult:
-        """:meth:`add`, answering how many documents were added, replaced and skipped, and the new count."""
-        prepared = self.prepare_write(
-            docs, show_progress, empty_documents=empty_documents, on_existing=on_existing
+        """:meth:`add`, answering how many documents were added, replaced and skipped, and the new count.
+        ``encoder``: the index's own encoder as this call may use it (None: itself; a server passes one whose
+        calls run on its encoder thread, in turn with the searches)."""
+        prepared = self._prepare_write(
+            docs, show_progress, empty_documents, on_existing, encoder if encoder is not None else self.encoder
         )
-        return self.commit_write(prepared)
+        return self._commit_write(prepared)
 
-    def prepare_write(
+    def _prepare_write(
         self,
         docs: Sequence[Document],
-        show_progress: bool | None = None,
-        *,
-        empty_documents: str = "skip",
-        on_existing: str = "error",
+        show_progress: bool | None,
+        empty_documents: str,
+        on_existing: str,
+        encoder: EncoderLike,
     ) -> PreparedWrite:
-        """The part of :meth:`write` that uses the model (the checks, the tokenizer, the encoder): run it where
-        the model may be used (a server's encoder thread), then :meth:`commit_write` (which does not use it)."""
+        """The part of :meth:`write` that uses the model (its tokens and vectors), checks first."""
         on_existing = check_on_existing(on_existing)
         given = as_documents(docs)
         if not given:
             raise BadInputError("no documents to add")
         check_unique_ids(given, where="the documents to add")
-        meaningful = meaningful_documents(given, self.encoder, empty_documents)
+        meaningful = meaningful_documents(given, encoder, empty_documents)
         with self._lock:  # refused before any encoding: an id held under "error"
             plan_add(self._docs, meaningful, on_existing, self.path)
         texts = [d.text for d in meaningful]
-        raw = self.encoder.encode(texts, show_progress=show_progress) if meaningful else None
+        raw = encoder.encode(texts, show_progress=show_progress) if meaningful else None
         return PreparedWrite(len(given), meaningful, raw, on_existing)
 
-    def commit_write(self, prepared: PreparedWrite) -> AddResult:
-        """Write what :meth:`prepare_write` encoded as one new version. Searches go on meanwhile: the segments
+    def _commit_write(self, prepared: PreparedWrite) -> AddResult:
+        """Write what :meth:`_prepare_write` encoded as one new version. Searches go on meanwhile: the segments
         are written and merged outside their lock, which is held only to swap the new version in."""
         given, meaningful, raw = prepared.given, prepared.documents, prepared.raw
         empty = given - len(meaningful)

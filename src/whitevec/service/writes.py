@@ -2,11 +2,11 @@
 POST /documents/delete and POST /compact.
 
 Writes take turns on the worker's writer thread (:meth:`RetrieverWorker.submit_write`): an add's model work
-(tokens, vectors: :meth:`~whitevec.index.Retriever.prepare_write`) goes to the thread that owns the model, in
-turn with the searches, and its files are written, flushed and merged on the writer thread while searches go on
-(:meth:`~whitevec.index.Retriever.commit_write`); the retriever holds its searches' lock only to swap the new
-version in, so a search sees the version before a write or the one after, and a search sent after a write's
-answer sees the write. The answer is sent once the library call has returned, and the library returns after the
+(its documents' tokens and vectors) goes to the thread that owns the model in jobs that take turns with the
+searches (:class:`~whitevec.service.worker.InTurnEncoder`), and its files are written, flushed and merged on the
+writer thread while searches go on; the retriever holds its searches' lock only to swap the new version in, so a
+search sees the version before a write or the one after, and a search sent after a write's answer sees the
+write. The answer is sent once the library call has returned, and the library returns after the
 new version's files and folder are flushed to disk (:func:`whitevec.utils.io.atomic_dir`): an acknowledged write
 survives a crash. Without ``--writable`` these routes answer 405 before their body is read
 (:class:`~whitevec.service.middleware.ReadOnlyMiddleware`); with an API key they need it, as /search does.
@@ -38,11 +38,11 @@ from whitevec.service.schemas import (
     write_models,
 )
 from whitevec.service.settings import API_KEY_ENV, ServeSettings
-from whitevec.service.worker import RetrieverLike, RetrieverWorker
+from whitevec.service.worker import InTurnEncoder, RetrieverLike, RetrieverWorker
 
 if TYPE_CHECKING:
+    from whitevec.encoders.protocol import EncoderLike
     from whitevec.index.updates import AddResult, DeleteResult
-    from whitevec.index.writes import PreparedWrite
 
 logger = logging.getLogger(__name__)
 
@@ -53,16 +53,18 @@ MISSING_SHOWN = 10  # the ids a delete reports as missing, at most
 class WritableRetriever(RetrieverLike, Protocol):
     """What the write routes ask of a :class:`whitevec.index.Retriever`."""
 
-    def prepare_write(
+    def write(
         self,
         docs: Sequence[Document],
         show_progress: bool | None = None,
         *,
         empty_documents: str = "skip",
         on_existing: str = "error",
-    ) -> PreparedWrite: ...
+        encoder: EncoderLike | None = None,
+    ) -> AddResult: ...
 
-    def commit_write(self, prepared: PreparedWrite) -> AddResult: ...
+    @property
+    def encoder(self) -> EncoderLike: ...
 
     def existing_ids(self, ids: Sequence[str]) -> list[str]: ...
 
@@ -116,14 +118,11 @@ def _public_refusals(retriever: WritableRetriever) -> Iterator[None]:
 
 
 def write_documents(
-    retriever: WritableRetriever,
-    docs: list[Document],
-    on_existing: str,
-    on_model: Callable[[Callable[[], PreparedWrite]], PreparedWrite],
+    retriever: WritableRetriever, docs: list[Document], on_existing: str, encoder: EncoderLike
 ) -> DocumentsResponse:
     """Add ``docs``: an id the index holds refused (``error``: nothing written), replaced or skipped. A document
-    with no token the model knows is refused (422) before anything is written. ``on_model`` runs the add's model
-    work where the model is used (:meth:`RetrieverWorker.call`)."""
+    with no token the model knows is refused (422) before anything is written. ``encoder``: the retriever's, as
+    the writer thread may use it (:class:`~whitevec.service.worker.InTurnEncoder`)."""
     held = retriever.existing_ids([d.id for d in docs]) if on_existing == "error" else []
     if held:
         raise WriteConflictError(
@@ -131,10 +130,9 @@ def write_documents(
             "was written: send on_existing 'replace' (upsert) or 'skip'"
         )
     with _public_refusals(retriever):
-        prepare = functools.partial(
-            retriever.prepare_write, docs, False, empty_documents="error", on_existing=on_existing
+        done = retriever.write(
+            docs, show_progress=False, empty_documents="error", on_existing=on_existing, encoder=encoder
         )
-        done = retriever.commit_write(on_model(prepare))
     return DocumentsResponse(added=done.added, replaced=done.replaced, skipped=done.skipped, **_version(retriever))
 
 
@@ -224,8 +222,9 @@ def add_write_routes(
         twice = _first_repeated([d.id for d in docs])
         if twice is not None:
             raise BadInputError(f"document id {twice!r} is given twice; send each id once")
+        encoder = InTurnEncoder(worker, writer.encoder)
         return await worker.submit_write(
-            functools.partial(write_documents, writer, docs, body.on_existing, worker.call)
+            functools.partial(write_documents, writer, docs, body.on_existing, encoder)
         )
 
     async def delete(body: Any) -> DeleteResponse:
