@@ -120,7 +120,7 @@ def markdown(data: dict[str, Any]) -> str:
         after = r["index_after"]
         writes = "-"
         if "writes" in r:
-            writes = f"{r['writes_per_s']:.1f} ({r['writes_per_s'] * r['write_docs']:.0f})"
+            writes = f"{r['writes_per_s']:.2f} ({r['writes_per_s'] * r['write_docs']:.1f})"
         add_p50 = "-" if r.get("write_p50_ms") is None else f"{r['write_p50_ms']:.0f}"
         add_p99 = "-" if r.get("write_p99_ms") is None else f"{r['write_p99_ms']:.0f}"
         lines.append(
