@@ -1,7 +1,7 @@
 """The HTTP write routes (`whitevec serve --writable`): POST /documents (add, upsert, skip), /documents/delete and
 /compact on a real segmented index (HashEncoder: a document's own text finds it first), the refusals (405
 read-only, 401 key, 409 held id or another writer, 422 bad body), /info's version, and the order of writes
-among searches on the worker thread."""
+among searches (a search answered while a write runs)."""
 
 from __future__ import annotations
 
@@ -211,47 +211,187 @@ def test_writable_settings_from_env_and_one_worker_only(tmp_path: Path) -> None:
         serve(tmp_path, workers=2, writable=True)
 
 
-class OrderedRetriever:
-    """Records the order of the calls the worker makes; the first search waits until released."""
+class NoteRetriever:
+    """A retriever that answers every search with no hits and notes the thread each ran on."""
 
     manifest: dict[str, Any] = {}  # noqa: RUF012
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-        self.release = threading.Event()
-
     count = 1
 
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+
     def search(self, queries: list[str], k: int = 10) -> list[list[Any]]:
-        if not self.calls:
-            self.release.wait(5)
-        self.calls.append("search " + ",".join(queries))
+        self.threads.append(threading.current_thread().name)
         return [[] for _ in queries]
 
     def embed(self, texts: list[str]) -> Any:
         raise AssertionError
 
 
-def test_a_write_runs_alone_between_the_searches_queued_around_it() -> None:
+def test_a_search_is_answered_while_a_write_runs() -> None:
+    """A write held in progress (waiting on an event) does not hold up a search queued meanwhile: the write runs
+    on a thread of its own (before, on the one that answers searches, so the search waited for it)."""
     import asyncio
+
+    retriever = NoteRetriever()
+    worker = RetrieverWorker(retriever, "batch", max_texts=64)  # type: ignore[arg-type]
+    inside, release = threading.Event(), threading.Event()
+
+    def write() -> str:
+        inside.set()
+        assert release.wait(10)
+        return "written"
+
+    async def scenario() -> tuple[Any, str]:
+        written = worker.submit_write(write)
+        assert await asyncio.to_thread(inside.wait, 10)
+        try:
+            hits = await asyncio.wait_for(worker.submit("search", ["a"], 1), 5)  # a timeout: the search waited
+        finally:
+            release.set()
+        return hits, await asyncio.wait_for(written, 10)
+
+    try:
+        assert asyncio.run(scenario()) == ([[]], "written")
+    finally:
+        worker.close(5.0)
+    assert retriever.threads == ["whitevec-encoder"] and not worker.alive
+
+
+def test_a_writes_model_work_runs_in_turn_on_the_encoder_thread() -> None:
+    """What a write asks of the model (:meth:`RetrieverWorker.call`) runs on the thread that answers searches, in
+    its place in their queue; writes run one at a time on the writer thread."""
+    import asyncio
+
+    retriever = NoteRetriever()
+    worker = RetrieverWorker(retriever, "batch", max_texts=64)  # type: ignore[arg-type]
+    running: list[str] = []
+
+    def write(n: int) -> tuple[str, str]:
+        running.append(f"start {n}")
+        model_thread = worker.call(lambda: threading.current_thread().name)
+        running.append(f"end {n}")
+        return threading.current_thread().name, model_thread
+
+    async def scenario() -> list[tuple[str, str]]:
+        return list(
+            await asyncio.wait_for(
+                asyncio.gather(*(worker.submit_write(lambda n=n: write(n)) for n in range(3))), 10
+            )
+        )
+
+    try:
+        answers = asyncio.run(scenario())
+    finally:
+        worker.close(5.0)
+    assert answers == [("whitevec-writer", "whitevec-encoder")] * 3
+    assert running == ["start 0", "end 0", "start 1", "end 1", "start 2", "end 2"]
+
+
+class OrderedRetriever(NoteRetriever):
+    """Notes the order of the searches; the first waits until released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def search(self, queries: list[str], k: int = 10) -> list[list[Any]]:
+        if not self.calls:
+            self.entered.set()
+            assert self.release.wait(10)
+        self.calls.append("search " + ",".join(queries))
+        return [[] for _ in queries]
+
+
+def test_searches_waiting_go_before_a_writes_next_model_job() -> None:
+    """After a job of a write's model work, the searches queued get their share of the encoder before its next
+    job (queued first); in its turn, a write's first job goes before the searches queued after it."""
+    from whitevec.service.worker import _Job
 
     retriever = OrderedRetriever()
     worker = RetrieverWorker(retriever, "batch", max_texts=64)  # type: ignore[arg-type]
+    queued: list[_Job] = []
 
-    async def scenario() -> None:
-        first = worker.submit("search", ["a"], 1)
-        await asyncio.sleep(0.05)  # the worker is inside the first search: the rest queue behind it
-        before = worker.submit("search", ["b"], 1)
-        write = worker.submit_write(lambda: retriever.calls.append("write"))
-        after = worker.submit("search", ["c"], 1)
-        retriever.release.set()
-        await asyncio.wait_for(asyncio.gather(first, before, write, after), 10)  # a lost job: a failure
+    def put(job: _Job) -> None:
+        queued.append(job)
+        worker._queue.put(job)
+
+    def first_job() -> None:
+        retriever.calls.append("write job 1")
+        put(_Job("call", [], 0, call=lambda: retriever.calls.append("write job 2")))  # owes the searches first
+        put(_Job("search", ["d"], 1))
 
     try:
-        asyncio.run(scenario())
+        put(_Job("search", ["a"], 1))
+        assert retriever.entered.wait(10)  # the worker waits inside it: the rest queue behind
+        put(_Job("call", [], 0, call=first_job))
+        put(_Job("search", ["b"], 1))
+        retriever.release.set()
+        for job in queued[:3]:  # the first write job's done: it queued two more
+            job.future.result(timeout=10)
+        for job in queued:
+            job.future.result(timeout=10)
     finally:
-        worker.close(1.0)
-    assert retriever.calls == ["search a", "search b", "write", "search c"]
+        worker.close(5.0)
+    assert retriever.calls == ["search a", "write job 1", "search b,d", "write job 2"]
+
+
+def test_an_adds_texts_go_to_the_encoder_in_jobs_of_a_bounded_size() -> None:
+    from whitevec.service.worker import _jobs_of
+
+    texts = ["a" * 600, "b" * 300, "c" * 100, "d" * 2000, "", "e"]
+    assert _jobs_of(texts, 1000) == [texts[:3], texts[3:4], texts[4:]]
+    assert _jobs_of([], 1000) == []
+
+
+class ThreadNotingEncoder(HashEncoder):
+    """A HashEncoder that notes the thread each encode ran on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[str] = []
+
+    def encode(self, texts: Any, batch_size: int | None = None, show_progress: bool | None = None) -> Any:
+        self.threads.append(threading.current_thread().name)
+        return super().encode(texts, batch_size, show_progress)
+
+
+def test_searches_are_answered_while_an_add_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An add held while it writes its version (the library's commit waiting on an event): a search meanwhile is
+    answered from the version before it; once the add is answered, a search sees it. The add's encoding ran on
+    the encoder thread, as every search's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import whitevec.index.writes as index_writes
+
+    inside, release = threading.Event(), threading.Event()
+    real_commit = index_writes.commit
+
+    def held_commit(*args: Any, **kwargs: Any) -> Any:
+        inside.set()
+        assert release.wait(10)
+        return real_commit(*args, **kwargs)
+
+    monkeypatch.setattr(index_writes, "commit", held_commit)
+    encoder = ThreadNotingEncoder()
+    docs = [Document(f"d{i}", text) for i, text in enumerate(TEXTS)]
+    with (
+        Retriever.build(docs, tmp_path / "index", encoder=encoder, transform="none") as index,
+        _client(index, writable=True) as client,
+        ThreadPoolExecutor(2) as pool,
+    ):
+        encoder.threads.clear()
+        adding = pool.submit(_add, client, [{"id": "new-1", "text": NEW_TEXT}])
+        assert inside.wait(10)
+        try:
+            during = pool.submit(_top, client, NEW_TEXT).result(timeout=5)  # a timeout: the search waited
+        finally:
+            release.set()
+        assert adding.result(timeout=10).json()["added"] == 1
+        assert "new-1" not in during["ids"]
+        assert _top(client, NEW_TEXT)["ids"][0] == "new-1"
+    assert set(encoder.threads) == {"whitevec-encoder"} and len(encoder.threads) == 3
 
 
 def test_the_how_to_example_answers_as_shown(tmp_path: Path) -> None:
@@ -271,7 +411,7 @@ def test_the_how_to_example_answers_as_shown(tmp_path: Path) -> None:
         assert answer.text == '{"count":4,"segments":1,"version":3,"merged":2}'
 
 
-class RefusingRetriever(OrderedRetriever):
+class RefusingRetriever(NoteRetriever):
     """A retriever whose writes the library refuses with a line naming the index's folder."""
 
     path = Path("/srv/private/my-index")

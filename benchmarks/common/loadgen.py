@@ -1,9 +1,15 @@
 """A closed-loop HTTP load generator: ``clients`` concurrent connections, each sending its next request as soon as
-the previous answer arrives, until ``requests`` answers are in. One process, one asyncio event loop, aiohttp:
-on a 2-core machine the generator shares the CPU with the server, so it must cost as little as possible (its CPU
-time is reported beside the figures so the reader can see what it took).
+the previous answer arrives, until ``requests`` answers are in (or ``--seconds`` have passed). One process, one
+asyncio event loop, aiohttp: on a 2-core machine the generator shares the CPU with the server, so it must cost as
+little as possible (its CPU time is reported beside the figures so the reader can see what it took).
 
-Run by benchmarks/maintained/bench_serve.py in its own process; prints one line ``RESULT {json}``:
+``--writes-url``: meanwhile, one more connection floods a writable server's POST /documents with adds of
+``--write-docs`` documents each (new ids; texts from ``--write-texts``), the next sent as soon as the previous is
+answered, from before the timed requests until they end; the result then holds the adds answered in the timed
+window, their rate and latencies.
+
+Run by benchmarks/maintained/bench_serve.py and bench_serve_writes.py in its own process; prints one line
+``RESULT {json}``:
 
     python benchmarks/common/loadgen.py --url http://127.0.0.1:8000/search --kind search --queries q.json \
         --clients 8 --requests 600
@@ -13,10 +19,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
+import os
 import resource
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +48,23 @@ def request_body(kind: str, text: str, k: int, model: str, extra: dict[str, Any]
     return json.dumps(body).encode("utf-8")
 
 
+@dataclass
+class Flood:
+    """The writer beside the timed requests: POST /documents at ``url``, ``bodies`` one add after another."""
+
+    url: str
+    bodies: Iterator[bytes]
+    docs: int  # documents per add
+
+
+def add_bodies(texts: list[str], docs: int) -> Iterator[bytes]:
+    """Bodies of POST /documents, ``docs`` new documents each (ids this process's own), texts in turn."""
+    cycle = itertools.cycle(texts)
+    for i in itertools.count():
+        batch = [{"id": f"flood-{os.getpid()}-{i}-{j}", "text": next(cycle)} for j in range(docs)]
+        yield json.dumps({"documents": batch}).encode("utf-8")
+
+
 def answer_ok(kind: str, payload: Any, k: int) -> bool:
     """The answer holds what was asked: k hits, or one vector."""
     if kind == "search":
@@ -56,8 +83,10 @@ async def run(
     warmup: int,
     k: int,
     health_url: str | None = None,
+    seconds: float | None = None,
+    flood: Flood | None = None,
 ) -> dict[str, Any]:
-    connector = aiohttp.TCPConnector(limit=clients, force_close=False)
+    connector = aiohttp.TCPConnector(limit=clients + (flood is not None), force_close=False)
     timeout = aiohttp.ClientTimeout(total=300)
     latencies: list[float] = []
     errors: list[str] = []
@@ -76,9 +105,37 @@ async def run(
         # Warm up on every connection: first calls pay for lazy initialisation and connection set-up.
         await asyncio.gather(*(one(bodies[i % len(bodies)]) for i in range(max(warmup, clients))))
 
+        window: list[float] = []  # the timed window's start, then its end
+        writes: list[tuple[float, float]] = []  # each add answered: when (perf_counter), and its seconds
+        write_errors: list[str] = []
+
+        async def writer() -> None:
+            assert flood is not None
+            while len(window) < 2:
+                started = time.perf_counter()
+                try:
+                    async with session.post(flood.url, data=next(flood.bodies)) as response:
+                        payload = await response.json(content_type=None)
+                    ok = response.status == 200 and payload.get("added") == flood.docs
+                    problem = None if ok else f"HTTP {response.status}: {str(payload)[:200]}"
+                except (aiohttp.ClientError, TimeoutError) as exc:
+                    problem = f"{type(exc).__name__}: {exc}"
+                ended = time.perf_counter()
+                writes.append((ended, ended - started))
+                if problem is not None:
+                    write_errors.append(problem)
+
+        flooding = asyncio.ensure_future(writer()) if flood is not None else None
+        if flooding is not None:  # the flood under way before the timed requests: one add answered
+            while not writes and not flooding.done():
+                await asyncio.sleep(0.01)
+
+        def more(i: int) -> bool:
+            return i < requests and (seconds is None or time.perf_counter() - window[0] < seconds)
+
         async def client() -> None:
             nonlocal next_index
-            while next_index < requests:
+            while more(next_index):
                 i = next_index
                 next_index += 1
                 started = time.perf_counter()
@@ -100,11 +157,14 @@ async def run(
         # busy seconds), so what the encoder did is known for exactly the requests timed.
         health_before = await health()
         cpu_before = resource.getrusage(resource.RUSAGE_SELF)
-        started = time.perf_counter()
+        window.append(time.perf_counter())
         await asyncio.gather(*(client() for _ in range(clients)))
-        wall = time.perf_counter() - started
+        window.append(time.perf_counter())
+        wall = window[1] - window[0]
         cpu_after = resource.getrusage(resource.RUSAGE_SELF)
         health_after = await health()
+        if flooding is not None:
+            await flooding  # the add in flight answered: nothing left running against the server
     ms = np.array(latencies) * 1000
     cpu_s = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
     return {
@@ -121,6 +181,23 @@ async def run(
         "generator_cpu_s": cpu_s,
         "health_before": health_before,
         "health_after": health_after,
+        **({} if flood is None else flood_result(writes, write_errors, window, flood.docs)),
+    }
+
+
+def flood_result(
+    writes: list[tuple[float, float]], errors: list[str], window: list[float], docs: int
+) -> dict[str, Any]:
+    """The adds answered inside the timed window: how many, per second, their latencies; errors of all."""
+    inside = np.array([took for at, took in writes if window[0] <= at <= window[1]]) * 1000
+    return {
+        "writes": int(inside.size),
+        "write_docs": docs,
+        "writes_per_s": inside.size / (window[1] - window[0]),
+        "write_p50_ms": float(np.percentile(inside, 50)) if inside.size else None,
+        "write_p99_ms": float(np.percentile(inside, 99)) if inside.size else None,
+        "write_errors": len(errors),
+        "first_write_error": errors[0] if errors else None,
     }
 
 
@@ -130,7 +207,11 @@ def main() -> None:
     parser.add_argument("--kind", choices=KINDS, default="search")
     parser.add_argument("--queries", type=Path, required=True, help="JSON list of texts, sent in turn")
     parser.add_argument("--clients", type=int, required=True)
-    parser.add_argument("--requests", type=int, required=True)
+    parser.add_argument("--requests", type=int, required=True, help="at most this many (see --seconds)")
+    parser.add_argument("--seconds", type=float, default=None, help="send no request after this many seconds")
+    parser.add_argument("--writes-url", default=None, help="flood this POST /documents meanwhile")
+    parser.add_argument("--write-docs", type=int, default=4, help="documents per add of the flood")
+    parser.add_argument("--write-texts", type=Path, default=None, help="JSON list of the flood's texts")
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--model", default="", help="the model name an OpenAI-style server expects")
@@ -144,8 +225,23 @@ def main() -> None:
     if not isinstance(extra, dict):
         parser.error("--body must be a JSON object")
     bodies = [request_body(args.kind, t, args.k, args.model, extra) for t in texts]
+    flood = None
+    if args.writes_url:
+        flood_texts = json.loads((args.write_texts or args.queries).read_text())
+        flood = Flood(args.writes_url, add_bodies(flood_texts, args.write_docs), args.write_docs)
     result = asyncio.run(
-        run(args.url, args.kind, bodies, args.clients, args.requests, args.warmup, args.k, args.health_url)
+        run(
+            args.url,
+            args.kind,
+            bodies,
+            args.clients,
+            args.requests,
+            args.warmup,
+            args.k,
+            args.health_url,
+            args.seconds,
+            flood,
+        )
     )
     print("RESULT " + json.dumps(result), flush=True)
     sys.exit(0)

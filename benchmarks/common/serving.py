@@ -1,6 +1,7 @@
-"""Serving under load, shared by bench_serve.py, results_static.py's timing part and the service tests: a server
-process on a free port (``whitevec serve`` or any command), waiting for its /health, one row of the load generator
-(``loadgen.py``, run in its own process), and the Cranfield queries the rows send."""
+"""Serving under load, shared by bench_serve.py, bench_serve_writes.py, results_static.py's timing part and the
+service tests: the served Cranfield index, a server process on a free port (``whitevec serve`` or any command),
+waiting for its /health, one row of the load generator (``loadgen.py``, run in its own process), and the
+Cranfield queries the rows send."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,20 @@ import httpx
 from benchmarks.common.runs import thread_env
 
 LOADGEN = Path(__file__).resolve().parent / "loadgen.py"
+
+
+def build_index(index_dir: Path, data_dir: Path | None, model: str, pooling: str, transform: str) -> None:
+    """The served benchmarks' index: Cranfield's documents in ``index_dir`` (FAISS flat, cosine)."""
+    from whitevec.datasets import resolve_data_dir
+    from whitevec.datasets.retrieval import read_cranfield
+    from whitevec.encoders.transformer import Encoder
+    from whitevec.index import Retriever
+
+    root = resolve_data_dir(data_dir) / "retrieval" / "cranfield"
+    corpus = read_cranfield(root).corpus
+    started = time.perf_counter()
+    Retriever.build(corpus, index_dir, encoder=Encoder(model, pooling), transform=transform, show_progress=False)
+    print(f"built {index_dir} ({len(corpus)} documents) in {time.perf_counter() - started:.1f} s", file=sys.stderr)
 
 
 def cranfield_queries(data_dir: Path | None) -> list[str]:
@@ -92,9 +108,10 @@ def load_row(
     k: int,
     model: str = "",
     body: dict[str, Any] | None = None,
+    options: Sequence[str] = (),
 ) -> dict[str, Any]:
     """One row of the load generator against ``server``; ``body``: more fields of each /search request (the
-    search ``mode``, say)."""
+    search ``mode``, say); ``options``: more of the generator's arguments (``--seconds``, a flood's)."""
     load_before = os.getloadavg()[0]
     cpu_before = server.cpu_seconds()
     command = [
@@ -116,6 +133,7 @@ def load_row(
         model,
         "--body",
         json.dumps(body or {}),
+        *options,
     ]
     if server.reports_encoder():
         command += ["--health-url", server.base + "/health"]

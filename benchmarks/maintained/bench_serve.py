@@ -65,23 +65,15 @@ from benchmarks.common.machine import (  # noqa: E402
 )
 from benchmarks.common.pages import NOTES_MARK, kept_notes  # noqa: E402
 from benchmarks.common.runs import RESULTS, emit, run_worker, thread_env  # noqa: E402
-from benchmarks.common.serving import Server, cranfield_queries, load_row, whitevec_server  # noqa: E402
+from benchmarks.common.serving import (  # noqa: E402
+    Server,
+    build_index,
+    cranfield_queries,
+    load_row,
+    whitevec_server,
+)
 
 DEFAULT_HISTORY = RESULTS / "serve_history.jsonl"
-
-
-# ---- the index and queries ---------------------------------------------------------------------------------
-def build_index(index_dir: Path, data_dir: Path | None, model: str, pooling: str, transform: str) -> None:
-    from whitevec.datasets import resolve_data_dir
-    from whitevec.datasets.retrieval import read_cranfield
-    from whitevec.encoders.transformer import Encoder
-    from whitevec.index import Retriever
-
-    root = resolve_data_dir(data_dir) / "retrieval" / "cranfield"
-    corpus = read_cranfield(root).corpus
-    started = time.perf_counter()
-    Retriever.build(corpus, index_dir, encoder=Encoder(model, pooling), transform=transform, show_progress=False)
-    print(f"built {index_dir} ({len(corpus)} documents) in {time.perf_counter() - started:.1f} s", file=sys.stderr)
 
 
 # ---- the in-process ceiling (a fresh process: --worker) ----------------------------------------------------

@@ -6,6 +6,7 @@ compared, the passing rows' codes decoded. :mod:`whitevec.index.faiss_store` sea
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 import numpy as np
@@ -152,6 +153,11 @@ def decoded_vectors(index: Any, positions: np.ndarray) -> np.ndarray:
     return np.asarray(decoder.sa_decode(codes[positions]), dtype=np.float32)
 
 
+# Held while a direct map is made: a search's filter (the service's encoder thread) and a merge's read (its writer
+# thread) may ask for the same segment's at once, and faiss marks the map made before it is filled.
+DIRECT_MAPS = threading.Lock()
+
+
 def readable_codes(index: Any) -> bool:
     """Whether :func:`decoded_vectors` can read the codes of the index inside ``index`` (an id map) by position:
     always but for IVF, whose codes lie list by list, read through a direct map (a position's list and offset,
@@ -162,12 +168,13 @@ def readable_codes(index: Any) -> bool:
     inner: Any = faiss.downcast_index(index.index)
     if not isinstance(inner, faiss.IndexIVF):
         return True
-    if inner.direct_map.type == inner.direct_map.NoMap:
-        try:
-            inner.make_direct_map(True)
-        except RuntimeError:  # ids inside not 0 .. n-1 (faiss's IVF renumbers none after a delete)
-            inner.make_direct_map(False)  # faiss leaves the half-made map in place
-            return False
+    with DIRECT_MAPS:
+        if inner.direct_map.type == inner.direct_map.NoMap:
+            try:
+                inner.make_direct_map(True)
+            except RuntimeError:  # ids inside not 0 .. n-1 (faiss's IVF renumbers none after a delete)
+                inner.make_direct_map(False)  # faiss leaves the half-made map in place
+                return False
     return True
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from whitevec.errors import BadInputError
+from whitevec.index.faiss_filter_costs import DIRECT_MAPS
 from whitevec.index.faiss_store import FaissStore, _faiss
 from whitevec.index.store import VectorStore
 
@@ -46,7 +47,8 @@ def vectors_of(given: VectorStore, ids: np.ndarray) -> np.ndarray:
         if store.signs is not None:
             codes = [inner.reconstruct(int(p)) for p in positions]
             return np.stack(codes) if codes else np.zeros((0, inner.code_size), np.uint8)
-        with contextlib.suppress(RuntimeError):  # an IVF index gives vectors back through its direct map
+        # An IVF index gives vectors back through its direct map (made once: a search may ask for it meanwhile).
+        with DIRECT_MAPS, contextlib.suppress(RuntimeError):
             faiss.extract_index_ivf(inner).make_direct_map()
         return np.asarray(inner.reconstruct_batch(positions), dtype=np.float32)
     except RuntimeError as exc:

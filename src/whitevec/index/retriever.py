@@ -97,7 +97,8 @@ class Retriever(IndexWrites):
         self.lexical = lexical
         self._docs = docs
         self._owns_encoder = owns_encoder  # made by load(): closing the Retriever closes it (its vector cache)
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # a search's, and a write's swap to its version
+        self._write_lock = threading.RLock()  # one write at a time (or a refresh), searches going on
         self._columns: tuple[DocumentStore, MetadataColumns] | None = None  # read on the first filtered search
         # The segments and deleted rows of the version, for writes (None: an index whose vectors live elsewhere).
         self._state = state
@@ -433,8 +434,9 @@ class Retriever(IndexWrites):
 
     def close(self) -> None:
         """Release the document store, the vector store's connections, and the encoder if load() made it; every
-        later search or write is refused in one line (closing again does nothing)."""
-        with self._lock:
+        later search or write is refused in one line (closing again does nothing). A write in progress ends
+        first."""
+        with self._write_lock, self._lock:
             if self._closed:
                 return
             self._closed = True

@@ -78,6 +78,9 @@ class IndexState:
     segments: list[Segment]
     deleted: np.ndarray
     template: VectorStore | None = None
+    # Segments of earlier versions this write no longer holds, closed once searches have moved on to this one
+    # (by whoever swaps it in: a search on another thread may still be reading them).
+    retired: list[Segment] = dataclasses.field(default_factory=list)
 
 
 @dataclass
@@ -375,15 +378,13 @@ def _reopened(
     deleted: np.ndarray,
 ) -> IndexState:
     """The state of the version just swapped in: kept segments renumbered, new ones opened from its files,
-    merged-away ones closed."""
+    merged-away ones retired (closed by the swap, see :attr:`IndexState.retired`)."""
     segments = [dataclasses.replace(s, base=bases[s.prefix]) for s in keep]
     with IndexSnapshot.open(state.path) as snapshot:
         for entry in new_entries:
             segments.append(open_segment(snapshot, written, entry))
-    for segment in state.segments:
-        if segment.prefix not in bases:
-            segment.close()
-    return IndexState(state.path, written, segments, deleted, state.template)
+    retired = [*state.retired, *(s for s in state.segments if s.prefix not in bases)]
+    return IndexState(state.path, written, segments, deleted, state.template, retired)
 
 
 def check_own_version(state: IndexState, named: Path) -> None:

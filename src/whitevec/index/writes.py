@@ -4,7 +4,10 @@ one new version of its folder, :mod:`whitevec.index.updates`), and keep searchin
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -45,12 +48,29 @@ from whitevec.index.updates import (
 )
 from whitevec.utils.io import writing_folder
 
+if TYPE_CHECKING:
+    from whitevec.encoders.protocol import EncoderLike
+
+
+@dataclass(frozen=True)
+class PreparedWrite:
+    """An add with its model work done (:meth:`IndexWrites._prepare_write`): the number of documents given, those
+    with a token the model knows, their encoder vectors, and what an id the index holds does."""
+
+    given: int
+    documents: list[Document]
+    raw: np.ndarray | None
+    on_existing: str
+
 
 class IndexWrites(MilvusWrites):
-    """Writes to the index a Retriever loaded; the Retriever's searches take the same lock, so a search sees the
-    version before a write or the one after it (the Retriever's attributes it reads: :class:`MilvusWrites`'s)."""
+    """Writes to the index a Retriever loaded, one at a time (``_write_lock``). A write holds the searches'
+    lock only to swap its version in, so a search sees the version before a write or the one after it, and
+    is answered while a write encodes, writes, flushes or merges (the Retriever's attributes it reads:
+    :class:`MilvusWrites`'s)."""
 
     _state: IndexState | None
+    _write_lock: threading.RLock
     _closed: bool
 
     @property
@@ -91,39 +111,61 @@ class IndexWrites(MilvusWrites):
         *,
         empty_documents: str = "skip",
         on_existing: str = "error",
+        encoder: EncoderLike | None = None,
     ) -> AddResult:
-        """:meth:`add`, answering how many documents were added, replaced and skipped, and the new count."""
+        """:meth:`add`, answering how many documents were added, replaced and skipped, and the new count.
+        ``encoder``: the index's own encoder as this call may use it (None: itself; a server passes one whose
+        calls run on its encoder thread, in turn with the searches)."""
+        prepared = self._prepare_write(
+            docs, show_progress, empty_documents, on_existing, encoder if encoder is not None else self.encoder
+        )
+        return self._commit_write(prepared)
+
+    def _prepare_write(
+        self,
+        docs: Sequence[Document],
+        show_progress: bool | None,
+        empty_documents: str,
+        on_existing: str,
+        encoder: EncoderLike,
+    ) -> PreparedWrite:
+        """The part of :meth:`write` that uses the model (its tokens and vectors), checks first."""
         on_existing = check_on_existing(on_existing)
         given = as_documents(docs)
         if not given:
             raise BadInputError("no documents to add")
         check_unique_ids(given, where="the documents to add")
-        meaningful = meaningful_documents(given, self.encoder, empty_documents)
-        empty = len(given) - len(meaningful)
+        meaningful = meaningful_documents(given, encoder, empty_documents)
         with self._lock:  # refused before any encoding: an id held under "error"
             self._check_open()
             plan_add(self._docs, meaningful, on_existing, self.path)
-        # Encoded outside the lock: searches go on meanwhile (a server's, in its other threads).
-        raw = (
-            self.encoder.encode([d.text for d in meaningful], show_progress=show_progress) if meaningful else None
-        )
-        with self._lock:
+        texts = [d.text for d in meaningful]
+        raw = encoder.encode(texts, show_progress=show_progress) if meaningful else None
+        return PreparedWrite(len(given), meaningful, raw, on_existing)
+
+    def _commit_write(self, prepared: PreparedWrite) -> AddResult:
+        """Write what :meth:`_prepare_write` encoded as one new version. Searches go on meanwhile: the segments
+        are written and merged outside their lock, which is held only to swap the new version in."""
+        given, meaningful, raw = prepared.given, prepared.documents, prepared.raw
+        empty = given - len(meaningful)
+        with self._write_lock:
             self._check_open()  # closed while the documents were encoded
-            items, replaced = plan_add(self._docs, meaningful, on_existing, self.path)  # again: another write
+            items, replaced = plan_add(self._docs, meaningful, prepared.on_existing, self.path)  # again: a write
             if items and raw is not None:
                 index_of = {d.id: i for i, d in enumerate(meaningful)}
                 position = [index_of[d.id] for d in items]
                 vectors = stored_form(self.transform, raw[position], self.manifest["metric"])
                 if self._state is None:  # a Milvus index: Milvus's insert and upsert
-                    held = self._docs.rows_of([d.id for d in items]) if replaced.size else {}
-                    return self._milvus_write(items, vectors, held, len(given) - len(items), empty)
-                with self._writing() as state:
+                    with self._lock:
+                        held = self._docs.rows_of([d.id for d in items]) if replaced.size else {}
+                        return self._milvus_write(items, vectors, held, given - len(items), empty)
+                with self._next_version() as state:
                     made = new_segment(state, items, vectors, raw[position])
                     deleted = np.union1d(state.deleted, replaced).astype(np.int64)
                     self._use(with_merges(commit(state, state.segments, [made], deleted, skipped=empty)))
         new = len(items) - replaced.size
         return AddResult(
-            added=new, replaced=int(replaced.size), skipped=len(given) - new - replaced.size, count=self.count
+            added=new, replaced=int(replaced.size), skipped=given - new - replaced.size, count=self.count
         )
 
     def existing_ids(self, ids: Sequence[str]) -> list[str]:
@@ -151,13 +193,13 @@ class IndexWrites(MilvusWrites):
         self._check_open()
         if self._state is None:
             return self._milvus_delete(wanted)
-        with self._lock:
+        with self._write_lock:
             self._check_open()
             held = self._docs.rows_of(wanted)
             missing = [doc_id for doc_id in wanted if doc_id not in held]
             if held:
                 rows = np.fromiter(held.values(), dtype=np.int64, count=len(held))
-                with self._writing() as state:
+                with self._next_version() as state:
                     deleted = np.union1d(state.deleted, rows).astype(np.int64)
                     self._use(with_merges(commit(state, state.segments, [], deleted)))
         return DeleteResult(deleted=len(held), missing=missing)
@@ -173,7 +215,7 @@ class IndexWrites(MilvusWrites):
         self._check_open()
         if self._state is None:
             return self._milvus_compact()
-        with self._writing() as state:
+        with self._write_lock, self._next_version() as state:
             merging = merge_plan(state, full=True)
             if merging and not self.count:
                 raise BadInputError(
@@ -201,7 +243,7 @@ class IndexWrites(MilvusWrites):
         if self._state is None:
             return self._milvus_refit(transform, show_progress)
         options = rebuild_options(self.manifest, transform)
-        with self._writing() as state:
+        with self._write_lock, self._lock, self._next_version() as state:
             documents = live_documents(state)
             if not documents:
                 raise BadInputError(f"the index at {self.path} holds no documents to fit a transform on")
@@ -233,10 +275,16 @@ class IndexWrites(MilvusWrites):
         """Search the newest version of the index folder from now on, when another writer (another process, the
         command line) made one since this Retriever loaded or last wrote: the segments both versions hold are
         kept, only new ones are read (after a rebuild or refit, the whole index). Whether it moved on."""
-        self._check_open()
-        if self._state is None:
-            return self._milvus_refresh()
+        with self._write_lock:  # a write of this Retriever's in progress swaps in its own version
+            self._check_open()
+            if self._state is None:
+                return self._milvus_refresh()
+            return self._refresh()
+
+    def _refresh(self) -> bool:
+        """:meth:`refresh` of an index in its folder (the writes' lock held)."""
         state = self._state
+        assert state is not None
         with self._lock:
             try:
                 moved = read_consistent(self.path, lambda snapshot: refreshed(snapshot, state))
@@ -255,12 +303,21 @@ class IndexWrites(MilvusWrites):
             self._use(moved)
             return True
 
+    def _writing(self) -> contextlib.AbstractContextManager[object]:
+        """What a write holds while it writes and merges segments, beside :attr:`_write_lock` (one write at a
+        time) and the writers' lock: nothing searches need, so they go on; but the searches' lock where the
+        lexical part analyses with the model's tokenizer (``encoder`` analyzer), which one thread uses at a
+        time (a tokenizer's settings change between calls)."""
+        lexical = self.manifest.get("lexical") or {}
+        return self._lock if lexical.get("analyzer", {}).get("name") == "encoder" else contextlib.nullcontext()
+
     @contextlib.contextmanager
-    def _writing(self) -> Iterator[IndexState]:
-        """The loaded version's state, to write its next version: under this Retriever's lock and the writers'
-        lock, checked to be what the folder holds, its ``path`` the folder the index's path names now (a symbolic
-        link resolved once: the write swaps the folder it names, and the link stays)."""
-        with self._lock, writing_folder(self.path) as target:
+    def _next_version(self) -> Iterator[IndexState]:
+        """The loaded version's state, to write the next version from (the caller holds :attr:`_write_lock`):
+        under :meth:`_writing` and the writers' lock, checked to be what the folder holds, its ``path`` the
+        folder the index's path names now (a symbolic link resolved once: the write swaps the folder it names,
+        and the link stays)."""
+        with self._writing(), writing_folder(self.path) as target:
             self._check_open()
             state = self._state
             assert state is not None  # a Milvus index writes through MilvusWrites
@@ -274,8 +331,13 @@ class IndexWrites(MilvusWrites):
             raise BadInputError(f"this Retriever of the index at {self.path} is closed; load the index again")
 
     def _use(self, state: IndexState) -> None:
-        """Search the version ``state`` holds from now on."""
-        self._state = state
-        self.manifest = state.manifest
-        self.store, self._docs, self.lexical = searchable(state, self.encoder)
-        self._columns = None
+        """Search the version ``state`` holds from now on; the segments it retired closed (under the searches'
+        lock: no search still reads them)."""
+        with self._lock:
+            self._state = state
+            self.manifest = state.manifest
+            self.store, self._docs, self.lexical = searchable(state, self.encoder)
+            self._columns = None
+            for segment in state.retired:
+                segment.close()
+            state.retired.clear()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
+import functools
 import logging
 import queue
 import threading
@@ -24,6 +26,12 @@ _POLL_S = 0.0005
 # newer version of the index, and move to it (Retriever.refresh: only its new segments are read).
 FOLLOW_S = 1.0
 _ARRIVED = "whitevec.arrived"  # the scope key of a request counted in RetrieverWorker.incoming
+# The share of the encoder's time a write's model work takes while searches wait for it (all of it when none
+# does): after a job of a write's, the next waits until searches have had (1 - share) / share times as long.
+WRITE_SHARE = 0.25
+# A write's texts go to the encoder in jobs of about this many characters (one text at least), so a search
+# waits behind one such job, never a whole add (a document of 256 tokens is about 1,000 characters).
+WRITE_JOB_CHARS = 1000
 
 T = TypeVar("T")
 
@@ -65,15 +73,55 @@ def embed_marked(retriever: RetrieverLike, texts: list[str]) -> tuple[np.ndarray
     return np.asarray(retriever.embed(texts), dtype=np.float32), np.ones(len(texts), dtype=bool)
 
 
+class InTurnEncoder:
+    """The retriever's ``encoder`` as a write on the writer thread uses it: each call runs on the worker's thread
+    (:meth:`RetrieverWorker.call`), which alone touches the model, and an encode goes in jobs of about
+    :data:`WRITE_JOB_CHARS` characters that take turns with the searches."""
+
+    def __init__(self, worker: RetrieverWorker, encoder: Any) -> None:
+        self.worker = worker
+        self.encoder = encoder
+
+    def describe(self) -> dict[str, Any]:
+        return dict(self.encoder.describe())
+
+    def known_token_mask(self, texts: Sequence[str]) -> np.ndarray:
+        from whitevec.encoders.protocol import known_token_mask
+
+        return self.worker.call(lambda: known_token_mask(self.encoder, list(texts)))
+
+    def encode(
+        self, texts: Sequence[str], batch_size: int | None = None, show_progress: bool | None = None
+    ) -> np.ndarray:
+        jobs = _jobs_of(list(texts), WRITE_JOB_CHARS) or [[]]
+        return np.concatenate([self.worker.call(functools.partial(self._encode, job)) for job in jobs])
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        return np.asarray(self.encoder.encode(texts, show_progress=False), dtype=np.float32)
+
+
+def _jobs_of(texts: list[str], chars: int) -> list[list[str]]:
+    """``texts`` in order, cut into runs of at most ``chars`` characters (a longer text alone)."""
+    jobs: list[list[str]] = []
+    size = 0
+    for text in texts:
+        if not jobs or size + len(text) > chars:
+            jobs.append([])
+            size = 0
+        jobs[-1].append(text)
+        size += len(text)
+    return jobs
+
+
 # ---- sharing one retriever between requests ---------------------------------------------------------------
 @dataclass
 class _Job:
-    kind: Literal["search", "embed", "write"]
+    kind: Literal["search", "embed", "call"]
     texts: list[str]
     k: int
     options: SearchOptions = ()
     future: concurrent.futures.Future[Any] = field(default_factory=concurrent.futures.Future)
-    write: Callable[[], Any] | None = None  # a write job's work, run alone on the worker thread
+    call: Callable[[], Any] | None = None  # a call's work (a write's, or a write's use of the model), run alone
 
 
 class WorkerStoppedError(RuntimeError):
@@ -100,9 +148,14 @@ class RetrieverWorker:
 
     When a batched call fails, its jobs run again one by one so a bad request cannot fail its neighbours.
 
-    A write (:meth:`submit_write`) runs alone, between the searches queued before it and those queued after: on
-    this thread, so no search ever runs while the retriever swaps versions, and one write at a time. Versions
-    other writers swap in are followed, checked before a batch of searches at most every :data:`FOLLOW_S`.
+    Writes (:meth:`submit_write`) queue for a thread of their own, the writer, and run one at a time there: a
+    write's files written, flushed and merged while searches go on here (the retriever holds its searches' lock
+    only to swap the new version in: a search sees the version before a write or the one after it, and one
+    queued after a write was answered sees it). What a write asks of the model (its documents' tokens and
+    vectors) comes back here in jobs (:meth:`call`, :class:`InTurnEncoder`), so the model is used by this thread
+    alone; while searches wait, those jobs take at most :data:`WRITE_SHARE` of its time. Versions other writers
+    swap in are followed, checked before a batch of searches at most every :data:`FOLLOW_S` (skipped while a
+    write of this server's runs: it swaps in its own).
     """
 
     def __init__(
@@ -136,8 +189,14 @@ class RetrieverWorker:
         self.follow_s = FOLLOW_S
         self._followed = time.monotonic()  # when the newest version was last looked for
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._writes: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._writing = threading.Lock()  # held by the writer thread while a write runs
+        self._held: collections.deque[_Job] = collections.deque()  # writes' model work, waiting for its turn
+        self._owed = 0.0  # seconds of searches owed before the next job of a write's (see WRITE_SHARE)
         self._thread = threading.Thread(target=self._run, name="whitevec-encoder", daemon=True)
+        self._writer = threading.Thread(target=self._run_writes, name="whitevec-writer", daemon=True)
         self._thread.start()
+        self._writer.start()
 
     def arrived(self, scope: MutableMapping[str, Any]) -> None:
         """A request that will submit a job has come in (its ASGI ``scope``); see :meth:`submit`."""
@@ -168,33 +227,66 @@ class RetrieverWorker:
         return asyncio.wrap_future(job.future)
 
     def submit_write(self, write: Callable[[], T]) -> Awaitable[T]:
-        """Queue ``write`` (a call that writes through the retriever); its result, awaitable."""
+        """Queue ``write`` (a call that writes through the retriever) for the writer thread; its result,
+        awaitable. What it asks of the model goes through :meth:`call`."""
         if not self.alive:
             raise WorkerStoppedError("the encoder worker has stopped")
-        job = _Job("write", [], 0, write=write)
-        self._queue.put(job)
+        job = _Job("call", [], 0, call=write)
+        self._writes.put(job)
         return asyncio.wrap_future(job.future)
+
+    def call(self, work: Callable[[], T]) -> T:
+        """Run ``work`` (a write's use of the model) on this worker's thread, in turn with the searches queued,
+        and return its result: called from the writer thread, which waits for it."""
+        if threading.current_thread() is self._thread:
+            return work()
+        if not self._thread.is_alive():
+            raise WorkerStoppedError("the encoder worker has stopped")
+        job = _Job("call", [], 0, call=work)
+        self._queue.put(job)
+        result: T = job.future.result()
+        return result
 
     @property
     def alive(self) -> bool:
-        return self._thread.is_alive()
+        return self._thread.is_alive() and self._writer.is_alive()
 
     def close(self, timeout: float = 10.0) -> None:
+        """Stop the writer (after the write it runs, which may still need the worker), then the worker."""
+        started = time.monotonic()
+        self._writes.put(None)
+        self._writer.join(timeout)
         self._queue.put(None)
-        self._thread.join(timeout)
+        self._thread.join(max(0.0, timeout - (time.monotonic() - started)))
+
+    def _run_writes(self) -> None:
+        while True:
+            job = self._writes.get()
+            if job is None:
+                return
+            with self._writing:
+                if job.future.set_running_or_notify_cancel():
+                    self._run_call(job)
 
     def _run(self) -> None:
         while True:
+            if self._held and (self._owed <= 0 or self._queue.empty()):  # its turn, or nothing else to do
+                self._take_turn(self._held.popleft())
+                continue
             first = self._queue.get()
             if first is None:
+                self._stopped()
                 return
+            if first.kind == "call":
+                self._held.append(first)  # run at the loop's top, when its turn has come
+                continue
             batch = [first]
             stop = False
             if self.mode == "batch":
                 stop = self._gather(batch)
             started = time.monotonic()
             try:
-                self._execute(batch)
+                self._execute_reads(batch)
             except BaseException as exc:  # keep the thread alive: one broken batch must not stop the service
                 logger.exception("encoder worker failed on a batch")
                 for job in batch:
@@ -203,9 +295,25 @@ class RetrieverWorker:
             self._last_end = time.monotonic()
             self._last_seconds = self._last_end - started
             self.busy_s += self._last_seconds
+            self._owed = max(0.0, self._owed - self._last_seconds)
             self._last_texts = sum(len(job.texts) for job in batch)
             if stop:
+                self._stopped()
                 return
+
+    def _take_turn(self, job: _Job) -> None:
+        """Run a write's model work, and owe the searches their share of the encoder for its time."""
+        started = time.monotonic()
+        if job.future.set_running_or_notify_cancel():
+            self._run_call(job)
+        seconds = time.monotonic() - started
+        self.busy_s += seconds
+        self._owed = seconds * (1 - WRITE_SHARE) / WRITE_SHARE
+
+    def _stopped(self) -> None:
+        """The worker stops: a write's job still held is refused (its write fails; nothing is written)."""
+        while self._held:
+            self._held.popleft().future.set_exception(WorkerStoppedError("the encoder worker has stopped"))
 
     def _gather(self, batch: list[_Job]) -> bool:
         """Add waiting jobs to ``batch`` up to max_texts; True when the stop signal was met."""
@@ -233,42 +341,39 @@ class RetrieverWorker:
                     continue
             if job is None:
                 return True
+            if job.kind == "call":
+                self._held.append(job)  # a write's model work runs alone, when its turn comes: next, if it has
+                if self._owed <= 0:
+                    break
+                continue
             batch.append(job)
             n_texts += len(job.texts)
         return False
 
-    def _execute(self, batch: list[_Job]) -> None:
-        reads: list[_Job] = []
-        for job in batch:
-            if job.kind != "write":
-                reads.append(job)
-                continue
-            self._execute_reads(reads)  # the searches queued before the write see the version before it
-            reads = []
-            if job.future.set_running_or_notify_cancel():
-                self._write(job)
-        self._execute_reads(reads)
-
-    def _write(self, job: _Job) -> None:
-        assert job.write is not None
+    @staticmethod
+    def _run_call(job: _Job) -> None:
+        assert job.call is not None
         try:
-            result = job.write()
+            result = job.call()
         except BaseException as exc:
             job.future.set_exception(exc)
         else:
             job.future.set_result(result)
 
     def _follow(self) -> None:
-        """Move to a version another writer swapped in, if :data:`FOLLOW_S` passed since the last look."""
+        """Move to a version another writer swapped in, if :data:`FOLLOW_S` passed since the last look and no
+        write of this server's runs (it swaps in its version; waiting for it would hold the searches up)."""
         refresh = getattr(self.retriever, "refresh", None)
         now = time.monotonic()
-        if refresh is None or now - self._followed < self.follow_s:
+        if refresh is None or now - self._followed < self.follow_s or not self._writing.acquire(blocking=False):
             return
         self._followed = now
         try:
             refresh()
         except Exception as exc:  # the version loaded keeps serving; the next look tries again
             logger.warning("could not move to the index's newest version: %s", exc)
+        finally:
+            self._writing.release()
 
     def _execute_reads(self, batch: list[_Job]) -> None:
         if batch:

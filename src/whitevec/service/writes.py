@@ -1,10 +1,13 @@
 """The write routes of the HTTP service (``whitevec serve --writable``): POST /documents (add or upsert, batched),
 POST /documents/delete and POST /compact.
 
-Each write runs on the worker thread that owns the retriever (:meth:`RetrieverWorker.submit_write`), between the
-searches queued before it and those queued after: no search runs while the retriever swaps its version, and
-writes take turns. The answer is sent once the library call has returned, and the library returns after the new
-version's files and folder are flushed to disk (:func:`whitevec.utils.io.atomic_dir`): an acknowledged write
+Writes take turns on the worker's writer thread (:meth:`RetrieverWorker.submit_write`): an add's model work
+(its documents' tokens and vectors) goes to the thread that owns the model in jobs that take turns with the
+searches (:class:`~whitevec.service.worker.InTurnEncoder`), and its files are written, flushed and merged on the
+writer thread while searches go on; the retriever holds its searches' lock only to swap the new version in, so a
+search sees the version before a write or the one after, and a search sent after a write's answer sees the
+write. The answer is sent once the library call has returned, and the library returns after the
+new version's files and folder are flushed to disk (:func:`whitevec.utils.io.atomic_dir`): an acknowledged write
 survives a crash. Without ``--writable`` these routes answer 405 before their body is read
 (:class:`~whitevec.service.middleware.ReadOnlyMiddleware`); with an API key they need it, as /search does.
 
@@ -35,9 +38,10 @@ from whitevec.service.schemas import (
     write_models,
 )
 from whitevec.service.settings import API_KEY_ENV, ServeSettings
-from whitevec.service.worker import RetrieverLike, RetrieverWorker
+from whitevec.service.worker import InTurnEncoder, RetrieverLike, RetrieverWorker
 
 if TYPE_CHECKING:
+    from whitevec.encoders.protocol import EncoderLike
     from whitevec.index.updates import AddResult, DeleteResult
 
 logger = logging.getLogger(__name__)
@@ -56,7 +60,11 @@ class WritableRetriever(RetrieverLike, Protocol):
         *,
         empty_documents: str = "skip",
         on_existing: str = "error",
+        encoder: EncoderLike | None = None,
     ) -> AddResult: ...
+
+    @property
+    def encoder(self) -> EncoderLike: ...
 
     def existing_ids(self, ids: Sequence[str]) -> list[str]: ...
 
@@ -109,9 +117,12 @@ def _public_refusals(retriever: WritableRetriever) -> Iterator[None]:
         raise BadInputError(message.replace(str(path), Path(path).name)) from None
 
 
-def write_documents(retriever: WritableRetriever, docs: list[Document], on_existing: str) -> DocumentsResponse:
+def write_documents(
+    retriever: WritableRetriever, docs: list[Document], on_existing: str, encoder: EncoderLike
+) -> DocumentsResponse:
     """Add ``docs``: an id the index holds refused (``error``: nothing written), replaced or skipped. A document
-    with no token the model knows is refused (422) before anything is written."""
+    with no token the model knows is refused (422) before anything is written. ``encoder``: the retriever's, as
+    the writer thread may use it (:class:`~whitevec.service.worker.InTurnEncoder`)."""
     held = retriever.existing_ids([d.id for d in docs]) if on_existing == "error" else []
     if held:
         raise WriteConflictError(
@@ -119,7 +130,9 @@ def write_documents(retriever: WritableRetriever, docs: list[Document], on_exist
             "was written: send on_existing 'replace' (upsert) or 'skip'"
         )
     with _public_refusals(retriever):
-        done = retriever.write(docs, show_progress=False, empty_documents="error", on_existing=on_existing)
+        done = retriever.write(
+            docs, show_progress=False, empty_documents="error", on_existing=on_existing, encoder=encoder
+        )
     return DocumentsResponse(added=done.added, replaced=done.replaced, skipped=done.skipped, **_version(retriever))
 
 
@@ -209,7 +222,10 @@ def add_write_routes(
         twice = _first_repeated([d.id for d in docs])
         if twice is not None:
             raise BadInputError(f"document id {twice!r} is given twice; send each id once")
-        return await worker.submit_write(functools.partial(write_documents, writer, docs, body.on_existing))
+        encoder = InTurnEncoder(worker, writer.encoder)
+        return await worker.submit_write(
+            functools.partial(write_documents, writer, docs, body.on_existing, encoder)
+        )
 
     async def delete(body: Any) -> DeleteResponse:
         """Delete the documents with these ids (one new version, durable before the answer); ids the index does
