@@ -8,7 +8,9 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -276,6 +278,24 @@ def test_every_use_of_a_closed_retriever_is_one_line(tmp_path: Path) -> None:
             BadInputError, match=r"this Retriever of the index at .* is closed; load the index again"
         ):
             use()
+
+
+def test_a_retriever_closed_while_a_write_encodes_refuses_the_write_and_writes_nothing(tmp_path: Path) -> None:
+    index = tmp_path / "ix"
+    build(index, docs(0, 5)).close()
+    retriever: list[Retriever] = []
+
+    class ClosingEncoder(HashEncoder):
+        def encode(self, texts: Any, batch_size: int | None = None, show_progress: bool | None = None) -> Any:
+            closer = threading.Thread(target=retriever[0].close)  # another thread, as a server's shutdown
+            closer.start()
+            closer.join()
+            return super().encode(texts, batch_size, show_progress)
+
+    retriever.append(Retriever.load(index, encoder=ClosingEncoder(dim=16)))  # type: ignore[arg-type]
+    with pytest.raises(BadInputError, match="is closed; load the index again"):
+        retriever[0].add(docs(5, 7))
+    assert "generation" not in read_manifest(index)
 
 
 def test_a_refit_or_rebuild_is_the_next_version(tmp_path: Path) -> None:
