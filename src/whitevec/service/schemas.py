@@ -170,7 +170,10 @@ def write_models(settings: ServeSettings) -> tuple[type[BaseModel], type[BaseMod
     doc_id = Annotated[
         str,
         StringConstraints(min_length=1, max_length=MAX_ID_CHARS, pattern=NOT_BLANK),
-        Field(description=f"1 to {MAX_ID_CHARS} characters, not all whitespace."),
+        Field(
+            description=f"1 to {MAX_ID_CHARS} characters, not all whitespace; exact (a document's id has no white "
+            "space at either end)."
+        ),
     ]
     doc_text = bounded_text(settings)
 
