@@ -155,6 +155,14 @@ def test_adding_a_text_corpus_names_line_number_ids_and_the_cli_flag(
     line = err.strip().splitlines()[-1]
     assert code == 2 and "give --on-existing replace to put these documents in place of those" in line, err
     assert "--on-existing skip to add only the ids the index lacks" in line and "line numbers" not in line
+    # A JSONL corpus that names no ids numbers its documents: the same trap, said as a possibility.
+    unnamed = tmp_path / "unnamed.jsonl"
+    unnamed.write_text("".join(json.dumps({"text": text}) + "\n" for text in more[4:6]))
+    code, _, err = run_cli(["index", "add", idx, "--corpus", str(unnamed)], capsys)
+    line = err.strip().splitlines()[-1]
+    assert code == 2 and "ids such as these (1..2 here) are what a corpus that names none gets" in line, err
+    assert "--on-existing replace would overwrite those documents with unrelated ones" in line
+    assert "for the same documents, give --on-existing replace or --on-existing skip" in line
 
 
 def test_adding_line_number_ids_in_python_says_so_in_pythons_words(tmp_path: Path) -> None:
@@ -169,7 +177,7 @@ def test_adding_line_number_ids_in_python_says_so_in_pythons_words(tmp_path: Pat
         assert index.count == 4
     message = str(refused.value)
     assert "(4 of the 4 ids given are); nothing was written" in message
-    assert "if these come from a plain text file, their ids are its line numbers (1..4 here)" in message
+    assert "ids such as these (1..4 here) are what a corpus that names none gets" in message
     assert 'on_existing="replace" would overwrite those documents with unrelated ones' in message
     assert "give each an id" in message and "--on-existing" not in message
     assert 'for the same documents, give on_existing="replace" or on_existing="skip"' in message

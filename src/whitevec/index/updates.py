@@ -115,7 +115,7 @@ class HeldIdsError(BadInputError):
 
     def __init__(self, held: list[str], given: int, path: Path) -> None:
         self.held, self.given, self.path = held, given, path
-        # Ids such as a plain text corpus's line numbers, whose documents the held ones need not be at all.
+        # Numbers, as a corpus that names no ids gets: the held documents with those ids need not be these at all.
         numbered = all(i.isascii() and i.isdigit() for i in held)
         super().__init__(self.worded('on_existing="replace"', 'on_existing="skip"', maybe_line_numbers=numbered))
 
@@ -123,7 +123,7 @@ class HeldIdsError(BadInputError):
         self, replace: str, skip: str, *, line_numbers: bool = False, maybe_line_numbers: bool = False
     ) -> str:
         """The message with ``replace`` and ``skip`` naming the choices; ``line_numbers``: the ids are a plain
-        text corpus's line numbers (``maybe_line_numbers``: they may be)."""
+        text corpus's line numbers; ``maybe_line_numbers``: they may be numbers a corpus without ids gave."""
         said = (
             f"document id {self.held[0]!r} is already in the index at {self.path} ({len(self.held)} of the "
             f"{self.given} ids given are); nothing was written"
@@ -134,16 +134,17 @@ class HeldIdsError(BadInputError):
                 f"{skip} to add only the ids the index lacks"
             )
         numbers = sorted(int(i) for i in self.held)
+        span = f"{numbers[0]}..{numbers[-1]} here"
         cause = (
-            "the ids of a plain text corpus are"
+            f"the ids of a plain text corpus are its line numbers ({span})"
             if line_numbers
-            else "if these come from a plain text file, their ids are"
+            else f"ids such as these ({span}) are what a corpus that names none gets (a plain text file's line "
+            "numbers, the documents' numbers in a JSONL, CSV or TSV file without ids)"
         )
         return (
-            f"{said}: {cause} its line numbers ({numbers[0]}..{numbers[-1]} here), and the index holds those ids "
-            f"already (an earlier text file's lines, most likely), so {replace} would overwrite those documents "
-            'with unrelated ones; to add these as new documents, give each an id (a JSONL corpus with an "id" '
-            "field, or a CSV or TSV corpus with an id column)"
+            f"{said}: {cause}, and the index holds those ids already (an earlier corpus's numbers, most likely), "
+            f"so {replace} would overwrite those documents with unrelated ones; to add these as new documents, "
+            'give each an id (a JSONL corpus with an "id" field, or a CSV or TSV corpus with an id column)'
             + ("" if line_numbers else f"; for the same documents, give {replace} or {skip}")
         )
 

@@ -80,9 +80,11 @@ def add_documents_file(
     with Retriever.load(index_dir, device=device, model=model) as retriever:
         try:
             done = retriever.write(docs, show_progress, empty_documents=empty, on_existing=choice)
-        except HeldIdsError as exc:  # worded with the command's flags, and the cause a text corpus's ids are
+        except HeldIdsError as exc:  # worded with the command's flags, and the cause numbered ids may be
             flags = ("--on-existing replace", "--on-existing skip")
-            raise BadInputError(exc.worded(*flags, line_numbers=is_text_corpus(corpus))) from None
+            numbered = all(d.id == str(i) for i, d in enumerate(docs, start=1))  # as a corpus without ids gets
+            text = is_text_corpus(corpus)
+            raise BadInputError(exc.worded(*flags, line_numbers=text, maybe_line_numbers=numbered)) from None
         return WriteReport.of(retriever.manifest, done.added, replaced=done.replaced, skipped=done.skipped)
 
 
