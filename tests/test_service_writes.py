@@ -92,6 +92,9 @@ def test_a_held_id_is_409_naming_it_and_nothing_is_written(client: TestClient) -
     answer = _add(client, [{"id": "brand-new", "text": NEW_TEXT}, {"id": "d5", "text": "again"}])
     assert answer.status_code == 409
     assert "'d5'" in answer.json()["detail"] and "nothing was written" in answer.json()["detail"]
+    assert (
+        "on_existing 'replace' to put these documents in place of those (their old text is dropped)" in answer.text
+    )
     assert "brand-new" not in _top(client, NEW_TEXT)["ids"]
     assert client.get("/info").json()["index"] == {"count": 12, "deleted": 0, "segments": 1, "version": 0}
 

@@ -137,7 +137,8 @@ def write_documents(
     if held:
         raise WriteConflictError(
             f"document id {held[0]!r} is already in the index ({len(held)} of the {len(docs)} ids are); nothing "
-            "was written: send on_existing 'replace' (upsert) or 'skip'"
+            "was written: send on_existing 'replace' to put these documents in place of those (their old text is "
+            "dropped) or 'skip' to add only the ids the index lacks"
         )
     with _public_refusals(retriever):
         done = retriever.write(
