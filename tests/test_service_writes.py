@@ -109,6 +109,12 @@ def test_delete_removes_and_reports_the_missing(client: TestClient) -> None:
     assert "d1" not in _top(client, TEXTS[1])["ids"]
 
 
+def test_a_delete_takes_ids_exactly_as_python_and_the_cli_do(client: TestClient) -> None:
+    answer = client.post("/documents/delete", json={"ids": [" d3 ", " \t ", "d3"]})
+    assert answer.status_code == 200, answer.text
+    assert (answer.json()["deleted"], answer.json()["missing"]) == (1, [" d3 ", " \t "])
+
+
 def test_info_shows_the_version_and_compact_merges(client: TestClient) -> None:
     _add(client, [{"id": "new-1", "text": NEW_TEXT}])
     client.post("/documents/delete", json={"ids": ["d0"]})
