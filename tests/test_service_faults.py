@@ -33,6 +33,7 @@ class FaultyRetriever(TinyRetriever):
     """Its searches for "bug" raise a bug; its adds meet a full disk, its compactions a read-only folder."""
 
     path = INDEX
+    encoder: Any = None  # what a write encodes with (its write fails before encoding)
 
     def search(self, queries: list[str], k: int = 10) -> Any:
         if queries == ["bug"]:
