@@ -472,6 +472,13 @@ def check_ids(ids: Sequence[str]) -> list[str]:
     bad = next((doc_id for doc_id in wanted if not isinstance(doc_id, str) or not doc_id), None)
     if bad is not None:
         raise BadInputError(f"a document id must be a non-empty string, got {bad!r}")
+    for doc_id in wanted:  # refused as HTTP's JSON refuses it: no document can hold it, SQLite cannot bind it
+        try:
+            str(doc_id).encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadInputError(
+                f"document id {doc_id!r} holds a lone surrogate (\\ud800-\\udfff), not text"
+            ) from None
     return wanted
 
 
