@@ -195,9 +195,11 @@ def expected_document(row: dict[str, Any], position: int) -> Document | tuple[st
     if faults:
         return faults
     id_key = "id" if "id" in row else "_id" if "_id" in row else None
-    doc_id = str(position) if id_key is None else str(row[id_key]).strip()
+    doc_id = str(position) if id_key is None else str(row[id_key])
     if not doc_id:
         return ("empty id",)
+    if doc_id != doc_id.strip():  # ids are exact: refused, never stripped
+        return ("no white space at either end",)
     title, text = row.get("title"), row["text"]
     if title and title.strip():
         text = f"{title.strip()} {text}"
@@ -285,23 +287,26 @@ def test_delimited_corpus_is_read_exactly_or_refused_at_the_line(
     def record(fields: list[str]) -> str:
         return (csv_line(fields, quote_all) if kind == "csv" else "\t".join(fields)) + end
 
-    written, bad_line = record(header), None
+    read_as = as_read_from_csv if kind == "csv" else str
+    written, refusal = record(header), None
     for index, row in enumerate(rows):
-        if index == bad_at:
-            bad_line = line_of(written)
+        if index == bad_at and refusal is None:
+            refusal = (line_of(written), f"{len(header) + 1} columns")
             written += record(["bad"] * (len(header) + 1))  # one column too many
+        spaced = "id" in row and read_as(row["id"]) != read_as(row["id"]).strip()
+        if spaced and refusal is None:  # ids are exact: refused, never stripped
+            refusal = (line_of(written), "no white space at either end")
         written += record([row[name] for name in header])
     path = write(folder, f"c.{kind}", written, bom)
-    if bad_line is not None:
-        refused(read_corpus_file, path, bad_line, f"{len(header) + 1} columns")
+    if refusal is not None:
+        refused(read_corpus_file, path, *refusal)
         return
-    read_as = as_read_from_csv if kind == "csv" else str
     expected: list[Document] = []
     for row in rows:
         if not any(value.strip() for value in row.values()):
             continue  # a blank row
         metadata = {read_as(name).strip(): read_as(row[name]) for name in header if name not in ("id", "text")}
-        doc_id = read_as(row["id"]).strip() if "id" in row else str(len(expected) + 1)
+        doc_id = read_as(row["id"]) if "id" in row else str(len(expected) + 1)
         expected.append(Document(doc_id, read_as(row["text"]).strip(), metadata or None))
     if not expected:
         refused(read_corpus_file, path, None, "holds no documents")

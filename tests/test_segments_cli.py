@@ -6,16 +6,21 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.index_helpers import sentences
+from tests.index_helpers import HashEncoder, sentences
 from tests.static_helpers import tiny_static_folder
 from tests.test_cli import run_cli
+from whitevec.datasets.retrieval import read_corpus_file
+from whitevec.errors import BadInputError
 from whitevec.index import Document, Retriever, read_manifest
 
 SAVED = Path(__file__).parent / "fixtures" / "saved"
+SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 def _jsonl(path: Path, start: int, stop: int, texts: list[str]) -> Path:
@@ -112,3 +117,119 @@ def test_a_first_write_that_encodes_nothing_still_analyses_with_the_models_token
     assert code == 0 and "deleted 1 documents" in err, err
     code, out, _ = run_cli(["search", idx, texts[5], "-k", "1", "--mode", "lexical", "--format", "json"], capsys)
     assert code == 0 and json.loads(out)[0]["hits"][0]["text"] == texts[5]
+
+
+def _text_index(tmp_path: Path, capsys: pytest.CaptureFixture[str], *options: str) -> tuple[str, list[str]]:
+    """An index built from a plain text corpus of 6 lines (ids '1'..'6'), and the texts of 6 more lines."""
+    texts = sentences(12, seed=8)
+    corpus = tmp_path / "first.txt"
+    corpus.write_text("\n".join(texts[:6]) + "\n")
+    model = str(tiny_static_folder(tmp_path / "static"))
+    idx = str(tmp_path / "idx")
+    code, _, err = run_cli(
+        ["index", "build", "--corpus", str(corpus), "--out", idx, "--model", model, *options], capsys
+    )
+    assert code == 0, err
+    return idx, texts[6:]
+
+
+def test_adding_a_text_corpus_names_line_number_ids_and_the_cli_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    idx, more = _text_index(tmp_path, capsys)
+    second = tmp_path / "second.txt"
+    second.write_text("\n".join(more[:4]) + "\n")
+    code, _, err = run_cli(["index", "add", idx, "--corpus", str(second)], capsys)
+    line = err.strip().splitlines()[-1]
+    assert code == 2 and line.startswith("whitevec: error: document id '1' is already in the index"), err
+    assert "(4 of the 4 ids given are); nothing was written" in line
+    assert "the ids of a plain text corpus are its line numbers (1..4 here)" in line
+    assert "--on-existing replace would overwrite those documents with unrelated ones" in line
+    assert 'a JSONL corpus with an "id" field, or a CSV or TSV corpus with an id column' in line
+    assert "on_existing=" not in line and "'replace'" not in line  # Python's syntax has no place here
+    assert read_manifest(idx).get("generation", 0) == 0  # nothing written
+    # A corpus with ids of its own: the flags, and what replace does.
+    named = _jsonl(tmp_path / "named.jsonl", 0, 2, more)
+    assert run_cli(["index", "add", idx, "--corpus", str(named)], capsys)[0] == 0
+    code, _, err = run_cli(["index", "add", idx, "--corpus", str(named)], capsys)
+    line = err.strip().splitlines()[-1]
+    assert code == 2 and "give --on-existing replace to put these documents in place of those" in line, err
+    assert "--on-existing skip to add only the ids the index lacks" in line and "line numbers" not in line
+    # A JSONL corpus that names no ids numbers its documents: the same trap, said as a possibility.
+    unnamed = tmp_path / "unnamed.jsonl"
+    unnamed.write_text("".join(json.dumps({"text": text}) + "\n" for text in more[4:6]))
+    code, _, err = run_cli(["index", "add", idx, "--corpus", str(unnamed)], capsys)
+    line = err.strip().splitlines()[-1]
+    assert code == 2 and "ids such as these (1..2 here) are what a corpus that names none gets" in line, err
+    assert "--on-existing replace would overwrite those documents with unrelated ones" in line
+    assert "for the same documents, give --on-existing replace or --on-existing skip" in line
+
+
+def test_adding_line_number_ids_in_python_says_so_in_pythons_words(tmp_path: Path) -> None:
+    texts = sentences(8, seed=9)
+    (tmp_path / "a.txt").write_text("\n".join(texts[:4]) + "\n")
+    (tmp_path / "b.txt").write_text("\n".join(texts[4:]) + "\n")
+    with Retriever.build(tmp_path / "a.txt", tmp_path / "idx", encoder=HashEncoder(), transform="none") as index:
+        with pytest.raises(BadInputError) as refused:
+            index.add(read_corpus_file(tmp_path / "b.txt"))
+        with pytest.raises(BadInputError) as named:
+            index.add([Document("ok", texts[5]), Document("1", texts[6])])
+        assert index.count == 4
+    message = str(refused.value)
+    assert "(4 of the 4 ids given are); nothing was written" in message
+    assert "ids such as these (1..4 here) are what a corpus that names none gets" in message
+    assert 'on_existing="replace" would overwrite those documents with unrelated ones' in message
+    assert "give each an id" in message and "--on-existing" not in message
+    assert 'for the same documents, give on_existing="replace" or on_existing="skip"' in message
+    assert "(1 of the 2 ids given are)" in str(named.value)
+
+
+def test_ids_are_exact_on_every_reader_and_a_delete_by_file_takes_them_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    idx, more = _text_index(tmp_path, capsys)
+    for name, body, line in (
+        ("spaced.jsonl", json.dumps({"id": "  sp  ", "text": more[0]}) + "\n", 1),
+        ("spaced.tsv", f"id\ttext\nsp \t{more[0]}\n", 2),
+        ("spaced.csv", f'id,text\n" sp",{more[0]}\n', 2),
+    ):
+        (tmp_path / name).write_text(body)
+        code, _, err = run_cli(["index", "add", idx, "--corpus", str(tmp_path / name)], capsys)
+        assert code == 2 and f"{name}, line {line}: id " in err, err
+        assert "an id is a non-empty string with no white space at either end" in err, err
+    with Retriever.load(idx, model=str(tmp_path / "static")) as index, pytest.raises(BadInputError) as python:
+        index.add([Document("  sp  ", more[0])])
+    assert "corpus[0] has id '  sp  '; an id is a non-empty string with no white space" in str(python.value)
+    ids = tmp_path / "ids.txt"
+    ids.write_bytes(b"2\r\n 3\n\n4 \n")  # '3' and '4' only with their spaces: no such ids
+    code, _, err = run_cli(["index", "delete", idx, "--ids", str(ids)], capsys)
+    assert code == 1 and "deleted 1 documents" in err and "2 id(s) were not in the index: ' 3', '4 '" in err, err
+
+
+def test_a_search_asking_more_than_the_index_holds_warns_in_one_prefixed_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    idx, more = _text_index(tmp_path, capsys)
+    code, _, err = run_cli(["search", idx, more[0], "-k", "9"], capsys)
+    warning = "whitevec: warning: k=9 is more than the 6 documents in the index; returning 6"
+    assert code == 0 and err.splitlines() == [warning], err
+
+
+def test_a_milvus_lite_compaction_prints_no_line_of_pymilvus(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pymilvus logs through its own handler (a real process shows it): Lite's missing MVCC timestamp is no
+    warning for the user."""
+    pytest.importorskip("milvus_lite", reason="Milvus Lite (pip install 'whitevec[milvus]') is not installed")
+    idx, _ = _text_index(tmp_path, capsys, "--backend", "milvus", "-q")
+    assert run_cli(["index", "delete", idx, "2"], capsys)[0] == 0
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-m", "whitevec.cli", "index", "compact", idx],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0 and done.stderr.splitlines()[0].startswith("merged 1 segment(s)"), done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr

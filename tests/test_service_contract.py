@@ -61,6 +61,7 @@ class WritableContractRetriever(ContractRetriever):
     """ContractRetriever that takes writes: it holds ids d0 to d4 (an add of one under on_existing error: 409)."""
 
     held = frozenset(f"d{i}" for i in range(5))
+    encoder: Any = None  # what a write encodes with (the writer thread's; this one encodes nothing)
 
     def existing_ids(self, ids: list[str]) -> list[str]:
         return [doc_id for doc_id in ids if doc_id in self.held]

@@ -73,13 +73,17 @@ def http(request: pytest.FixtureRequest) -> str:
 
 
 @contextlib.contextmanager
-def thread_server(settings: ServeSettings, http: str = "auto") -> Iterator[tuple[uvicorn.Server, int]]:
+def thread_server(
+    settings: ServeSettings, http: str = "auto", retriever: Any = None
+) -> Iterator[tuple[uvicorn.Server, int]]:
+    """A real uvicorn server of ``retriever`` (default: a TinyRetriever) in a thread; its port."""
     settings = dataclasses.replace(settings, http=http)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     # log_level info: the service's info lines (timeouts) must reach the log; pytest captures them.
-    config = ServerConfig(create_app(TinyRetriever(), settings), settings, log_level="info", lifespan="on")
+    app = create_app(TinyRetriever() if retriever is None else retriever, settings)
+    config = ServerConfig(app, settings, log_level="info", lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

@@ -5,7 +5,9 @@ among searches (a search answered while a write runs)."""
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +19,7 @@ pytest.importorskip("fastapi", reason="the serve extra (fastapi, uvicorn) is not
 from fastapi.testclient import TestClient
 
 from tests.index_helpers import HashEncoder, sentences
+from tests.test_cli import run_cli
 from whitevec.index import Document, Retriever
 from whitevec.service.app import create_app
 from whitevec.service.middleware import READ_ONLY_DETAIL
@@ -89,6 +92,9 @@ def test_a_held_id_is_409_naming_it_and_nothing_is_written(client: TestClient) -
     answer = _add(client, [{"id": "brand-new", "text": NEW_TEXT}, {"id": "d5", "text": "again"}])
     assert answer.status_code == 409
     assert "'d5'" in answer.json()["detail"] and "nothing was written" in answer.json()["detail"]
+    assert (
+        "on_existing 'replace' to put these documents in place of those (their old text is dropped)" in answer.text
+    )
     assert "brand-new" not in _top(client, NEW_TEXT)["ids"]
     assert client.get("/info").json()["index"] == {"count": 12, "deleted": 0, "segments": 1, "version": 0}
 
@@ -101,6 +107,12 @@ def test_delete_removes_and_reports_the_missing(client: TestClient) -> None:
     assert (body["deleted"], body["missing_count"], body["missing"]) == (1, 12, ghosts[:10])
     assert (body["count"], body["version"]) == (11, 1)
     assert "d1" not in _top(client, TEXTS[1])["ids"]
+
+
+def test_a_delete_takes_ids_exactly_as_python_and_the_cli_do(client: TestClient) -> None:
+    answer = client.post("/documents/delete", json={"ids": [" d3 ", " \t ", "d3"]})
+    assert answer.status_code == 200, answer.text
+    assert (answer.json()["deleted"], answer.json()["missing"]) == (1, [" d3 ", " \t "])
 
 
 def test_info_shows_the_version_and_compact_merges(client: TestClient) -> None:
@@ -150,6 +162,8 @@ def test_writes_need_the_key(index: Retriever, headers: dict[str, str]) -> None:
             "documents[0].text is empty or only whitespace",
         ),
         ("/documents", {"documents": [{"id": "", "text": "t"}]}, "id"),
+        ("/documents", {"documents": [{"id": "  sp  ", "text": "t"}]}, "'  sp  '; an id is a non-empty string"),
+        ("/documents", {"documents": [{"id": "ok", "text": "t"}, {"id": "x\n", "text": "t"}]}, "no white space"),
         ("/documents", {"documents": [{"id": "a", "text": "t", "lang": "en"}]}, "lang"),
         ("/documents", {"documents": [{"id": "a", "text": "t"}], "on_existing": "merge"}, "on_existing"),
         ("/documents", {"documents": [{"id": "a", "text": "t"}, {"id": "a", "text": "u"}]}, "'a' is given twice"),
@@ -458,3 +472,23 @@ def test_a_server_follows_what_another_writer_adds(
         assert _top(client, NEW_TEXT)["ids"][0] == "new"
         assert "d0" not in _top(client, TEXTS[0])["ids"]
         assert client.get("/info").json()["index"]["count"] == len(TEXTS)
+
+
+def test_a_full_disk_is_507_with_the_line_the_cli_prints(
+    client: TestClient, index: Retriever, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert client.post("/documents/delete", json={"ids": ["d1"]}).status_code == 200  # a compaction's work
+
+    def full(folder: Path, *_: Any) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(folder / "manifest.json"))
+
+    monkeypatch.setattr("whitevec.index.updates.write_manifest", full)
+    answer = client.post("/compact")
+    code, _, err = run_cli(["index", "compact", str(index.path)], capsys)
+    assert code == 3 and err.startswith("whitevec: error: ") and len(err.splitlines()) == 1, err
+    line = err.removeprefix("whitevec: error: ").strip()
+    assert line.endswith("manifest.json: No space left on device"), line
+    # The same line, the folder holding the index left out (a client learns no more of the server's files).
+    assert answer.status_code == 507 and answer.json() == {"detail": line.replace(f"{index.path.parent}/", "")}
+    assert _add(client, [{"id": "new-1", "text": NEW_TEXT}]).status_code == 507
+    assert client.get("/info").json()["index"]["version"] == 1  # nothing written, and the server goes on

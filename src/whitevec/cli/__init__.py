@@ -12,6 +12,7 @@ reported by :func:`main` like bad input: one line, exit status 2, no traceback.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sqlite3
 import sys
@@ -123,19 +124,46 @@ def _show_warning(
 ) -> None:
     """A warning as one line, ``whitevec: warning: ...``, for people at the command line: Python's own format
     shows an internal path and a source line. Warnings of other libraries keep their category's name."""
-    text = " ".join(str(message).split())
+    text = str(message)
     if not issubclass(category, WhitevecWarning):
         text = f"{category.__name__}: {text}"
+    _say_line("warning", text, file)
+
+
+def _say_line(kind: str, text: str, file: TextIO | None = None) -> None:
     with contextlib.suppress(OSError):  # stderr gone: a warning is not worth failing over
-        print(f"whitevec: warning: {text}", file=file or sys.stderr)
+        print(f"whitevec: {kind}: {' '.join(text.split())}", file=file or sys.stderr)
+
+
+class _OneLineLogs(logging.Handler):
+    """whitevec's log records of level warning and above as one line each, as warnings are shown (Python's
+    last-resort handler would print the bare message); a record a handler nearer its logger prints (the server's
+    log, under ``serve``) is left to that one."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        logger: logging.Logger | None = logging.getLogger(record.name)
+        while logger is not None and logger.name != "whitevec":
+            if logger.handlers:
+                return
+            logger = logger.parent
+        _say_line("warning" if record.levelno < logging.ERROR else "error", record.getMessage())
 
 
 @contextlib.contextmanager
 def _one_line_warnings() -> Iterator[None]:
-    """Warnings shown by :func:`_show_warning` for the command's run; Python API users keep Python's format."""
-    with warnings.catch_warnings():  # restores showwarning (and the filters) on the way out
-        warnings.showwarning = _show_warning
-        yield
+    """Warnings shown by :func:`_show_warning`, and whitevec's logged warnings by :class:`_OneLineLogs`, for the
+    command's run; Python API users keep Python's format."""
+    handler = _OneLineLogs()
+    logging.getLogger("whitevec").addHandler(handler)
+    try:
+        with warnings.catch_warnings():  # restores showwarning (and the filters) on the way out
+            warnings.showwarning = _show_warning
+            yield
+    finally:
+        logging.getLogger("whitevec").removeHandler(handler)
 
 
 def main(argv: list[str] | None = None) -> int:

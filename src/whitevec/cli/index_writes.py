@@ -13,6 +13,11 @@ from whitevec.cli._options import DeviceOpt, IndexModelOpt
 from whitevec.cli.index import CorpusOpt, EmptyDocumentsOpt, index_app
 
 IndexDirArg = Annotated[Path, typer.Argument(help="Index folder.")]
+# Ids are exact (whitevec.datasets.retrieval.ID_RULE): a line loses its line end only.
+IdsFileOpt = Annotated[
+    Path | None,
+    typer.Option("--ids", help="A file of ids to delete, one a line, taken as written (only the line end goes)."),
+]
 # Ids a delete names but the index does not hold: reported, the rest deleted, and this exit status.
 MISSING_IDS_EXIT = 1
 
@@ -60,7 +65,7 @@ def index_add_command(
 def index_delete_command(
     index_dir: IndexDirArg,
     ids: Annotated[list[str] | None, typer.Argument(help="Ids of the documents to delete.")] = None,
-    ids_file: Annotated[Path | None, typer.Option("--ids", help="A file of ids to delete, one a line.")] = None,
+    ids_file: IdsFileOpt = None,
 ) -> None:
     """Delete documents by id (a tombstone list in a new version; the rows go at the next merge; on a Milvus index,
     Milvus's delete). Ids the index does not hold are reported (how many, the first few) and the rest deleted; the

@@ -2,7 +2,9 @@
 
 Corpus files (``read_corpus_file``), picked by extension. Every value is kept as written or the file is
 refused with a ``BadInputError`` naming the file and line; nothing is dropped or altered silently, except that
-a document's text and id are stripped of surrounding white space.
+a document's text is stripped of surrounding white space. An id is kept exactly as written: one that is empty or
+begins or ends with white space is refused (:data:`ID_RULE`, the rule of every write on every surface), so the
+id a delete gives later is the very one the index holds.
 
 - ``.jsonl`` / ``.ndjson`` / ``.json``: one JSON object a line with ``"text"`` (string, required) and ``"id"``
   (string or integer, optional: the 1-based number of the document among non-blank lines when absent; then
@@ -76,6 +78,16 @@ class RetrievalDataset:
 
 
 # --- generic corpus files ----------------------------------------------------------------------------------
+_JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
+_DELIMITED_SUFFIXES = (".csv", ".tsv")
+
+
+def is_text_corpus(path: str | os.PathLike[str]) -> bool:
+    """Whether :func:`read_corpus_file` reads ``path`` as plain text: one document a line, its id the line's
+    number."""
+    return Path(path).suffix.lower() not in (*_JSONL_SUFFIXES, *_DELIMITED_SUFFIXES)
+
+
 def read_corpus_file(path: str | os.PathLike[str]) -> list[Document]:
     """Read a corpus file (JSONL, CSV, TSV or plain text; see the module docstring) into documents.
 
@@ -85,9 +97,9 @@ def read_corpus_file(path: str | os.PathLike[str]) -> list[Document]:
     """
     file = existing_file(path, "corpus file")
     suffix = file.suffix.lower()
-    if suffix in (".jsonl", ".ndjson", ".json"):
+    if suffix in _JSONL_SUFFIXES:
         docs = _read_jsonl_corpus(file)
-    elif suffix in (".csv", ".tsv"):
+    elif suffix in _DELIMITED_SUFFIXES:
         docs = read_delimited_corpus(file, "," if suffix == ".csv" else "\t")
     else:
         docs = text_lines_corpus(read_lines(file, BadInputError))
@@ -106,12 +118,22 @@ def check_unique_ids(docs: list[Document], where: str = "the corpus") -> None:
         seen.add(doc.id)
 
 
+# The one rule for a document id, on every write of every surface: ids are kept exactly, so the id a delete names
+# later is the one the index holds (a reader that stripped it, or a delete that did, would name another).
+ID_RULE = "an id is a non-empty string with no white space at either end (ids are kept exactly)"
+
+
+def is_exact_id(doc_id: object) -> bool:
+    """Whether ``doc_id`` is a document id by :data:`ID_RULE`."""
+    return isinstance(doc_id, str) and bool(doc_id) and doc_id == doc_id.strip()
+
+
 def _id_value(value: Any, file: Path, line_no: int) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise bad_row(file, line_no, f"id {value!r} must be a string or an integer")
-    text = str(value).strip()
-    if not text:
-        raise bad_row(file, line_no, "empty id")
+    text = str(value)
+    if not is_exact_id(text):
+        raise bad_row(file, line_no, f"id {text!r}: {ID_RULE}" if text else "empty id")
     return text
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from whitevec.datasets.retrieval import Document, check_unique_ids, read_corpus_file
+from whitevec.datasets.retrieval import ID_RULE, Document, check_unique_ids, is_exact_id, read_corpus_file
 from whitevec.encoders.model_identity import check_model_checksum, model_record
 from whitevec.encoders.protocol import check_empty_documents, known_token_mask
 from whitevec.errors import BadInputError, CorruptFileError, DimensionMismatchError, WhitevecWarning
@@ -88,8 +88,8 @@ def as_documents(corpus: Sequence[Document] | str | os.PathLike[str]) -> list[Do
     for i, doc in enumerate(docs):
         if not isinstance(doc, Document):
             raise BadInputError(f"corpus[{i}] is a {type(doc).__name__}, expected whitevec.index.Document")
-        if not isinstance(doc.id, str) or not doc.id:
-            raise BadInputError(f"corpus[{i}] has id {doc.id!r}; ids must be non-empty strings")
+        if not is_exact_id(doc.id):
+            raise BadInputError(f"corpus[{i}] has id {doc.id!r}; {ID_RULE}")
         if not isinstance(doc.text, str):
             raise BadInputError(f"document {doc.id!r} has text of type {type(doc.text).__name__}, expected str")
         if doc.metadata is not None and not isinstance(doc.metadata, dict):  # filters read its fields

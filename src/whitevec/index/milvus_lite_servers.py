@@ -27,16 +27,25 @@ def check_lite_uri(uri: str, create: bool) -> None:
 
 
 @contextlib.contextmanager
-def quiet_lite_start() -> Iterator[None]:
-    """Milvus Lite logs a full traceback when it cannot start (its data folder locked by another process);
-    the error whitevec raises says the same in one line, so drop that log record while connecting."""
-    lite_logger = logging.getLogger("milvus_lite.server_manager")
-    drop = logging.Filter("\0never")  # a filter whose name matches no logger: rejects every record
-    lite_logger.addFilter(drop)
+def dropping_records(logger_name: str, starting: str = "") -> Iterator[None]:
+    """The records logged on ``logger_name`` whose message starts with ``starting`` (all by default) dropped for
+    the block: what a library logs that whitevec says itself, or that asks nothing of the user."""
+
+    def keep(record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(starting)
+
+    named = logging.getLogger(logger_name)
+    named.addFilter(keep)
     try:
         yield
     finally:
-        lite_logger.removeFilter(drop)
+        named.removeFilter(keep)
+
+
+def quiet_lite_start() -> contextlib.AbstractContextManager[None]:
+    """Milvus Lite logs a full traceback when it cannot start (its data folder locked by another process);
+    the error whitevec raises says the same in one line, so drop that log record while connecting."""
+    return dropping_records("milvus_lite.server_manager")
 
 
 def lite_locked(uri: str) -> bool:

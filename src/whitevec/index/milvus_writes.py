@@ -38,6 +38,7 @@ from whitevec.index.fusion import LexicalRanker
 from whitevec.index.layout import DOCS_FILE, MILVUS_LOCAL, TRANSFORM_FILE, version_entries
 from whitevec.index.manifest import SELF_CHECKSUM, write_manifest
 from whitevec.index.milvus_bm25 import TEXT_FIELD
+from whitevec.index.milvus_lite_servers import dropping_records
 from whitevec.index.milvus_store import MilvusStore, is_local_uri, new_collection_name
 from whitevec.index.opening import Version, open_version
 from whitevec.index.snapshot import IndexSnapshot, changed_message, read_consistent
@@ -198,9 +199,12 @@ def _copy_rows(source: MilvusStore, target: MilvusStore) -> None:
     fields = ["id", "vector"]
     fields += [TEXT_FIELD] if source.docs or source.bm25 is not None else []
     fields += ["doc_id", "metadata"] if source.docs else []
-    rows = source.client.query_iterator(
-        source.collection, batch_size=_BATCH, filter=source.visible_filter or "id >= 0", output_fields=fields
-    )
+    # Milvus Lite keeps no MVCC timestamp for an iterator: pymilvus warns and reads at the client's time, which is
+    # this version's (the writers' lock is held), so the warning asks nothing of the user.
+    with dropping_records("pymilvus.client.iterator.query_iterator", "failed to get mvccTs"):
+        rows = source.client.query_iterator(
+            source.collection, batch_size=_BATCH, filter=source.visible_filter or "id >= 0", output_fields=fields
+        )
     try:
         while batch := rows.next():
             target.client.insert(target.collection, [{name: row[name] for name in fields} for row in batch])

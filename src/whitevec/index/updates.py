@@ -112,6 +112,46 @@ def check_on_existing(on_existing: str) -> str:
     return key
 
 
+class HeldIdsError(BadInputError):
+    """An add under ``on_existing="error"`` of ids the index holds (``held``, in the order given): nothing is
+    written. The message names Python's keywords; :meth:`worded` words it for another surface."""
+
+    def __init__(self, held: list[str], given: int, path: Path) -> None:
+        self.held, self.given, self.path = held, given, path
+        # Numbers, as a corpus that names no ids gets: the held documents with those ids need not be these at all.
+        numbered = all(i.isascii() and i.isdigit() for i in held)
+        super().__init__(self.worded('on_existing="replace"', 'on_existing="skip"', maybe_line_numbers=numbered))
+
+    def worded(
+        self, replace: str, skip: str, *, line_numbers: bool = False, maybe_line_numbers: bool = False
+    ) -> str:
+        """The message with ``replace`` and ``skip`` naming the choices; ``line_numbers``: the ids are a plain
+        text corpus's line numbers; ``maybe_line_numbers``: they may be numbers a corpus without ids gave."""
+        said = (
+            f"document id {self.held[0]!r} is already in the index at {self.path} ({len(self.held)} of the "
+            f"{self.given} ids given are); nothing was written"
+        )
+        if not (line_numbers or maybe_line_numbers):
+            return (
+                f"{said}: give {replace} to put these documents in place of those (their old text is dropped) or "
+                f"{skip} to add only the ids the index lacks"
+            )
+        numbers = sorted(int(i) for i in self.held)
+        span = f"{numbers[0]}..{numbers[-1]} here"
+        cause = (
+            f"the ids of a plain text corpus are its line numbers ({span})"
+            if line_numbers
+            else f"ids such as these ({span}) are what a corpus that names none gets (a plain text file's line "
+            "numbers, the documents' numbers in a JSONL, CSV or TSV file without ids)"
+        )
+        return (
+            f"{said}: {cause}, and the index holds those ids already (an earlier corpus's numbers, most likely), "
+            f"so {replace} would overwrite those documents with unrelated ones; to add these as new documents, "
+            'give each an id (a JSONL corpus with an "id" field, or a CSV or TSV corpus with an id column)'
+            + ("" if line_numbers else f"; for the same documents, give {replace} or {skip}")
+        )
+
+
 def plan_add(
     docs: DocumentStore, items: list[Document], on_existing: str, path: Path
 ) -> tuple[list[Document], np.ndarray]:
@@ -121,11 +161,7 @@ def plan_add(
     if not held:
         return items, np.zeros(0, dtype=np.int64)
     if on_existing == "error":
-        first = next(d.id for d in items if d.id in held)
-        raise BadInputError(
-            f"document id {first!r} is already in the index at {path} ({len(held)} of the ids are); give "
-            "on_existing='replace' (upsert) or 'skip'"
-        )
+        raise HeldIdsError([d.id for d in items if d.id in held], len(items), path)
     if on_existing == "skip":
         return [d for d in items if d.id not in held], np.zeros(0, dtype=np.int64)
     return items, np.sort(np.fromiter(held.values(), dtype=np.int64, count=len(held)))

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -20,17 +22,21 @@ from typing import Any, Literal
 import numpy as np
 import orjson
 from fastapi import FastAPI, HTTPException, Request, Security
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.security import APIKeyHeader
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from whitevec._version import __version__
 from whitevec.errors import BadInputError, DimensionMismatchError, IndexDamagedError, WhitevecError
+from whitevec.preflight import describe_fault
 from whitevec.service.manifest import public_manifest, search_choices
 from whitevec.service.middleware import (
     ApiKeyMiddleware,
     BodyLimitMiddleware,
+    BugMiddleware,
     HostCheckMiddleware,
     ReadOnlyMiddleware,
 )
@@ -46,7 +52,7 @@ from whitevec.service.schemas import (
 )
 from whitevec.service.settings import API_KEY_ENV, API_KEY_HEADER, ServeSettings
 from whitevec.service.worker import HitLike, RetrieverLike, RetrieverWorker, SearchOptions, WorkerStoppedError
-from whitevec.service.writes import WRITE_PATHS, add_write_routes, index_info, write_limit_message
+from whitevec.service.writes import WRITE_PATHS, add_write_routes, index_info, public_text, write_limit_message
 
 
 def _swagger_ui_dir() -> Path | None:
@@ -100,11 +106,15 @@ _ERRORS = {
     "index another process wrote to since the server loaded it.",
     413: "The body is larger than max_body_bytes.",
     422: "The body is not JSON or breaks the schema (whose limits are this server's max_queries, max_texts, "
-    "max_text_chars, max_k and max_ids), or a write the index cannot take (a document with no token the model "
-    "knows).",
+    "max_text_chars, max_k and max_ids), or a write the index cannot take (an id with white space at either end, "
+    "a document with no token the model knows).",
     500: "A fault on the server (logged there; the answer does not describe it).",
-    503: "The worker thread that owns the retriever has stopped, the server has max_connections open, or the "
-    "index is damaged (a file unreadable since the server loaded it; /health then says so).",
+    503: "The worker thread that owns the retriever has stopped, the server has max_connections open, the "
+    "index is damaged (a file unreadable since the server loaded it; /health then says so), or another fault of "
+    "the server's environment (a read-only folder, no permission: the one line the CLI prints, its paths from "
+    "the index's name on).",
+    507: "No space left on the server's disk or in its quota for a write (the one line the CLI prints, its paths "
+    "from the index's name on).",
 }
 _HEALTH_503 = (
     "status 'damaged': a search met an index file truncated or unreadable since the load (logged on the server; "
@@ -112,6 +122,18 @@ _HEALTH_503 = (
 )
 # What a search that met a damaged index answers (the file's path stays in the server's log).
 DAMAGED_DETAIL = "the index is damaged: a file became unreadable since the server loaded it (logged on the server)"
+
+
+# What a full disk or quota says, as an OSError's errno or SQLite's primary result code (SQLITE_FULL).
+_NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+_SQLITE_FULL = 13
+
+
+def no_space(exc: BaseException) -> bool:
+    """Whether ``exc`` (an environment fault) says the disk or the quota is full."""
+    if isinstance(exc, OSError):
+        return exc.errno in _NO_SPACE_ERRNOS
+    return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == _SQLITE_FULL
 
 
 def _responses(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -357,7 +379,8 @@ def _key_guard(settings: ServeSettings) -> KeyGuard:
 
 
 def _add_error_handlers(app: FastAPI, settings: ServeSettings) -> None:
-    """Bad requests as 422 with one line naming the limit, a stopped worker as 503, faults as a logged 500."""
+    """Bad requests as 422 with one line naming the limit, a stopped worker as 503, faults of the environment as
+    507 (no space) or 503 with the CLI's line; bugs are :class:`BugMiddleware`'s logged 500."""
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -379,10 +402,23 @@ def _add_error_handlers(app: FastAPI, settings: ServeSettings) -> None:
         logger.error("request failed: %s", exc)  # the message may name server files: keep it in the log
         return JSONResponse({"detail": "server error (logged on the server)"}, status_code=500)
 
-    @app.exception_handler(Exception)
-    async def _bug(_: Request, exc: Exception) -> JSONResponse:
-        logger.exception("unexpected error while serving a request")
-        return JSONResponse({"detail": "internal server error (logged on the server)"}, status_code=500)
+    @app.exception_handler(OSError)
+    @app.exception_handler(sqlite3.Error)
+    async def _environment(_: Request, exc: Exception) -> JSONResponse:
+        line = describe_fault(exc)
+        if line is None:  # a SQLite error that no disk explains: a bug, for BugMiddleware
+            raise exc
+        status = 507 if no_space(exc) else 503
+        logger.error("environment fault, answered %d: %s", status, line)  # the CLI's line (exit 3), no traceback
+        path = getattr(app.state.retriever, "path", None)
+        return JSONResponse({"detail": line if path is None else public_text(line, Path(path))}, status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        if isinstance(exc.__cause__, RecursionError):  # json.loads gave up on a body nested too deep
+            message = f"invalid request: body: JSON nested too deeply to parse ({exc.__cause__})"
+            return _unprocessable(message, [{"loc": ["body"], "msg": message, "type": "json_invalid"}])
+        return await http_exception_handler(request, exc)
 
 
 def _unhealthy(status: Literal["damaged", "stopped"], detail: str) -> JSONResponse:
@@ -526,8 +562,8 @@ def _add_page_routes(app: FastAPI) -> None:
 
 
 def _add_middleware(app: FastAPI, worker: RetrieverWorker, settings: ServeSettings) -> None:
-    """The checks before a route runs. Added last runs first: the arrival count, the Host, the key, a read-only
-    server's refusal of writes, then the body."""
+    """The checks before a route runs. Added last runs first: the answer to a bug, the arrival count, the Host,
+    the key, a read-only server's refusal of writes, then the body."""
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s)
     if not settings.writable:
         app.add_middleware(ReadOnlyMiddleware, paths=WRITE_PATHS)
@@ -545,3 +581,4 @@ def _add_middleware(app: FastAPI, worker: RetrieverWorker, settings: ServeSettin
     if "*" not in hosts and (settings.api_key is None or hosts):
         app.add_middleware(HostCheckMiddleware, allowed=hosts)
     app.add_middleware(ArrivalMiddleware, worker=worker, paths=frozenset({"/search", "/embed"}))
+    app.add_middleware(BugMiddleware)

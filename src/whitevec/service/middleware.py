@@ -1,5 +1,6 @@
 """ASGI middleware that guards the app before any route runs, outermost first: the Host check, the API key,
 then the body's size, time and encoding. Each refuses with a JSON ``{"detail": ...}`` and closes the connection.
+Around them all, :class:`BugMiddleware` answers what no handler took with a 500 that keeps the connection.
 """
 
 from __future__ import annotations
@@ -211,3 +212,34 @@ class BodyLimitMiddleware:
             return dict(await receive())
 
         await self.app(scope, replay_receive, send)
+
+
+BUG_DETAIL = "internal server error (logged on the server)"
+
+
+class BugMiddleware:
+    """Answers an exception no handler took (a bug) with a logged 500 and keeps the connection: Starlette's own
+    last resort re-raises after answering, and uvicorn then drops the connection, so the client's next request on
+    it would fail. An exception after the answer began is raised on: only closing ends half an answer."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def send_tracked(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_tracked)
+        except Exception:
+            if started:
+                raise
+            logger.exception("unexpected error while serving a request")
+            await JSONResponse({"detail": BUG_DETAIL}, status_code=500)(scope, receive, send)

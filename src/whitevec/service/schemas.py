@@ -170,7 +170,14 @@ def write_models(settings: ServeSettings) -> tuple[type[BaseModel], type[BaseMod
     doc_id = Annotated[
         str,
         StringConstraints(min_length=1, max_length=MAX_ID_CHARS, pattern=NOT_BLANK),
-        Field(description=f"1 to {MAX_ID_CHARS} characters, not all whitespace."),
+        Field(description=f"1 to {MAX_ID_CHARS} characters, exact: no white space at either end."),
+    ]
+    # Ids are taken exactly, as Python's and the CLI's deletes take them: one an older index holds with white
+    # space stays deletable, and one the index lacks is reported missing on every surface alike.
+    held_id = Annotated[
+        str,
+        StringConstraints(min_length=1, max_length=MAX_ID_CHARS),
+        Field(description=f"1 to {MAX_ID_CHARS} characters, taken exactly."),
     ]
     doc_text = bounded_text(settings)
 
@@ -204,7 +211,7 @@ def write_models(settings: ServeSettings) -> tuple[type[BaseModel], type[BaseMod
         """Ids of documents to delete."""
 
         model_config = ConfigDict(extra="forbid", strict=True)
-        ids: list[doc_id] = Field(  # type: ignore[valid-type]
+        ids: list[held_id] = Field(  # type: ignore[valid-type]
             min_length=1,
             max_length=settings.max_ids,
             description=f"1 to max_ids ({settings.max_ids}) document ids; those the index lacks are reported.",

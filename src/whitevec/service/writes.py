@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -114,7 +115,16 @@ def _public_refusals(retriever: WritableRetriever) -> Iterator[None]:
                 "the index was rebuilt or written to by another process since this server loaded it; restart "
                 "the server to serve and write that version"
             ) from None
-        raise BadInputError(message.replace(str(path), Path(path).name)) from None
+        raise BadInputError(public_text(message, Path(path))) from None
+
+
+def public_text(message: str, index_path: Path) -> str:
+    """``message`` with the folder holding the index at ``index_path`` left out of its paths: a client reads
+    ``ix/docs.sqlite`` or a write's ``.ix.*.tmp/manifest.json``, and learns nothing more of the server's files."""
+    folder = str(index_path.parent)
+    if folder in (".", os.sep):  # paths already relative to it, or the root: name the index alone
+        return message.replace(str(index_path), index_path.name)
+    return message.replace(folder + os.sep, "")
 
 
 def write_documents(
@@ -127,7 +137,8 @@ def write_documents(
     if held:
         raise WriteConflictError(
             f"document id {held[0]!r} is already in the index ({len(held)} of the {len(docs)} ids are); nothing "
-            "was written: send on_existing 'replace' (upsert) or 'skip'"
+            "was written: send on_existing 'replace' to put these documents in place of those (their old text is "
+            "dropped) or 'skip' to add only the ids the index lacks"
         )
     with _public_refusals(retriever):
         done = retriever.write(
@@ -241,7 +252,7 @@ def add_write_routes(
 
     documents.__annotations__["body"] = DocumentsRequest
     delete.__annotations__["body"] = DeleteRequest
-    refusals = responses(400, *key_refusal, 405, 408, 409, 413, 422, 500, 503)
+    refusals = responses(400, *key_refusal, 405, 408, 409, 413, 422, 500, 503, 507)
     for path, endpoint, answer in (
         ("/documents", documents, DocumentsResponse),
         ("/documents/delete", delete, DeleteResponse),

@@ -68,29 +68,37 @@ def add_documents_file(
     existing_folder(index_dir, "index folder")
     choice = check_on_existing_choice(on_existing)
     empty = "skip" if empty_documents is None else check_empty_documents(empty_documents)
-    from whitevec.datasets.retrieval import check_unique_ids, read_corpus_file
+    from whitevec.datasets.retrieval import check_unique_ids, is_text_corpus, read_corpus_file
 
     docs = read_corpus_file(existing_file(corpus, "--corpus file"))
     if not docs:
         raise BadInputError(f"{corpus} holds no documents; nothing to add")
     check_unique_ids(docs, where=str(corpus))
     from whitevec.index import Retriever
+    from whitevec.index.updates import HeldIdsError
 
     with Retriever.load(index_dir, device=device, model=model) as retriever:
-        done = retriever.write(docs, show_progress, empty_documents=empty, on_existing=choice)
+        try:
+            done = retriever.write(docs, show_progress, empty_documents=empty, on_existing=choice)
+        except HeldIdsError as exc:  # worded with the command's flags, and the cause numbered ids may be
+            flags = ("--on-existing replace", "--on-existing skip")
+            numbered = all(d.id == str(i) for i, d in enumerate(docs, start=1))  # as a corpus without ids gets
+            text = is_text_corpus(corpus)
+            raise BadInputError(exc.worded(*flags, line_numbers=text, maybe_line_numbers=numbered)) from None
         return WriteReport.of(retriever.manifest, done.added, replaced=done.replaced, skipped=done.skipped)
 
 
 def delete_documents(
     index_dir: str | os.PathLike[str], ids: Sequence[str], ids_file: str | os.PathLike[str] | None = None
 ) -> WriteReport:
-    """Delete the documents ``ids`` and those listed in ``ids_file`` (one id a line) from the index
+    """Delete the documents ``ids`` and those listed in ``ids_file`` (one id a line, taken exactly) from the index
     ``index_dir``; ids it does not hold are in the report's ``missing``. The index's encoder is not loaded."""
     existing_folder(index_dir, "index folder")
     wanted = list(ids)
     if ids_file is not None:
-        lines = read_lines(existing_file(ids_file, "--ids file"), BadInputError)  # not UTF-8: one line
-        wanted += [line.strip() for line in lines if line.strip()]
+        # Ids are exact: a line loses only its line end (an id an older index holds with white space at either
+        # end stays deletable); empty lines name no id.
+        wanted += [line for line in read_lines(existing_file(ids_file, "--ids file"), BadInputError) if line]
     if not wanted:
         raise BadInputError("no document ids to delete: give ids or --ids FILE")
     from whitevec.index import Retriever
