@@ -16,7 +16,8 @@ from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
 from whitevec.index import Retriever, read_manifest
 from whitevec.index.layout import DELETED_FILE, INDEX_FILE, LEXICAL_COUNTS
-from whitevec.index.updates import COMPACT_DELETED_SHARE, MAX_SEGMENTS, ON_EXISTING
+from whitevec.index.updates import COMPACT_DELETED_SHARE, MAX_SEGMENTS
+from whitevec.index.write_requests import ON_EXISTING
 from whitevec.workflows.index_writes import ON_EXISTING as WORKFLOW_ON_EXISTING
 
 TEXTS = sentences(400, seed=11)

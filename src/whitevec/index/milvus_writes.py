@@ -42,7 +42,8 @@ from whitevec.index.milvus_lite_servers import dropping_records
 from whitevec.index.milvus_store import MilvusStore, is_local_uri, new_collection_name
 from whitevec.index.opening import Version, open_version
 from whitevec.index.snapshot import IndexSnapshot, changed_message, read_consistent
-from whitevec.index.updates import AddResult, DeleteResult, rebuild_options
+from whitevec.index.updates import rebuild_options
+from whitevec.index.write_requests import AddResult, DeleteResult
 from whitevec.utils.io import atomic_dir, writing_folder, writing_to
 
 if TYPE_CHECKING:

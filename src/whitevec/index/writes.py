@@ -27,12 +27,8 @@ from whitevec.index.raw_vectors import keeps_raw_vectors, live_raw_vectors
 from whitevec.index.snapshot import read_consistent
 from whitevec.index.store import stored_form
 from whitevec.index.updates import (
-    AddResult,
-    DeleteResult,
     IndexState,
     ReloadNeededError,
-    check_ids,
-    check_on_existing,
     check_own_version,
     commit,
     live_documents,
@@ -46,6 +42,7 @@ from whitevec.index.updates import (
     searchable,
     with_merges,
 )
+from whitevec.index.write_requests import AddResult, DeleteResult, check_ids, check_on_existing
 from whitevec.utils.io import writing_folder
 
 if TYPE_CHECKING:

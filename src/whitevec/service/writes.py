@@ -43,7 +43,7 @@ from whitevec.service.worker import InTurnEncoder, RetrieverLike, RetrieverWorke
 
 if TYPE_CHECKING:
     from whitevec.encoders.protocol import EncoderLike
-    from whitevec.index.updates import AddResult, DeleteResult
+    from whitevec.index.write_requests import AddResult, DeleteResult
 
 logger = logging.getLogger(__name__)
 

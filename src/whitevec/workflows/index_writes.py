@@ -14,8 +14,8 @@ from whitevec.encoders.protocol import check_empty_documents
 from whitevec.errors import BadInputError
 from whitevec.preflight import check_device, existing_folder
 
-# Retriever.add's choices (whitevec.index.updates.ON_EXISTING, held equal by a test): importing the index here
-# would load numpy and faiss before a bad choice is refused.
+# Retriever.add's choices (whitevec.index.write_requests.ON_EXISTING, held equal by a test): importing the index
+# here would load numpy and faiss before a bad choice is refused.
 ON_EXISTING = ("error", "replace", "skip")
 
 
@@ -75,7 +75,7 @@ def add_documents_file(
         raise BadInputError(f"{corpus} holds no documents; nothing to add")
     check_unique_ids(docs, where=str(corpus))
     from whitevec.index import Retriever
-    from whitevec.index.updates import HeldIdsError
+    from whitevec.index.write_requests import HeldIdsError
 
     with Retriever.load(index_dir, device=device, model=model) as retriever:
         try:
