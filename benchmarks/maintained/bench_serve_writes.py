@@ -14,6 +14,7 @@ asyncio event loop (aiohttp), on the same cores as the server.
 
     python benchmarks/maintained/bench_serve_writes.py [--seconds 30] [--lock FILE]
     python benchmarks/maintained/bench_serve_writes.py --render
+    python benchmarks/maintained/bench_serve_writes.py --render --baseline OLD.json --baseline-label REV
 
 Run it alone on a quiet machine: the page states the load it saw. ``--render`` rewrites serve-writes.md from
 serve-writes.json (after a change to the page's text). Needs the serve extra, aiohttp (dev extra) and the shared
@@ -129,7 +130,7 @@ def markdown(data: dict[str, Any]) -> str:
             f"{r['server_cpu_s'] / r['seconds']:.2f} | {after['count']}, {after['segments']}, "
             f"{after['version']} | {r['load_before']:.2f} |"
         )
-    return "\n".join([*lines, "", *target_lines(rows)]) + "\n"
+    return "\n".join([*lines, "", *target_lines(rows), *baseline_lines(data.get("baseline"))]) + "\n"
 
 
 def target_lines(rows: dict[str, Any]) -> list[str]:
@@ -141,6 +142,23 @@ def target_lines(rows: dict[str, Any]) -> list[str]:
         f"Beside the flood, searches kept **{share:.2f}x** their idle throughput and their p99 was "
         f"**{factor:.2f}x** the idle p99 (target, issue 49: at least {THROUGHPUT_SHARE}x and at most "
         f"{P99_FACTOR:g}x): {'met' if met else 'missed'}.",
+    ]
+
+
+def baseline_lines(baseline: dict[str, Any] | None) -> list[str]:
+    """The same run of an earlier commit (``--baseline``), for the before and after."""
+    if baseline is None:
+        return []
+    rows = baseline["rows"]
+    idle, flood = rows["idle"], rows["flood"]
+    return [
+        "",
+        f"Before (commit {baseline['label']}, where a write ran alone on the thread that answers searches; the "
+        f"same command with that commit's server; {conditions_sentence(baseline['conditions']).rstrip('.')}): "
+        "idle "
+        f"{idle['qps']:.1f} searches/s, p99 {idle['p99_ms']:.1f} ms; beside the flood {flood['qps']:.1f}/s, p99 "
+        f"{flood['p99_ms']:.1f} ms, {flood['writes_per_s']:.2f} adds/s: **{flood['qps'] / idle['qps']:.2f}x** the "
+        f"idle throughput and **{flood['p99_ms'] / idle['p99_ms']:.2f}x** its p99.",
     ]
 
 
@@ -159,9 +177,15 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--lock", type=Path, default=None, help="hold an exclusive lock on this file meanwhile")
     parser.add_argument("--render", action="store_true", help="rewrite serve-writes.md from its JSON, no run")
+    parser.add_argument("--baseline", type=Path, default=None, help="with --render: an earlier commit's JSON")
+    parser.add_argument("--baseline-label", default="", help="that commit, as the page names it")
     args = parser.parse_args()
     if args.render:
         data = json.loads((args.out / "serve-writes.json").read_text())
+        if args.baseline is not None:
+            before = json.loads(args.baseline.read_text())
+            kept = {key: before[key] for key in ("rows", "conditions", "facts")}
+            data["baseline"] = {"label": args.baseline_label, **kept}
     else:
         with exclusive_lock(args.lock) as held, tempfile.TemporaryDirectory(prefix="whitevec-flood-") as work:
             conditions = RunConditions(held)
@@ -181,7 +205,7 @@ def main() -> None:
             }
     args.out.mkdir(parents=True, exist_ok=True)
     pages = [("serve-writes.md", markdown(data))]
-    if not args.render:
+    if not args.render or args.baseline is not None:
         pages.insert(0, ("serve-writes.json", json.dumps(data, indent=1) + "\n"))
     for name, text in pages:
         with atomic_path(args.out / name) as tmp:
