@@ -325,3 +325,53 @@ def test_compacting_an_index_whose_every_document_is_deleted_is_one_line_over_ht
     assert answer.status_code == 422, answer.text
     detail = answer.json()["detail"]
     assert detail.startswith("every document of the index at ix is deleted") and str(tmp_path) not in detail
+
+
+# --- the review's edges ------------------------------------------------------------------------------------------
+def test_a_held_id_of_thousands_of_digits_is_still_one_line(tmp_path: Path) -> None:
+    """An all-digit id is worded as a possible line number; past 4,300 digits int() itself refuses it, which
+    turned the refusal into a ValueError."""
+    long_id = "9" * 5_000
+    index = tmp_path / "ix"
+    build(index, [Document(long_id, TEXTS[0]), *docs(1, 5)]).close()
+    with load(index) as retriever, pytest.raises(BadInputError) as refused:
+        retriever.add([Document(long_id, TEXTS[1])])
+    assert "already in the index" in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_user_folder_that_cannot_be_carried_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """shutil.copytree gathers what it could not copy into one shutil.Error (no errno, a list of triples): the
+    write says the first in one line (exit 3, an environment fault) and leaves the index as it was."""
+    import shutil
+
+    index = tmp_path / "ix"
+    build(index, docs(0, 10)).close()
+    (index / "sub").mkdir()
+    (index / "sub" / "kept.txt").write_text("mine")
+    before = read_manifest(index)
+
+    def refuse(source: str, target: str, **_: Any) -> None:
+        raise shutil.Error([(f"{source}/kept.txt", f"{target}/kept.txt", "[Errno 13] Permission denied")])
+
+    monkeypatch.setattr(_io.shutil, "copytree", refuse)
+    err = cli(["index", "delete", str(index), "d1"], capsys, code=3)
+    line = [line for line in err.splitlines() if line.strip()]
+    assert len(line) == 1 and "kept.txt" in line[0] and "Permission denied" in line[0] and "[(" not in line[0], err
+    assert read_manifest(index) == before and (index / "sub" / "kept.txt").read_text() == "mine"
+
+
+def test_embed_waits_for_the_searches_lock(tmp_path: Path) -> None:
+    """/embed encodes under the searches' lock, as a search does: a write of an index whose lexical part uses
+    the model's tokenizer holds that lock while it tokenizes on another thread."""
+    index = tmp_path / "ix"
+    build(index, docs(0, 10)).close()
+    with load(index) as retriever:
+        done = threading.Event()
+        with retriever._lock:
+            worker = threading.Thread(target=lambda: (retriever.embed([TEXTS[3]]), done.set()))
+            worker.start()
+            assert not done.wait(0.3)  # held off while another thread holds the lock
+        worker.join(10)
+        assert done.is_set()

@@ -492,3 +492,48 @@ def test_a_full_disk_is_507_with_the_line_the_cli_prints(
     assert answer.status_code == 507 and answer.json() == {"detail": line.replace(f"{index.path.parent}/", "")}
     assert _add(client, [{"id": "new-1", "text": NEW_TEXT}]).status_code == 507
     assert client.get("/info").json()["index"]["version"] == 1  # nothing written, and the server goes on
+
+
+def test_a_writes_model_work_queued_behind_the_stop_is_refused_not_waited_for() -> None:
+    """close() stops the worker with a signal on its queue; a write's model job queued behind it is never run.
+    Its caller (the writer thread) must hear that the worker stopped rather than wait for ever."""
+    from whitevec.service.worker import WorkerStoppedError
+
+    worker = RetrieverWorker(NoteRetriever(), "batch", max_texts=64)  # type: ignore[arg-type]
+    inside, release = threading.Event(), threading.Event()
+    first = threading.Thread(target=worker.call, args=(lambda: (inside.set(), release.wait(10)),))
+    first.start()
+    assert inside.wait(10)  # the worker runs the first job; the stop and a second job queue behind it
+    worker._queue.put(None)
+    outcome: list[object] = []
+
+    def second() -> None:
+        try:
+            outcome.append(worker.call(lambda: "ran"))
+        except WorkerStoppedError as exc:
+            outcome.append(exc)
+
+    caller = threading.Thread(target=second, daemon=True)
+    caller.start()
+    release.set()
+    first.join(10)
+    caller.join(10)
+    assert not caller.is_alive(), "the write's model job waited for a worker that had stopped"
+    assert len(outcome) == 1 and isinstance(outcome[0], WorkerStoppedError)
+    worker.close(5.0)
+
+
+def test_a_fault_through_a_symlinked_index_names_no_server_path(tmp_path: Path) -> None:
+    """A write through a symbolic link goes to the folder it names; a fault there names that folder's path,
+    which an answer cuts as it cuts the given one's."""
+    from whitevec.service.writes import public_text
+
+    real = tmp_path / "data" / "real"
+    real.mkdir(parents=True)
+    (real / "ix").mkdir()
+    link = tmp_path / "srv" / "ix"
+    link.parent.mkdir()
+    link.symlink_to(real / "ix")
+    message = f"{real / 'ix' / 's000002.index.faiss'}: No space left on device"
+    assert public_text(message, link) == "ix/s000002.index.faiss: No space left on device"
+    assert public_text(f"{link}/docs.sqlite: gone", link) == "ix/docs.sqlite: gone"

@@ -24,7 +24,7 @@ import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -258,6 +258,7 @@ class MilvusWrites:
     _docs: DocumentStore
     _lock: threading.RLock
     _columns: Any
+    _check_open: Callable[[], None]  # IndexWrites's: a closed Retriever refused in one line
 
     def _milvus_store(self, what: str) -> MilvusStore:
         """The index's Milvus store, or the one-line refusal of ``what`` on an index of another kind."""
@@ -294,6 +295,7 @@ class MilvusWrites:
     def _milvus_delete(self, wanted: list[str]) -> DeleteResult:
         store = self._milvus_store("deletes")
         with self._lock:
+            self._check_open()  # closed since delete() looked
             held = self._docs.rows_of(wanted)
             if held:
                 rows = np.sort(np.fromiter(held.values(), dtype=np.int64, count=len(held)))
@@ -312,6 +314,7 @@ class MilvusWrites:
         in place, no new version (0)."""
         store = self._milvus_store("compaction")
         with self._lock, writing_folder(self.path) as folder:
+            self._check_open()  # closed since compact() looked
             if not is_local_uri(store.uri):
                 read_consistent(folder, lambda snapshot: _own_transform(snapshot, self.manifest, self.path))
                 compact_collection(store)

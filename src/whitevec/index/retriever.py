@@ -281,12 +281,15 @@ class Retriever(IndexWrites):
         the model knows (:func:`whitevec.encoders.protocol.known_token_mask`). Such a text is not encoded: its row
         is
         zeros, never the one direction a transform gives every such text."""
-        self._check_open()
         items = check_texts(texts, "texts")
-        known = known_token_mask(self.encoder, items)
-        out = np.zeros((len(items), self.dim), dtype=np.float32)
-        if known.any():  # the other rows stay zeros
-            out[known] = self._stored_form([text for text, ok in zip(items, known, strict=True) if ok])
+        # The searches' lock, as a search encodes under it: a write of an index whose lexical part uses the
+        # model's tokenizer (the encoder analyzer) holds it while it tokenizes, from another thread.
+        with self._lock:
+            self._check_open()
+            known = known_token_mask(self.encoder, items)
+            out = np.zeros((len(items), self.dim), dtype=np.float32)
+            if known.any():  # the other rows stay zeros
+                out[known] = self._stored_form([text for text, ok in zip(items, known, strict=True) if ok])
         return out, known
 
     def _stored_form(self, texts: list[str]) -> np.ndarray:

@@ -44,7 +44,7 @@ class HeldIdsError(BadInputError):
                 f"{said}: give {replace} to put these documents in place of those (their old text is dropped) or "
                 f"{skip} to add only the ids the index lacks"
             )
-        numbers = sorted(int(i) for i in self.held)
+        numbers = sorted(self.held, key=lambda i: (len(i), i))  # as numbers, without int(): ids may be long
         span = f"{numbers[0]}..{numbers[-1]} here"
         cause = (
             f"the ids of a plain text corpus are its line numbers ({span})"

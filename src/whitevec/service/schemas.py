@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 # Rust regex and Python's re read the class alike: a text must hold at least one character outside it.
 _WHITESPACE = "\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
 NOT_BLANK = f"[^{_WHITESPACE}]"
+# A written document id (datasets.retrieval.ID_RULE): no white space at either end, any inside.
+EXACT_ID = f"^[^{_WHITESPACE}](?:[\\s\\S]*[^{_WHITESPACE}])?$"
 
 
 def _whole_number(value: Any) -> Any:
@@ -169,7 +171,7 @@ def write_models(settings: ServeSettings) -> tuple[type[BaseModel], type[BaseMod
     max_text_chars characters each, at most max_ids ids to delete."""
     doc_id = Annotated[
         str,
-        StringConstraints(min_length=1, max_length=MAX_ID_CHARS, pattern=NOT_BLANK),
+        StringConstraints(min_length=1, max_length=MAX_ID_CHARS, pattern=EXACT_ID),
         Field(description=f"1 to {MAX_ID_CHARS} characters, exact: no white space at either end."),
     ]
     # Ids are taken exactly, as Python's and the CLI's deletes take them: one an older index holds with white

@@ -25,6 +25,7 @@ _POLL_S = 0.0005
 # How often, at most, the searches check whether another writer (the command line, another process) swapped in a
 # newer version of the index, and move to it (Retriever.refresh: only its new segments are read).
 FOLLOW_S = 1.0
+_STOP_CHECK_S = 0.5  # how often a write waiting for its model work checks that the worker still runs
 _ARRIVED = "whitevec.arrived"  # the scope key of a request counted in RetrieverWorker.incoming
 # The share of the encoder's time a write's model work takes while searches wait for it (all of it when none
 # does): after a job of a write's, the next waits until searches have had (1 - share) / share times as long.
@@ -244,8 +245,13 @@ class RetrieverWorker:
             raise WorkerStoppedError("the encoder worker has stopped")
         job = _Job("call", [], 0, call=work)
         self._queue.put(job)
-        result: T = job.future.result()
-        return result
+        while True:  # a job queued behind close()'s stop signal is never run: the worker's end says so
+            try:
+                result: T = job.future.result(timeout=_STOP_CHECK_S)
+                return result
+            except concurrent.futures.TimeoutError:
+                if not self._thread.is_alive() and not job.future.running():
+                    raise WorkerStoppedError("the encoder worker has stopped") from None
 
     @property
     def alive(self) -> bool:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from whitevec.datasets.retrieval import Document
+from whitevec.datasets.retrieval import ID_RULE, Document
 from whitevec.errors import BadInputError
 from whitevec.service.schemas import (
     MAX_ID_CHARS,
@@ -40,6 +40,7 @@ from whitevec.service.schemas import (
 )
 from whitevec.service.settings import API_KEY_ENV, ServeSettings
 from whitevec.service.worker import InTurnEncoder, RetrieverLike, RetrieverWorker
+from whitevec.utils.io import write_target
 
 if TYPE_CHECKING:
     from whitevec.encoders.protocol import EncoderLike
@@ -121,10 +122,14 @@ def _public_refusals(retriever: WritableRetriever) -> Iterator[None]:
 def public_text(message: str, index_path: Path) -> str:
     """``message`` with the folder holding the index at ``index_path`` left out of its paths: a client reads
     ``ix/docs.sqlite`` or a write's ``.ix.*.tmp/manifest.json``, and learns nothing more of the server's files."""
-    folder = str(index_path.parent)
-    if folder in (".", os.sep):  # paths already relative to it, or the root: name the index alone
-        return message.replace(str(index_path), index_path.name)
-    return message.replace(folder + os.sep, "")
+    # A write goes to the folder a symbolic link names (write_target), so its faults name that folder's path.
+    for path in dict.fromkeys((index_path, write_target(index_path))):
+        folder = str(path.parent)
+        if folder in (".", os.sep):  # paths already relative to it, or the root: name the index alone
+            message = message.replace(str(path), path.name)
+        else:
+            message = message.replace(folder + os.sep, "")
+    return message
 
 
 def write_documents(
@@ -185,6 +190,8 @@ def write_limit_message(kind: str, fields: list[str], value: Any, settings: Serv
         text = fields[-1] == "text"
         limit = f"max_text_chars is {settings.max_text_chars}" if text else f"for an id is {MAX_ID_CHARS}"
         return f"{where} has {len(value)} characters, the limit {limit}"
+    if kind == "string_pattern_mismatch" and fields[-1] == "id" and isinstance(value, str) and value.strip():
+        return f"{where} is {value!r}; {ID_RULE}"
     if kind in ("string_too_short", "string_pattern_mismatch"):
         return f"{where} is empty or only whitespace"
     if kind == "string_unicode":

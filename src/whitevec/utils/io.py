@@ -146,7 +146,11 @@ def _carry_others(old: Path, new: Path, replaced: Collection[str]) -> None:
                 "move it out of the folder and write again"
             )
         if entry.is_dir(follow_symlinks=False):
-            shutil.copytree(entry.path, there, symlinks=True, copy_function=_link_or_copy)
+            try:
+                shutil.copytree(entry.path, there, symlinks=True, copy_function=_link_or_copy)
+            except shutil.Error as exc:  # one error per entry it could not copy: the first, as one line
+                source, _, why = exc.args[0][0]
+                raise OSError(f"cannot carry {source} into the index's new version: {why}") from None
             for root, _, _ in os.walk(there):
                 _fsync_path(Path(root))
         elif entry.is_symlink():
