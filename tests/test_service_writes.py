@@ -474,6 +474,23 @@ def test_a_server_follows_what_another_writer_adds(
         assert client.get("/info").json()["index"]["count"] == len(TEXTS)
 
 
+def test_a_search_after_another_writer_adds_is_clamped_to_the_index_it_searches(
+    index: Retriever, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """k is clamped to the count of the version searched, not of the one served when the request came: the first
+    search after another writer's add found only the old count of documents (14 of 23 in the probe)."""
+    import whitevec.service.worker as worker
+
+    monkeypatch.setattr(worker, "FOLLOW_S", 0.0)
+    with _client(index) as client:
+        with Retriever.load(tmp_path / "index", encoder=HashEncoder()) as other:  # type: ignore[arg-type]
+            other.add([Document(f"new{i}", NEW_TEXT, {"n": 100 + i}) for i in range(3)])
+        answer = client.post("/search", json={"queries": [NEW_TEXT], "k": 100, "filter": "n >= 0"}).json()
+    assert answer["k"] == len(TEXTS) + 3
+    expected = [f"d{i}" for i in range(len(TEXTS))] + ["new0", "new1", "new2"]
+    assert sorted(answer["results"][0]["ids"]) == sorted(expected)
+
+
 def test_a_full_disk_is_507_with_the_line_the_cli_prints(
     client: TestClient, index: Retriever, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

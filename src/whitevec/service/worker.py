@@ -217,14 +217,34 @@ class RetrieverWorker:
         options: SearchOptions = (),
     ) -> Awaitable[Any]:
         """Queue a job; its result, awaitable. ``scope``: the request's, when :meth:`arrived` counted it;
-        ``options``: a search's keyword arguments beyond k (see :data:`SearchOptions`)."""
+        ``options``: a search's keyword arguments beyond k (see :data:`SearchOptions`); a search's k is clamped
+        to the documents of the version it searches."""
+        return asyncio.wrap_future(self._queued(kind, texts, k, scope, options).future)
+
+    async def search(
+        self, texts: list[str], k: int, scope: MutableMapping[str, Any] | None = None, options: SearchOptions = ()
+    ) -> tuple[int, Any]:
+        """A search's (k, hits): k clamped to the documents of the version searched (which may be newer than
+        the one served when the request came: see :meth:`_follow`)."""
+        job = self._queued("search", texts, k, scope, options)
+        hits = await asyncio.wrap_future(job.future)
+        return job.k, hits
+
+    def _queued(
+        self,
+        kind: Literal["search", "embed"],
+        texts: list[str],
+        k: int,
+        scope: MutableMapping[str, Any] | None,
+        options: SearchOptions,
+    ) -> _Job:
         if not self.alive:
             raise WorkerStoppedError("the encoder worker has stopped")
         job = _Job(kind, texts, k, options)
         self._queue.put(job)
         if scope is not None:
             self.departed(scope)  # after the put: the worker never sees the job neither queued nor on its way
-        return asyncio.wrap_future(job.future)
+        return job
 
     def submit_write(self, write: Callable[[], T]) -> Awaitable[T]:
         """Queue ``write`` (a call that writes through the retriever) for the writer thread; its result,
@@ -378,6 +398,10 @@ class RetrieverWorker:
     def _execute_reads(self, batch: list[_Job]) -> None:
         if batch:
             self._follow()
+        count = int(self.retriever.count)
+        for job in batch:  # clamped here, after the follow: to the version these searches read
+            if job.kind == "search":
+                job.k = max(1, min(job.k, count))
         groups: dict[tuple[str, int, SearchOptions], list[_Job]] = {}
         for job in batch:
             if job.future.set_running_or_notify_cancel():
