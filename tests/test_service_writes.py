@@ -491,6 +491,26 @@ def test_a_search_after_another_writer_adds_is_clamped_to_the_index_it_searches(
     assert sorted(answer["results"][0]["ids"]) == sorted(expected)
 
 
+@pytest.mark.parametrize(
+    ("path", "body", "key"),
+    [
+        ("/documents", b'{"documents": [{"id": "q1", "id": "q2", "text": "a text"}]}', "id"),
+        ("/documents", b'{"documents": [{"id": "q1", "text": "a text", "metadata": {"n": 1, "n": "x"}}]}', "n"),
+        ("/search", b'{"queries": ["a text"], "k": 1, "k": 5}', "k"),
+    ],
+)
+def test_a_key_given_twice_in_a_body_is_422_as_in_a_jsonl_corpus(
+    client: TestClient, path: str, body: bytes, key: str
+) -> None:
+    """json keeps the last of a repeated key silently (the probe's add of ``"id": "q1", "id": "q2"`` added q2,
+    while ``index add`` of the same line is refused): one rule, the CLI's line, nothing written."""
+    answer = client.post(path, content=body, headers={"content-type": "application/json"})
+    assert answer.status_code == 422, answer.text
+    twice = f"key {key!r} appears twice in one object; keep one of them"
+    assert answer.json()["detail"] == f"invalid request: body: body is not valid JSON ({twice})"
+    assert client.get("/info").json()["index"]["version"] == 0
+
+
 def test_a_full_disk_is_507_with_the_line_the_cli_prints(
     client: TestClient, index: Retriever, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -47,6 +47,7 @@ from whitevec.service.schemas import (
     HealthResponse,
     InfoResponse,
     SearchResponse,
+    UniqueKeysRoute,
     ValidationErrorResponse,
     request_models,
 )
@@ -348,6 +349,7 @@ def create_app(retriever: RetrieverLike, settings: ServeSettings | None = None) 
         redoc_url=None,
         swagger_ui_oauth2_redirect_url=None,
     )
+    app.router.route_class = UniqueKeysRoute
     app.state.settings = settings
     app.state.worker = worker
     app.state.retriever = retriever
