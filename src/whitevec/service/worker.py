@@ -286,6 +286,7 @@ class RetrieverWorker:
                 return
             with self._writing:
                 if job.future.set_running_or_notify_cancel():
+                    self._move_to_newest()  # a write goes on from another writer's version, as searches do
                     self._run_call(job)
 
     def _run(self) -> None:
@@ -383,17 +384,24 @@ class RetrieverWorker:
     def _follow(self) -> None:
         """Move to a version another writer swapped in, if :data:`FOLLOW_S` passed since the last look and no
         write of this server's runs (it swaps in its version; waiting for it would hold the searches up)."""
-        refresh = getattr(self.retriever, "refresh", None)
         now = time.monotonic()
-        if refresh is None or now - self._followed < self.follow_s or not self._writing.acquire(blocking=False):
+        if now - self._followed < self.follow_s or not self._writing.acquire(blocking=False):
             return
         self._followed = now
+        try:
+            self._move_to_newest()
+        finally:
+            self._writing.release()
+
+    def _move_to_newest(self) -> None:
+        """Serve the newest version of the index, if the retriever follows other writers (``_writing`` held)."""
+        refresh = getattr(self.retriever, "refresh", None)
+        if refresh is None:
+            return
         try:
             refresh()
         except Exception as exc:  # the version loaded keeps serving; the next look tries again
             logger.warning("could not move to the index's newest version: %s", exc)
-        finally:
-            self._writing.release()
 
     def _execute_reads(self, batch: list[_Job]) -> None:
         if batch:

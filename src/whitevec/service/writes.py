@@ -112,8 +112,8 @@ def _public_refusals(retriever: WritableRetriever) -> Iterator[None]:
             raise
         if message == changed_message(Path(path)):
             raise WriteConflictError(
-                "the index was rebuilt or written to by another process since this server loaded it; restart "
-                "the server to serve and write that version"
+                "the index was rebuilt or written to by another process during this write; nothing was written: "
+                "send it again (the server moves to the newest version before each write)"
             ) from None
         raise BadInputError(public_text(message, Path(path))) from None
 
