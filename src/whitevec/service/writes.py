@@ -113,7 +113,7 @@ def _public_refusals(retriever: WritableRetriever) -> Iterator[None]:
         if message == changed_message(Path(path)):
             raise WriteConflictError(
                 "the index was rebuilt or written to by another process during this write; nothing was written: "
-                "send it again (the server moves to the newest version before each write)"
+                "send it again (a server follows other writes, but not a rebuild with another model: restart it)"
             ) from None
         raise BadInputError(public_text(message, Path(path))) from None
 
