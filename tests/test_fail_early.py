@@ -224,6 +224,47 @@ def test_a_read_only_output_folder_is_reported_before_the_model_loads(
     assert code == 3 and "cannot write --out file ro/v.npy: Read-only file system" in line
 
 
+@pytest.mark.parametrize(
+    "command",
+    [["add", "--corpus", "more.jsonl"], ["delete", "--ids", "gone.txt"], ["compact"], ["refit"]],
+    ids=lambda command: command[0],
+)
+def test_a_read_only_index_folder_is_one_line_before_anything_is_encoded(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    """``index add`` and ``index refit`` of an index in a read-only folder loaded the model and encoded every
+    document, then failed naming the folder alone (``ro/ix: Operation not permitted``): now the folder is probed
+    first, as ``index build`` probes its output, and every write says so in the same line."""
+    from tests.static_helpers import tiny_static_folder
+    from whitevec.encoders.loading import load_encoder
+    from whitevec.encoders.static import StaticEncoder
+    from whitevec.index import Document, Retriever
+
+    read_only = workdir / "ro"
+    encoder = load_encoder(str(tiny_static_folder(workdir / "static")))
+    docs = [Document(f"d{i}", text) for i, text in enumerate(["a dog is running", "a cat is eating", "a man"])]
+    Retriever.build(docs, read_only / "ix", encoder=encoder, transform="none").close()
+    (workdir / "more.jsonl").write_text(json.dumps({"id": "new", "text": "a dog"}) + "\n")
+    (workdir / "gone.txt").write_text("d0\n")
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in (read_only / "ix").iterdir())
+    real_mkstemp: Any = tempfile.mkstemp
+
+    def mkstemp(*args: Any, dir: Any = None, **kwargs: Any) -> Any:  # root ignores chmod: the probe fails
+        if dir is not None and Path(dir).resolve() == read_only.resolve():
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(Path(dir) / "probe"))
+        return real_mkstemp(*args, dir=dir, **kwargs)
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("encoded although the index folder cannot be written")
+
+    monkeypatch.setattr("tempfile.mkstemp", mkstemp)
+    monkeypatch.setattr(StaticEncoder, "encode", refused)
+    monkeypatch.chdir(workdir)
+    code, line = _one_error_line(capsys, lambda: cli.main(["index", command[0], "ro/ix", *command[1:]]))
+    assert code == 3 and line.endswith("cannot write index folder ro/ix: Read-only file system (in ro)"), line
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in (read_only / "ix").iterdir()) == before
+
+
 class _RefusingEncoder:
     """Stands in for an Encoder whose encode must not be reached."""
 

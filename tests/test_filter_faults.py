@@ -132,6 +132,24 @@ def test_metadata_nested_past_the_recursion_limit_is_one_line(tmp_path: Path) ->
     assert not (tmp_path / "idx").exists()
 
 
+@pytest.mark.parametrize(
+    ("metadata", "key"),
+    [({1: "a", "1": "b"}, "1 of type int"), ({"n": [{None: 2}]}, "None of type NoneType"), ({True: 1}, "True")],
+)
+def test_a_metadata_key_that_is_not_a_string_is_refused_at_the_write(
+    tmp_path: Path, metadata: dict[Any, Any], key: str
+) -> None:
+    """json.dumps wrote a non-string key as a string: {1: "a", "1": "b"} went in as two "1" keys, of which a
+    reader keeps one (a value lost), and {True: 1} came back as {"true": 1}. Refused in one line, nothing
+    written."""
+    good = [Document(f"d{i}", text, {"n": i}) for i, text in enumerate(TEXTS[:5])]
+    with Retriever.build(good, tmp_path / "idx", encoder=HashEncoder(), transform="none") as retriever:
+        with pytest.raises(BadInputError, match=f"document 'x' has the metadata key {key}"):
+            retriever.add([Document("x", TEXTS[9], metadata)])
+        assert read_manifest(tmp_path / "idx").get("generation", 0) == 0
+        assert retriever.count == 5
+
+
 def test_rows_whose_metadata_is_not_an_object_hold_no_field() -> None:
     """What an index written by older versions may hold: such a row is unknown to every comparison."""
     columns = MetadataColumns({0: [1, 2], 1: "red", 2: 5, 3: {"n": 1}, 4: None}, 5)

@@ -567,6 +567,24 @@ def test_keywords_are_case_insensitive_and_strings_take_escapes() -> None:
     assert row_filter(parse_filter(r'NOT name == "say \"hi\""'), columns).mask.tolist() == [False, True]
 
 
+def test_a_strings_escapes_are_jsons_and_an_unknown_one_is_one_line() -> None:
+    """``\\n`` in a filter's string stood for ``n`` (``s == "a\\nb"`` passed "anb", not the value with a line
+    break, which Milvus's own filters read it as), and ``\\q`` for ``q``."""
+    values = ["a\nb", "anb", "tab\there", "é", "back\\slash", "it's"]
+    columns = MetadataColumns({row: {"s": value} for row, value in enumerate(values)}, len(values))
+    for expression, passing in [
+        (r's == "a\nb"', "a\nb"),
+        (r"s == 'tab\there'", "tab\there"),
+        (r's == "\u00e9"', "é"),
+        (r's == "back\\slash"', "back\\slash"),
+        (r"s == 'it\'s'", "it's"),
+    ]:
+        mask = row_filter(parse_filter(expression), columns).mask
+        assert [values[row] for row in np.flatnonzero(mask)] == [passing], expression
+    with pytest.raises(BadInputError, match=r"column 9: unknown escape '\\\\q' in a string"):
+        parse_filter(r's == "C:\q"')
+
+
 def test_filters_on_a_milvus_index_pass_the_same_documents(tmp_path: Path, corpus: list[Document]) -> None:
     pytest.importorskip("milvus_lite", reason="the Milvus tests need milvus-lite (local file URIs)")
     docs = corpus[:300]

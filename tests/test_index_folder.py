@@ -375,3 +375,24 @@ def test_embed_waits_for_the_searches_lock(tmp_path: Path) -> None:
             assert not done.wait(0.3)  # held off while another thread holds the lock
         worker.join(10)
         assert done.is_set()
+
+
+def test_a_reader_refuses_to_follow_a_rebuild_with_another_model(tmp_path: Path) -> None:
+    """A reader (a server) that followed a rebuild with another model of the same size searched the new vectors
+    with the old model's query vectors: the document holding the very words of the query came third. With
+    another size, an AssertionError. Now the move is refused in one line, and the version loaded goes on."""
+    from whitevec.encoders.loading import load_encoder
+
+    texts = ["the dog is running in the street", "a cat sits on the mat", "the man plays the guitar"]
+    docs = [Document(f"d{i}", text) for i, text in enumerate(texts)]
+    first, other = (
+        load_encoder(str(tiny_static_folder(tmp_path / name, seed=seed))) for name, seed in [("a", 0), ("b", 7)]
+    )
+    Retriever.build(docs, tmp_path / "idx", encoder=first, transform="none").close()
+    with Retriever.load(tmp_path / "idx") as reader:
+        Retriever.build(docs, tmp_path / "idx", encoder=other, transform="none").close()
+        with pytest.raises(
+            BadInputError, match=r"was rebuilt with another encoder \(.*model_sha256\); load it again"
+        ):
+            reader.refresh()
+        assert reader.search([texts[1]], k=1)[0][0].id == "d1"

@@ -195,11 +195,15 @@ def test_an_unpaired_surrogate_is_one_line_422(client: TestClient) -> None:
     assert answer.status_code == 422 and "documents[0].text holds an unpaired surrogate" in answer.json()["detail"]
 
 
-def test_another_writers_version_is_409_without_the_path(client: TestClient, index: Retriever) -> None:
+def test_another_writers_version_is_409_without_the_path(
+    client: TestClient, index: Retriever, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The other write lands after the server's look at the newest version, before its own write commits.
+    monkeypatch.setattr(RetrieverWorker, "_move_to_newest", lambda self: None)
     with Retriever.load(index.path, encoder=HashEncoder()) as other:
         other.delete(["d0"])
     answer = _add(client, [{"id": "late", "text": NEW_TEXT}])
-    assert answer.status_code == 409 and "another process" in answer.json()["detail"]
+    assert answer.status_code == 409 and "another process during this write" in answer.json()["detail"]
     assert str(index.path.parent) not in answer.text
 
 
@@ -472,6 +476,60 @@ def test_a_server_follows_what_another_writer_adds(
         assert _top(client, NEW_TEXT)["ids"][0] == "new"
         assert "d0" not in _top(client, TEXTS[0])["ids"]
         assert client.get("/info").json()["index"]["count"] == len(TEXTS)
+
+
+def test_a_search_after_another_writer_adds_is_clamped_to_the_index_it_searches(
+    index: Retriever, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """k is clamped to the count of the version searched, not of the one served when the request came: the first
+    search after another writer's add found only the old count of documents (14 of 23 in the probe)."""
+    import whitevec.service.worker as worker
+
+    monkeypatch.setattr(worker, "FOLLOW_S", 0.0)
+    with _client(index) as client:
+        with Retriever.load(tmp_path / "index", encoder=HashEncoder()) as other:  # type: ignore[arg-type]
+            other.add([Document(f"new{i}", NEW_TEXT, {"n": 100 + i}) for i in range(3)])
+        answer = client.post("/search", json={"queries": [NEW_TEXT], "k": 100, "filter": "n >= 0"}).json()
+    assert answer["k"] == len(TEXTS) + 3
+    expected = [f"d{i}" for i in range(len(TEXTS))] + ["new0", "new1", "new2"]
+    assert sorted(answer["results"][0]["ids"]) == sorted(expected)
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "key"),
+    [
+        ("/documents", b'{"documents": [{"id": "q1", "id": "q2", "text": "a text"}]}', "id"),
+        ("/documents", b'{"documents": [{"id": "q1", "text": "a text", "metadata": {"n": 1, "n": "x"}}]}', "n"),
+        ("/search", b'{"queries": ["a text"], "k": 1, "k": 5}', "k"),
+    ],
+)
+def test_a_key_given_twice_in_a_body_is_422_as_in_a_jsonl_corpus(
+    client: TestClient, path: str, body: bytes, key: str
+) -> None:
+    """json keeps the last of a repeated key silently (the probe's add of ``"id": "q1", "id": "q2"`` added q2,
+    while ``index add`` of the same line is refused): one rule, the CLI's line, nothing written."""
+    answer = client.post(path, content=body, headers={"content-type": "application/json"})
+    assert answer.status_code == 422, answer.text
+    twice = f"key {key!r} appears twice in one object; keep one of them"
+    assert answer.json()["detail"] == f"invalid request: body: body is not valid JSON ({twice})"
+    assert client.get("/info").json()["index"]["version"] == 0
+
+
+def test_a_write_after_another_writers_write_goes_on_from_its_version(index: Retriever, tmp_path: Path) -> None:
+    """A server's writes follow another writer's version as its searches do: after ``index add`` from the command
+    line, an HTTP delete of the id it added answered 200 with the id "missing" (read from the version served),
+    and an HTTP add answered 409 "restart the server"; no search came between, so the server never looked."""
+    with _client(index, writable=True) as client:
+        with Retriever.load(tmp_path / "index", encoder=HashEncoder()) as other:  # type: ignore[arg-type]
+            other.add([Document("outside", NEW_TEXT, {"n": 100})])
+        deleted = client.post("/documents/delete", json={"ids": ["outside"]})
+        assert deleted.status_code == 200 and deleted.json()["deleted"] == 1, deleted.text
+        added = _add(client, [{"id": "inside", "text": NEW_TEXT}])
+        assert added.status_code == 200, added.text
+        assert added.json()["count"] == len(TEXTS) + 1
+    with Retriever.load(tmp_path / "index", encoder=HashEncoder()) as reader:  # type: ignore[arg-type]
+        (hits,) = reader.search([NEW_TEXT], k=reader.count)
+        assert {hit.id for hit in hits} == {f"d{i}" for i in range(len(TEXTS))} | {"inside"}
 
 
 def test_a_full_disk_is_507_with_the_line_the_cli_prints(

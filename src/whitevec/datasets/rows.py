@@ -100,6 +100,23 @@ class _NotFinite:
         self.token = token
 
 
+class RepeatedKeyError(ValueError):
+    """A JSON object names a key twice (``json`` would keep the last silently)."""
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A ``json.loads`` ``object_pairs_hook``: the object, or a :class:`RepeatedKeyError` naming a key given
+    twice. The one rule for JSON lines and HTTP bodies alike."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):  # rare: the keys are looked at one by one only then
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise RepeatedKeyError(f"key {key!r} appears twice in one object; keep one of them")
+            seen.add(key)
+    return obj
+
+
 def json_object(line: str, file: Path, line_no: int, expected: str) -> dict[str, Any]:
     """Parse one JSON line that must hold an object (``expected`` says with which fields, for the error).
 
@@ -118,18 +135,12 @@ def json_object(line: str, file: Path, line_no: int, expected: str) -> dict[str,
         value = float(token)
         return value if math.isfinite(value) else not_finite(token)
 
-    def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        obj: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in obj:
-                raise bad_row(file, line_no, f"key {key!r} appears twice in one object; keep one of them")
-            obj[key] = value
-        return obj
-
     try:
         obj = json.loads(line, parse_constant=not_finite, parse_float=number, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as exc:
         raise bad_row(file, line_no, f"not valid JSON ({exc.msg})") from None
+    except RepeatedKeyError as exc:
+        raise bad_row(file, line_no, str(exc)) from None
     except BadInputError:
         raise
     except RecursionError:

@@ -22,6 +22,7 @@ import numpy as np
 
 from whitevec.errors import BadInputError
 from whitevec.index.encodings import parse_encoding
+from whitevec.index.faiss_files import write_faiss_index
 from whitevec.index.faiss_store import FaissStore
 from whitevec.index.layout import INDEX_FILE, LINEAR_NAMES, TRANSFORM_FILE
 from whitevec.index.snapshot import IndexSnapshot, read_consistent
@@ -123,5 +124,5 @@ def export_faiss(index_dir: str | os.PathLike[str], out: str | os.PathLike[str])
         for step in reversed(chain[:-1]):
             wrapped.prepend_transform(step)
     with atomic_path(target) as tmp:
-        faiss.write_index(wrapped, str(tmp))
+        write_faiss_index(wrapped, tmp)
     return target

@@ -57,7 +57,6 @@ def metadata_json(doc: Document) -> str | None:
     try:
         text = json.dumps(doc.metadata, ensure_ascii=False, allow_nan=False)
         text.encode("utf-8")  # SQLite stores UTF-8, which a lone surrogate (\ud800-\udfff) is not
-        return text
     except UnicodeEncodeError:
         raise BadInputError(
             f"document {doc.id!r} has metadata holding a lone surrogate (\\ud800-\\udfff), not text; fix it"
@@ -70,6 +69,30 @@ def metadata_json(doc: Document) -> str | None:
         raise BadInputError(f"document {doc.id!r} has metadata that is not JSON ({exc})") from None
     except RecursionError:
         raise BadInputError(f"document {doc.id!r} has metadata nested too deep to write as JSON") from None
+    found = _key_not_a_string(doc.metadata)
+    if found is not None:
+        (key,) = found
+        raise BadInputError(
+            f"document {doc.id!r} has the metadata key {key!r} of type {type(key).__name__}; keys are strings "
+            "(JSON would write it as one, and {1: 'a', '1': 'b'} would keep only one value)"
+        )
+    return text
+
+
+def _key_not_a_string(metadata: Any) -> tuple[Any] | None:
+    """``(key,)``: a key of a (nested) object in ``metadata`` that is not a str (None is one), or None. Walked
+    after json.dumps succeeded: no cycle, no depth past what it wrote."""
+    stack = [metadata]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    return (key,)
+                stack.append(item)
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+    return None
 
 
 def rewrite_docs(

@@ -23,6 +23,7 @@ from whitevec.index.encodings import (
     index_layers,
     parse_encoding,
 )
+from whitevec.index.faiss_files import write_faiss_index
 from whitevec.index.faiss_filter_costs import (
     FAISS_SEARCH,
     STORAGE_SCAN,
@@ -232,11 +233,8 @@ class FaissStore:
     def save(self, folder: Path) -> list[str]:
         if self.index is None:
             raise BadInputError("cannot save an empty index; add vectors first")
-        faiss = _faiss()
         forget_direct_map(self.index)  # the file as before filters
-        with writing_to(folder / INDEX_FILE):
-            write = faiss.write_index_binary if self.signs is not None else faiss.write_index
-            write(self.index, str(folder / INDEX_FILE))
+        write_faiss_index(self.index, folder / INDEX_FILE, binary=self.signs is not None)
         if self.signs is not None:
             with writing_to(folder / SIGN_FILE):
                 (folder / SIGN_FILE).write_bytes(self.signs.to_bytes())

@@ -9,7 +9,7 @@ The language is a subset of Milvus's filter syntax (``docs/how-to/filters.md`` h
     and        := unary ("and" unary)*
     unary      := "not" unary | "(" expr ")" | comparison
     comparison := FIELD ("==" | "!=" | "<" | "<=" | ">" | ">=") LITERAL | FIELD "in" "[" LITERAL ("," LITERAL)* "]"
-    LITERAL    := "string" | 'string' | integer | float | true | false
+    LITERAL    := "string" | 'string' | integer | float | true | false   (strings take JSON's escapes and \\')
 
 Keywords are case-insensitive (``AND``, ``True``). FIELD is a top-level metadata key made of letters, digits
 and underscores. Booleans compare with ``==`` and ``!=`` only. A document passes where the expression is true,
@@ -217,7 +217,7 @@ class _Parser:
         token = self.token
         self.at += 1
         if token.kind == "string":
-            return re.sub(r"\\(.)", r"\1", token.text[1:-1])
+            return _unescaped(self.text, token)
         if token.kind == "number":
             if len(token.text) > MAX_NUMBER_CHARS:  # int() of 4,300 digits fails; far fewer are no real value
                 raise _error(
@@ -233,6 +233,28 @@ class _Parser:
             return token.text.lower() == "true"
         self.at -= 1
         raise self._unexpected("expected a value (a quoted string, a number, true or false)")
+
+
+# A string's escapes: JSON's and ``\'`` (Milvus reads ``\n`` as a line break too).
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "/": "/", "\\": "\\", '"': '"', "'": "'"}
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
+
+
+def _unescaped(text: str, token: _Token) -> str:
+    r"""The value of the string ``token`` of the expression ``text``: its escapes read; an unknown one (``\q``)
+    is a one-line BadInputError naming its column (it once stood for ``q``, and ``\n`` for ``n``)."""
+
+    def one(escape: re.Match[str]) -> str:
+        code = escape.group(1)
+        if len(code) == 5:
+            return chr(int(code[1:], 16))
+        if code not in _ESCAPES:
+            column = token.column + 1 + escape.start()  # the quote's column, then the escape's offset
+            problem = f"unknown escape {escape.group()!r} in a string (write \\\\ for a backslash)"
+            raise _error(text, column, problem)
+        return _ESCAPES[code]
+
+    return _ESCAPE.sub(one, token.text[1:-1])
 
 
 @dataclass(frozen=True)

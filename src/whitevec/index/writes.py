@@ -7,7 +7,7 @@ import contextlib
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -47,6 +47,14 @@ from whitevec.utils.io import writing_folder
 
 if TYPE_CHECKING:
     from whitevec.encoders.protocol import EncoderLike
+
+
+def other_encoder(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The manifest fields in which the version ``new`` was encoded otherwise than ``old``: the model by its
+    checksum where both record one (a model moved, or named otherwise, is the same), else by its name."""
+    identity = "model_sha256" if old.get("model_sha256") and new.get("model_sha256") else "model"
+    fields = [name for name in ENCODER_FIELDS if name != "model"] + [identity]
+    return [name for name in fields if old.get(name) != new.get(name)]
 
 
 @dataclass(frozen=True)
@@ -287,10 +295,14 @@ class IndexWrites(MilvusWrites):
                 moved = read_consistent(self.path, lambda snapshot: refreshed(snapshot, state))
             except ReloadNeededError:
                 version = read_consistent(self.path, lambda snapshot: open_version(snapshot, "cpu"))
-                if version.segments is None:
-                    raise BadInputError(
-                        f"the index at {self.path} was rebuilt on another backend; load it again"
-                    ) from None
+                # Queries are encoded by the encoder loaded with the first version: another would be searched
+                # with the wrong vectors (the wrong hits, or a dimension mismatch).
+                changed = other_encoder(state.manifest, version.manifest)
+                if version.segments is None or changed:
+                    for segment in version.segments or ():
+                        segment.close()
+                    how = f"with another encoder ({', '.join(changed)})" if changed else "on another backend"
+                    raise BadInputError(f"the index at {self.path} was rebuilt {how}; load it again") from None
                 for segment in state.segments:
                     segment.close()
                 self.transform = version.transform

@@ -47,6 +47,7 @@ from whitevec.service.schemas import (
     HealthResponse,
     InfoResponse,
     SearchResponse,
+    UniqueKeysRoute,
     ValidationErrorResponse,
     request_models,
 )
@@ -348,6 +349,7 @@ def create_app(retriever: RetrieverLike, settings: ServeSettings | None = None) 
         redoc_url=None,
         swagger_ui_oauth2_redirect_url=None,
     )
+    app.router.route_class = UniqueKeysRoute
     app.state.settings = settings
     app.state.worker = worker
     app.state.retriever = retriever
@@ -496,7 +498,6 @@ def _add_recall_routes(
         knows; no term left after analysis) gets the other ranking alone, or no hits, and a note. ``filter``: a
         metadata filter; the hits are the k best of the documents that pass."""
         queries: list[str] = list(body.queries)
-        k = max(1, min(int(body.k), int(retriever.count)))
         given = {name: getattr(body, name, None) for name in ("mode", "fusion", "candidates")}
         # Checked here, before the job queues: a fusion beside another mode is one line, as in the CLI.
         plan = plan_search(**given, defaults=defaults, has_lexical=choices.hybrid)
@@ -511,7 +512,7 @@ def _add_recall_routes(
                 options += (("fusion", plan.fusion.spec), ("candidates", plan.candidates))
         if body.filter is not None:  # its syntax checked here; its fields by the search (both a one-line 422)
             options += (("filter", parse_filter(body.filter)),)
-        hits = await worker.submit("search", queries, k, request.scope, options)
+        k, hits = await worker.search(queries, int(body.k), request.scope, options)
         if len(queries) * k > LARGE_RESPONSE_HITS:
             return _json_response(await asyncio.to_thread(search_json, k, queries, hits, run))
         return _json_response(search_json(k, queries, hits, run))

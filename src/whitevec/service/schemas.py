@@ -7,11 +7,16 @@ schema accepts is never refused by a limit the schema does not state.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+from fastapi import Request, Response
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
+from whitevec.datasets.rows import RepeatedKeyError, unique_keys
 from whitevec.index.fusion import DEFAULT_FUSION
 
 if TYPE_CHECKING:
@@ -355,3 +360,27 @@ class ValidationErrorItem(BaseModel):
 class ValidationErrorResponse(BaseModel):
     detail: str = Field(description="Every problem found, in one line.")
     errors: list[ValidationErrorItem]
+
+
+class UniqueKeysRoute(APIRoute):
+    """A route whose JSON body refuses a key given twice in one object, as a JSON lines corpus does (``json``
+    would keep the last silently: ``{"id": "a", "id": "b"}`` added ``b``): a 422 naming the key."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            return await handler(_UniqueKeysRequest(request.scope, request.receive))
+
+        return handle
+
+
+class _UniqueKeysRequest(Request):
+    async def json(self) -> Any:
+        if not hasattr(self, "_unique_json"):
+            body = await self.body()
+            try:
+                self._unique_json = json.loads(body, object_pairs_hook=unique_keys)
+            except RepeatedKeyError as exc:  # FastAPI answers a JSONDecodeError as the body's one-line 422
+                raise json.JSONDecodeError(str(exc), body.decode("utf-8", "replace"), 0) from None
+        return self._unique_json

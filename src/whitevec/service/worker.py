@@ -218,14 +218,34 @@ class RetrieverWorker:
         options: SearchOptions = (),
     ) -> Awaitable[Any]:
         """Queue a job; its result, awaitable. ``scope``: the request's, when :meth:`arrived` counted it;
-        ``options``: a search's keyword arguments beyond k (see :data:`SearchOptions`)."""
+        ``options``: a search's keyword arguments beyond k (see :data:`SearchOptions`); a search's k is clamped
+        to the documents of the version it searches."""
+        return asyncio.wrap_future(self._queued(kind, texts, k, scope, options).future)
+
+    async def search(
+        self, texts: list[str], k: int, scope: MutableMapping[str, Any] | None = None, options: SearchOptions = ()
+    ) -> tuple[int, Any]:
+        """A search's (k, hits): k clamped to the documents of the version searched (which may be newer than
+        the one served when the request came: see :meth:`_follow`)."""
+        job = self._queued("search", texts, k, scope, options)
+        hits = await asyncio.wrap_future(job.future)
+        return job.k, hits
+
+    def _queued(
+        self,
+        kind: Literal["search", "embed"],
+        texts: list[str],
+        k: int,
+        scope: MutableMapping[str, Any] | None,
+        options: SearchOptions,
+    ) -> _Job:
         if not self.alive:
             raise WorkerStoppedError("the encoder worker has stopped")
         job = _Job(kind, texts, k, options)
         self._queue.put(job)
         if scope is not None:
             self.departed(scope)  # after the put: the worker never sees the job neither queued nor on its way
-        return asyncio.wrap_future(job.future)
+        return job
 
     def submit_write(self, write: Callable[[], T]) -> Awaitable[T]:
         """Queue ``write`` (a call that writes through the retriever) for the writer thread; its result,
@@ -272,6 +292,7 @@ class RetrieverWorker:
                 return
             with self._writing:
                 if job.future.set_running_or_notify_cancel():
+                    self._move_to_newest()  # a write goes on from another writer's version, as searches do
                     self._run_call(job)
 
     def _run(self) -> None:
@@ -369,21 +390,32 @@ class RetrieverWorker:
     def _follow(self) -> None:
         """Move to a version another writer swapped in, if :data:`FOLLOW_S` passed since the last look and no
         write of this server's runs (it swaps in its version; waiting for it would hold the searches up)."""
-        refresh = getattr(self.retriever, "refresh", None)
         now = time.monotonic()
-        if refresh is None or now - self._followed < self.follow_s or not self._writing.acquire(blocking=False):
+        if now - self._followed < self.follow_s or not self._writing.acquire(blocking=False):
             return
         self._followed = now
+        try:
+            self._move_to_newest()
+        finally:
+            self._writing.release()
+
+    def _move_to_newest(self) -> None:
+        """Serve the newest version of the index, if the retriever follows other writers (``_writing`` held)."""
+        refresh = getattr(self.retriever, "refresh", None)
+        if refresh is None:
+            return
         try:
             refresh()
         except Exception as exc:  # the version loaded keeps serving; the next look tries again
             logger.warning("could not move to the index's newest version: %s", exc)
-        finally:
-            self._writing.release()
 
     def _execute_reads(self, batch: list[_Job]) -> None:
         if batch:
             self._follow()
+        count = int(self.retriever.count)
+        for job in batch:  # clamped here, after the follow: to the version these searches read
+            if job.kind == "search":
+                job.k = max(1, min(job.k, count))
         groups: dict[tuple[str, int, SearchOptions], list[_Job]] = {}
         for job in batch:
             if job.future.set_running_or_notify_cancel():

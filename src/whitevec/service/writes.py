@@ -113,8 +113,8 @@ def _public_refusals(retriever: WritableRetriever) -> Iterator[None]:
             raise
         if message == changed_message(Path(path)):
             raise WriteConflictError(
-                "the index was rebuilt or written to by another process since this server loaded it; restart "
-                "the server to serve and write that version"
+                "the index was rebuilt or written to by another process during this write; nothing was written: "
+                "send it again (a server follows other writes, but not a rebuild with another model: restart it)"
             ) from None
         raise BadInputError(public_text(message, Path(path))) from None
 

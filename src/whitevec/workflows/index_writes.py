@@ -12,7 +12,7 @@ from typing import Any
 from whitevec.datasets.paths import existing_file, read_lines
 from whitevec.encoders.protocol import check_empty_documents
 from whitevec.errors import BadInputError
-from whitevec.preflight import check_device, existing_folder
+from whitevec.preflight import check_device, check_output, existing_folder
 
 # Retriever.add's choices (whitevec.index.write_requests.ON_EXISTING, held equal by a test): importing the index
 # here would load numpy and faiss before a bad choice is refused.
@@ -65,7 +65,7 @@ def add_documents_file(
     """Add the documents of the corpus file ``corpus`` to the index ``index_dir`` (``on_existing``: what an id
     it holds does, see :meth:`whitevec.index.Retriever.add`). Checked before the model loads: the folder, the
     choices, the corpus (every row parsed; ids unique)."""
-    existing_folder(index_dir, "index folder")
+    check_index_writable(index_dir)
     choice = check_on_existing_choice(on_existing)
     empty = "skip" if empty_documents is None else check_empty_documents(empty_documents)
     from whitevec.datasets.retrieval import check_unique_ids, is_text_corpus, read_corpus_file
@@ -93,7 +93,7 @@ def delete_documents(
 ) -> WriteReport:
     """Delete the documents ``ids`` and those listed in ``ids_file`` (one id a line, taken exactly) from the index
     ``index_dir``; ids it does not hold are in the report's ``missing``. The index's encoder is not loaded."""
-    existing_folder(index_dir, "index folder")
+    check_index_writable(index_dir)
     wanted = list(ids)
     if ids_file is not None:
         # Ids are exact: a line loses only its line end (an id an older index holds with white space at either
@@ -111,7 +111,7 @@ def delete_documents(
 def compact_index(index_dir: str | os.PathLike[str]) -> WriteReport:
     """Merge every segment of the index ``index_dir`` into one, dropping deleted rows; the report's ``changed``
     counts the segments merged (0: nothing to do, nothing written)."""
-    existing_folder(index_dir, "index folder")
+    check_index_writable(index_dir)
     from whitevec.index import Retriever
 
     with Retriever.load(index_dir, encoder=_NoEncoder.for_index(index_dir, tokens=True)) as retriever:
@@ -132,7 +132,7 @@ def refit_index(
     and rewrite the index with it (:meth:`whitevec.index.Retriever.refit`); the report's ``changed`` counts the
     documents refitted on. An index built with raw vectors kept is refitted on them, its model not loaded;
     another encodes every document, and ``notice`` is told so (one line) first."""
-    existing_folder(index_dir, "index folder")
+    check_index_writable(index_dir)
     if transform is not None and not transform.strip():
         raise BadInputError("--transform is empty; give a spec such as whitening-128, or leave it out")
     device = check_device(device)  # a device this machine lacks is the one line, not after the notice
@@ -151,6 +151,14 @@ def refit_index(
     with Retriever.load(index_dir, encoder=encoder, device=device, model=model) as retriever:
         retriever.refit(transform, show_progress)
         return WriteReport.of(retriever.manifest, retriever.count)
+
+
+def check_index_writable(index_dir: str | os.PathLike[str]) -> None:
+    """The index folder exists and a new version of it can be made where it will be (a probe file beside what
+    it names): a read-only folder is one line before the index or a model loads, not after every document is
+    encoded."""
+    existing_folder(index_dir, "index folder")
+    check_output(index_dir, "index folder", folder=True)
 
 
 def check_on_existing_choice(on_existing: str) -> str:
