@@ -35,9 +35,8 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path
     ``path``. A failed rename names ``path``, never the temporary (a folder at ``path``: ``path: Is a directory``).
     A symbolic link at ``path`` stays one: the file it names is replaced (:func:`write_target`).
     """
-    target = write_target(path)
+    target = cleared_target(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_beside(Path(path), target)
     with _naming(target):
         fd, tmp_name = tempfile.mkstemp(prefix=_prefix(target), suffix=suffix + ".tmp", dir=target.parent)
     os.close(fd)
@@ -78,9 +77,8 @@ def atomic_dir(
     the whole folder is replaced.
     A symbolic link at ``path`` stays one: the folder it names is replaced (:func:`write_target`).
     """
-    target = write_target(path)
+    target = cleared_target(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_beside(Path(path), target)
     with _naming(target):
         tmp = Path(tempfile.mkdtemp(prefix=_prefix(target), suffix=".tmp", dir=target.parent))
     try:
@@ -123,8 +121,7 @@ def writing_folder(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Hold the writers' lock that :func:`atomic_dir` swaps ``path`` under; yield the folder the write changes
     (:func:`write_target`). A writer that checks the version at the yielded path and writes it through
     ``atomic_dir`` in here cannot swap over another writer's version."""
-    target = write_target(path)
-    remove_stale_beside(Path(path), target)
+    target = cleared_target(path)
     with writers_lock(target.parent):
         yield target
 
@@ -441,13 +438,15 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def remove_stale_beside(given: Path, target: Path) -> None:
-    """Dead writers' temporaries beside ``target``, the folder or file a write of ``given`` changes, and beside
-    ``given`` when it is a link to it (a write through a link, before links were followed, swapped the link out
-    to a temporary of the link's name)."""
+def cleared_target(path: str | os.PathLike[str]) -> Path:
+    """What a write of ``path`` changes (:func:`write_target`), dead writers' temporaries removed beside it, and
+    beside ``path`` when that is a link to it (a write through a link, before links were followed, swapped the
+    link out to a temporary of the link's name)."""
+    target = write_target(path)
     remove_stale_temporaries(target)
-    if given != target:
-        remove_stale_temporaries(given)
+    if Path(path) != target:
+        remove_stale_temporaries(Path(path))
+    return target
 
 
 def remove_stale_temporaries(target: Path) -> list[Path]:
