@@ -5,6 +5,7 @@ Cranfield queries the rows send."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import socket
@@ -21,6 +22,15 @@ import httpx
 from benchmarks.common.runs import thread_env
 
 LOADGEN = Path(__file__).resolve().parent / "loadgen.py"
+
+
+def add_index_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the served benchmarks' index (:func:`build_index`'s arguments), one set for each script."""
+    parser.add_argument("--index", type=Path, default=Path("/tmp/whitevec-bench/cranfield-minilm-w256"))
+    parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--model", default="all-MiniLM-L6-v2")
+    parser.add_argument("--pooling", default="first-last-avg")
+    parser.add_argument("--transform", default="whitening-256")
 
 
 def build_index(index_dir: Path, data_dir: Path | None, model: str, pooling: str, transform: str) -> None:

@@ -67,6 +67,7 @@ from benchmarks.common.pages import NOTES_MARK, kept_notes  # noqa: E402
 from benchmarks.common.runs import RESULTS, emit, run_worker, thread_env  # noqa: E402
 from benchmarks.common.serving import (  # noqa: E402
     Server,
+    add_index_options,
     build_index,
     cranfield_queries,
     load_row,
@@ -376,11 +377,7 @@ def main() -> None:
     parser.add_argument("--worker", choices=["ceiling"], default=None, help=argparse.SUPPRESS)
     parser.add_argument("--queries-file", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--compute", default="index", help=argparse.SUPPRESS)
-    parser.add_argument("--index", type=Path, default=Path("/tmp/whitevec-bench/cranfield-minilm-w256"))
-    parser.add_argument("--data-dir", type=Path, default=None)
-    parser.add_argument("--model", default="all-MiniLM-L6-v2")
-    parser.add_argument("--pooling", default="first-last-avg")
-    parser.add_argument("--transform", default="whitening-256")
+    add_index_options(parser)
     parser.add_argument("--requests", type=int, default=600, help="requests per row")
     parser.add_argument("--clients", default="1,8,32")
     parser.add_argument("--configs", nargs="+", default=["default"], help="label or label:setting=value,...")

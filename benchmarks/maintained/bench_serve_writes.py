@@ -43,7 +43,14 @@ from benchmarks.common.machine import (
     machine_facts,
     results_header,
 )
-from benchmarks.common.serving import Server, build_index, cranfield_queries, load_row, whitevec_server
+from benchmarks.common.serving import (
+    Server,
+    add_index_options,
+    build_index,
+    cranfield_queries,
+    load_row,
+    whitevec_server,
+)
 
 from whitevec.utils.io import atomic_path
 
@@ -164,11 +171,7 @@ def baseline_lines(baseline: dict[str, Any] | None) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--index", type=Path, default=Path("/tmp/whitevec-bench/cranfield-minilm-w256"))
-    parser.add_argument("--data-dir", type=Path, default=None)
-    parser.add_argument("--model", default="all-MiniLM-L6-v2")
-    parser.add_argument("--pooling", default="first-last-avg")
-    parser.add_argument("--transform", default="whitening-256")
+    add_index_options(parser)
     parser.add_argument("--seconds", type=float, default=30.0, help="timed seconds per row")
     parser.add_argument("--clients", type=int, default=4, help="search clients")
     parser.add_argument("--write-docs", type=int, default=4, help="documents per add of the flood")
