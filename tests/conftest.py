@@ -120,7 +120,7 @@ def data_dir() -> Path:
 @pytest.fixture(scope="session")
 def minilm_dir() -> Path:
     """The bundled all-MiniLM-L6-v2 folder (skips when the package is not installed)."""
-    from whitevec.encoders.models import resolve_model
+    from whitevec.encoders.models.resolution import resolve_model
     from whitevec.errors import ModelNotFoundError
 
     try:

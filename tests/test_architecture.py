@@ -30,8 +30,6 @@ FLOORS = {
     "encoders.token_pooling": 1,
     "encoders.static_format": 1,
     "encoders.models": 2,
-    "encoders.model_identity": 2,
-    "encoders.st_config": 2,
     "datasets": 2,
     "preflight": 3,
     "encoders": 3,

@@ -28,8 +28,8 @@ from whitevec.index import (
     read_manifest,
     storage_estimate,
 )
-from whitevec.index.encodings import split_encoding_list
-from whitevec.index.manifest import SELF_CHECKSUM, manifest_digest
+from whitevec.index.encodings.spec import split_encoding_list
+from whitevec.index.folder.manifest import SELF_CHECKSUM, manifest_digest
 from whitevec.transforms import WhitevecWarning
 
 N, D = 4000, 32

@@ -16,8 +16,8 @@ from tests.test_cli import run_cli as _run
 from whitevec.datasets.retrieval import Document
 from whitevec.evaluation.modes import plan_modes
 from whitevec.evaluation.retrieval import score_rankings
-from whitevec.index.analyzers import make_analyzer
-from whitevec.index.lexical import LexicalIndex
+from whitevec.index.lexical.analyzers import make_analyzer
+from whitevec.index.lexical.bm25 import LexicalIndex
 
 STOP_WORDS_ONLY = "the of and"
 Collection = tuple[Path, Path, list[str], list[str]]  # the model folder, the BEIR folder, documents, queries

@@ -22,8 +22,8 @@ from tests.test_cli import run_cli
 from tests.test_filters import OPS, _brute_force
 from whitevec.errors import BadInputError
 from whitevec.index import Document, Retriever, read_manifest
-from whitevec.index.filter_rows import MetadataColumns, row_filter
-from whitevec.index.filters import MAX_DEPTH, MAX_NUMBER_CHARS, parse_filter
+from whitevec.index.filters.language import MAX_DEPTH, MAX_NUMBER_CHARS, parse_filter
+from whitevec.index.filters.rows import MetadataColumns, row_filter
 
 TEXTS = sentences(40, seed=31)
 BIG = 2**53  # past it, float64 holds only some integers: 2**53 + 1 rounds to 2**53

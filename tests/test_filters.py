@@ -1,4 +1,4 @@
-"""Metadata filters (whitevec.index.filters, filter_rows): the language, its one-line faults, and filtered
+"""Metadata filters (whitevec.index.filters.language, filter_rows): the language, its one-line faults, and filtered
 searches against brute force: exactly the top k of the documents that pass, for several encodings, dense,
 lexical and hybrid."""
 
@@ -17,9 +17,10 @@ import pytest
 from tests.index_helpers import HashEncoder, sentences
 from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError
-from whitevec.index import Retriever, faiss_store
-from whitevec.index.encodings import parse_encoding
-from whitevec.index.faiss_filter_costs import (
+from whitevec.index import Retriever
+from whitevec.index.encodings.spec import parse_encoding
+from whitevec.index.faiss import store as faiss_store
+from whitevec.index.faiss.filtered import (
     DECODED,
     FAISS_SEARCH,
     STORAGE_SCAN,
@@ -28,10 +29,10 @@ from whitevec.index.faiss_filter_costs import (
     filtered_setting,
     work_per_query,
 )
-from whitevec.index.faiss_store import DEFAULT_PARAMS, FaissStore
-from whitevec.index.filter_rows import MetadataColumns, row_filter
-from whitevec.index.filters import Compare, Junction, Member, Not, parse_filter
-from whitevec.index.fusion import fuse
+from whitevec.index.faiss.store import DEFAULT_PARAMS, FaissStore
+from whitevec.index.filters.language import Compare, Junction, Member, Not, parse_filter
+from whitevec.index.filters.rows import MetadataColumns, row_filter
+from whitevec.index.search.fusion import fuse
 
 FIELDS = {"year": "number", "lang": "string", "score": "number", "ok": "bool"}
 LANGS = ["en", "fr", "de"]
@@ -301,7 +302,7 @@ def test_a_graph_search_few_rows_pass_is_exact(
     """Where the passing rows' decoded codes are less work than the graph's walk (few pass), an HNSW search
     compares them alone, never the graph with a selector (which walks most of itself, then goes wide: the cost
     is the benchmark's to show): the hits are the exact top k among them."""
-    from whitevec.index.faiss_store import FaissStore
+    from whitevec.index.faiss.store import FaissStore
 
     def no_selector(*args: object, **kwargs: object) -> None:
         raise AssertionError("the graph was searched with a selector")

@@ -19,7 +19,7 @@ from tests.test_cli_usage import check_bad_input
 from whitevec.cli.index import _hits_table
 from whitevec.errors import BadInputError, CorruptFileError
 from whitevec.index import Document, Retriever
-from whitevec.index.fusion import (
+from whitevec.index.search.fusion import (
     CANDIDATE_FACTOR,
     CONVEX_ALPHA,
     DEFAULT_FUSION,
@@ -34,7 +34,7 @@ from whitevec.index.fusion import (
     plan_search,
     search_defaults,
 )
-from whitevec.index.hits import (
+from whitevec.index.search.hits import (
     DENSE_ALONE_NOTE,
     LEXICAL_ALONE_NOTE,
     NEITHER_NOTE,
@@ -529,7 +529,7 @@ def test_the_commands_default_analyzer_is_the_index_default() -> None:
 
     from whitevec.cli.index import index_build_command
     from whitevec.cli.tune import tune_command
-    from whitevec.index.analyzers import DEFAULT_ANALYZER
+    from whitevec.index.lexical.analyzers import DEFAULT_ANALYZER
     from whitevec.workflows.index import build_index_file
 
     for command in (index_build_command, tune_command, build_index_file):

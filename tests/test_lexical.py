@@ -19,8 +19,9 @@ from tests.test_cli import run_cli
 from whitevec.encoders.static import StaticEncoder
 from whitevec.errors import BadInputError, CorruptFileError
 from whitevec.index import Document, Retriever, read_manifest
-from whitevec.index.layout import LEXICAL_FILES, LEXICAL_MATRIX, LEXICAL_TERMS, check_index_manifest
-from whitevec.index.lexical import (
+from whitevec.index.folder.layout import LEXICAL_FILES, LEXICAL_MATRIX, LEXICAL_TERMS, check_index_manifest
+from whitevec.index.folder.manifest import is_lexical_record
+from whitevec.index.lexical.bm25 import (
     DEFAULT_LEXICAL,
     METHODS,
     Analyzer,
@@ -29,7 +30,6 @@ from whitevec.index.lexical import (
     lexical_size,
     make_analyzer,
 )
-from whitevec.index.manifest import is_lexical_record
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 SAVED = Path(__file__).parent / "fixtures" / "saved"
@@ -287,7 +287,7 @@ def test_add_keeps_the_lexical_index_in_step_with_the_vectors(tmp_path: Path) ->
 def test_segments_score_bm25_as_one_build_of_their_live_documents(method: str) -> None:
     """Every bm25s method, weighted by the live documents of all segments (deleted ones left out): the scores of
     one bm25s index of those documents, to the bit."""
-    from whitevec.index.lexical_counts import CountedSegment, TermCounts, search_segments
+    from whitevec.index.lexical.counts import CountedSegment, TermCounts, search_segments
 
     texts = [*sentences(90, seed=8, length=9), "", "wing wing wing stall"]
     analyzer = make_analyzer("english")

@@ -18,8 +18,8 @@ pytest.importorskip("milvus_lite", reason="the Milvus tests need milvus-lite (lo
 from pymilvus import DataType
 
 from tests.milvus_fake import FakeMilvusClient
-from whitevec.index.milvus_store import MilvusStore
-from whitevec.index.sign_codes import SIGN_FILE, SignCodes
+from whitevec.index.encodings.sign_codes import SIGN_FILE, SignCodes
+from whitevec.index.milvus.store import MilvusStore
 
 
 @pytest.mark.parametrize(("metric", "kind"), [("ip", "flat"), ("l2", "flat"), ("ip", "hnsw")])
@@ -279,7 +279,7 @@ def test_sign_codes_on_milvus_lite_itself_are_the_faiss_stores(
     lack = _lite_has_binary_vectors(tmp_path)
     if lack is not None:
         pytest.skip(f"this Milvus Lite has no BINARY_VECTOR / HAMMING: {lack}")
-    import whitevec.index.milvus_store as milvus_store
+    import whitevec.index.milvus.store as milvus_store
 
     monkeypatch.setattr(milvus_store, "LITE_INDEX_TYPES", milvus_store._MILVUS_TYPES)
     _sign_codes_match_faiss(str(tmp_path / "m.db"), codec, dim, tmp_path).release()

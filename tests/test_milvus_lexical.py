@@ -13,7 +13,7 @@ import pytest
 from tests.index_helpers import HashEncoder
 from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.index import Document, Retriever
-from whitevec.index.fusion import FusesItself, Fusion, fuse
+from whitevec.index.search.fusion import FusesItself, Fusion, fuse
 
 pytest.importorskip("pymilvus", reason="the Milvus tests need pip install 'whitevec[milvus]'")
 pytest.importorskip("milvus_lite", reason="the Milvus tests need milvus-lite (local file URIs)")
@@ -132,8 +132,8 @@ def test_convex_on_milvus_is_whitevec_fuse_over_milvus_lists(milvus_index: Path)
 
 
 def test_the_manifest_says_milvus_keeps_the_lexical_part(milvus_index: Path) -> None:
-    from whitevec.index.lexical import lexical_size
-    from whitevec.index.snapshot import read_manifest
+    from whitevec.index.folder.snapshot import read_manifest
+    from whitevec.index.lexical.bm25 import lexical_size
 
     manifest = read_manifest(milvus_index)
     record = manifest["lexical"]

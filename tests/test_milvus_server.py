@@ -19,8 +19,8 @@ import pytest
 
 from tests.milvus_server import ServerUnavailableError, check_available, milvus_server
 from whitevec.index import Document, Retriever
-from whitevec.index.milvus_store import MilvusStore
-from whitevec.index.snapshot import read_manifest
+from whitevec.index.folder.snapshot import read_manifest
+from whitevec.index.milvus.store import MilvusStore
 
 pytest.importorskip("pymilvus", reason="the Milvus tests need pip install 'whitevec[milvus]'")
 
@@ -154,7 +154,7 @@ _KILLED_WRITER = """
 import os, signal, sys
 from tests.test_milvus_server import ENCODER, changes
 from whitevec.index import Retriever
-from whitevec.index.milvus_store import MilvusStore
+from whitevec.index.milvus.store import MilvusStore
 
 MilvusStore.flush = lambda self: os.kill(os.getpid(), signal.SIGKILL)
 Retriever.load(sys.argv[1], encoder=ENCODER).write(changes(), on_existing="replace")

@@ -1,4 +1,4 @@
-"""Writes to a Milvus-backed index on Milvus Lite itself (whitevec.index.milvus_writes): add, upsert, delete,
+"""Writes to a Milvus-backed index on Milvus Lite itself (whitevec.index.milvus.writes): add, upsert, delete,
 compact and refit through Milvus's own calls answer as a fresh build of the live documents, lexical included."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from tests.index_helpers import HashEncoder, sentences
 from whitevec.errors import BadInputError
 from whitevec.index import Document, Retriever
-from whitevec.index.snapshot import read_manifest
+from whitevec.index.folder.snapshot import read_manifest
 
 pytest.importorskip("pymilvus", reason="the Milvus tests need pip install 'whitevec[milvus]'")
 pytest.importorskip("milvus_lite", reason="the Milvus tests need milvus-lite (local file URIs)")
@@ -133,7 +133,7 @@ def test_compaction_keeps_the_answers_and_a_new_reader_sees_the_writes(
 
 
 def test_refusals_and_failures_write_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import whitevec.index.milvus_writes as milvus_writes
+    import whitevec.index.milvus.writes as milvus_writes
 
     docs = corpus(12, seed=4)
     with build(tmp_path / "index", docs) as retriever:
@@ -170,7 +170,7 @@ def test_a_reader_on_a_shared_collection_follows_a_writer(tmp_path: Path, monkey
     """Vectors outside the folder (one collection, written in place): a second Retriever, as a server, sees the
     other's writes after refresh(), its older version meanwhile shows none of the added rows, and a refresh that
     fails leaves it serving that version."""
-    import whitevec.index.milvus_writes as milvus_writes
+    import whitevec.index.milvus.writes as milvus_writes
 
     docs = corpus(20, seed=5)
     uri = str(tmp_path / "shared" / "store.db")

@@ -17,7 +17,7 @@ from tests.static_helpers import tiny_static_folder
 from tests.test_cli import run_cli as _run
 from whitevec.errors import BadInputError, ModelNotFoundError
 from whitevec.index import Retriever, read_manifest
-from whitevec.index.manifest import write_manifest
+from whitevec.index.folder.manifest import write_manifest
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -68,7 +68,7 @@ def test_a_relative_model_folder_is_found_from_another_folder_and_a_namesake_is_
     _build(_corpus(tmp_path), tmp_path / "index", "st_mini", capsys)
     monkeypatch.chdir(elsewhere)
     assert _top_id(tmp_path / "index", capsys) == "6"  # the line number of the query, the sixth text
-    from whitevec.encoders.model_identity import model_checksum
+    from whitevec.encoders.models.identity import model_checksum
 
     manifest = read_manifest(tmp_path / "index")
     assert manifest["model_path"] == str((built_in / "st_mini").resolve()) and manifest["model_id"] is None
@@ -211,7 +211,7 @@ def test_an_index_built_before_the_model_was_recorded_still_loads(
 
 
 def test_a_cached_checksum_is_not_reused_for_a_rewritten_file(tmp_path: Path) -> None:
-    from whitevec.encoders.model_identity import file_checksum
+    from whitevec.encoders.models.identity import file_checksum
 
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(b"a" * 100)

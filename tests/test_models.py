@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-import whitevec.encoders.models as models
-from whitevec.encoders.models import models_home, one_resolution_per_model, resolve_model
+import whitevec.encoders.models.resolution as models
+from whitevec.encoders.models.resolution import models_home, one_resolution_per_model, resolve_model
 from whitevec.errors import ModelNotFoundError
 from whitevec.preflight import vector_cache_home
 

@@ -26,10 +26,10 @@ from whitevec.index import (
     parse_encoding,
     read_manifest,
 )
-from whitevec.index.encoded import encoded_vectors, searched_rankings
-from whitevec.index.faiss_store import one_faiss_thread
-from whitevec.index.rescore import RESCORE_FILE, RecordFile, RescoreVectors
-from whitevec.index.sign_codes import SIGN_FILE, SignCodes, random_rotation
+from whitevec.index.encodings.rescore import RESCORE_FILE, RecordFile, RescoreVectors
+from whitevec.index.encodings.sign_codes import SIGN_FILE, SignCodes, random_rotation
+from whitevec.index.faiss.encoded import encoded_vectors, searched_rankings
+from whitevec.index.faiss.store import one_faiss_thread
 from whitevec.transforms import WhitevecWarning
 from whitevec.utils.linalg import unit_rows
 
@@ -451,9 +451,9 @@ def test_rescoring_records_through_adds_deletes_and_saves(tmp_path: Path, monkey
     # The records a version keeps: its file's, then the rows added (a row given again replaced), less the ids
     # deleted (zeroed); each read back as it was written, whether from the file or from what was added since.
     # A version's saved records are copied 4 at a time here, so the 6 of the first file take two blocks.
-    import whitevec.index.rescore
+    import whitevec.index.encodings.rescore
 
-    monkeypatch.setattr(whitevec.index.rescore, "_COPY_ROWS", 4)
+    monkeypatch.setattr(whitevec.index.encodings.rescore, "_COPY_ROWS", 4)
     x = _clustered(12, 8, seed=13)
     first = RescoreVectors("fp16", 8)
     first.add(np.arange(6), x[:6])
@@ -617,7 +617,7 @@ def test_eval_retrieval_table_shows_disk_bytes_only_when_an_encoding_rescores() 
 
 def test_a_rescore_multiplier_can_be_changed_on_an_open_store(tmp_path: Path) -> None:
     """The knob the benchmarks turn (FaissStore.set_rescore_multiplier): the search re-ranks multiplier x k."""
-    from whitevec.index.faiss_store import FaissStore
+    from whitevec.index.faiss.store import FaissStore
 
     store = FaissStore(D, "cosine", "flat", {"encoding": "binary+rescore=2"})
     store.add(np.arange(N, dtype=np.int64), unit_rows(VECTORS))

@@ -5,10 +5,10 @@ the CLI in-process (``whitevec.cli.main``: ``search --filter``, ``index add``, `
 
 Each case must answer one line (a ``WhitevecError``; exit 2 and one ``whitevec: error:`` line; a 4xx whose
 ``detail`` is one line) or the right answer: a filter's hits equal to what an evaluator written here (plain
-Python over the metadata dicts, the three-valued logic of ``whitevec.index.filters``) passes, and a write's
-documents found in the index afterwards, exactly; a refused write leaves the index folder's bytes as they were.
-The three surfaces must agree: all refuse (a filter: with the same line, where the HTTP schema does not refuse
-first), or all answer the same. A case's one test names every surface that went wrong.
+Python over the metadata dicts, the three-valued logic of ``whitevec.index.filters.language``) passes, and a
+write's documents found in the index afterwards, exactly; a refused write leaves the index folder's bytes as they
+were. The three surfaces must agree: all refuse (a filter: with the same line, where the HTTP schema does not
+refuse first), or all answer the same. A case's one test names every surface that went wrong.
 
 The index is built once (a tiny static encoder: no torch), and copied for each write. Documents carry integers
 above 2^53 and 2^70 (which float64 cannot tell from their neighbours), floats, -0.0, strings with quotes and
@@ -82,7 +82,7 @@ NEW_TEXT = "the dog is running in the street"  # words the tiny encoder knows
 
 Truth = bool | None  # None: unknown (a field missing, or holding a value of another kind)
 Predicate = Callable[[dict[str, Any] | None], Truth]
-# Written again, not imported from whitevec.index.filter_rows: the evaluator must not share the code it checks.
+# Written again, not imported from whitevec.index.filters.rows: the evaluator must not share the code it checks.
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
     "==": operator.eq,
     "!=": operator.ne,

@@ -308,8 +308,8 @@ def test_resume_rewrites_lite_data_a_killed_driver_left_unloadable(
     next load cannot read (seen once in the killed-driver test above: "file seems not fully written"). The resume
     starts the build's own Lite data again, so every shard is written anew, instead of failing."""
     from whitevec.engines.ray import INSERTED_LOG, open_collection
-    from whitevec.index.layout import MILVUS_LOCAL
-    from whitevec.index.milvus_store import MilvusStore, new_collection_name
+    from whitevec.index.folder.layout import MILVUS_LOCAL
+    from whitevec.index.milvus.store import MilvusStore, new_collection_name
 
     folder = tmp_path / "work"
     name = new_collection_name()
@@ -427,7 +427,7 @@ def test_a_fit_on_a_seeded_sample_with_units_grouped_per_call(
     from whitevec.datasets.shards import plan_units
     from whitevec.encoders.transformer import Encoder
     from whitevec.engines.ray import ray_build, units_per_call
-    from whitevec.index.store import sample_rows
+    from whitevec.index.stores.vector import sample_rows
     from whitevec.transforms import Transform, Whitening
 
     unit_bytes = 1 << 10
@@ -463,7 +463,7 @@ def test_fit_on_sample_fits_the_drawn_rows_of_the_shards(tmp_path: Path) -> None
     from whitevec.datasets.retrieval import Document
     from whitevec.datasets.shards import CorpusUnit
     from whitevec.engines.ray import fit_on_sample, shard_name, transform_plan, write_shard
-    from whitevec.index.store import sample_rows
+    from whitevec.index.stores.vector import sample_rows
     from whitevec.transforms import Whitening
 
     rng = np.random.default_rng(0)

@@ -20,9 +20,9 @@ from tests.test_cli import run_cli
 from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
 from whitevec.index import Retriever, read_manifest
-from whitevec.index.layout import RAW_VECTORS_FILE
-from whitevec.index.raw_vectors import live_raw_vectors
-from whitevec.index.updates import live_rows
+from whitevec.index.folder.layout import RAW_VECTORS_FILE
+from whitevec.index.folder.raw_vectors import live_raw_vectors
+from whitevec.index.segments.writing import live_rows
 from whitevec.transforms import Transform
 
 TEXTS = sentences(300, seed=21)
@@ -217,7 +217,7 @@ def test_a_refit_from_raw_vectors_copies_every_field_a_build_writes_of_its_encod
 
 def test_a_refit_behind_another_writer_is_refused_as_every_stale_write_is(tmp_path: Path) -> None:
     # The service answers 409 for exactly updates' stale-version message: the raw vectors' read must give it.
-    from whitevec.index.snapshot import changed_message
+    from whitevec.index.folder.snapshot import changed_message
 
     folder = tmp_path / "index"
     with build(folder, docs(0, 40), transform="whitening-8", keep_raw_vectors=True) as first:

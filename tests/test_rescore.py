@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from whitevec.errors import CorruptFileError
-from whitevec.index import rescore
-from whitevec.index.rescore import RescoreVectors, decode_rows, encode_rows
+from whitevec.index.encodings import rescore
+from whitevec.index.encodings.rescore import RescoreVectors, decode_rows, encode_rows
 
 
 def test_int8_codes_stay_within_127_with_their_sign_at_the_edges() -> None:

@@ -26,9 +26,10 @@ import pytest
 from tests.index_helpers import HashEncoder
 from tests.test_encodings import _clustered
 from whitevec.errors import IndexDamagedError
-from whitevec.index import Document, FaissStore, Retriever, rescore
-from whitevec.index.faiss_store import one_faiss_thread
-from whitevec.index.rescore import RESCORE_FILE, RescoreVectors, decode_rows
+from whitevec.index import Document, FaissStore, Retriever
+from whitevec.index.encodings import rescore
+from whitevec.index.encodings.rescore import RESCORE_FILE, RescoreVectors, decode_rows
+from whitevec.index.faiss.store import one_faiss_thread
 from whitevec.transforms import WhitevecWarning
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,7 +43,7 @@ sys.path.insert(0, sys.argv[1])
 from pathlib import Path
 from tests.index_helpers import HashEncoder
 from whitevec.index import Retriever
-from whitevec.index.rescore import RESCORE_FILE
+from whitevec.index.encodings.rescore import RESCORE_FILE
 
 folder = Path(sys.argv[2])
 path = folder / RESCORE_FILE

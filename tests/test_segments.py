@@ -1,5 +1,5 @@
-"""Writes to a built index by segments (whitevec.index.updates): adds, upserts, deletes and merges give the
-answers a fresh build of the live documents gives, and rewrite nothing already written."""
+"""Writes to a built index by segments (whitevec.index.segments.writing): adds, upserts, deletes and merges give
+the answers a fresh build of the live documents gives, and rewrite nothing already written."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from tests.index_helpers import HashEncoder, sentences
 from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
 from whitevec.index import Retriever, read_manifest
-from whitevec.index.layout import DELETED_FILE, INDEX_FILE, LEXICAL_COUNTS
-from whitevec.index.updates import COMPACT_DELETED_SHARE, MAX_SEGMENTS
-from whitevec.index.write_requests import ON_EXISTING
+from whitevec.index.folder.layout import DELETED_FILE, INDEX_FILE, LEXICAL_COUNTS
+from whitevec.index.segments.requests import ON_EXISTING
+from whitevec.index.segments.writing import COMPACT_DELETED_SHARE, MAX_SEGMENTS
 from whitevec.workflows.index_writes import ON_EXISTING as WORKFLOW_ON_EXISTING
 
 TEXTS = sentences(400, seed=11)

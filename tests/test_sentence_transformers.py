@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import VOCAB_WORDS
-from whitevec.encoders.st_config import UnsupportedModuleError
+from whitevec.encoders.models.st_config import UnsupportedModuleError
 from whitevec.encoders.transformer import Encoder
 from whitevec.errors import BadInputError, DimensionMismatchError
 from whitevec.export.sentence_transformers import export_sentence_transformer

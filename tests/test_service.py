@@ -733,7 +733,7 @@ def test_serve_refuses_several_workers_on_milvus_lite(
     import shutil
 
     from whitevec.cli import main
-    from whitevec.index.manifest import write_manifest
+    from whitevec.index.folder.manifest import write_manifest
 
     lite = tmp_path / "lite"
     shutil.copytree(real_index, lite)

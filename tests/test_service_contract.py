@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 
 from whitevec.index import Document  # noqa: E402
 from whitevec.index import SearchHit as Hit  # noqa: E402
-from whitevec.index.write_requests import AddResult  # noqa: E402
+from whitevec.index.segments.requests import AddResult  # noqa: E402
 from whitevec.service.app import PAGE_HEADERS, create_app  # noqa: E402
 from whitevec.service.settings import ServeSettings  # noqa: E402
 from whitevec.service.writes import WRITE_PATHS  # noqa: E402

@@ -19,7 +19,7 @@ pytest.importorskip("fastapi", reason="the serve extra (fastapi, uvicorn) is not
 from fastapi.testclient import TestClient
 
 from tests.test_service_protection import TinyRetriever, thread_server
-from whitevec.index.write_requests import AddResult, DeleteResult
+from whitevec.index.segments.requests import AddResult, DeleteResult
 from whitevec.preflight import describe_fault
 from whitevec.service.app import create_app
 from whitevec.service.settings import ServeSettings

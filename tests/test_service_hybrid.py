@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 from tests.index_helpers import HashEncoder  # noqa: E402
 from tests.test_service_contract import WithoutLifespan, call_and_validate  # noqa: E402
 from whitevec.index import Document, Retriever  # noqa: E402
-from whitevec.index.fusion import CANDIDATE_FACTOR  # noqa: E402
-from whitevec.index.hits import DENSE_ALONE_NOTE, NO_TERM_NOTE, SearchHit  # noqa: E402
+from whitevec.index.search.fusion import CANDIDATE_FACTOR  # noqa: E402
+from whitevec.index.search.hits import DENSE_ALONE_NOTE, NO_TERM_NOTE, SearchHit  # noqa: E402
 from whitevec.service.app import create_app  # noqa: E402
 from whitevec.service.schemas import FUSION_PATTERN, SearchChoices  # noqa: E402
 from whitevec.service.settings import ServeSettings  # noqa: E402
@@ -208,7 +208,7 @@ def test_requests_asking_the_same_search_share_a_batch() -> None:
 def test_the_fusion_pattern_accepts_exactly_what_parse_fusion_reads_canonically() -> None:
     import re
 
-    from whitevec.index.fusion import parse_fusion
+    from whitevec.index.search.fusion import parse_fusion
 
     for spec in (
         "rrf",

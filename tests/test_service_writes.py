@@ -540,7 +540,7 @@ def test_a_full_disk_is_507_with_the_line_the_cli_prints(
     def full(folder: Path, *_: Any) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(folder / "manifest.json"))
 
-    monkeypatch.setattr("whitevec.index.updates.write_manifest", full)
+    monkeypatch.setattr("whitevec.index.segments.writing.write_manifest", full)
     answer = client.post("/compact")
     code, _, err = run_cli(["index", "compact", str(index.path)], capsys)
     assert code == 3 and err.startswith("whitevec: error: ") and len(err.splitlines()) == 1, err

@@ -11,7 +11,7 @@ import pytest
 from tests.index_helpers import HashEncoder, sentences
 from whitevec.datasets.retrieval import Document
 from whitevec.index import Retriever, read_manifest
-from whitevec.index.staleness import transform_staleness
+from whitevec.index.folder.staleness import transform_staleness
 
 
 def _manifest(count: int, fit_on: str | None, fit_rows: int = 0, **extra: Any) -> dict[str, Any]:

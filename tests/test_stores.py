@@ -17,10 +17,10 @@ import pytest
 from tests.index_helpers import HashEncoder, sentences
 from whitevec.errors import BadInputError
 from whitevec.index import Document, DocumentStore, Retriever, VectorStore, document_store_names, store_names
-from whitevec.index import docstore as docstore_module
-from whitevec.index import updates as updates_module
-from whitevec.index.documents import document_store_class
-from whitevec.index.store import store_class, stored_form
+from whitevec.index.segments import writing as updates_module
+from whitevec.index.stores import sqlite_docs as docstore_module
+from whitevec.index.stores.documents import document_store_class
+from whitevec.index.stores.vector import store_class, stored_form
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -89,7 +89,7 @@ def test_a_failed_add_leaves_the_index_whole(
 def test_faiss_one_thread_searches_stay_on_their_thread() -> None:
     import faiss
 
-    from whitevec.index.faiss_store import one_faiss_thread
+    from whitevec.index.faiss.store import one_faiss_thread
 
     inside, done = threading.Event(), threading.Event()
     seen: dict[str, int] = {}
@@ -191,9 +191,9 @@ def _documents_in_sqlite(out: Path, docs: list[Document], encoder: Any) -> None:
 def _documents_in_milvus(out: Path, docs: list[Document], encoder: Any) -> None:
     """An index whose documents live in its Milvus collection, as --engine ray writes one (the collection is
     filled here, without Ray: a local Milvus build, its documents moved into a collection that keeps them)."""
-    from whitevec.index.manifest import write_manifest
-    from whitevec.index.milvus_store import MilvusStore, new_collection_name
-    from whitevec.index.snapshot import read_manifest
+    from whitevec.index.folder.manifest import write_manifest
+    from whitevec.index.folder.snapshot import read_manifest
+    from whitevec.index.milvus.store import MilvusStore, new_collection_name
 
     Retriever.build(docs, out, encoder=encoder, transform="none", backend="milvus").close()
     manifest = read_manifest(out)

@@ -100,7 +100,7 @@ def test_stored_form_leaves_single_small_queries_alone(two_blas_threads) -> None
 
 
 def test_faiss_search_of_a_large_batch_runs_on_one_blas_thread(two_blas_threads) -> None:
-    from whitevec.index.faiss_store import FaissStore
+    from whitevec.index.faiss.store import FaissStore
 
     store = FaissStore(dim=64, metric="ip")
     rng = np.random.default_rng(0)
@@ -128,7 +128,7 @@ def test_faiss_search_of_a_large_batch_runs_on_one_blas_thread(two_blas_threads)
 def test_faiss_pool_only_for_searches_worth_it() -> None:
     import faiss
 
-    from whitevec.index.faiss_store import POOL_WORK, FaissStore
+    from whitevec.index.faiss.store import POOL_WORK, FaissStore
 
     if faiss.omp_get_max_threads() < 2:
         faiss.omp_set_num_threads(2)

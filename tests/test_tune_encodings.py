@@ -14,9 +14,9 @@ import pytest
 from tests.test_tune import MODEL, TableEncoder, anisotropic_pairs, retrieval_data, run
 from whitevec.errors import BadInputError
 from whitevec.evaluation.retrieval import ndcg_at_k
-from whitevec.index.encoded import cosine_scores, decoded_codes, encoded_vectors
-from whitevec.index.encodings import parse_encoding
-from whitevec.index.faiss_store import FaissStore, one_faiss_thread
+from whitevec.index.encodings.spec import parse_encoding
+from whitevec.index.faiss.encoded import cosine_scores, decoded_codes, encoded_vectors
+from whitevec.index.faiss.store import FaissStore, one_faiss_thread
 from whitevec.transforms import make_transform
 from whitevec.tuning import TunedConfig, tune
 from whitevec.tuning.choice import choose as _choose

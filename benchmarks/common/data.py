@@ -88,7 +88,7 @@ def real_shape_static_folder(out: Path, dims: int = 256) -> Path:
     random values) for timing: encoding and hashing costs do not depend on the values."""
     from tokenizers import Tokenizer
 
-    from whitevec.encoders.models import resolve_model
+    from whitevec.encoders.models.resolution import resolve_model
     from whitevec.encoders.static_format import StaticTable, write_static_folder
 
     tokenizer = Tokenizer.from_file(str(resolve_model("all-MiniLM-L6-v2") / "tokenizer.json"))

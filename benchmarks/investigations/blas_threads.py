@@ -34,8 +34,8 @@ from benchmarks.common.runs import emit, run_worker
 
 def worker(index: str, queries_file: str, compute: str, batches: list[int], blas_block: bool) -> None:
     if not blas_block:  # the code before the block: every BLAS at its default threads
-        import whitevec.index.faiss_store as faiss_store_module
-        import whitevec.index.store as store_module
+        import whitevec.index.faiss.store as faiss_store_module
+        import whitevec.index.stores.vector as store_module
 
         def no_block(when: bool = True) -> contextlib.nullcontext[None]:
             return contextlib.nullcontext()

@@ -40,7 +40,7 @@ def main() -> None:
     parser.add_argument("--batches", default="1,8,32,64,256")
     args = parser.parse_args()
 
-    from whitevec.index.faiss_store import POOL_WORK, one_faiss_thread
+    from whitevec.index.faiss.store import POOL_WORK, one_faiss_thread
     from whitevec.service.run import load_retriever
 
     load_before = os.getloadavg()[0]

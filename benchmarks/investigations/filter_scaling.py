@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 
 from benchmarks.common.data import clustered_unit_vectors
 
-from whitevec.index.faiss_store import FaissStore, one_faiss_thread
+from whitevec.index.faiss.store import FaissStore, one_faiss_thread
 from whitevec.utils.threads import one_blas_thread
 
 SHARES = (1.0, 0.5, 0.1, 0.01, 0.001)

@@ -44,7 +44,7 @@ def corpus_file(name: str, data_dir: str | None, folder: Path) -> tuple[Path, li
 
 
 def timed_build(corpus: Path, out: Path, lexical: str) -> float:
-    from whitevec.encoders.models import DEFAULT_MODEL
+    from whitevec.encoders.models.resolution import DEFAULT_MODEL
     from whitevec.workflows import build_index_file
 
     started = time.perf_counter()

@@ -4,8 +4,8 @@
    deleted after the build, and after Milvus's own compaction? (``bm25`` lines: the top scores of one query on a
    collection written in two inserts, then after a delete and a compaction, beside one written in one insert.)
 2. Would a JSON metadata field make filtered searches cheaper than the id list whitevec sends today
-   (``whitevec.index.filter_rows.rows_filter``)? (``filter`` lines: ms per one-query search of a FLAT collection of
-   ``--rows`` random vectors, unfiltered, by id list and by the filter's Milvus expression on a JSON field.)
+   (``whitevec.index.filters.rows.rows_filter``)? (``filter`` lines: ms per one-query search of a FLAT collection
+   of ``--rows`` random vectors, unfiltered, by id list and by the filter's Milvus expression on a JSON field.)
 
     python benchmarks/investigations/milvus_lite_writes.py [--rows 20000] [--queries 20]
 
@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 from pymilvus import DataType, MilvusClient
 
-from whitevec.index.filter_rows import rows_filter
-from whitevec.index.filters import parse_filter
-from whitevec.index.milvus_bm25 import milvus_bm25_settings
-from whitevec.index.milvus_store import MilvusStore
+from whitevec.index.filters.language import parse_filter
+from whitevec.index.filters.rows import rows_filter
+from whitevec.index.milvus.bm25 import milvus_bm25_settings
+from whitevec.index.milvus.store import MilvusStore
 
 WORDS = [f"w{i}" for i in range(50)]
 

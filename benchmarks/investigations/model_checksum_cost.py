@@ -1,5 +1,5 @@
 """What checking an index's model costs at load (docs/notes/model-checksum.md): the sha256 of a model folder's
-weight files and tokenizer.json (``whitevec.encoders.model_identity.model_checksum``) beside the time the model
+weight files and tokenizer.json (``whitevec.encoders.models.identity.model_checksum``) beside the time the model
 itself
 takes to load, for all-mpnet-base-v2 (~420 MB of weights) and a static table of the real shape (all-MiniLM-L6-v2's
 tokenizer, 30,522 tokens x 256 float32, seeded random values: hashing cost depends only on the bytes).
@@ -45,8 +45,8 @@ def timed(run: Callable[[], object], repeats: int) -> tuple[float, float]:
 
 
 def measure(name: str, folder: Path, pooling: str | None, repeats: int) -> dict[str, object]:
-    from whitevec.encoders import model_identity
     from whitevec.encoders.loading import load_encoder
+    from whitevec.encoders.models import identity as model_identity
     from whitevec.utils.io import sha256_file
 
     files = model_identity.hashed_files(folder)
@@ -85,7 +85,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
 
-    from whitevec.encoders.models import models_home
+    from whitevec.encoders.models.resolution import models_home
 
     mpnet = args.mpnet or models_home() / "all-mpnet-base-v2"
     with tempfile.TemporaryDirectory() as tmp:

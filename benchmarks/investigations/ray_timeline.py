@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 from benchmarks.common.scale import BATCH, CPUS, MAX_LENGTH, MODEL, POOLING, TRANSFORM, write_corpus
 
 from whitevec.engines import ray as ray_engine
-from whitevec.index.milvus_store import MilvusStore
+from whitevec.index.milvus.store import MilvusStore
 
 STARTED = time.perf_counter()
 SPENT: dict[str, list[float]] = {"flush": [0.0, 0], "upsert_documents": [0.0, 0]}

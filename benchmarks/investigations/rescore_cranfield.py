@@ -4,7 +4,7 @@ For each model (last-avg pooling, cosine, the raw vectors), nDCG@10 over Cranfie
 ``sq8``, ``sq4`` and ``pqM`` (M = d / 8: one byte per 8 dimensions, as the 1-bit codes' d / 8 bytes) through
 ``eval-retrieval``'s own path (a real flat index per configuration, quality only), each plain and with
 ``+rescore=K`` for K in 1, 2, 4, 10 (the top K x 10 re-ranked from half-precision vectors on disk), beside exact
-float32. The default K (``whitevec.index.encodings.DEFAULT_RESCORE``) is the smallest K keeping both models
+float32. The default K (``whitevec.index.encodings.spec.DEFAULT_RESCORE``) is the smallest K keeping both models
 within 1% of float32, as for the 1-bit codes (one_bit_cranfield.py).
 
 Run: ``WHITEVEC_DATA=../shared/data python benchmarks/investigations/rescore_cranfield.py [--models M ...]``

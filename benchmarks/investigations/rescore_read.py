@@ -5,7 +5,7 @@ on a descriptor (a file truncated under a server is then an error, not SIGBUS); 
 memory map of the file. This script times both readers in one process, on one loaded index, warm page cache:
 
 - ``memmap``: a benchmark-local copy of the old read (``np.memmap`` of the records, fancy-indexed by the ids);
-- ``pread``: whitevec's own reader (:class:`whitevec.index.rescore.RecordFile`).
+- ``pread``: whitevec's own reader (:class:`whitevec.index.encodings.rescore.RecordFile`).
 
 Corpus: ``n`` seeded synthetic 768-d unit vectors (``common/data.py``), indexed as ``binary-rr+rescore`` (flat,
 cosine, codes trained on at most 100,000 of them) by ``common/scale.py``'s ``build_row_index``, as
@@ -78,7 +78,7 @@ def _timed(call: Callable[[], Any]) -> tuple[float, Any]:
 def measure(folder: Path, queries: np.ndarray, multipliers: list[int]) -> dict[str, Any]:
     """p50 / p99 of single-query searches and of the rescoring step alone, per multiplier and reader."""
     from whitevec.index import Retriever
-    from whitevec.index.rescore import RESCORE_FILE
+    from whitevec.index.encodings.rescore import RESCORE_FILE
 
     retriever = Retriever.load(folder, encoder=RowEncoder(None))  # type: ignore[arg-type]
     store: Any = retriever.store

@@ -12,12 +12,12 @@ later. Two ways the fit goes stale, each against the fresh fit on everything the
 Encoders: the static table of ``whitevec distill all-MiniLM-L6-v2`` with its defaults (benchmarks.common.data's
 ``default_static_table``), and all-MiniLM-L6-v2 with its own pooling (``model``) and with ``cls`` (an anisotropic
 pooling, where whitening has more to correct). Transforms: ``whitening`` and ``whitening-128``; ``none`` is the
-reference. Vectors are what an index stores (whitevec.index.store's ``stored_form``: transformed, unit rows);
-documents without a token the model knows are left out as a build leaves them out; search is exact cosine
-(whitevec.index.encoded's ``exact_rankings``) and nDCG@10 is whitevec.evaluation.retrieval's ``score_rankings``.
-Isotropy: ``whitevec diagnose``'s measures (whitevec.diagnostics.metrics) of the transform's output for the indexed
-documents (as diagnose measures a space: before the cosine's normalisation). Quality only: no timing, so the
-machine's load does not change a figure.
+reference. Vectors are what an index stores (whitevec.index.stores.vector's ``stored_form``: transformed, unit
+rows); documents without a token the model knows are left out as a build leaves them out; search is exact cosine
+(whitevec.index.faiss.encoded's ``exact_rankings``) and nDCG@10 is whitevec.evaluation.retrieval's
+``score_rankings``. Isotropy: ``whitevec diagnose``'s measures (whitevec.diagnostics.metrics) of the transform's
+output for the indexed documents (as diagnose measures a space: before the cosine's normalisation). Quality only:
+no timing, so the machine's load does not change a figure.
 
     python -W ignore benchmarks/investigations/stale_whitening.py [--data-dir DIR] [--out docs/results]
 
@@ -57,8 +57,8 @@ from whitevec.diagnostics.metrics import cosine_stats, isoscore, isotropy_mu, sp
 from whitevec.encoders import load_encoder
 from whitevec.encoders.protocol import known_token_mask
 from whitevec.evaluation.retrieval import score_rankings
-from whitevec.index.encoded import exact_rankings
-from whitevec.index.store import stored_form
+from whitevec.index.faiss.encoded import exact_rankings
+from whitevec.index.stores.vector import stored_form
 from whitevec.transforms import Transform, make_transform
 from whitevec.utils.io import atomic_path, write_json
 

@@ -63,7 +63,7 @@ def part_recall(workdir: Path, n: int, n_queries: int, recall_queries: int, save
     import faiss
 
     from whitevec.index import Retriever
-    from whitevec.index.store import index_size
+    from whitevec.index.stores.vector import index_size
 
     workdir.mkdir(parents=True, exist_ok=True)
     x, queries = clustered_unit_vectors(n, n_queries, DIM)
@@ -158,7 +158,7 @@ def timing_worker(folder: Path, batched: int, single: int) -> None:
 
 def rescore_worker(folder: Path, single: int) -> None:
     from whitevec.index import Retriever
-    from whitevec.index.rescore import RESCORE_FILE
+    from whitevec.index.encodings.rescore import RESCORE_FILE
 
     q = np.load(folder.parent / QUERIES_FILE)[:single]
     retriever = Retriever.load(folder, encoder=RowEncoder(None))  # type: ignore[arg-type]

@@ -35,7 +35,7 @@ def worker_encode(system: str, model: str, limit: int | None, reps: int) -> dict
     import torch
 
     torch.set_num_threads(THREADS)
-    from whitevec.encoders.models import resolve_model
+    from whitevec.encoders.models.resolution import resolve_model
 
     texts = stsb_sentences(limit)
     if system == "sentence-transformers":

@@ -18,7 +18,7 @@ force over the passing documents is given instead (and the unfiltered search's, 
 cost recall). Each of the 50 queries is searched alone, as in the timings (a batch is widened as a whole where
 one of its queries finds fewer than k passing rows).
 
-``path`` is what the store's cost model (src/whitevec/index/faiss_filter_costs.py) chooses for one query: the
+``path`` is what the store's cost model (src/whitevec/index/faiss/filtered.py) chooses for one query: the
 passing rows' codes decoded and compared alone (exact; IVF's read through a direct map), faiss's selector scan of
 a flat index or of an HNSW index's storage (exact), a wider unfiltered search for PQ (which takes no selector), or,
 on HNSW and IVF, faiss's search with the selector at the efSearch / share or nprobe / share ** 1.5 that keeps
@@ -64,8 +64,8 @@ from benchmarks.common.scale import RowEncoder
 
 from whitevec.datasets.retrieval import Document
 from whitevec.index import Retriever
-from whitevec.index.faiss_filter_costs import FAISS_SEARCH, decoded_vectors, filtered_path, filtered_setting
-from whitevec.index.faiss_store import FaissStore
+from whitevec.index.faiss.filtered import FAISS_SEARCH, decoded_vectors, filtered_path, filtered_setting
+from whitevec.index.faiss.store import FaissStore
 from whitevec.utils.io import atomic_path
 
 OUT = Path(__file__).resolve().parents[2] / "docs" / "results"
@@ -217,7 +217,7 @@ def per_code_work(n: int) -> None:
 def code_work(kind: str, encoding: str, x: np.ndarray, q: np.ndarray, share: np.ndarray) -> str:
     """One row of --work's table: a store of ``x`` timed on one query of ``q`` at a time; decoding and comparing
     on the rows ``share`` passes."""
-    from whitevec.index.faiss_store import FaissStore, one_faiss_thread
+    from whitevec.index.faiss.store import FaissStore, one_faiss_thread
     from whitevec.utils.threads import one_blas_thread
 
     n = len(x)

@@ -160,7 +160,7 @@ def searches(retriever: Any, modes: Sequence[str], label: str = "") -> dict[str,
 # ---- part: build -----------------------------------------------------------------------------------------------
 def whitevec_lexical(texts: Sequence[str], folder: Path) -> tuple[float, float, int]:
     """(build seconds, write seconds, bytes): the lexical part an index build makes, then its two files."""
-    from whitevec.index.lexical import LexicalIndex, make_analyzer
+    from whitevec.index.lexical.bm25 import LexicalIndex, make_analyzer
 
     started = time.perf_counter()
     index = LexicalIndex.build(texts, make_analyzer(ANALYZER))
@@ -324,7 +324,7 @@ def measure_http(settings: dict[str, Any]) -> dict[str, Any]:
 def measure_scale(settings: dict[str, Any]) -> dict[str, Any]:
     from whitevec.encoders import load_encoder
     from whitevec.index import Retriever, build_index
-    from whitevec.index.layout import LEXICAL_FILES
+    from whitevec.index.folder.layout import LEXICAL_FILES
 
     folder = default_static_table(MODEL)
     docs, distinct = scale_corpus(settings["scale_docs"], settings["data_dir"])

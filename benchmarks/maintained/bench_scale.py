@@ -11,7 +11,8 @@ Each run is a fresh subprocess; sentences/s = documents / wall seconds of the bu
 ru_maxrss, and each actor's VmHWM read from /proc while it runs. The plan divides 100M documents by the measured
 per-core rate of the Ray build (sentences per CPU-second: driver and actors' user + system time) for a few
 cluster sizes, and sizes Milvus's memory per index
-encoding with ``whitevec.index.encodings.storage_estimate`` (vectors only; Milvus's own overhead comes on top).
+encoding with ``whitevec.index.encodings.spec.storage_estimate`` (vectors only; Milvus's own overhead comes on
+top).
 
 Run: ``python benchmarks/maintained/bench_scale.py [--max-docs N] [--repeats 1,4] [--markdown]`` (WHITEVEC_DATA
 set; about 7 min on 2 cores). Two or more corpus sizes (the unique sentences and copies in other letter cases)
@@ -153,7 +154,7 @@ def worker(mode: str, corpus: str, count: int) -> None:
 
 
 def capacity_plan(docs_per_s_per_cpu: float) -> dict[str, Any]:
-    from whitevec.index.encodings import parse_encoding, storage_estimate
+    from whitevec.index.encodings.spec import parse_encoding, storage_estimate
 
     hours = {cpus: round(TARGET_DOCS / (docs_per_s_per_cpu * cpus) / 3600, 2) for cpus in CLUSTERS}
     memory: dict[str, dict[int, float]] = {}

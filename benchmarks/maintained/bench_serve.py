@@ -514,7 +514,7 @@ def measure(args: argparse.Namespace, lock: str | None) -> dict[str, Any]:
                 server.stop()
     ceilings = round_ceilings[0]
     if args.peer == "infinity":
-        from whitevec.encoders.models import resolve_model
+        from whitevec.encoders.models.resolution import resolve_model
 
         model_dir = Path(resolve_model(args.model))
         peer = infinity_server(args.peer_python, model_dir, args.threads, args.batch, args.peer_dtype)

@@ -50,7 +50,7 @@ from benchmarks.common.machine import (
 from whitevec.datasets.retrieval import RetrievalDataset, load_retrieval_dataset
 from whitevec.evaluation.frontier import pareto_front, plot_frontier
 from whitevec.evaluation.retrieval import RetrievalScore, evaluate_retrieval, score_rankings
-from whitevec.index.encodings import parse_encoding
+from whitevec.index.encodings.spec import parse_encoding
 from whitevec.transforms import WhitevecWarning, make_transform
 from whitevec.utils.io import atomic_path
 from whitevec.utils.linalg import unit_rows

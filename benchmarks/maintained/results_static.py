@@ -325,7 +325,7 @@ def model2vec_equality(models: list[str]) -> dict[str, float]:
 def run_peer(models: list[str], redo: bool, log: Callable[[str], None]) -> dict[str, Any]:
     """Model2Vec's distill of each model in the peer venv (benchmarks/peers/model2vec/distill.py); a folder
     already there is kept (with the record of its own run) unless ``redo``."""
-    from whitevec.encoders.models import resolve_model
+    from whitevec.encoders.models.resolution import resolve_model
 
     python = PEER_VENV / "bin" / "python"
     if not python.is_file():
@@ -384,7 +384,7 @@ def distilled_already(folder: Path, model: str, settings: dict[str, Any]) -> dic
     """The provenance of ``folder`` when it holds the table these ``settings`` ask for (the same model weights,
     method, dims, token weights, transform, corpus by digest, sample and seed, normalisation), else None."""
     from whitevec.distill.run import DEFAULT_SAMPLE
-    from whitevec.encoders.models import resolve_model
+    from whitevec.encoders.models.resolution import resolve_model
     from whitevec.encoders.tokenization import folder_fingerprint
     from whitevec.utils.io import sha256_file
 

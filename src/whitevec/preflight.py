@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from whitevec.datasets.paths import existing_file
-from whitevec.encoders.models import resolve_model
+from whitevec.encoders.models.resolution import resolve_model
 from whitevec.errors import BadInputError, DataNotFoundError
 from whitevec.utils.io import SQLITE_STORAGE, check_writable_parent
 from whitevec.utils.paths import whitevec_cache_folder

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from whitevec.encoders.models import one_resolution_per_model
+from whitevec.encoders.models.resolution import one_resolution_per_model
 from whitevec.errors import BadInputError
 from whitevec.preflight import parse_device
 
@@ -355,7 +355,7 @@ def _from_config(
     """(model, pooling, transform, encoding) of a tuned configuration. An option set to something other than its
     default must say what the configuration says (another --model or --pooling would make its transform invalid;
     another --encoding is not the configuration that was scored)."""
-    from whitevec.index.encodings import parse_encoding
+    from whitevec.index.encodings.spec import parse_encoding
     from whitevec.tuning.config import ConfigMismatchError, TunedConfig
 
     tuned = TunedConfig.load(config)

@@ -25,7 +25,7 @@ from whitevec.cli._options import (
     with_run_options,
 )
 from whitevec.datasets.paths import existing_file
-from whitevec.encoders.models import DEFAULT_MODEL
+from whitevec.encoders.models.resolution import DEFAULT_MODEL
 from whitevec.errors import BadInputError
 from whitevec.preflight import check_encoder, check_output, model_hidden_size
 

@@ -29,7 +29,7 @@ from whitevec.cli._options import (
     with_run_options,
 )
 from whitevec.cli._output import FormatOpt, TableFormat, _check_json_file, _print_table, _save_json, _say, _Table
-from whitevec.encoders.models import DEFAULT_MODEL
+from whitevec.encoders.models.resolution import DEFAULT_MODEL
 from whitevec.errors import BadInputError
 from whitevec.preflight import check_encoder, check_output, check_output_folder, input_file
 
@@ -325,7 +325,7 @@ def _config_search(
 ) -> tuple[str | None, str | None, str | None]:
     """--mode, --fusion and --analyzer with a tuned configuration: its search added (a lexical or hybrid
     configuration scores that row beside its dense one); given options may add rows, never leave its own out."""
-    from whitevec.index.fusion import parse_fusion
+    from whitevec.index.search.fusion import parse_fusion
     from whitevec.tuning.config import ConfigMismatchError, TunedConfig
 
     tuned = TunedConfig.load(config)

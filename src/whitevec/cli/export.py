@@ -9,7 +9,7 @@ import typer
 
 from whitevec.cli._options import DeviceOpt, MaxLengthOpt, ModelOpt, PoolingOpt
 from whitevec.datasets.paths import existing_file
-from whitevec.encoders.models import DEFAULT_MODEL
+from whitevec.encoders.models.resolution import DEFAULT_MODEL
 from whitevec.errors import BadInputError
 from whitevec.preflight import check_encoder, check_output, existing_folder
 

@@ -29,7 +29,7 @@ from whitevec.cli._options import (
     with_run_options,
 )
 from whitevec.cli._output import FormatOpt, TableFormat, _print, _print_table, _Table
-from whitevec.encoders.models import DEFAULT_MODEL
+from whitevec.encoders.models.resolution import DEFAULT_MODEL
 from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.preflight import check_output, existing_folder
 
@@ -273,10 +273,10 @@ def index_info_command(index_dir: Annotated[Path, typer.Argument(help="Index fol
     fits on without encoding are kept (--keep-raw-vectors) and their bytes on disk."""
     existing_folder(index_dir, "index folder")
     from whitevec.index import index_size, read_manifest
-    from whitevec.index.layout import index_state
-    from whitevec.index.lexical import lexical_size
-    from whitevec.index.raw_vectors import raw_vectors_state
-    from whitevec.index.staleness import transform_staleness
+    from whitevec.index.folder.layout import index_state
+    from whitevec.index.folder.raw_vectors import raw_vectors_state
+    from whitevec.index.folder.staleness import transform_staleness
+    from whitevec.index.lexical.bm25 import lexical_size
 
     manifest = read_manifest(index_dir)
     size = {**index_size(manifest), **lexical_size(manifest)}

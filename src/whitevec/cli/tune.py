@@ -16,7 +16,7 @@ from whitevec.cli._options import (
     with_run_options,
 )
 from whitevec.cli._output import FormatOpt, TableFormat, _check_json_file, _print_table, _save_json, _say, _Table
-from whitevec.encoders.models import DEFAULT_MODEL
+from whitevec.encoders.models.resolution import DEFAULT_MODEL
 from whitevec.preflight import check_output
 
 if TYPE_CHECKING:
@@ -176,7 +176,7 @@ def tune_command(
 def _encodings_and_plot(encodings: str, out: Path, plot: Path | None) -> tuple[list[str], Path | None]:
     """The --encodings checked, and the --plot file checked: by default, with several encodings, next to --out
     (the quality-per-byte picture is then part of the answer)."""
-    from whitevec.index.encodings import split_encoding_list
+    from whitevec.index.encodings.spec import split_encoding_list
     from whitevec.tuning.space import check_encodings
 
     encoding_list = check_encodings(split_encoding_list(encodings))

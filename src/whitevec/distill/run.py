@@ -39,7 +39,7 @@ from tokenizers import Tokenizer
 
 from whitevec.datasets import read_texts_file
 from whitevec.distill.token_table import corpus_table, reduce_table, single_token_table, static_tokenizer
-from whitevec.encoders.models import resolve_model
+from whitevec.encoders.models.resolution import resolve_model
 from whitevec.encoders.pooling import check_weighted_pooling, get_pooling
 from whitevec.encoders.static import DEFAULT_BATCH_SIZE, StaticTokens, static_mean
 from whitevec.encoders.static_format import StaticTable, is_static_folder, write_static_folder

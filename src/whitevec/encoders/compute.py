@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from whitevec.encoders.st_config import DenseLayer, UnsupportedModuleError
+from whitevec.encoders.models.st_config import DenseLayer, UnsupportedModuleError
 from whitevec.errors import BadInputError, WhitevecWarning
 
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from whitevec.encoders.models import DEFAULT_MODEL, resolve_model
+from whitevec.encoders.models.resolution import DEFAULT_MODEL, resolve_model
 from whitevec.encoders.static_format import FOLDER_FILES, STATIC_POOLING, check_static_pooling, is_static_folder
 from whitevec.errors import BadInputError, ModelNotFoundError
 
@@ -123,7 +123,7 @@ def default_pooling_of(model: str | os.PathLike[str], fallback: str) -> str:
     sentence-transformers folder, else ``fallback``."""
     if is_static_model(model):
         return STATIC_POOLING
-    from whitevec.encoders.st_config import default_pooling
+    from whitevec.encoders.models.st_config import default_pooling
 
     return default_pooling(resolve_model(model), fallback)
 
@@ -137,8 +137,8 @@ def pooling_computation(model: str | os.PathLike[str], pooling: str) -> tuple[tu
     pooling, or a configuration that cannot be read, is its name alone."""
     if is_static_model(model):
         return (pooling,), ()
+    from whitevec.encoders.models.st_config import UnsupportedModuleError, read_sentence_transformers_config
     from whitevec.encoders.pooling import get_pooling
-    from whitevec.encoders.st_config import UnsupportedModuleError, read_sentence_transformers_config
 
     path = resolve_model(model)
     layers = _config(path).get("num_hidden_layers")

@@ -59,7 +59,8 @@ class KnowsTokens(Protocol):
 @runtime_checkable
 class KnowsTokenStrings(Protocol):
     """An encoder that can give each text's tokens as strings, as its vocabulary spells them: what a lexical
-    index with the ``encoder`` analyzer indexes (:mod:`whitevec.index.lexical`). Both whitevec encoders are."""
+    index with the ``encoder`` analyzer indexes (:mod:`whitevec.index.lexical.bm25`). Both whitevec encoders
+    are."""
 
     def token_strings(self, texts: Sequence[str]) -> list[list[str]]:
         """Each text's tokens, the whole text (no truncation: a lexical index reads all of it), without the

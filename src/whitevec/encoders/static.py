@@ -28,8 +28,8 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from tokenizers import Tokenizer
 
-from whitevec.encoders.model_identity import file_checksum
-from whitevec.encoders.models import resolve_model
+from whitevec.encoders.models.identity import file_checksum
+from whitevec.encoders.models.resolution import resolve_model
 from whitevec.encoders.static_format import STATIC_POOLING, StaticTable, check_static_pooling, read_static_folder
 from whitevec.errors import BadInputError
 from whitevec.utils.progress import progress_bar

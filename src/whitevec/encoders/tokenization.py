@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from whitevec.encoders.models import resolve_model
-from whitevec.encoders.st_config import (
+from whitevec.encoders.models.resolution import resolve_model
+from whitevec.encoders.models.st_config import (
     SentenceTransformersConfig,
     UnsupportedModuleError,
     read_max_seq_length,

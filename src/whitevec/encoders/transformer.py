@@ -20,7 +20,14 @@ import torch
 from whitevec.encoders import compute, tokenization
 from whitevec.encoders.cache import VectorCache
 from whitevec.encoders.compute import default_device, dense_modules, length_batches, quantize_int8, to_bfloat16
-from whitevec.encoders.models import DEFAULT_MODEL, resolve_model
+from whitevec.encoders.models.resolution import DEFAULT_MODEL, resolve_model
+from whitevec.encoders.models.st_config import (
+    SentenceTransformersConfig,
+    UnsupportedModuleError,
+    default_pooling,
+    read_max_seq_length,
+    read_sentence_transformers_config,
+)
 from whitevec.encoders.pooling import (
     CLS_KIND,
     FALLBACK_POOLING,
@@ -33,13 +40,6 @@ from whitevec.encoders.pooling import (
     get_pooling,
 )
 from whitevec.encoders.protocol import COMPUTE_BACKENDS
-from whitevec.encoders.st_config import (
-    SentenceTransformersConfig,
-    UnsupportedModuleError,
-    default_pooling,
-    read_max_seq_length,
-    read_sentence_transformers_config,
-)
 from whitevec.encoders.static_format import is_static_folder
 from whitevec.encoders.token_pooling import layer_mean, sentence_transformers_pool
 from whitevec.encoders.token_weights import (

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from whitevec.errors import BadInputError
 
 if TYPE_CHECKING:  # whitevec.index is imported where it is used: importing the evaluation stays light
-    from whitevec.index.fusion import Fusion
+    from whitevec.index.search.fusion import Fusion
 
 
 @dataclass(frozen=True)
@@ -66,9 +66,9 @@ def plan_modes(
         BadInputError: an unknown mode, fusion or analyzer; a fusion without the hybrid mode, an analyzer
             without the lexical or hybrid mode; no mode at all; a lexical part asked of a backend without one.
     """
-    from whitevec.index.analyzers import DEFAULT_ANALYZER, check_analyzer_name
-    from whitevec.index.fusion import DEFAULT_FUSION, parse_fusion, parse_mode
-    from whitevec.index.lexical import check_lexical
+    from whitevec.index.lexical.analyzers import DEFAULT_ANALYZER, check_analyzer_name
+    from whitevec.index.lexical.bm25 import check_lexical
+    from whitevec.index.search.fusion import DEFAULT_FUSION, parse_fusion, parse_mode
 
     chosen = ["dense"] if modes is None else list(dict.fromkeys(parse_mode(m) for m in modes))
     if not chosen:
@@ -117,7 +117,7 @@ def mode_fields(
 
     import numpy as np
 
-    from whitevec.index.lexical import lexical_size
+    from whitevec.index.lexical.bm25 import lexical_size
 
     manifest: Mapping[str, Any] = retriever.manifest
     lexical = row.mode == "lexical"

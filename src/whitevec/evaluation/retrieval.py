@@ -21,7 +21,7 @@ transform + search + document fetch; ``p50_search_ms`` / ``p99_search_ms`` the s
 for one already embedded query; ``qps`` is queries a second when all judged queries, already embedded, are
 searched in one batch (top 10, repeated for at least :data:`QPS_MIN_SECONDS`).
 
-Each configuration is (pooling, transform, encoding): the encoding (``whitevec.index.encodings``) says how the
+Each configuration is (pooling, transform, encoding): the encoding (``whitevec.index.encodings.spec``) says how the
 index stores a vector, ``code_bytes`` is what that costs per vector in memory (the x axis of the quality-per-byte
 frontier, ``whitevec.evaluation.frontier``) and ``disk_bytes`` what it keeps on disk beside (a ``+rescore``
 encoding's vectors). An encoding that re-ranks a shortlist (``+refine``, ``+rescore``) is scored at each measure's
@@ -177,7 +177,7 @@ class RetrievalScore:
     index_bytes: int
     folder_bytes: int
     encoding: str = "float32"
-    code_bytes: int = 0  # bytes of one vector's code, in memory (see whitevec.index.encodings)
+    code_bytes: int = 0  # bytes of one vector's code, in memory (see whitevec.index.encodings.spec)
     disk_bytes: int = 0  # bytes of one vector on disk beyond its code: a +rescore encoding's rescoring vector
     p99_query_ms: float = math.nan
     p99_search_ms: float = math.nan
@@ -258,7 +258,7 @@ def plan_configurations(
     not fit the transform's output dimension (PQ's M must divide it). Every spec is checked here, before any
     encoding work: an unknown transform or encoding raises BadInputError."""
     from whitevec.index.build import stored_dim
-    from whitevec.index.encodings import parse_encoding
+    from whitevec.index.encodings.spec import parse_encoding
     from whitevec.transforms import make_transform
 
     parsed = [parse_encoding(e) for e in encodings]
@@ -380,7 +380,7 @@ def _empty_text_note(score: RetrievalScore) -> str | None:
 
 
 def _index_params(given: dict[str, Any] | None, encoding: str) -> dict[str, Any]:
-    from whitevec.index.store import ENCODING
+    from whitevec.index.stores.vector import ENCODING
 
     return {**(given or {}), ENCODING: encoding}
 
@@ -393,7 +393,7 @@ def _check_backend(
     uri: str | None,
 ) -> None:
     """Refuse, before any encoding, an encoding or parameter the backend cannot take."""
-    from whitevec.index.store import store_class
+    from whitevec.index.stores.vector import store_class
 
     for _, encoding in plan:
         store_class(backend).check_options(kind, _index_params(index_params, encoding), uri)
@@ -433,7 +433,7 @@ class _Run:
         self, out: Path, encoder: AnyEncoder, choice: TransformChoice, encoding: str, show_progress: bool | None
     ) -> tuple[Any, float]:
         """The index of one configuration at ``out``, loaded, and its build seconds."""
-        from whitevec.index.analyzers import DEFAULT_ANALYZER
+        from whitevec.index.lexical.analyzers import DEFAULT_ANALYZER
         from whitevec.index.retriever import Retriever
 
         transform = choice[1] if isinstance(choice, tuple) else choice
@@ -465,8 +465,8 @@ class _Run:
         row: ModeRow = DENSE,
     ) -> RetrievalScore:
         """One index's quality on the queries in the ``row``'s mode, its timings (dense rows) and its size."""
-        from whitevec.index.encodings import parse_encoding
-        from whitevec.index.store import ENCODING
+        from whitevec.index.encodings.spec import parse_encoding
+        from whitevec.index.stores.vector import ENCODING
 
         qids, qtexts = list(self.queries), list(self.queries.values())
         # An index with a lexical part searches in its own mode unless told: every row names its own.
@@ -538,7 +538,7 @@ def _quality(
     scaled over its own list); so each measure is taken from a search of its own depth, as a user asking for that
     many would get (10: recall@10, MRR@10, nDCG@10; 100: recall@100; ``depth``: MAP). ``options``: the search's
     mode and fusion."""
-    from whitevec.index.encodings import parse_encoding
+    from whitevec.index.encodings.spec import parse_encoding
 
     unknown: list[int] = []
 
@@ -564,7 +564,7 @@ def _quality(
 
 def _code_bytes(encoding: str, retriever: Any) -> int:
     """A vector's code bytes; for an expert factory string, measured: the index bytes per vector."""
-    from whitevec.index.encodings import parse_encoding
+    from whitevec.index.encodings.spec import parse_encoding
 
     nominal = parse_encoding(encoding).code_bytes(retriever.dim)
     return nominal or round(retriever.index_bytes / max(retriever.count, 1))

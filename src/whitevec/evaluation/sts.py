@@ -135,8 +135,8 @@ def evaluate_sts(
     All sentences a task needs (evaluated pairs and fitting sentences) are encoded once; each transform is then
     fitted and applied to the cached vectors. ``encoding`` other than float32 (an index encoding spec, as a tuned
     configuration names one): a task's evaluated sentences are stored with it and decoded before the cosines, as
-    ``whitevec tune`` scores an encoding (:func:`whitevec.index.encoded.encoded_vectors`; codes trained on the
-    task's evaluated sentences).
+    ``whitevec tune`` scores an encoding (:func:`whitevec.index.faiss.encoded.encoded_vectors`; codes trained on
+    the task's evaluated sentences).
 
     A sentence with no token the model knows (:func:`whitevec.encoders.protocol.known_token_mask`) has no meaning:
     it is
@@ -202,7 +202,7 @@ def _check_run(
 ) -> str:
     """The encoding's canonical spec, once the encoding, the tasks and every transform spec are checked (before
     anything is encoded)."""
-    from whitevec.index.encodings import parse_encoding
+    from whitevec.index.encodings.spec import parse_encoding
 
     parsed = parse_encoding(encoding)
     if parsed.scoring == "search":
@@ -230,7 +230,7 @@ def _fitted_space(
         space = vectors
     if encoding == "float32":
         return space
-    from whitevec.index.encoded import encoded_vectors
+    from whitevec.index.faiss.encoded import encoded_vectors
 
     return encoded_vectors(np.asarray(space, dtype=np.float32), encoding, stored)
 

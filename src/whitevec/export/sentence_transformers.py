@@ -37,7 +37,7 @@ from safetensors.numpy import save_file
 
 from whitevec._version import __version__
 from whitevec.encoders.loading import AnyEncoder, load_encoder
-from whitevec.encoders.st_config import (
+from whitevec.encoders.models.st_config import (
     FLOW_CLASS,
     LAYER_POOLING_CLASS,
     MODEL_CONFIG,
@@ -49,8 +49,8 @@ from whitevec.encoders.static_format import StaticTable, check_new_folder, saved
 from whitevec.encoders.transformer import Encoder
 from whitevec.errors import BadInputError, DimensionMismatchError
 from whitevec.export.faiss_index import linear_parts
-from whitevec.index.layout import TRANSFORM_FILE
-from whitevec.index.snapshot import IndexSnapshot, read_consistent
+from whitevec.index.folder.layout import TRANSFORM_FILE
+from whitevec.index.folder.snapshot import IndexSnapshot, read_consistent
 from whitevec.transforms import AllButTheTop, Center, Normalize, Transform, Whitening, is_affine
 from whitevec.utils.io import atomic_dir, write_json, writing_to
 

@@ -5,17 +5,17 @@
 >>> Retriever.load("idx").search(["how do wings stall?"], k=5)                        # doctest: +SKIP
 """
 
-# The vector stores and document stores register themselves by name when their modules are imported
-# (whitevec.index.store, whitevec.index.documents).
+# The backends (whitevec.index.faiss, whitevec.index.milvus) load when an index first names them
+# (whitevec.index.stores.vector's registry), so importing this package imports neither faiss nor pymilvus.
+from typing import Any
+
 from whitevec.datasets.retrieval import Document, read_corpus_file
-from whitevec.index import docstore, faiss_store, milvus_docs, milvus_store  # noqa: F401
 from whitevec.index.build import build_index, check_build, stored_dim
-from whitevec.index.documents import DocumentStore, document_store_names
-from whitevec.index.encodings import Encoding, list_encodings, parse_encoding, storage_estimate
-from whitevec.index.faiss_store import FaissStore
+from whitevec.index.encodings.spec import Encoding, list_encodings, parse_encoding, storage_estimate
+from whitevec.index.folder.snapshot import read_manifest
 from whitevec.index.retriever import QueryHits, Retriever, SearchHit, SearchResults, check_encoder
-from whitevec.index.snapshot import read_manifest
-from whitevec.index.store import KINDS, METRICS, VectorStore, index_size, store_names, stored_form
+from whitevec.index.stores.documents import DocumentStore, document_store_names
+from whitevec.index.stores.vector import KINDS, METRICS, VectorStore, index_size, store_names, stored_form
 
 __all__ = [
     "KINDS",
@@ -43,3 +43,11 @@ __all__ = [
     "stored_dim",
     "stored_form",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "FaissStore":  # the FAISS backend, imported on first use
+        from whitevec.index.faiss.store import FaissStore
+
+        return FaissStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

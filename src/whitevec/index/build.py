@@ -1,8 +1,8 @@
 """Building an index folder: check what is cheap first, then encode, fit the transform, store, publish.
 
 The folder is written through ``whitevec.utils.io.atomic_dir`` (built in a temporary sibling folder and swapped in
-whole, see :mod:`whitevec.index.layout`); ``manifest.json`` is written last, so a leftover temporary folder is
-never loadable as an index.
+whole, see :mod:`whitevec.index.folder.layout`); ``manifest.json`` is written last, so a leftover temporary folder
+is never loadable as an index.
 """
 
 from __future__ import annotations
@@ -19,25 +19,25 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from whitevec.datasets.retrieval import ID_RULE, Document, check_unique_ids, is_exact_id, read_corpus_file
-from whitevec.encoders.model_identity import check_model_checksum, model_record
+from whitevec.encoders.models.identity import check_model_checksum, model_record
 from whitevec.encoders.protocol import check_empty_documents, known_token_mask
 from whitevec.errors import BadInputError, CorruptFileError, DimensionMismatchError, WhitevecWarning
-from whitevec.index.docstore import metadata_json, write_docs
-from whitevec.index.encodings import parse_encoding
-from whitevec.index.faiss_store import faiss_version
-from whitevec.index.fusion import parse_fusion, parse_mode, search_field_problem
-from whitevec.index.layout import DOCS_FILE, LINEAR_TRANSFORMS, TRANSFORM_FILE, replaced_entries
-from whitevec.index.lexical import (
+from whitevec.index.encodings.spec import parse_encoding
+from whitevec.index.faiss.store import faiss_version
+from whitevec.index.folder.layout import DOCS_FILE, LINEAR_TRANSFORMS, TRANSFORM_FILE, replaced_entries
+from whitevec.index.folder.manifest import MANIFEST, write_manifest
+from whitevec.index.folder.raw_vectors import RAW_FIELD, check_keep_raw_vectors, raw_record, write_raw_vectors
+from whitevec.index.folder.snapshot import read_manifest
+from whitevec.index.lexical.bm25 import (
     DEFAULT_ANALYZER,
     LexicalIndex,
     check_lexical,
     make_analyzer,
     warn_documents_without_terms,
 )
-from whitevec.index.manifest import MANIFEST, write_manifest
-from whitevec.index.raw_vectors import RAW_FIELD, check_keep_raw_vectors, raw_record, write_raw_vectors
-from whitevec.index.snapshot import read_manifest
-from whitevec.index.store import (
+from whitevec.index.search.fusion import parse_fusion, parse_mode, search_field_problem
+from whitevec.index.stores.sqlite_docs import metadata_json, write_docs
+from whitevec.index.stores.vector import (
     ENCODING,
     KINDS,
     METRICS,
@@ -141,7 +141,7 @@ def check_build(
 
     Checks the kind, metric, backend and index parameters (the encoding among them, against the kind and metric
     and the stored dimension ``dim`` when it is known: see :func:`stored_dim`), the URI's form, the lexical part
-    (:func:`whitevec.index.lexical.check_lexical`), the index's own search mode and fusion ``search`` (a
+    (:func:`whitevec.index.lexical.bm25.check_lexical`), the index's own search mode and fusion ``search`` (a
     lexical or hybrid mode needs the lexical part), that ``out`` is absent, empty or an earlier index, and that
     its parent folder can be written. Returns the earlier index's manifest, if any.
 
@@ -245,8 +245,8 @@ def build_from_vectors(
     """:func:`build_index` of ``docs`` from their raw encoder ``vectors`` (a row each, as the encoder made them;
     every document kept), nothing encoded: the transform fitted on ``vectors``, the codes and the lexical part
     made as a build makes them, on the faiss backend, the raw vectors kept (what a refit from kept vectors
-    writes: :mod:`whitevec.index.raw_vectors`). ``encoder_record``: the manifest's fields of the encoder that
-    made ``vectors`` (``encoder`` analyses text only, for an ``encoder`` lexical analyzer)."""
+    writes: :mod:`whitevec.index.folder.raw_vectors`). ``encoder_record``: the manifest's fields of the encoder
+    that made ``vectors`` (``encoder`` analyses text only, for an ``encoder`` lexical analyzer)."""
     started = time.perf_counter()
     target = Path(out).expanduser()
     options: dict[str, Any] = dict(kind=kind, metric=metric, backend="faiss", uri=None, index_params=index_params)
@@ -372,7 +372,7 @@ def _filled_store(
     analyzer: str | None,
 ) -> VectorStore:
     """A new store in ``folder`` holding ``stored`` (rows 0..n-1); with ``analyzer``, a store that keeps the
-    lexical part itself (:class:`~whitevec.index.store.KeepsLexical`), given the documents' text too."""
+    lexical part itself (:class:`~whitevec.index.stores.vector.KeepsLexical`), given the documents' text too."""
     dim, ids = int(stored.shape[1]), np.arange(len(docs), dtype=np.int64)
     args = (folder, dim, options["metric"], options["kind"], options["index_params"], options["uri"])
     if analyzer is None:
@@ -455,7 +455,7 @@ def stored_dim(transform: str | None, encoder_dim: int) -> int | None:
 def encoder_fields(encoder: EncoderLike) -> dict[str, Any]:
     """What the manifest records of the encoder, so queries are encoded the same way, and of its model's folder
     (where it is, the name that finds it elsewhere, a checksum of its contents:
-    ``whitevec.encoders.model_identity``;
+    ``whitevec.encoders.models.identity``;
     nulls for an encoder without a folder)."""
     folder = getattr(encoder, "model_path", None)
     described = encoder_description(encoder)

@@ -1,16 +1,16 @@
 """Retriever: an encoder, a fitted Transform, a vector store and the documents of one index version.
 
 ``Retriever.build`` writes an index folder (:mod:`whitevec.index.build`; the layout is in
-:mod:`whitevec.index.layout`); ``Retriever.load`` opens one consistent version of it
-(:mod:`whitevec.index.snapshot`). The vector store is whichever backend the manifest names
-(:mod:`whitevec.index.store`), the document store whichever ``docs`` names (:mod:`whitevec.index.documents`):
-nothing here depends on which.
+:mod:`whitevec.index.folder.layout`); ``Retriever.load`` opens one consistent version of it
+(:mod:`whitevec.index.folder.snapshot`). The vector store is whichever backend the manifest names
+(:mod:`whitevec.index.stores.vector`), the document store whichever ``docs`` names
+(:mod:`whitevec.index.stores.documents`): nothing here depends on which.
 
 ``k`` larger than the number of documents is clamped to that number, with a logged warning
 (``logging.getLogger("whitevec.index.retriever")``); ``k`` below 1 is a BadInputError.
 
-A search runs in one of three modes (:mod:`whitevec.index.fusion`): ``dense`` (the vectors), ``lexical`` (the
-index's BM25 part, :attr:`Retriever.lexical`) or ``hybrid`` (both rankings fused); the index's manifest says
+A search runs in one of three modes (:mod:`whitevec.index.search.fusion`): ``dense`` (the vectors), ``lexical``
+(the index's BM25 part, :attr:`Retriever.lexical`) or ``hybrid`` (both rankings fused); the index's manifest says
 which is its default.
 """
 
@@ -27,14 +27,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from whitevec.datasets.retrieval import Document
-from whitevec.encoders.model_identity import index_model_folder
+from whitevec.encoders.models.identity import index_model_folder
 from whitevec.encoders.protocol import known_token_mask
 from whitevec.errors import BadInputError, DimensionMismatchError
 from whitevec.index.build import build_index, check_encoder
-from whitevec.index.documents import DocumentStore
-from whitevec.index.filter_rows import MetadataColumns, RowFilter, row_filter
-from whitevec.index.filters import Filter, parse_filter
-from whitevec.index.fusion import (
+from whitevec.index.filters.language import Filter, parse_filter
+from whitevec.index.filters.rows import MetadataColumns, RowFilter, row_filter
+from whitevec.index.folder.snapshot import read_consistent
+from whitevec.index.lexical.bm25 import DEFAULT_ANALYZER
+from whitevec.index.search.fusion import (
     FusesItself,
     Fusion,
     LexicalRanker,
@@ -43,7 +44,7 @@ from whitevec.index.fusion import (
     plan_search,
     search_defaults,
 )
-from whitevec.index.hits import (
+from whitevec.index.search.hits import (
     UNKNOWN_QUERY_NOTE,
     QueryHits,
     SearchHit,
@@ -52,14 +53,13 @@ from whitevec.index.hits import (
     lexical_hits,
     no_hits,
 )
-from whitevec.index.lexical import DEFAULT_ANALYZER
-from whitevec.index.opening import open_version
-from whitevec.index.snapshot import read_consistent
-from whitevec.index.store import VectorStore, stored_files, stored_form
-from whitevec.index.updates import (
+from whitevec.index.segments.writing import (
     IndexState,
     searchable,
 )
+from whitevec.index.stores.documents import DocumentStore
+from whitevec.index.stores.vector import VectorStore, stored_files, stored_form
+from whitevec.index.versions import open_version
 from whitevec.index.writes import IndexWrites
 from whitevec.preflight import check_device, check_texts
 from whitevec.transforms import Transform
@@ -142,12 +142,12 @@ class Retriever(IndexWrites):
         encode, ``"error"`` refused.
 
         ``search``: the index's own search mode and fusion, ``{"mode": MODE, "fusion": SPEC}``, written to the
-        manifest (:func:`~whitevec.index.fusion.search_defaults`; ``whitevec tune`` chooses them); None: hybrid
-        with the default fusion when there is a lexical part, else dense.
+        manifest (:func:`~whitevec.index.search.fusion.search_defaults`; ``whitevec tune`` chooses them); None:
+        hybrid with the default fusion when there is a lexical part, else dense.
 
         ``keep_raw_vectors``: keep the encoder's vectors before the transform beside the codes (float32, one file
         per segment; adds keep theirs too), so :meth:`refit` fits on them without encoding again
-        (:mod:`whitevec.index.raw_vectors`; faiss backend only).
+        (:mod:`whitevec.index.folder.raw_vectors`; faiss backend only).
 
         Raises:
             BadInputError: empty corpus, duplicate ids, unknown kind/metric/backend/params, or ``out`` is
@@ -188,11 +188,11 @@ class Retriever(IndexWrites):
         """Open an index folder; checks the manifest, every file's checksum, and the encoder against it.
 
         One consistent version is read even while another process rebuilds the index (see
-        :mod:`whitevec.index.snapshot`). Without ``encoder``, one is built from the manifest's model, pooling,
-        max_length and encoder backend, on ``device``, with the vector cache on or off (``cache``; a server
-        should not cache every query). The model is the folder the build recorded, or the alias or hub id it was
-        given as, or ``model`` (a folder, alias or hub id: where that model is now); its contents must match
-        the checksum the build recorded (:mod:`whitevec.encoders.model_identity`). An ``encoder`` with another
+        :mod:`whitevec.index.folder.snapshot`). Without ``encoder``, one is built from the manifest's model,
+        pooling, max_length and encoder backend, on ``device``, with the vector cache on or off (``cache``; a
+        server should not cache every query). The model is the folder the build recorded, or the alias or hub id it
+        was given as, or ``model`` (a folder, alias or hub id: where that model is now); its contents must match
+        the checksum the build recorded (:mod:`whitevec.encoders.models.identity`). An ``encoder`` with another
         backend
         (bf16 queries on a float32 index, say) is allowed: same model, nearly the same vectors.
 
@@ -318,15 +318,15 @@ class Retriever(IndexWrites):
         """The ``k`` best documents for each query, best first (see the module docstring for ``k``): a list of
         hit lists (see :class:`SearchHit` for what a score means in each mode).
 
-        ``filter``: a metadata filter (:mod:`whitevec.index.filters`, e.g. ``'year >= 2000 and lang == "en"'``);
-        the hits are then the ``k`` best of the documents that pass, in every mode. When none passes, every query
-        gets no hits and a note saying so.
+        ``filter``: a metadata filter (:mod:`whitevec.index.filters.language`, e.g. ``'year >= 2000 and lang ==
+        "en"'``); the hits are then the ``k`` best of the documents that pass, in every mode. When none passes,
+        every query gets no hits and a note saying so.
 
-        ``mode``: ``dense``, ``lexical`` or ``hybrid``; None, the index's own (:func:`~whitevec.index.fusion.
-        search_defaults`). ``fusion`` (``rrf[:K]``, ``convex[:ALPHA]`` or a :class:`~whitevec.index.fusion.Fusion`;
-        None, the index's own) and ``candidates`` (each ranker's top ``candidates x k`` are fused; None,
-        :data:`~whitevec.index.fusion.CANDIDATE_FACTOR`) are for hybrid searches, which either asks for when no
-        mode is given.
+        ``mode``: ``dense``, ``lexical`` or ``hybrid``; None, the index's own
+        (:func:`~whitevec.index.search.fusion. search_defaults`). ``fusion`` (``rrf[:K]``, ``convex[:ALPHA]`` or a
+        :class:`~whitevec.index.search.fusion.Fusion`; None, the index's own) and ``candidates`` (each ranker's top
+        ``candidates x k`` are fused; None, :data:`~whitevec.index.search.fusion.CANDIDATE_FACTOR`) are for hybrid
+        searches, which either asks for when no mode is given.
 
         A query with no token the model knows (only emoji or characters the vocabulary lacks) is not searched
         densely: in dense mode its hit list is empty, with a ``note`` (see :class:`SearchResults`'s
@@ -384,8 +384,8 @@ class Retriever(IndexWrites):
     def _search_hybrid(
         self, items: list[str], known: np.ndarray, k: int, plan: SearchPlan, allowed: np.ndarray | None
     ) -> SearchResults:
-        """Each ranker's top ``plan.depth`` candidates fused (:func:`~whitevec.index.fusion.fuse`); a query one
-        ranker cannot search gets the other's ranking alone, with a note."""
+        """Each ranker's top ``plan.depth`` candidates fused (:func:`~whitevec.index.search.fusion.fuse`); a query
+        one ranker cannot search gets the other's ranking alone, with a note."""
         lexical, depth = self._lexical(), plan.depth(k, self.count)
         dense_rows = np.full((len(items), depth), -1, dtype=np.int64)
         dense_scores = np.full((len(items), depth), -np.inf, dtype=np.float32)

@@ -1,5 +1,5 @@
 """The writing half of :class:`whitevec.index.Retriever`: add, upsert, delete and compact a loaded index (each
-one new version of its folder, :mod:`whitevec.index.updates`), and keep searching the version written."""
+one new version of its folder, :mod:`whitevec.index.segments.writing`), and keep searching the version written."""
 
 from __future__ import annotations
 
@@ -21,12 +21,11 @@ from whitevec.index.build import (
     build_index,
     meaningful_documents,
 )
-from whitevec.index.milvus_writes import MilvusWrites
-from whitevec.index.opening import open_version
-from whitevec.index.raw_vectors import keeps_raw_vectors, live_raw_vectors
-from whitevec.index.snapshot import read_consistent
-from whitevec.index.store import stored_form
-from whitevec.index.updates import (
+from whitevec.index.folder.raw_vectors import keeps_raw_vectors, live_raw_vectors
+from whitevec.index.folder.snapshot import read_consistent
+from whitevec.index.milvus.writes import MilvusWrites
+from whitevec.index.segments.requests import AddResult, DeleteResult, check_ids, check_on_existing
+from whitevec.index.segments.writing import (
     IndexState,
     ReloadNeededError,
     check_own_version,
@@ -42,7 +41,8 @@ from whitevec.index.updates import (
     searchable,
     with_merges,
 )
-from whitevec.index.write_requests import AddResult, DeleteResult, check_ids, check_on_existing
+from whitevec.index.stores.vector import stored_form
+from whitevec.index.versions import open_version
 from whitevec.utils.io import writing_folder
 
 if TYPE_CHECKING:
@@ -99,9 +99,10 @@ class IndexWrites(MilvusWrites):
         one held. Documents with no token the model knows are counted in a warning and skipped, kept or refused
         by ``empty_documents`` as in :meth:`build` (when all are skipped, nothing is written).
 
-        One new segment, the rest linked into the next version, swapped in whole (:mod:`whitevec.index.updates`):
-        the cost is the added documents'; a failed add leaves the index as it was; other processes' readers see
-        the old or the new version. Refused when another process wrote since this Retriever loaded.
+        One new segment, the rest linked into the next version, swapped in whole
+        (:mod:`whitevec.index.segments.writing`): the cost is the added documents'; a failed add leaves the index
+        as it was; other processes' readers see the old or the new version. Refused when another process wrote
+        since this Retriever loaded.
 
         Raises:
             BadInputError: empty list, an id given twice, an id already in the index under ``"error"`` (named),
@@ -235,7 +236,7 @@ class IndexWrites(MilvusWrites):
     def refit(self, transform: str | None = None, show_progress: bool | None = None) -> None:
         """Fit the transform again on every live document and rewrite the index with it (one new version: the one
         write whose cost is the index's size). An index built with ``keep_raw_vectors=True`` fits on the raw
-        vectors it keeps and calls no encoder (:mod:`whitevec.index.raw_vectors`; the refit index keeps them
+        vectors it keeps and calls no encoder (:mod:`whitevec.index.folder.raw_vectors`; the refit index keeps them
         too); any other encodes every document again. ``transform``: another spec to fit (None: the index's
         own). docs/results/staleness.md measures what a fit made before most documents were added costs;
         ``index info``'s state says how many were.

@@ -152,7 +152,7 @@ def _unprocessable(message: str, errors: list[dict[str, Any]]) -> JSONResponse:
 
 # The limit (a ServeSettings field) behind each constrained field of the request schemas.
 _COUNT_LIMITS = {"queries": "max_queries", "texts": "max_texts"}
-# The search choices' wording (whitevec.index.fusion's; the request schema gives each index's own modes).
+# The search choices' wording (whitevec.index.search.fusion's; the request schema gives each index's own modes).
 _FUSION_FORMS = "rrf, rrf:K (K an integer >= 1), convex or convex:ALPHA (0 <= ALPHA <= 1, the dense weight)"
 _MODES_OF_INDEX = "those the schema lists (dense; lexical and hybrid need an index with a lexical part)"
 _ADD_LEXICAL = "rebuild it with --lexical bm25"
@@ -482,8 +482,8 @@ def _add_recall_routes(
     app: FastAPI, retriever: RetrieverLike, worker: RetrieverWorker, settings: ServeSettings, guard: KeyGuard
 ) -> None:
     """POST /search and /embed: the texts go to the worker thread, the answer is shaped here."""
-    from whitevec.index.filters import parse_filter
-    from whitevec.index.fusion import plan_search, search_defaults
+    from whitevec.index.filters.language import parse_filter
+    from whitevec.index.search.fusion import plan_search, search_defaults
 
     choices = search_choices(dict(retriever.manifest))[0]
     defaults = search_defaults(dict(retriever.manifest))

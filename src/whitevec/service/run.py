@@ -71,7 +71,7 @@ def load_retriever(
 ) -> RetrieverLike:
     """``Retriever.load`` with a clear error for a folder that is not there; queries are encoded with the
     index's own arithmetic, or with ``compute`` (torch, bf16, int8) when it names another, by the index's model
-    (found at ``model`` when it moved; see :func:`whitevec.encoders.model_identity.index_model_folder`)."""
+    (found at ``model`` when it moved; see :func:`whitevec.encoders.models.identity.index_model_folder`)."""
     folder = Path(index_dir)
     if not folder.is_dir():
         raise DataNotFoundError(f"index folder {folder} does not exist; build one with `whitevec index build`")
@@ -83,7 +83,7 @@ def load_retriever(
             retriever: RetrieverLike = Retriever.load(folder, cache=False, model=model)
             return retriever
         from whitevec.encoders.loading import load_encoder
-        from whitevec.encoders.model_identity import index_model_folder
+        from whitevec.encoders.models.identity import index_model_folder
         from whitevec.index import read_manifest
 
         manifest = read_manifest(folder.expanduser(), verify=False)
@@ -124,7 +124,7 @@ def check_workers(manifest: dict[str, Any], workers: int) -> None:
     """Refuse several worker processes on an index whose vectors live in Milvus Lite (the manifest names no
     Milvus server): Milvus Lite opens its data in one process only, so a second worker would fail to start
     and be restarted forever."""
-    from whitevec.index.milvus_store import is_local_uri
+    from whitevec.index.milvus.store import is_local_uri
 
     uri = manifest.get("backend_uri")
     if workers > 1 and manifest.get("backend") == "milvus" and (not uri or is_local_uri(str(uri))):
@@ -289,7 +289,7 @@ def serve(
         # Every worker loads the index itself; here only check what fails fast and cheaply (the folder, its
         # checksums, the backend, the model's presence), so a bad index stops the command before any process
         # starts.
-        from whitevec.encoders.model_identity import index_model_folder
+        from whitevec.encoders.models.identity import index_model_folder
         from whitevec.index import read_manifest
 
         manifest = read_manifest(Path(index_dir).expanduser(), verify=True)

@@ -17,7 +17,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 from whitevec.datasets.rows import RepeatedKeyError, unique_keys
-from whitevec.index.fusion import DEFAULT_FUSION
+from whitevec.index.search.fusion import DEFAULT_FUSION
 
 if TYPE_CHECKING:
     from whitevec.service.settings import ServeSettings
@@ -41,12 +41,13 @@ def _whole_number(value: Any) -> Any:
 WholeNumber = Annotated[int, BeforeValidator(_whole_number)]
 
 
-# The fusions a request may name, in the canonical forms whitevec.index.fusion.parse_fusion reads (lower case,
-# no spaces, ALPHA from 0 to 1 written plainly): the schema states exactly what the server accepts. [0-9], not
-# \d: pydantic's Rust regex counts every Unicode digit as \d.
+# The fusions a request may name, in the canonical forms whitevec.index.search.fusion.parse_fusion reads (lower
+# case, no spaces, ALPHA from 0 to 1 written plainly): the schema states exactly what the server accepts. [0-9],
+# not \d: pydantic's Rust regex counts every Unicode digit as \d.
 FUSION_PATTERN = r"^(rrf(:[1-9][0-9]*)?|convex(:(0|1|0?\.[0-9]+|0\.[0-9]*|1\.0*))?)$"
 # A fusion or candidates beside mode dense or lexical: refused, and the schema says so.
-# A metadata filter (whitevec.index.filters); its syntax and fields are checked by the search, not the schema.
+# A metadata filter (whitevec.index.filters.language); its syntax and fields are checked by the search, not the
+# schema.
 MAX_FILTER_CHARS = 4096
 FilterExpression = Annotated[
     str | None,

@@ -44,7 +44,7 @@ from whitevec.utils.io import write_target
 
 if TYPE_CHECKING:
     from whitevec.encoders.protocol import EncoderLike
-    from whitevec.index.write_requests import AddResult, DeleteResult
+    from whitevec.index.segments.requests import AddResult, DeleteResult
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def _version(retriever: RetrieverLike) -> dict[str, int]:
 def _public_refusals(retriever: WritableRetriever) -> Iterator[None]:
     """The library's refusals without the index's path (a client learns nothing of the server's files); another
     writer's version as a conflict."""
-    from whitevec.index.snapshot import changed_message
+    from whitevec.index.folder.snapshot import changed_message
 
     try:
         yield

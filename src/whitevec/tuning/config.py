@@ -25,9 +25,9 @@ import numpy as np
 
 from whitevec._version import __version__
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError, WhitevecError
-from whitevec.index.analyzers import DEFAULT_ANALYZER, check_analyzer_name
-from whitevec.index.encodings import parse_encoding
-from whitevec.index.fusion import DEFAULT_FUSION, parse_fusion, parse_mode
+from whitevec.index.encodings.spec import parse_encoding
+from whitevec.index.lexical.analyzers import DEFAULT_ANALYZER, check_analyzer_name
+from whitevec.index.search.fusion import DEFAULT_FUSION, parse_fusion, parse_mode
 from whitevec.transforms import make_transform
 from whitevec.tuning.space import canonical_transform
 from whitevec.utils.io import write_json
@@ -79,15 +79,15 @@ class TunedConfig:
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     whitevec: str = __version__
     disk_bytes_per_vector: int = 0  # on disk: a +rescore encoding's rescoring vector (absent before: 0)
-    # How an index built from it searches (whitevec.index.fusion; absent before: dense): the mode, the fusion of
-    # a hybrid search (its spec), and the analyzer of the lexical part a lexical or hybrid mode needs.
+    # How an index built from it searches (whitevec.index.search.fusion; absent before: dense): the mode, the
+    # fusion of a hybrid search (its spec), and the analyzer of the lexical part a lexical or hybrid mode needs.
     mode: str = "dense"
     fusion: str = DEFAULT_FUSION.spec
     analyzer: str = DEFAULT_ANALYZER
 
     @property
     def search(self) -> dict[str, str]:
-        """The index manifest's ``search`` field (:func:`whitevec.index.fusion.search_defaults`)."""
+        """The index manifest's ``search`` field (:func:`whitevec.index.search.fusion.search_defaults`)."""
         return {"mode": self.mode, "fusion": self.fusion}
 
     @property

@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from whitevec.errors import BadInputError
-from whitevec.index.encoded import TRAIN_SAMPLE
-from whitevec.index.encodings import fit_to_training, list_encodings, parse_encoding
+from whitevec.index.encodings.spec import fit_to_training, list_encodings, parse_encoding
+from whitevec.index.faiss.encoded import TRAIN_SAMPLE
 from whitevec.tuning.items import Items
 from whitevec.tuning.space import (
     ALL_ENCODINGS,
@@ -143,8 +143,8 @@ class TimeBox:
 
 def _expand_encodings(names: Sequence[str], dim: int, *, searched: bool = True) -> list[str]:
     """The encoding specs to try at output dimension ``dim``: ``all`` becomes every spec
-    :func:`whitevec.index.encodings.list_encodings` gives (the budget is applied afterwards, to the bytes of the
-    encoding the index would really use), without those only a search scores unless ``searched`` (retrieval);
+    :func:`whitevec.index.encodings.spec.list_encodings` gives (the budget is applied afterwards, to the bytes of
+    the encoding the index would really use), without those only a search scores unless ``searched`` (retrieval);
     float32 stays first."""
     out: list[str] = []
     for name in names:
@@ -167,8 +167,9 @@ def _short(reason: str) -> str:
 
 def _effective_encoding(spec: str, dim: int, n_train: int) -> tuple[str, str | None]:
     """The encoding a flat index of ``n_train`` training vectors would store at dimension ``dim`` (PQ bits lowered
-    when too few train it, :func:`whitevec.index.encodings.fit_to_training`), and the note saying so; BadInputError
-    when the encoding cannot take ``dim`` (PQ's M must divide it) or has too few training vectors at all."""
+    when too few train it, :func:`whitevec.index.encodings.spec.fit_to_training`), and the note saying so;
+    BadInputError when the encoding cannot take ``dim`` (PQ's M must divide it) or has too few training vectors at
+    all."""
     encoding = parse_encoding(spec)
     encoding.check_dim(dim)
     used, _, notes = fit_to_training(encoding, "flat", {}, n_train)

@@ -40,7 +40,7 @@ class CandidateResult:
     folds: list[float] = field(default_factory=list)  # its score on each held-out fold (k-fold check)
     chosen: bool = False
     disk_bytes_per_vector: int = 0  # on disk: a +rescore encoding's rescoring vector
-    mode: str = "dense"  # how the index searches: dense, lexical or hybrid (whitevec.index.fusion)
+    mode: str = "dense"  # how the index searches: dense, lexical or hybrid (whitevec.index.search.fusion)
     fusion: str = ""  # hybrid: the fusion spec (rrf:60, convex:0.6); empty otherwise
 
     @property

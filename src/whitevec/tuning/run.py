@@ -10,7 +10,7 @@ Protocol:
 3. Each candidate scores each dev item: the cosine of each pair (STS; the statistic is Spearman x 100 over the
    pairs) or the metric of each query (retrieval: nDCG@10 by default; exact cosine search over the corpus).
    A compressed encoding is scored as the index would store it
-   (:func:`whitevec.index.encoded.encoded_vectors`): a flat FAISS store
+   (:func:`whitevec.index.faiss.encoded.encoded_vectors`): a flat FAISS store
    with that encoding trains its codes on the stored side (the documents; for pairs every sentence) and the
    stored vectors are replaced by their decoded codes; queries stay float (asymmetric search) and are scored as
    the store scores them. For pairs both sentences are decoded and compared by cosine. A PQ encoding whose M
@@ -48,13 +48,13 @@ import numpy as np
 
 from whitevec.datasets.retrieval import RetrievalDataset
 from whitevec.datasets.sts import Pair, StsTask
-from whitevec.encoders.models import DEFAULT_MODEL
+from whitevec.encoders.models.resolution import DEFAULT_MODEL
 from whitevec.encoders.protocol import known_token_mask, zero_unknown_rows
 from whitevec.encoders.static import StaticEncoder
 from whitevec.encoders.static_format import STATIC_POOLING
 from whitevec.errors import BadInputError, WhitevecWarning
-from whitevec.index.analyzers import DEFAULT_ANALYZER
-from whitevec.index.fusion import DEFAULT_FUSION
+from whitevec.index.lexical.analyzers import DEFAULT_ANALYZER
+from whitevec.index.search.fusion import DEFAULT_FUSION
 from whitevec.preflight import check_encoder
 from whitevec.tuning.choice import check_by_folds, choose_on_dev
 from whitevec.tuning.config import TunedConfig
@@ -117,9 +117,9 @@ def tune(
         test: separate scored pairs to report the choice on (STS). ``test_queries``: query ids of ``dev`` held
             out as test (retrieval). Without test data the choice is checked by ``folds``-fold over the dev items.
         transforms: transform specs (default: :func:`whitevec.tuning.space.default_transforms`; ``none`` is
-            always added). ``encodings``: index encoding specs (:func:`whitevec.index.encodings.parse_encoding`;
-            ``float32`` is always added), or ``all``: every spec :func:`whitevec.index.encodings.list_encodings`
-            gives each transform's output dimension.
+            always added). ``encodings``: index encoding specs
+            (:func:`whitevec.index.encodings.spec.parse_encoding`; ``float32`` is always added), or ``all``: every
+            spec :func:`whitevec.index.encodings.spec.list_encodings` gives each transform's output dimension.
         modes, analyzer: the search modes to tune and the BM25 analyzer (retrieval only; see
             :mod:`whitevec.tuning.searches`; None: all modes for retrieval data, ``dense`` for pairs).
         metric: ``spearman`` for pairs; ``ndcg@10`` (default), ``recall@K``, ``mrr@K`` or ``map`` for retrieval.

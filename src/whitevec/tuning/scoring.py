@@ -14,8 +14,8 @@ from whitevec.encoders.protocol import zero_unknown_rows
 from whitevec.errors import BadInputError
 from whitevec.evaluation.metrics import cosine_rows, spearman100
 from whitevec.evaluation.retrieval import query_metric, query_scores
-from whitevec.index.encoded import encoded_vectors, exact_rankings, searched_rankings
-from whitevec.index.encodings import parse_encoding
+from whitevec.index.encodings.spec import parse_encoding
+from whitevec.index.faiss.encoded import encoded_vectors, exact_rankings, searched_rankings
 from whitevec.tuning.fits import Fits, fit_apply
 from whitevec.tuning.items import Items, Rows
 from whitevec.tuning.results import CandidateResult
@@ -114,10 +114,10 @@ def per_query_scores(
 ) -> np.ndarray:
     """Each query's metric (:func:`whitevec.evaluation.retrieval.query_scores`) of its ranking under exact search
     over the documents as a flat cosine index with ``encoding`` ranks them, ties broken by document order
-    (:func:`whitevec.index.encoded.exact_rankings`): by cosine for float32, by the index's own score against
-    decoded codes or sign codes (``doc_vectors`` from :func:`whitevec.index.encoded.encoded_vectors`); for RaBitQ
-    and ``+rescore``, the ranking of a flat store's own search at the metric's depth
-    (:func:`whitevec.index.encoded.searched_rankings`)."""
+    (:func:`whitevec.index.faiss.encoded.exact_rankings`): by cosine for float32, by the index's own score against
+    decoded codes or sign codes (``doc_vectors`` from :func:`whitevec.index.faiss.encoded.encoded_vectors`); for
+    RaBitQ and ``+rescore``, the ranking of a flat store's own search at the metric's depth
+    (:func:`whitevec.index.faiss.encoded.searched_rankings`)."""
     _, depth = query_metric(metric)
     depth = min(depth, len(doc_ids))
     if parse_encoding(encoding).scoring == "search":

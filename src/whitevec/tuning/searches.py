@@ -1,12 +1,12 @@
 """The lexical and hybrid candidates of a retrieval run: each query's ranking as an index built with
 ``--lexical bm25`` and searched in that mode would give it, scored per query like the dense candidates.
 
-The BM25 index (:class:`whitevec.index.lexical.LexicalIndex`, with the run's analyzer) is built once over the
+The BM25 index (:class:`whitevec.index.lexical.bm25.LexicalIndex`, with the run's analyzer) is built once over the
 documents an index would keep (those with a token the model knows; in practice every one) and each query set
 is searched once. A hybrid candidate's dense ranking is a flat store's own search with its encoding
-(:func:`whitevec.index.encoded.coded_store`: the scores a search fuses), computed once per transform and
-encoding and reused by every fusion; the two are fused by :func:`whitevec.index.fusion.fuse`, each ranker's top
-``CANDIDATE_FACTOR x k`` documents, as :meth:`whitevec.index.Retriever.search` fuses them.
+(:func:`whitevec.index.faiss.encoded.coded_store`: the scores a search fuses), computed once per transform and
+encoding and reused by every fusion; the two are fused by :func:`whitevec.index.search.fusion.fuse`, each ranker's
+top ``CANDIDATE_FACTOR x k`` documents, as :meth:`whitevec.index.Retriever.search` fuses them.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import numpy as np
 
 from whitevec.errors import BadInputError
 from whitevec.evaluation.retrieval import query_metric, query_scores
-from whitevec.index.encoded import TRAIN_SAMPLE, coded_store
-from whitevec.index.fusion import CANDIDATE_FACTOR, MODES, fuse, parse_fusion, parse_mode
-from whitevec.index.lexical import DEFAULT_ANALYZER, LexicalIndex, make_analyzer
+from whitevec.index.faiss.encoded import TRAIN_SAMPLE, coded_store
+from whitevec.index.lexical.bm25 import DEFAULT_ANALYZER, LexicalIndex, make_analyzer
+from whitevec.index.search.fusion import CANDIDATE_FACTOR, MODES, fuse, parse_fusion, parse_mode
 from whitevec.tuning.items import Items, Rows
 from whitevec.tuning.space import Candidate
 from whitevec.utils.linalg import unit_rows

@@ -6,14 +6,14 @@ and ``flow``. Two grid points equal ones already in it and are left out: whiteni
 dimensions is a rotation (beta 0: cosines exactly those of ``none``) or a centring (beta 1: ``center``).
 
 Encodings (how the index stores each vector) are the last axis: the index's own encoding specs
-(:func:`whitevec.index.encodings.parse_encoding`: ``float32``, ``fp16``, ``sq8``, ``sq4``, ``pqM``, ``pqMxB``,
+(:func:`whitevec.index.encodings.spec.parse_encoding`: ``float32``, ``fp16``, ``sq8``, ``sq4``, ``pqM``, ``pqMxB``,
 ``opqM,pqM``, the 1-bit ``binary``, ``binary-rr``, ``itq``, ``rabitq``, any lossy one with ``+rescore``), or
-``all``: every spec :func:`whitevec.index.encodings.list_encodings` gives a candidate's output dimension. A
+``all``: every spec :func:`whitevec.index.encodings.spec.list_encodings` gives a candidate's output dimension. A
 candidate's bytes per vector are the encoding's code bytes in memory at its output dimension
-(:meth:`whitevec.index.encodings.Encoding.code_bytes`, the figure ``whitevec index info`` reports as
+(:meth:`whitevec.index.encodings.spec.Encoding.code_bytes`, the figure ``whitevec index info`` reports as
 ``code_bytes_per_vector`` and the compression frontier's x axis; the 8-byte id every index keeps per vector is
 the same for all candidates and left out); a ``+rescore`` encoding's vectors on disk are reported beside them
-(:meth:`whitevec.index.encodings.Encoding.disk_bytes`), not counted. ``float32`` is always scored: ``none``
+(:meth:`whitevec.index.encodings.spec.Encoding.disk_bytes`), not counted. ``float32`` is always scored: ``none``
 stored as float32 is the baseline.
 """
 
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from whitevec.errors import BadInputError
-from whitevec.index.encodings import FORMS, parse_encoding
+from whitevec.index.encodings.spec import FORMS, parse_encoding
 from whitevec.transforms import SPEC_FORMS, AllButTheTop, Whitening, make_transform, whitening_spec
 
 # Tie-breaking cost of a transform family: no transform, then linear maps, then the non-linear flow.
@@ -37,7 +37,7 @@ WHITENING_GAMMAS = (0.0, 0.25, 0.5, 1.0)
 @dataclass(frozen=True)
 class Candidate:
     """One configuration tune scores: a model, a pooling, a transform spec and an encoding, searched in a
-    ``mode`` (:data:`whitevec.index.fusion.MODES`) with, for ``hybrid``, a ``fusion`` spec (``rrf:60``,
+    ``mode`` (:data:`whitevec.index.search.fusion.MODES`) with, for ``hybrid``, a ``fusion`` spec (``rrf:60``,
     ``convex:0.5``; empty otherwise)."""
 
     model: str
@@ -115,7 +115,7 @@ def default_transforms(dim: int, *, include_flow: bool = True) -> list[str]:
 
 
 ALL_ENCODINGS = "all"
-"""The ``encodings`` entry standing for every spec :func:`whitevec.index.encodings.list_encodings` gives a
+"""The ``encodings`` entry standing for every spec :func:`whitevec.index.encodings.spec.list_encodings` gives a
 candidate's output dimension (within ``max_bytes_per_vector``)."""
 
 

@@ -293,7 +293,8 @@ def _seal_tree(folder: Path) -> None:
         for name in names:
             path = Path(root) / name
             # A file with other links is one an earlier version sealed, linked in unchanged (an index write's
-            # files: whitevec.index.updates): its mode and data are settled, and a chmod would dirty its inode.
+            # files: whitevec.index.segments.writing): its mode and data are settled, and a chmod would dirty its
+            # inode.
             if path.is_file() and not path.is_symlink() and path.stat().st_nlink == 1:
                 os.chmod(path, 0o666 & ~_UMASK)
                 _fsync_path(path)

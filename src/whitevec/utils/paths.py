@@ -1,5 +1,5 @@
 """Where whitevec keeps its own files in the user's cache. Standard library only: the light modules
-(``whitevec.encoders.models``, ``whitevec.preflight``) import it before anything heavy loads."""
+(``whitevec.encoders.models.resolution``, ``whitevec.preflight``) import it before anything heavy loads."""
 
 from __future__ import annotations
 

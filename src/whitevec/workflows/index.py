@@ -77,7 +77,7 @@ def build_index_file(
     the model knows (see :meth:`whitevec.index.Retriever.build`). The Ray engine indexes every document (None or
     ``keep``; the others are refused). ``lexical`` and ``analyzer``: the BM25 index beside the vectors (see
     :meth:`whitevec.index.Retriever.build`); on Milvus (``--backend milvus``, ``--engine ray``) Milvus's own
-    BM25 on the collection's text field (:mod:`whitevec.index.milvus_bm25`). ``search``: the index's own search
+    BM25 on the collection's text field (:mod:`whitevec.index.milvus.bm25`). ``search``: the index's own search
     mode and fusion (``{"mode", "fusion"}``, from a tuned configuration; local builds). ``keep_raw_vectors``:
     keep the encoder's vectors for a refit without encoding (local builds on faiss)."""
     empty = None if empty_documents is None else check_empty_documents(empty_documents)
@@ -163,7 +163,7 @@ def _check_ray_options(
 ) -> None:
     """The options a Ray build refuses: leaving documents out, a fit sample with nothing to fit, an analyzer
     Milvus cannot reproduce, a tuned search mode (recorded by local builds only), all before Ray starts."""
-    from whitevec.index.lexical import check_lexical
+    from whitevec.index.lexical.bm25 import check_lexical
 
     check_lexical(lexical, analyzer, "milvus")
     if search is not None and search.get("mode") != "dense":
@@ -234,14 +234,14 @@ def search_index(
     """The ``k`` best hits of each query in the index ``index_dir``, queries encoded with the index's own model
     (found where ``model`` says when it moved), pooling and transform (a query with no token the model knows: no
     hits and a note, see :meth:`whitevec.index.Retriever.search`), in ``mode`` with ``fusion`` and
-    ``candidates`` (None: the index's own; see :mod:`whitevec.index.fusion`). Checked before the index loads: the
-    folder, that it follows the tuned configuration ``config`` when one is given, the mode, fusion and candidates
-    (a lexical or hybrid search needs a lexical part), that no query is blank (as HTTP /search refuses one), and
-    the metadata ``filter`` (:mod:`whitevec.index.filters`: its syntax, and, for documents kept in the folder,
-    its fields and their kinds)."""
+    ``candidates`` (None: the index's own; see :mod:`whitevec.index.search.fusion`). Checked before the index
+    loads: the folder, that it follows the tuned configuration ``config`` when one is given, the mode, fusion and
+    candidates (a lexical or hybrid search needs a lexical part), that no query is blank (as HTTP /search refuses
+    one), and the metadata ``filter`` (:mod:`whitevec.index.filters.language`: its syntax, and, for documents kept
+    in the folder, its fields and their kinds)."""
     existing_folder(index_dir, "index folder")
     from whitevec.index import read_manifest
-    from whitevec.index.fusion import plan_search, search_defaults
+    from whitevec.index.search.fusion import plan_search, search_defaults
 
     # The fields suffice here (Retriever.load verifies every file); a tuned configuration's check verifies too.
     manifest = read_manifest(index_dir, verify=config is not None)
@@ -252,8 +252,8 @@ def search_index(
     has_lexical = manifest.get("lexical") is not None
     plan_search(mode, fusion, candidates, defaults=search_defaults(manifest), has_lexical=has_lexical)
     check_texts(queries)
-    from whitevec.index.filters import parse_filter
-    from whitevec.index.opening import check_filter_in_folder
+    from whitevec.index.filters.language import parse_filter
+    from whitevec.index.versions import check_filter_in_folder
 
     parsed = None if filter is None else parse_filter(filter)
     if parsed is not None:

@@ -1,6 +1,6 @@
 """Writing to a built index from files (``whitevec index add | delete | compact``): each checks its inputs and
 the index's manifest with light imports, then loads the index and writes one new version
-(:mod:`whitevec.index.updates`)."""
+(:mod:`whitevec.index.segments.writing`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from whitevec.encoders.protocol import check_empty_documents
 from whitevec.errors import BadInputError
 from whitevec.preflight import check_device, check_output, existing_folder
 
-# Retriever.add's choices (whitevec.index.write_requests.ON_EXISTING, held equal by a test): importing the index
+# Retriever.add's choices (whitevec.index.segments.requests.ON_EXISTING, held equal by a test): importing the index
 # here would load numpy and faiss before a bad choice is refused.
 ON_EXISTING = ("error", "replace", "skip")
 
@@ -75,7 +75,7 @@ def add_documents_file(
         raise BadInputError(f"{corpus} holds no documents; nothing to add")
     check_unique_ids(docs, where=str(corpus))
     from whitevec.index import Retriever
-    from whitevec.index.write_requests import HeldIdsError
+    from whitevec.index.segments.requests import HeldIdsError
 
     with Retriever.load(index_dir, device=device, model=model) as retriever:
         try:
@@ -137,7 +137,7 @@ def refit_index(
         raise BadInputError("--transform is empty; give a spec such as whitening-128, or leave it out")
     device = check_device(device)  # a device this machine lacks is the one line, not after the notice
     from whitevec.index import Retriever, read_manifest
-    from whitevec.index.raw_vectors import keeps_raw_vectors
+    from whitevec.index.folder.raw_vectors import keeps_raw_vectors
 
     encoder = None
     if keeps_raw_vectors(read_manifest(index_dir, verify=False)):

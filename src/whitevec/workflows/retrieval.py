@@ -61,7 +61,7 @@ def evaluate_retrieval_dataset(
     dim = check_encoder(encoder["model"], encoder.get("cache", True))
     from whitevec.encoders.loading import check_poolings
     from whitevec.evaluation.retrieval import evaluate_retrieval, plan_configurations
-    from whitevec.index.encodings import split_encoding_list
+    from whitevec.index.encodings.spec import split_encoding_list
     from whitevec.transforms import make_transform
 
     check_poolings(encoder["model"], names)

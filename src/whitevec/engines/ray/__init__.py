@@ -30,15 +30,15 @@ The modules, one job each: :mod:`~whitevec.engines.ray.session` (Ray, the addres
 :mod:`~whitevec.engines.ray.shards` (the files of each unit, unit sizes, duplicate ids),
 :mod:`~whitevec.engines.ray.actors` (the encoding actor), :mod:`~whitevec.engines.ray.pipeline` (the actor
 pool), :mod:`~whitevec.engines.ray.workdir` (the work folder, its lock, state and logs),
-:mod:`~whitevec.engines.ray.moments` (the transform and its fit), :mod:`~whitevec.engines.ray.milvus_writes`
+:mod:`~whitevec.engines.ray.moments` (the transform and its fit), :mod:`~whitevec.engines.ray.collection`
 (the collection and its writes), :mod:`~whitevec.engines.ray.build` (``ray_build``) and
 :mod:`~whitevec.engines.ray.encode` (``ray_encode``).
 """
 
 from whitevec.engines.ray.actors import EncodeUnits, actor_encoder
 from whitevec.engines.ray.build import check_backend, ray_build
+from whitevec.engines.ray.collection import open_collection
 from whitevec.engines.ray.encode import ENCODE_MANIFEST, ray_encode
-from whitevec.engines.ray.milvus_writes import open_collection
 from whitevec.engines.ray.moments import check_fit_sample, fit_on_sample, transform_plan
 from whitevec.engines.ray.session import RayConnectionError, check_address, require_ray
 from whitevec.engines.ray.shards import auto_unit_bytes, shard_name, units_per_call, write_shard

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from whitevec.datasets.shards import CorpusUnit, corpus_files, plan_units
-from whitevec.engines.ray.milvus_writes import open_collection, write_vectors
+from whitevec.engines.ray.collection import open_collection, write_vectors
 from whitevec.engines.ray.moments import check_fit_sample, fit_on_sample, merge_moments, transform_plan
 from whitevec.engines.ray.pipeline import encode_units
 from whitevec.engines.ray.session import RayConnectionError, check_address, ray_session, require_ray
@@ -28,16 +28,16 @@ from whitevec.engines.ray.workdir import (
     work_folder,
 )
 from whitevec.errors import BadInputError, WhitevecError
-from whitevec.index.analyzers import DEFAULT_ANALYZER
 from whitevec.index.build import check_build, check_target, encoder_fields, transform_info
-from whitevec.index.faiss_store import faiss_version
-from whitevec.index.layout import MILVUS_LOCAL, TRANSFORM_FILE, replaced_entries
-from whitevec.index.lexical import check_lexical
-from whitevec.index.manifest import write_manifest
-from whitevec.index.milvus_bm25 import bm25_record, milvus_bm25_settings, warn_lite_analyzer
-from whitevec.index.milvus_docs import MilvusDocs, check_documents_encoding
-from whitevec.index.milvus_store import DOC_TEXT_BYTES, MilvusStore, is_local_uri
-from whitevec.index.store import check_choice
+from whitevec.index.faiss.store import faiss_version
+from whitevec.index.folder.layout import MILVUS_LOCAL, TRANSFORM_FILE, replaced_entries
+from whitevec.index.folder.manifest import write_manifest
+from whitevec.index.lexical.analyzers import DEFAULT_ANALYZER
+from whitevec.index.lexical.bm25 import check_lexical
+from whitevec.index.milvus.bm25 import bm25_record, milvus_bm25_settings, warn_lite_analyzer
+from whitevec.index.milvus.documents import MilvusDocs, check_documents_encoding
+from whitevec.index.milvus.store import DOC_TEXT_BYTES, MilvusStore, is_local_uri
+from whitevec.index.stores.vector import check_choice
 from whitevec.transforms import Transform
 from whitevec.transforms.whitening import Whitening
 from whitevec.utils.io import atomic_dir

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from whitevec.errors import BadInputError
-from whitevec.index.milvus_store import MilvusStore
+from whitevec.index.milvus.store import MilvusStore
 from whitevec.utils.io import write_json
 
 logger = logging.getLogger(__name__)

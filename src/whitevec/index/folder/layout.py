@@ -1,0 +1,141 @@
+"""What an index folder holds: its file names, and which files a given manifest must list.
+
+DIR/manifest.json           what built it, counts, versions, sha256 of every file below and of itself
+DIR/transform.safetensors   the fitted transform (absent for transform "none")
+DIR/docs.sqlite             row -> id, text, metadata (JSON), unless the documents live elsewhere (the manifest's
+                            ``docs``: :mod:`whitevec.index.stores.documents`)
+DIR/lexical.safetensors     the BM25 index of the documents' text (its sparse score matrix), and
+DIR/lexical_terms.json      its terms, when the manifest has "lexical" (:mod:`whitevec.index.lexical.bm25`)
+                            and it is not kept in Milvus (:mod:`whitevec.index.milvus.bm25`)
+DIR/raw_vectors.npy         the encoder's vectors before the transform (float32, a row per document), when the
+                            manifest has "raw_vectors" (:mod:`whitevec.index.folder.raw_vectors`)
+DIR/...                     what the vector store keeps there (FAISS: index.faiss, and binary.safetensors for
+                            sign codes, rescore.npy for +rescore; Milvus Lite: milvus.db/)
+
+An index written to since its build (:mod:`whitevec.index.segments.view`) holds segments: the files above (store,
+documents, lexical, raw vectors) once per segment, each name led by the segment's prefix
+(``s000003.index.faiss``; the build's own segment has none) and, with a lexical part, its term counts
+(``lexical_counts.safetensors``), the store's trained, empty copy under ``template.``, and ``deleted.npy``, the
+rows deleted.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from whitevec.errors import CorruptFileError
+from whitevec.index.folder.manifest import MANIFEST
+from whitevec.index.stores.documents import document_store_class, document_store_names, documents_name
+from whitevec.index.stores.vector import KINDS, METRICS, store_files, store_names
+from whitevec.transforms import Center, Transform, Whitening
+
+TRANSFORM_FILE = "transform.safetensors"
+DOCS_FILE = "docs.sqlite"
+INDEX_FILE = "index.faiss"
+# The lexical index (whitevec.index.lexical.bm25): both files, exactly when the manifest has a "lexical" record
+# whose library is not "milvus".
+LEXICAL_MATRIX = "lexical.safetensors"
+LEXICAL_TERMS = "lexical_terms.json"
+LEXICAL_FILES = (LEXICAL_MATRIX, LEXICAL_TERMS)
+# Each segment's term counts and document lengths, beside its lexical index, in an index written to since its
+# build (whitevec.index.lexical.counts: BM25 weighted by every segment's live documents).
+LEXICAL_COUNTS = "lexical_counts.safetensors"
+# The encoder's vectors before the transform, per segment, when the manifest has "raw_vectors".
+RAW_VECTORS_FILE = "raw_vectors.npy"
+TEMPLATE_PREFIX = "template."  # the store trained at build, empty: what a new segment is made from
+DELETED_FILE = "deleted.npy"  # the rows deleted, ascending int64 (a tombstone list)
+MILVUS_LOCAL = "milvus.db"  # Milvus Lite data of an index built without --uri
+# The transforms a FAISS pre-transform can express (export-faiss), recorded as "linear" in the manifest.
+LINEAR_TRANSFORMS: tuple[type[Transform], ...] = (Whitening, Center)
+LINEAR_NAMES = ", ".join(cls.__name__ for cls in LINEAR_TRANSFORMS)
+
+
+def segment_entries(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The segments of an index (prefix, base row, rows; see the module docstring): one, unprefixed, holding
+    every row, for an index never written to since its build."""
+    return list(manifest.get("segments") or [{"prefix": "", "base": 0, "rows": int(manifest["count"])}])
+
+
+def total_rows(manifest: dict[str, Any]) -> int:
+    """Rows numbered in the index, deleted ones included (the live documents are ``count``)."""
+    return int(manifest["count"]) + int(manifest.get("deleted", 0))
+
+
+def index_state(manifest: dict[str, Any]) -> dict[str, int]:
+    """What ``index info`` and HTTP /info show of an index's writes: documents live and deleted (kept until a
+    merge), segments, and the version (0: as built; each write adds one)."""
+    return {
+        "live": int(manifest["count"]),
+        "deleted": int(manifest.get("deleted", 0)),
+        "segments": len(segment_entries(manifest)),
+        "version": int(manifest.get("generation", 0)),
+    }
+
+
+def version_entries(manifest: dict[str, Any]) -> set[str]:
+    """The entries of an index folder that belong to the version ``manifest`` describes: the manifest, every file
+    it lists, and in-folder Milvus Lite data. A write replaces these and keeps every other entry (a user's file:
+    ``owned`` of :func:`whitevec.utils.io.atomic_dir`)."""
+    names = {MANIFEST, *manifest["files"]}
+    if manifest["backend"] == "milvus" and manifest.get("backend_uri") is None:
+        names.add(MILVUS_LOCAL)
+    return names
+
+
+def replaced_entries(previous: dict[str, Any] | None) -> set[str] | None:
+    """What a build at a folder replaces there (``atomic_dir``'s ``owned``): the earlier index's own entries, a
+    user's files beside them kept; the whole folder where no earlier index can be read there."""
+    return None if previous is None else version_entries(previous)
+
+
+def foreign_entries(folder: Path, manifest: dict[str, Any]) -> set[str]:
+    """The entries of the index folder ``folder`` that are not its version's (:func:`version_entries`)."""
+    return set(os.listdir(folder)) - version_entries(manifest)
+
+
+def check_index_manifest(manifest: dict[str, Any], folder: Path) -> None:
+    """What the manifest's schema cannot say alone: known choices, and the files this kind of index has."""
+    where = folder / MANIFEST
+    docs = documents_name(manifest)
+    for field, value, allowed in (
+        ("metric", manifest["metric"], METRICS),
+        ("index_kind", manifest["index_kind"], KINDS),
+        ("backend", manifest["backend"], store_names()),
+        ("docs", docs, document_store_names()),
+    ):
+        if value not in allowed:
+            raise CorruptFileError(f"{where}: unknown {field} {value!r}; valid: {', '.join(allowed)}")
+    documents = document_store_class(docs)
+    problem = documents.check_manifest(manifest)
+    if problem is not None:
+        raise CorruptFileError(f"{where}: {problem}")
+    per_segment = {*store_files(manifest), *documents.files}
+    if "raw_vectors" in manifest:
+        per_segment.add(RAW_VECTORS_FILE)
+    if "lexical" in manifest and manifest["lexical"].get("library") != "milvus":  # Milvus keeps its own BM25
+        per_segment.update(LEXICAL_FILES)
+    expected = {entry["prefix"] + name for entry in segment_entries(manifest) for name in per_segment}
+    if "segments" in manifest:
+        expected.update(TEMPLATE_PREFIX + name for name in store_files(manifest))
+        if LEXICAL_FILES[0] in per_segment:
+            expected.update(entry["prefix"] + LEXICAL_COUNTS for entry in segment_entries(manifest))
+    if manifest.get("deleted"):
+        expected.add(DELETED_FILE)
+    if manifest["transform"] is not None:
+        expected.add(TRANSFORM_FILE)
+        if manifest["transform"]["file"] != TRANSFORM_FILE:
+            raise CorruptFileError(f"{where}: the transform must be {TRANSFORM_FILE}")
+    rows = sum(int(entry["rows"]) for entry in segment_entries(manifest))
+    if rows != total_rows(manifest):
+        raise CorruptFileError(
+            f"{where}: its segments hold {rows} rows; count and deleted say {total_rows(manifest)}. "
+            "Rebuild the index."
+        )
+    files = set(manifest["files"])
+    if files != expected:
+        raise CorruptFileError(
+            f"{where} lists the files {sorted(files)}; an index of this kind has {sorted(expected)}. "
+            "Rebuild the index."
+        )

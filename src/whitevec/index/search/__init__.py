@@ -1,0 +1,1 @@
+"""Searching: the search modes and the fusion of two rankings (``fusion``), what a search answers (``hits``)."""

@@ -1,0 +1,118 @@
+"""Opening one pinned version of an index folder (:mod:`whitevec.index.folder.snapshot`): its manifest, transform,
+vector store, documents and lexical ranker, checked against one another (what ``Retriever.load`` reads); or its
+documents alone, to check a metadata filter before a model loads."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from whitevec.errors import CorruptFileError
+from whitevec.index.filters.language import Filter
+from whitevec.index.filters.rows import MetadataColumns
+from whitevec.index.folder.layout import TRANSFORM_FILE, check_index_manifest
+from whitevec.index.folder.snapshot import IndexSnapshot, read_consistent
+from whitevec.index.lexical.bm25 import LexicalIndex
+from whitevec.index.search.fusion import LexicalRanker
+from whitevec.index.segments.merged import compose
+from whitevec.index.segments.view import Segment, live_metadata, open_segments, read_deleted
+from whitevec.index.stores.documents import DEFAULT_DOCUMENT_STORE, DocumentStore, documents_name, documents_of
+from whitevec.index.stores.vector import KeepsLexical, VectorStore, keeps_lexical, store_class
+from whitevec.transforms import Transform
+
+
+def lexical_of(snapshot: IndexSnapshot, store: VectorStore) -> LexicalRanker | None:
+    """The lexical ranker of a pinned version: None without a lexical part, the store's own where it keeps it
+    (:class:`~whitevec.index.stores.vector.KeepsLexical`: Milvus's BM25), else the bm25s index in the folder."""
+    record = snapshot.manifest.get("lexical")
+    if record is None:
+        return None
+    if keeps_lexical(store) and record["library"] == store.name:
+        return cast(LexicalRanker, cast(KeepsLexical, store).lexical_ranker())
+    return LexicalIndex.from_snapshot(snapshot)
+
+
+@dataclass
+class Version:
+    """One pinned version, open: what a search reads (store, docs, lexical: over every segment) and, for an index
+    written by segments (:mod:`whitevec.index.segments.writing`), its segments and deleted rows (None: not writable
+    so)."""
+
+    manifest: dict[str, Any]
+    transform: Transform | None
+    store: VectorStore
+    docs: DocumentStore
+    lexical: LexicalRanker | None
+    segments: list[Segment] | None
+    deleted: np.ndarray
+
+
+def open_version(snapshot: IndexSnapshot, device: str) -> Version:
+    """Manifest, transform (on ``device``, for one that runs on torch), vectors, documents and lexical index (None
+    for an index without one, as every index built before it) of one pinned version (see
+    :mod:`whitevec.index.folder.snapshot`)."""
+    manifest, folder = snapshot.manifest, snapshot.folder
+    check_index_manifest(manifest, folder)
+    transform = (
+        Transform.from_bytes(snapshot.read_bytes(TRANSFORM_FILE), str(folder / TRANSFORM_FILE), device=device)
+        if manifest["transform"] is not None
+        else None
+    )
+    if "segments" in manifest:
+        segments = open_segments(snapshot)
+        deleted = read_deleted(snapshot)
+        store, docs, lexical = compose(segments, deleted)
+        return Version(manifest, transform, store, docs, lexical, segments, deleted)
+    store, docs, lexical = _open_whole(snapshot)
+    none = np.zeros(0, dtype=np.int64)
+    if manifest["backend"] != "faiss" or manifest.get("docs", "sqlite") != "sqlite":
+        return Version(manifest, transform, store, docs, lexical, None, none)
+    own = Segment("", 0, int(manifest["count"]), store, docs, cast(LexicalIndex | None, lexical))
+    return Version(manifest, transform, store, docs, lexical, [own], none)
+
+
+def _open_whole(snapshot: IndexSnapshot) -> tuple[VectorStore, DocumentStore, LexicalRanker | None]:
+    """The store, documents and lexical ranker of a version that is one segment (as every build writes it)."""
+    manifest, folder = snapshot.manifest, snapshot.folder
+    # The documents first: a store that opens them by path (SQLite) does so while the pinned version is most
+    # likely still the current one.
+    docs = documents_of(manifest).open(snapshot)
+    store: VectorStore | None = None
+    try:
+        store = store_class(manifest["backend"]).open(snapshot)
+        lexical = lexical_of(snapshot, store)
+        if (
+            docs.count != manifest["count"]
+            or store.count < manifest["count"]
+            or (isinstance(lexical, LexicalIndex) and lexical.count != docs.next_row())
+        ):
+            raise CorruptFileError(
+                f"index at {folder} is inconsistent: manifest count {manifest['count']}, documents {docs.count}, "
+                f"vectors {store.count}{'' if lexical is None else f', lexical rows {lexical.count}'}; rebuild "
+                "the index"
+            )
+    except BaseException:
+        docs.close()
+        if store is not None:
+            store.close()
+        raise
+    return store, docs, lexical
+
+
+def check_filter_in_folder(folder: str | os.PathLike[str], expression: Filter) -> None:
+    """Check ``expression`` against the metadata of the index at ``folder`` before a model loads, as its search
+    will (:func:`~whitevec.index.filters.rows.row_filter`): the live documents of every segment of its current
+    version, when they are kept in the folder (documents kept in Milvus are checked at the search)."""
+
+    def metadata(snapshot: IndexSnapshot) -> dict[int, Any] | None:
+        if documents_name(snapshot.manifest) != DEFAULT_DOCUMENT_STORE:
+            return None
+        return live_metadata(snapshot)
+
+    found = read_consistent(Path(folder), metadata)
+    if found is not None:
+        expression.check(MetadataColumns(found, max(found, default=-1) + 1).kinds)
