@@ -24,15 +24,12 @@ from whitevec.index.search.fusion import (
     CONVEX_ALPHA,
     DEFAULT_FUSION,
     FUSION_FORMS,
-    MODES,
     RRF_K,
     FusedHit,
     Fusion,
     Ranked,
     fuse,
     parse_fusion,
-    plan_search,
-    search_defaults,
 )
 from whitevec.index.search.hits import (
     DENSE_ALONE_NOTE,
@@ -44,6 +41,7 @@ from whitevec.index.search.hits import (
     SearchHit,
     SearchResults,
 )
+from whitevec.index.search.modes import MODES, plan_search, search_defaults
 
 
 # --- the specs ----------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from tests.test_cli import run_cli
 from whitevec.encoders.static import StaticEncoder
 from whitevec.errors import BadInputError, CorruptFileError
 from whitevec.index import Document, Retriever, read_manifest
-from whitevec.index.folder.layout import LEXICAL_FILES, LEXICAL_MATRIX, LEXICAL_TERMS, check_index_manifest
+from whitevec.index.folder.layout import LEXICAL_FILES, LEXICAL_MATRIX, LEXICAL_TERMS
 from whitevec.index.folder.manifest import is_lexical_record
 from whitevec.index.lexical.bm25 import (
     DEFAULT_LEXICAL,
@@ -30,6 +30,7 @@ from whitevec.index.lexical.bm25 import (
     lexical_size,
     make_analyzer,
 )
+from whitevec.index.versions import check_index_manifest
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 SAVED = Path(__file__).parent / "fixtures" / "saved"

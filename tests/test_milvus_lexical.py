@@ -13,7 +13,8 @@ import pytest
 from tests.index_helpers import HashEncoder
 from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.index import Document, Retriever
-from whitevec.index.search.fusion import FusesItself, Fusion, fuse
+from whitevec.index.search.fusion import Fusion, fuse
+from whitevec.index.stores.lexical import FusesItself
 
 pytest.importorskip("pymilvus", reason="the Milvus tests need pip install 'whitevec[milvus]'")
 pytest.importorskip("milvus_lite", reason="the Milvus tests need milvus-lite (local file URIs)")

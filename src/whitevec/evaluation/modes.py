@@ -68,7 +68,8 @@ def plan_modes(
     """
     from whitevec.index.lexical.analyzers import DEFAULT_ANALYZER, check_analyzer_name
     from whitevec.index.lexical.bm25 import check_lexical
-    from whitevec.index.search.fusion import DEFAULT_FUSION, parse_fusion, parse_mode
+    from whitevec.index.search.fusion import DEFAULT_FUSION, parse_fusion
+    from whitevec.index.search.modes import parse_mode
 
     chosen = ["dense"] if modes is None else list(dict.fromkeys(parse_mode(m) for m in modes))
     if not chosen:

@@ -35,7 +35,8 @@ from whitevec.index.lexical.bm25 import (
     make_analyzer,
     warn_documents_without_terms,
 )
-from whitevec.index.search.fusion import parse_fusion, parse_mode, search_field_problem
+from whitevec.index.search.fusion import parse_fusion
+from whitevec.index.search.modes import parse_mode, search_field_problem
 from whitevec.index.stores.sqlite_docs import metadata_json, write_docs
 from whitevec.index.stores.vector import (
     ENCODING,

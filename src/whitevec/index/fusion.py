@@ -7,20 +7,24 @@ from whitevec.index.search.fusion import (
     DEFAULT_FUSION,
     FUSION_FORMS,
     FUSION_METHODS,
-    MODES,
     RRF_K,
     FusedHit,
-    FusesItself,
     Fusion,
-    LexicalRanker,
     Ranked,
-    SearchPlan,
     fuse,
     parse_fusion,
+)
+from whitevec.index.search.modes import (
+    MODES,
+    SearchPlan,
     parse_mode,
     plan_search,
     search_defaults,
     search_field_problem,
+)
+from whitevec.index.stores.lexical import (
+    FusesItself,
+    LexicalRanker,
 )
 
 __all__ = [

@@ -35,15 +35,7 @@ from whitevec.index.filters.language import Filter, parse_filter
 from whitevec.index.filters.rows import MetadataColumns, RowFilter, row_filter
 from whitevec.index.folder.snapshot import read_consistent
 from whitevec.index.lexical.bm25 import DEFAULT_ANALYZER
-from whitevec.index.search.fusion import (
-    FusesItself,
-    Fusion,
-    LexicalRanker,
-    SearchPlan,
-    fuse,
-    plan_search,
-    search_defaults,
-)
+from whitevec.index.search.fusion import Fusion, fuse
 from whitevec.index.search.hits import (
     UNKNOWN_QUERY_NOTE,
     QueryHits,
@@ -53,11 +45,13 @@ from whitevec.index.search.hits import (
     lexical_hits,
     no_hits,
 )
+from whitevec.index.search.modes import SearchPlan, plan_search, search_defaults
 from whitevec.index.segments.writing import (
     IndexState,
     searchable,
 )
 from whitevec.index.stores.documents import DocumentStore
+from whitevec.index.stores.lexical import FusesItself, LexicalRanker
 from whitevec.index.stores.vector import VectorStore, stored_files, stored_form
 from whitevec.index.versions import open_version
 from whitevec.index.writes import IndexWrites
@@ -142,7 +136,7 @@ class Retriever(IndexWrites):
         encode, ``"error"`` refused.
 
         ``search``: the index's own search mode and fusion, ``{"mode": MODE, "fusion": SPEC}``, written to the
-        manifest (:func:`~whitevec.index.search.fusion.search_defaults`; ``whitevec tune`` chooses them); None:
+        manifest (:func:`~whitevec.index.search.modes.search_defaults`; ``whitevec tune`` chooses them); None:
         hybrid with the default fusion when there is a lexical part, else dense.
 
         ``keep_raw_vectors``: keep the encoder's vectors before the transform beside the codes (float32, one file

@@ -14,14 +14,40 @@ import numpy as np
 from whitevec.errors import CorruptFileError
 from whitevec.index.filters.language import Filter
 from whitevec.index.filters.rows import MetadataColumns
-from whitevec.index.folder.layout import TRANSFORM_FILE, check_index_manifest
+from whitevec.index.folder.layout import (
+    DELETED_FILE,
+    LEXICAL_COUNTS,
+    LEXICAL_FILES,
+    RAW_VECTORS_FILE,
+    TEMPLATE_PREFIX,
+    TRANSFORM_FILE,
+    segment_entries,
+    total_rows,
+)
+from whitevec.index.folder.manifest import MANIFEST
 from whitevec.index.folder.snapshot import IndexSnapshot, read_consistent
 from whitevec.index.lexical.bm25 import LexicalIndex
-from whitevec.index.search.fusion import LexicalRanker
 from whitevec.index.segments.merged import compose
 from whitevec.index.segments.view import Segment, live_metadata, open_segments, read_deleted
-from whitevec.index.stores.documents import DEFAULT_DOCUMENT_STORE, DocumentStore, documents_name, documents_of
-from whitevec.index.stores.vector import KeepsLexical, VectorStore, keeps_lexical, store_class
+from whitevec.index.stores.documents import (
+    DEFAULT_DOCUMENT_STORE,
+    DocumentStore,
+    document_store_class,
+    document_store_names,
+    documents_name,
+    documents_of,
+)
+from whitevec.index.stores.lexical import LexicalRanker
+from whitevec.index.stores.vector import (
+    KINDS,
+    METRICS,
+    KeepsLexical,
+    VectorStore,
+    keeps_lexical,
+    store_class,
+    store_files,
+    store_names,
+)
 from whitevec.transforms import Transform
 
 
@@ -116,3 +142,49 @@ def check_filter_in_folder(folder: str | os.PathLike[str], expression: Filter) -
     found = read_consistent(Path(folder), metadata)
     if found is not None:
         expression.check(MetadataColumns(found, max(found, default=-1) + 1).kinds)
+
+
+def check_index_manifest(manifest: dict[str, Any], folder: Path) -> None:
+    """What the manifest's schema cannot say alone: known choices, and the files this kind of index has."""
+    where = folder / MANIFEST
+    docs = documents_name(manifest)
+    for field, value, allowed in (
+        ("metric", manifest["metric"], METRICS),
+        ("index_kind", manifest["index_kind"], KINDS),
+        ("backend", manifest["backend"], store_names()),
+        ("docs", docs, document_store_names()),
+    ):
+        if value not in allowed:
+            raise CorruptFileError(f"{where}: unknown {field} {value!r}; valid: {', '.join(allowed)}")
+    documents = document_store_class(docs)
+    problem = documents.check_manifest(manifest)
+    if problem is not None:
+        raise CorruptFileError(f"{where}: {problem}")
+    per_segment = {*store_files(manifest), *documents.files}
+    if "raw_vectors" in manifest:
+        per_segment.add(RAW_VECTORS_FILE)
+    if "lexical" in manifest and manifest["lexical"].get("library") != "milvus":  # Milvus keeps its own BM25
+        per_segment.update(LEXICAL_FILES)
+    expected = {entry["prefix"] + name for entry in segment_entries(manifest) for name in per_segment}
+    if "segments" in manifest:
+        expected.update(TEMPLATE_PREFIX + name for name in store_files(manifest))
+        if LEXICAL_FILES[0] in per_segment:
+            expected.update(entry["prefix"] + LEXICAL_COUNTS for entry in segment_entries(manifest))
+    if manifest.get("deleted"):
+        expected.add(DELETED_FILE)
+    if manifest["transform"] is not None:
+        expected.add(TRANSFORM_FILE)
+        if manifest["transform"]["file"] != TRANSFORM_FILE:
+            raise CorruptFileError(f"{where}: the transform must be {TRANSFORM_FILE}")
+    rows = sum(int(entry["rows"]) for entry in segment_entries(manifest))
+    if rows != total_rows(manifest):
+        raise CorruptFileError(
+            f"{where}: its segments hold {rows} rows; count and deleted say {total_rows(manifest)}. "
+            "Rebuild the index."
+        )
+    files = set(manifest["files"])
+    if files != expected:
+        raise CorruptFileError(
+            f"{where} lists the files {sorted(files)}; an index of this kind has {sorted(expected)}. "
+            "Rebuild the index."
+        )

@@ -483,7 +483,7 @@ def _add_recall_routes(
 ) -> None:
     """POST /search and /embed: the texts go to the worker thread, the answer is shaped here."""
     from whitevec.index.filters.language import parse_filter
-    from whitevec.index.search.fusion import plan_search, search_defaults
+    from whitevec.index.search.modes import plan_search, search_defaults
 
     choices = search_choices(dict(retriever.manifest))[0]
     defaults = search_defaults(dict(retriever.manifest))

@@ -36,7 +36,8 @@ def _looks_like_path(value: str) -> bool:
 def search_choices(manifest: dict[str, Any]) -> tuple[SearchChoices, SearchInfo]:
     """What /search can do on the index of ``manifest`` (its modes and defaults: the request schema's
     constraints) and what /info shows of it (the lexical part's ranker, parameters and analyzer)."""
-    from whitevec.index.search.fusion import CANDIDATE_FACTOR, MODES, search_defaults
+    from whitevec.index.search.fusion import CANDIDATE_FACTOR
+    from whitevec.index.search.modes import MODES, search_defaults
 
     mode, fusion = search_defaults(manifest)
     record = manifest.get("lexical")

@@ -27,7 +27,8 @@ from whitevec._version import __version__
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError, WhitevecError
 from whitevec.index.encodings.spec import parse_encoding
 from whitevec.index.lexical.analyzers import DEFAULT_ANALYZER, check_analyzer_name
-from whitevec.index.search.fusion import DEFAULT_FUSION, parse_fusion, parse_mode
+from whitevec.index.search.fusion import DEFAULT_FUSION, parse_fusion
+from whitevec.index.search.modes import parse_mode
 from whitevec.transforms import make_transform
 from whitevec.tuning.space import canonical_transform
 from whitevec.utils.io import write_json
@@ -87,7 +88,7 @@ class TunedConfig:
 
     @property
     def search(self) -> dict[str, str]:
-        """The index manifest's ``search`` field (:func:`whitevec.index.search.fusion.search_defaults`)."""
+        """The index manifest's ``search`` field (:func:`whitevec.index.search.modes.search_defaults`)."""
         return {"mode": self.mode, "fusion": self.fusion}
 
     @property

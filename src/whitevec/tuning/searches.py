@@ -20,7 +20,8 @@ from whitevec.errors import BadInputError
 from whitevec.evaluation.retrieval import query_metric, query_scores
 from whitevec.index.faiss.encoded import TRAIN_SAMPLE, coded_store
 from whitevec.index.lexical.bm25 import DEFAULT_ANALYZER, LexicalIndex, make_analyzer
-from whitevec.index.search.fusion import CANDIDATE_FACTOR, MODES, fuse, parse_fusion, parse_mode
+from whitevec.index.search.fusion import CANDIDATE_FACTOR, fuse, parse_fusion
+from whitevec.index.search.modes import MODES, parse_mode
 from whitevec.tuning.items import Items, Rows
 from whitevec.tuning.space import Candidate
 from whitevec.utils.linalg import unit_rows

@@ -37,7 +37,7 @@ WHITENING_GAMMAS = (0.0, 0.25, 0.5, 1.0)
 @dataclass(frozen=True)
 class Candidate:
     """One configuration tune scores: a model, a pooling, a transform spec and an encoding, searched in a
-    ``mode`` (:data:`whitevec.index.search.fusion.MODES`) with, for ``hybrid``, a ``fusion`` spec (``rrf:60``,
+    ``mode`` (:data:`whitevec.index.search.modes.MODES`) with, for ``hybrid``, a ``fusion`` spec (``rrf:60``,
     ``convex:0.5``; empty otherwise)."""
 
     model: str

@@ -241,7 +241,7 @@ def search_index(
     in the folder, its fields and their kinds)."""
     existing_folder(index_dir, "index folder")
     from whitevec.index import read_manifest
-    from whitevec.index.search.fusion import plan_search, search_defaults
+    from whitevec.index.search.modes import plan_search, search_defaults
 
     # The fields suffice here (Retriever.load verifies every file); a tuned configuration's check verifies too.
     manifest = read_manifest(index_dir, verify=config is not None)

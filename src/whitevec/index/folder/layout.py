@@ -1,4 +1,4 @@
-"""What an index folder holds: its file names, and which files a given manifest must list.
+"""What an index folder holds: its file names, its segments, and the entries of one version.
 
 DIR/manifest.json           what built it, counts, versions, sha256 of every file below and of itself
 DIR/transform.safetensors   the fitted transform (absent for transform "none")
@@ -25,10 +25,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from whitevec.errors import CorruptFileError
 from whitevec.index.folder.manifest import MANIFEST
-from whitevec.index.stores.documents import document_store_class, document_store_names, documents_name
-from whitevec.index.stores.vector import KINDS, METRICS, store_files, store_names
 from whitevec.transforms import Center, Transform, Whitening
 
 TRANSFORM_FILE = "transform.safetensors"
@@ -93,49 +90,3 @@ def replaced_entries(previous: dict[str, Any] | None) -> set[str] | None:
 def foreign_entries(folder: Path, manifest: dict[str, Any]) -> set[str]:
     """The entries of the index folder ``folder`` that are not its version's (:func:`version_entries`)."""
     return set(os.listdir(folder)) - version_entries(manifest)
-
-
-def check_index_manifest(manifest: dict[str, Any], folder: Path) -> None:
-    """What the manifest's schema cannot say alone: known choices, and the files this kind of index has."""
-    where = folder / MANIFEST
-    docs = documents_name(manifest)
-    for field, value, allowed in (
-        ("metric", manifest["metric"], METRICS),
-        ("index_kind", manifest["index_kind"], KINDS),
-        ("backend", manifest["backend"], store_names()),
-        ("docs", docs, document_store_names()),
-    ):
-        if value not in allowed:
-            raise CorruptFileError(f"{where}: unknown {field} {value!r}; valid: {', '.join(allowed)}")
-    documents = document_store_class(docs)
-    problem = documents.check_manifest(manifest)
-    if problem is not None:
-        raise CorruptFileError(f"{where}: {problem}")
-    per_segment = {*store_files(manifest), *documents.files}
-    if "raw_vectors" in manifest:
-        per_segment.add(RAW_VECTORS_FILE)
-    if "lexical" in manifest and manifest["lexical"].get("library") != "milvus":  # Milvus keeps its own BM25
-        per_segment.update(LEXICAL_FILES)
-    expected = {entry["prefix"] + name for entry in segment_entries(manifest) for name in per_segment}
-    if "segments" in manifest:
-        expected.update(TEMPLATE_PREFIX + name for name in store_files(manifest))
-        if LEXICAL_FILES[0] in per_segment:
-            expected.update(entry["prefix"] + LEXICAL_COUNTS for entry in segment_entries(manifest))
-    if manifest.get("deleted"):
-        expected.add(DELETED_FILE)
-    if manifest["transform"] is not None:
-        expected.add(TRANSFORM_FILE)
-        if manifest["transform"]["file"] != TRANSFORM_FILE:
-            raise CorruptFileError(f"{where}: the transform must be {TRANSFORM_FILE}")
-    rows = sum(int(entry["rows"]) for entry in segment_entries(manifest))
-    if rows != total_rows(manifest):
-        raise CorruptFileError(
-            f"{where}: its segments hold {rows} rows; count and deleted say {total_rows(manifest)}. "
-            "Rebuild the index."
-        )
-    files = set(manifest["files"])
-    if files != expected:
-        raise CorruptFileError(
-            f"{where} lists the files {sorted(files)}; an index of this kind has {sorted(expected)}. "
-            "Rebuild the index."
-        )

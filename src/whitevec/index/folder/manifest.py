@@ -19,7 +19,7 @@ from typing import Any
 from whitevec._version import __version__
 from whitevec.errors import BadInputError, CorruptFileError
 from whitevec.index.encodings.spec import parse_encoding
-from whitevec.index.search.fusion import search_field_problem
+from whitevec.index.search.modes import search_field_problem
 from whitevec.utils.io import atomic_path, sha256_file
 
 MANIFEST = "manifest.json"
@@ -185,7 +185,7 @@ FIELDS: dict[str, tuple[str, Callable[[Any], bool], bool]] = {
     "metric": ("a string", _text, True),
     "index_kind": ("a string", _text, True),
     "index_params": ("an object whose encoding, if any, is a valid encoding spec", _index_params, True),
-    # The index's own search mode and fusion (whitevec.index.search.fusion.search_defaults), when set at build or
+    # The index's own search mode and fusion (whitevec.index.search.modes.search_defaults), when set at build or
     # by tune.
     "search": ("an object with a search mode and a fusion spec", lambda v: search_field_problem(v) is None, False),
     "count": ("a non-negative integer", _integer(0), True),

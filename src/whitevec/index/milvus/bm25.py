@@ -174,7 +174,7 @@ class BM25Collection(Protocol):
 
 
 class MilvusLexical:
-    """The lexical ranker (:class:`~whitevec.index.search.fusion.LexicalRanker`) of an index whose BM25 lives in
+    """The lexical ranker (:class:`~whitevec.index.stores.lexical.LexicalRanker`) of an index whose BM25 lives in
     its Milvus collection; rows are the collection's ids. Opened on the vector store's own handle."""
 
     def __init__(self, store: BM25Collection) -> None:

@@ -39,10 +39,10 @@ from whitevec.index.folder.snapshot import IndexSnapshot, changed_message, read_
 from whitevec.index.milvus.bm25 import TEXT_FIELD
 from whitevec.index.milvus.lite_servers import dropping_records
 from whitevec.index.milvus.store import MilvusStore, is_local_uri, new_collection_name
-from whitevec.index.search.fusion import LexicalRanker
 from whitevec.index.segments.requests import AddResult, DeleteResult
 from whitevec.index.segments.writing import rebuild_options
 from whitevec.index.stores.documents import DocumentStore
+from whitevec.index.stores.lexical import LexicalRanker
 from whitevec.index.stores.sqlite_docs import DocStore, metadata_json, rewrite_docs
 from whitevec.index.versions import Version, open_version
 from whitevec.utils.io import atomic_dir, writing_folder, writing_to

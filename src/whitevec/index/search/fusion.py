@@ -1,7 +1,6 @@
-"""Search modes and the fusion of a dense and a lexical ranking (hybrid search).
+"""The fusion of a dense and a lexical ranking (hybrid search; the modes are :mod:`whitevec.index.search.modes`).
 
-An index searches in one of :data:`MODES`: ``dense`` (the vectors alone), ``lexical`` (the BM25 index alone) or
-``hybrid`` (both, fused). A hybrid search asks each ranker for its top ``candidates x k`` documents
+A hybrid search asks each ranker for its top ``candidates x k`` documents
 (:data:`CANDIDATE_FACTOR` unless given) and fuses those two short lists, so no query scores the whole corpus in
 Python. Two fusions (:class:`Fusion`, written ``rrf[:K]`` or ``convex[:ALPHA]``, :func:`parse_fusion`):
 
@@ -9,22 +8,18 @@ Python. Two fusions (:class:`Fusion`, written ``rrf[:K]`` or ``convex[:ALPHA]``,
   over its own candidate list of that query (``alpha`` is the dense weight);
 - ``rrf``: reciprocal rank fusion, ``sum over rankers of 1 / (K + rank)``, ranks from 1.
 
-:func:`search_defaults` reads an index's own mode and fusion from its manifest. Nothing here imports more than
-numpy: the CLI checks a mode and a fusion before any model loads.
+Nothing here imports more than numpy: the CLI checks a fusion before any model loads.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from whitevec.errors import BadInputError, CorruptFileError
+from whitevec.errors import BadInputError
 
-MODES = ("dense", "lexical", "hybrid")
 FUSION_METHODS = ("rrf", "convex")
 FUSION_FORMS = "rrf, rrf:K (K an integer >= 1), convex or convex:ALPHA (0 <= ALPHA <= 1, the dense weight)"
 RRF_K = 60  # `rrf` alone: the constant of Cormack et al. (2009), what the vector databases default to
@@ -93,85 +88,6 @@ def parse_fusion(spec: str | Fusion) -> Fusion:
     if not 0 <= alpha <= 1:  # NaN fails too
         raise BadInputError(f"fusion {spec!r}: ALPHA must be a number from 0 to 1; valid: {FUSION_FORMS}")
     return Fusion("convex", alpha=alpha)
-
-
-def parse_mode(mode: str) -> str:
-    """``mode`` of :data:`MODES`, lower-cased; a one-line BadInputError for another."""
-    key = mode.strip().lower() if isinstance(mode, str) else mode
-    if key not in MODES:
-        raise BadInputError(f"unknown search mode {mode!r}; valid: {', '.join(MODES)}")
-    return str(key)
-
-
-def search_defaults(manifest: Mapping[str, Any]) -> tuple[str, Fusion]:
-    """An index's own mode and fusion: the manifest's ``"search": {"mode", "fusion"}`` when it has one (set at
-    build or by tune); else ``hybrid`` with :data:`DEFAULT_FUSION` when it has a lexical part, else ``dense``."""
-    recorded = manifest.get("search")
-    if recorded is None:
-        mode = "hybrid" if manifest.get("lexical") is not None else "dense"
-        return mode, DEFAULT_FUSION
-    problem = search_field_problem(recorded)
-    if problem is not None:
-        raise CorruptFileError(f"the index manifest's search field: {problem}; rebuild the index")
-    return parse_mode(recorded["mode"]), parse_fusion(recorded["fusion"])
-
-
-def search_field_problem(value: Any) -> str | None:
-    """Why ``value`` is not a manifest's ``search`` field (``{"mode": MODE, "fusion": SPEC}``), or None."""
-    if not isinstance(value, dict) or set(value) != {"mode", "fusion"}:
-        return f"must be an object with mode and fusion, got {value!r}"
-    try:
-        parse_mode(value["mode"])
-        parse_fusion(value["fusion"])
-    except BadInputError as exc:
-        return str(exc)
-    return None
-
-
-@dataclass(frozen=True)
-class SearchPlan:
-    """How one search runs: its ``mode``; for a hybrid one, the ``fusion`` and ``candidates``, the factor of
-    ``k`` each ranker contributes (both unused in the other modes)."""
-
-    mode: str
-    fusion: Fusion = DEFAULT_FUSION
-    candidates: int = CANDIDATE_FACTOR
-
-    def depth(self, k: int, count: int) -> int:
-        """How many documents each ranker gives a hybrid search of ``k`` hits over ``count`` documents."""
-        return max(1, min(self.candidates * k, count))
-
-
-def plan_search(
-    mode: str | None,
-    fusion: str | Fusion | None,
-    candidates: int | None,
-    *,
-    defaults: tuple[str, Fusion],
-    has_lexical: bool,
-) -> SearchPlan:
-    """The search to run: ``mode`` (None: the index's default, ``defaults[0]``; a fusion or candidates given
-    with no mode ask for ``hybrid``), the fusion (None: ``defaults[1]``), ``candidates`` (None:
-    :data:`CANDIDATE_FACTOR`). Raises a one-line BadInputError for a bad value, a fusion or candidates with a
-    mode other than hybrid, and a lexical or hybrid search of an index without a lexical part."""
-    chosen = parse_mode(mode) if mode is not None else None
-    fused = parse_fusion(fusion) if fusion is not None else None
-    if candidates is not None and (
-        isinstance(candidates, bool) or not isinstance(candidates, int | np.integer) or candidates < 1
-    ):
-        raise BadInputError(f"candidates must be an integer >= 1 (each ranker's top N x k), got {candidates!r}")
-    if chosen is None:
-        chosen = "hybrid" if fused is not None or candidates is not None else defaults[0]
-    elif chosen != "hybrid" and (fused is not None or candidates is not None):
-        given = "a fusion" if fused is not None else "candidates"
-        raise BadInputError(f"{given} applies to hybrid search only, not to mode {chosen!r}")
-    if chosen != "dense" and not has_lexical:
-        raise BadInputError(
-            f"{chosen} search needs a lexical index, and this index has none; rebuild it with --lexical bm25"
-        )
-    if chosen != "hybrid":
-        return SearchPlan(chosen, defaults[1])
-    return SearchPlan("hybrid", fused or defaults[1], CANDIDATE_FACTOR if candidates is None else int(candidates))
 
 
 @dataclass(frozen=True)
@@ -279,40 +195,3 @@ def _min_max(scores: np.ndarray) -> np.ndarray:
         return scores
     low, high = scores.min(), scores.max()
     return np.ones_like(scores) if high == low else (scores - low) / (high - low)
-
-
-class LexicalRanker(Protocol):
-    """What a search asks of an index's lexical part (:class:`whitevec.index.lexical.bm25.LexicalIndex`): rows are
-    the vector store's int64 rows."""
-
-    count: int
-
-    def has_terms(self, queries: Sequence[str]) -> np.ndarray:
-        """A bool per query: True where a term is left after analysis (not only stop words or punctuation)."""
-        ...
-
-    def search(
-        self, queries: Sequence[str], depth: int, allowed: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """``(rows, scores)``, int64 and float32 (n, depth), best first; -1 and -inf where fewer than ``depth``
-        documents share a term with the query (a query with no term: all -1). ``allowed``: a bool per row, the
-        rows a metadata filter lets through (None: all)."""
-        ...
-
-
-@runtime_checkable
-class FusesItself(Protocol):
-    """A lexical ranker that fuses its ranking with the dense one where it lives (Milvus's ``hybrid_search``)."""
-
-    def fused(
-        self,
-        vectors: np.ndarray,
-        queries: Sequence[str],
-        lists: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-        fusion: Fusion,
-        k: int,
-    ) -> list[list[FusedHit]] | None:
-        """Each query's top ``k`` fused there, as :func:`fuse` would give them over ``lists`` (dense rows and
-        scores, lexical rows and scores, (n, depth) each) with each ranker's place; ``vectors`` the queries'
-        stored-form vectors. None where it cannot do ``fusion`` (the caller then runs :func:`fuse`)."""
-        ...

@@ -20,9 +20,9 @@ import numpy as np
 from whitevec.datasets.retrieval import Document
 from whitevec.errors import CorruptFileError
 from whitevec.index.lexical.counts import CountedSegment, search_segments
-from whitevec.index.search.fusion import LexicalRanker
 from whitevec.index.segments.view import Segment, gathered_metadata
 from whitevec.index.stores.documents import DocumentStore
+from whitevec.index.stores.lexical import LexicalRanker
 from whitevec.index.stores.vector import VectorStore
 
 _Ranking = tuple[np.ndarray, np.ndarray]

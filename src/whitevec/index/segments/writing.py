@@ -53,11 +53,11 @@ from whitevec.index.folder.raw_vectors import keeps_raw_vectors, live_raw_vector
 from whitevec.index.folder.snapshot import IndexSnapshot, changed_message, read_consistent
 from whitevec.index.lexical.bm25 import LexicalIndex
 from whitevec.index.lexical.counts import TermCounts
-from whitevec.index.search.fusion import LexicalRanker
 from whitevec.index.segments.merged import compose
 from whitevec.index.segments.requests import HeldIdsError
 from whitevec.index.segments.view import Segment, open_segment, open_template, read_deleted
 from whitevec.index.stores.documents import DocumentStore
+from whitevec.index.stores.lexical import LexicalRanker
 from whitevec.index.stores.sqlite_docs import write_docs
 from whitevec.index.stores.vector import VectorStore, store_files
 from whitevec.utils.io import atomic_dir, writing_to

@@ -181,7 +181,7 @@ class KeepsLexical(Protocol):
         ...
 
     def lexical_ranker(self) -> Any:
-        """The :class:`~whitevec.index.search.fusion.LexicalRanker` of this handle's version."""
+        """The :class:`~whitevec.index.stores.lexical.LexicalRanker` of this handle's version."""
         ...
 
 
