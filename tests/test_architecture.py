@@ -1,6 +1,8 @@
 """The layering ARCHITECTURE.md describes, checked on the source: no import circle anywhere in the repository
-(lazy imports inside functions count too), the lower floors never import the higher ones, a small top level, no
-file or function too long to read in one sitting, and benchmarks that share code only through their helper."""
+(lazy imports inside functions count too), between packages neither, the lower floors never import the higher
+ones, no generic part of the index imports a backend, a small top level and small folders, no file or function too
+long to read in one sitting, import paths once documented still importable, and benchmarks that share code only
+through their helper."""
 
 from __future__ import annotations
 
@@ -17,6 +19,30 @@ SRC = ROOT / "src"
 PACKAGE = SRC / "whitevec"
 
 MAX_TOP_LEVEL_MODULES = 8  # besides __init__ and the packages: a newcomer finds where a change goes in one look
+MAX_FOLDER_MODULES = 12  # a folder's modules besides __init__: past a dozen, a folder wants rooms by job
+# The index's backends: each a sub-package behind the stores/ protocols, which the generic parts never import.
+BACKENDS = ("whitevec.index.faiss", "whitevec.index.milvus")
+# Import paths the docs gave before issue 50's move, kept working for code written against them.
+DOCUMENTED_PATHS = (
+    "whitevec.index.fusion:fuse",
+    "whitevec.index.fusion:parse_fusion",
+    "whitevec.index.fusion:plan_search",
+    "whitevec.index.fusion:LexicalRanker",
+    "whitevec.index.filters:parse_filter",
+    "whitevec.index.lexical:LexicalIndex",
+    "whitevec.index:FaissStore",
+    "whitevec.index:Retriever",
+    "whitevec.encoders.models:resolve_model",
+    "whitevec.encoders.models:DEFAULT_MODEL",
+    "whitevec.encoders.protocol:known_token_mask",
+    "whitevec.encoders.loading:load_encoder",
+    "whitevec.encoders.static:StaticEncoder",
+    "whitevec.encoders.static_format:StaticTable",
+    "whitevec.encoders.tokenization:count_model_frequencies",
+    "whitevec.encoders.token_weights:TokenWeighting",
+    "whitevec.encoders:DEFAULT_MODEL",
+    "whitevec.st_modules:LayerMeanPooling",
+)
 MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 80
 
@@ -175,6 +201,71 @@ def test_lower_floors_never_import_higher_ones(repository_graph: dict[str, set[s
         f"{a} -> {b}" for a, targets in library.items() for b in targets if b != "whitevec" and floor(b) > floor(a)
     )
     assert upward == []
+
+
+def _unit(module: str) -> str:
+    """What the package test compares: a module's package (``whitevec.index.faiss``); a top-level module
+    (``whitevec.errors``) and a package's ``__init__`` stand for themselves."""
+    path = PACKAGE.parent / (module.replace(".", "/") + ".py")
+    return module if module.count(".") == 1 or not path.exists() else module.rpartition(".")[0]
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, dict[str, list[str]]]:
+    """The library's packages and which import which, each edge with the module imports behind it."""
+    packages: dict[str, dict[str, list[str]]] = {}
+    for a, targets in graph.items():
+        if not a.startswith("whitevec"):
+            continue
+        for b in targets:
+            if b.startswith("whitevec") and _unit(a) != _unit(b):
+                packages.setdefault(_unit(a), {}).setdefault(_unit(b), []).append(f"{a} -> {b}")
+    return packages
+
+
+def test_packages_import_each_other_one_way_only(repository_graph: dict[str, set[str]]) -> None:
+    """Module circles aside, no two packages reach each other (``index/`` and a sub-package of it count as two)."""
+    packages = package_graph(repository_graph)
+    found = circles({name: set(targets) for name, targets in packages.items()})
+    behind = [edge for circle in found for a in circle for b in circle for edge in packages.get(a, {}).get(b, [])]
+    assert found == [], behind
+
+
+def test_the_package_test_finds_a_circle_between_packages() -> None:
+    graph = {"whitevec.index.retriever": {"whitevec.index.faiss.store"}, "whitevec.index.faiss.store": set()}
+    graph["whitevec.index.faiss.files"] = {"whitevec.index.build"}
+    found = circles({a: set(b) for a, b in package_graph(graph).items()})
+    assert found == [["whitevec.index", "whitevec.index.faiss"]]
+
+
+def test_no_generic_part_of_the_index_imports_a_backend(repository_graph: dict[str, set[str]]) -> None:
+    """The retriever, its writes, the build and every sub-package but the backends' own reach a backend only
+    through the registries of ``index/stores/`` (by name, on first use)."""
+    generic = [
+        name for name in repository_graph if name.startswith("whitevec.index") and not name.startswith(BACKENDS)
+    ]
+    reaching = sorted(f"{a} -> {b}" for a in generic for b in repository_graph[a] if b.startswith(BACKENDS))
+    assert reaching == []
+
+
+def test_import_paths_documented_before_the_move_still_import() -> None:
+    import importlib
+
+    missing = []
+    for path in DOCUMENTED_PATHS:
+        module, name = path.split(":")
+        if not hasattr(importlib.import_module(module), name):
+            missing.append(path)
+    assert missing == []
+
+
+def test_no_folder_holds_more_than_a_dozen_modules() -> None:
+    crowded = {
+        str(folder.relative_to(ROOT)): count
+        for folder in [PACKAGE, *(p for p in PACKAGE.rglob("*") if p.is_dir() and p.name != "__pycache__")]
+        if folder != PACKAGE
+        and (count := len([f for f in folder.glob("*.py") if f.name != "__init__.py"])) > MAX_FOLDER_MODULES
+    }
+    assert crowded == {}
 
 
 def test_the_top_level_stays_small() -> None:

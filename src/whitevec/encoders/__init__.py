@@ -10,8 +10,8 @@ static encoder bring in no torch.
   torch tensors; ``cache.py`` the SQLite vector cache; ``tokenization.py`` tokenizers and folder fingerprints;
   ``compute.py`` the bf16 / int8 backends and length batches.
 - ``static.py``: ``StaticEncoder``; ``static_format.py`` its folder (Model2Vec's format).
-- ``loading.py``: ``load_encoder``; ``models.py`` model names to folders; ``model_identity.py`` which model an
-  index was built with; ``st_config.py`` a sentence-transformers folder's configuration.
+- ``loading.py``: ``load_encoder``; ``models/`` which model: names to folders (``resolution.py``), which model
+  an index was built with (``identity.py``), a sentence-transformers folder's configuration (``st_config.py``).
 - ``token_weights.py``: token frequencies and the weights a weighted mean uses.
 """
 

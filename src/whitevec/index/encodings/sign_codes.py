@@ -24,10 +24,10 @@ from typing import ClassVar
 import numpy as np
 
 from whitevec.errors import BadInputError, CorruptFileError
+from whitevec.index.encodings.spec import SIGN_CODECS
 from whitevec.transforms.base import _safetensors_metadata
 
 SIGN_FILE = "binary.safetensors"
-SIGN_CODECS = ("binary", "binary-rr", "itq")
 ROTATION_SEED = 0
 _FORMAT = "whitevec.sign_codes/1"
 
