@@ -1,7 +1,7 @@
 """How far a filtered HNSW or IVF search must widen (issue 40, the filter target): recall@10 against brute force
 over the passing rows, and the store's p50 per query against the same run's unfiltered p50, for efSearch or nprobe
 swept in doublings from the unfiltered one (until recall@10 reaches the unfiltered search's, every row or list,
-or ``--budget-ms``), whitevec's own choice (``FaissStore.search``: faiss_filter_costs.py), the exact paths (the
+or ``--budget-ms``), whitevec's own choice (``FaissStore.search``: index/faiss/filtered.py), the exact paths (the
 passing rows' codes decoded alone; for HNSW, faiss's selector scan of its flat storage; for IVF, every list) and,
 with ``--widened``, unfiltered searches of 2k / share and 4k / share cut to the passing rows.
 

@@ -30,7 +30,7 @@ list (exact) where that is all of them.
     python benchmarks/maintained/bench_filters.py --render
 
 Run alone on a quiet machine (the page states the load it saw). ``--work`` prints, instead, the work per code
-behind faiss_filter_costs.py's choice of a filtered search's path (thread CPU time on one faiss and BLAS thread:
+behind index/faiss/filtered.py's choice of a filtered search's path (thread CPU time on one faiss and BLAS thread:
 the work, not the waits, so it holds on a busy machine): faiss's unfiltered scan of a code, its selector's check
 of a row, decoding a code, comparing a decoded vector with one query, and an HNSW search's cost per efSearch.
 ``--render`` rewrites filters.md from the last run's filters.json (after a change to the page's text).
@@ -159,7 +159,7 @@ def exactness(retriever: Retriever, rows: np.ndarray, q: np.ndarray, buckets: np
 
 
 def path_taken(retriever: Retriever, passing: int) -> str:
-    """Which path the FAISS store's cost model takes for one query within ``passing`` rows (faiss_filter_costs)."""
+    """Which path the FAISS store's cost model (index/faiss/filtered.py) takes for one query within ``passing`` rows."""
     store = retriever.store
     assert isinstance(store, FaissStore)
     params, count = store.params(), store.count
@@ -202,7 +202,7 @@ def thread_us(call: Any, reps: int = 9) -> float:
 
 
 def per_code_work(n: int) -> None:
-    """Per code, ns of one core: what faiss_filter_costs.py's filtered_path is fitted on."""
+    """Per code, ns of one core: what index/faiss/filtered.py's filtered_path is fitted on."""
     x, q = clustered_unit_vectors(n, 64, d=DIM)
     share = np.zeros(n, bool)
     share[np.random.default_rng(0).permutation(n)[: n // 10]] = True
