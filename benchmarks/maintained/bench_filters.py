@@ -159,7 +159,7 @@ def exactness(retriever: Retriever, rows: np.ndarray, q: np.ndarray, buckets: np
 
 
 def path_taken(retriever: Retriever, passing: int) -> str:
-    """Which path the FAISS store's cost model (index/faiss/filtered.py) takes for one query within ``passing`` rows."""
+    """The path the FAISS cost model (index/faiss/filtered.py) takes for one query within ``passing`` rows."""
     store = retriever.store
     assert isinstance(store, FaissStore)
     params, count = store.params(), store.count
