@@ -288,7 +288,7 @@ def test_a_search_on_a_damaged_index_answers_503_and_health_turns_damaged(
 
     with TestClient(create_app(DamagedRetriever(), ServeSettings()), raise_server_exceptions=False) as client:  # type: ignore[arg-type]
         assert client.get("/health").json()["status"] == "ok"
-        with caplog.at_level("ERROR", logger="whitevec.service.app"):
+        with caplog.at_level("ERROR", logger="whitevec.service.error_answers"):
             failed = client.post("/search", json={"queries": ["a"], "k": 2})
         assert failed.status_code == 503 and "damaged" in failed.json()["detail"]
         assert "/srv/idx" not in failed.text  # the path is for the server's log only

@@ -584,7 +584,7 @@ def test_a_writes_model_work_queued_behind_the_stop_is_refused_not_waited_for() 
 def test_a_fault_through_a_symlinked_index_names_no_server_path(tmp_path: Path) -> None:
     """A write through a symbolic link goes to the folder it names; a fault there names that folder's path,
     which an answer cuts as it cuts the given one's."""
-    from whitevec.service.writes import public_text
+    from whitevec.service.error_answers import public_text
 
     real = tmp_path / "data" / "real"
     real.mkdir(parents=True)

@@ -45,7 +45,7 @@ from whitevec.index.search.hits import (
     lexical_hits,
     no_hits,
 )
-from whitevec.index.search.modes import SearchPlan, plan_search, search_defaults
+from whitevec.index.search.modes import ADD_LEXICAL, SearchPlan, plan_search, search_defaults
 from whitevec.index.segments.writing import (
     IndexState,
     searchable,
@@ -402,7 +402,7 @@ class Retriever(IndexWrites):
 
     def _lexical(self) -> LexicalRanker:
         if self.lexical is None:  # search_plan refuses these modes first; kept for a caller that skipped it
-            raise BadInputError("this index has no lexical part; rebuild it with --lexical bm25")
+            raise BadInputError(f"this index has no lexical part; {ADD_LEXICAL}")
         return self.lexical
 
     def search_vectors(self, vectors: np.ndarray, k: int = 10) -> list[QueryHits]:

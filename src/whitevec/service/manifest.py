@@ -1,12 +1,13 @@
-"""What /info may show of an index manifest (nothing that tells where files live on the server), and what /search
-can do on that index."""
+"""What /info may show of an index manifest (nothing that tells where files live on the server), the version it
+describes, and what /search can do on that index."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from whitevec.service.schemas import LexicalInfo, SearchChoices, SearchInfo
+from whitevec.service.schemas import IndexInfo, LexicalInfo, SearchChoices, SearchInfo
 
 _PATH_KEYS = ("path", "dir", "folder", "file", "uri", "root")
 
@@ -31,6 +32,18 @@ def public_manifest(manifest: Any) -> Any:
 
 def _looks_like_path(value: str) -> bool:
     return value.startswith(("/", "~", "\\\\", "file:")) or (len(value) > 2 and value[1:3] in (":\\", ":/"))
+
+
+def index_info(manifest: Mapping[str, Any], count: int) -> IndexInfo:
+    """The version of ``manifest``: live and deleted counts, segments, generation (``count``: the live count of
+    a manifest that states none)."""
+    segments = manifest.get("segments")
+    return IndexInfo(
+        count=int(manifest.get("count", count)),
+        deleted=int(manifest.get("deleted", 0)),
+        segments=len(segments) if segments else 1,
+        version=int(manifest.get("generation", 0)),
+    )
 
 
 def search_choices(manifest: dict[str, Any]) -> tuple[SearchChoices, SearchInfo]:

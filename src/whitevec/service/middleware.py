@@ -1,6 +1,7 @@
 """ASGI middleware that guards the app before any route runs, outermost first: the Host check, the API key,
 then the body's size, time and encoding. Each refuses with a JSON ``{"detail": ...}`` and closes the connection.
-Around them all, :class:`BugMiddleware` answers what no handler took with a 500 that keeps the connection.
+Around them all, :class:`BugMiddleware` answers what no handler took with a 500 that keeps the connection, and
+:class:`ArrivalMiddleware` tells the worker of each search on its way.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from fastapi.responses import JSONResponse
 
 from whitevec.service.settings import API_KEY_HEADER, ENV_PREFIX
+from whitevec.service.worker import RetrieverWorker
 
 logger = logging.getLogger(__name__)
 
@@ -243,3 +245,23 @@ class BugMiddleware:
                 raise
             logger.exception("unexpected error while serving a request")
             await JSONResponse({"detail": BUG_DETAIL}, status_code=500)(scope, receive, send)
+
+
+class ArrivalMiddleware:
+    """Counts POST /search and /embed requests from their arrival to their job's submission, so the worker's
+    batching knows which requests are on their way (:meth:`RetrieverWorker.arrived`)."""
+
+    def __init__(self, app: Any, worker: RetrieverWorker, paths: frozenset[str]) -> None:
+        self.app = app
+        self.worker = worker
+        self.paths = paths
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST" or scope.get("path") not in self.paths:
+            await self.app(scope, receive, send)
+            return
+        self.worker.arrived(scope)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.worker.departed(scope)

@@ -18,6 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstr
 
 from whitevec.datasets.rows import RepeatedKeyError, unique_keys
 from whitevec.index.search.fusion import DEFAULT_FUSION
+from whitevec.index.search.modes import ADD_LEXICAL
 
 if TYPE_CHECKING:
     from whitevec.service.settings import ServeSettings
@@ -105,7 +106,7 @@ def request_models(
     index: SearchChoices = choices if choices is not None else SearchChoices()
     mode_type: Any = Literal[index.modes]  # the index's modes, an enum in the schema
     text = bounded_text(settings)
-    no_lexical = "" if index.hybrid else " This index has no lexical part (rebuild it with --lexical bm25)."
+    no_lexical = "" if index.hybrid else f" This index has no lexical part ({ADD_LEXICAL})."
 
     class SearchRequest(BaseModel):
         """Queries to search for; the response gives, per query, the k best documents."""

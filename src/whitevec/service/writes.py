@@ -20,27 +20,20 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 
-from whitevec.datasets.retrieval import ID_RULE, Document
+from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError
-from whitevec.service.schemas import (
-    MAX_ID_CHARS,
-    CompactResponse,
-    DeleteResponse,
-    DocumentsResponse,
-    IndexInfo,
-    write_models,
-)
+from whitevec.service.error_answers import WriteConflictError, public_text, responses
+from whitevec.service.manifest import index_info
+from whitevec.service.routes import KeyGuard
+from whitevec.service.schemas import CompactResponse, DeleteResponse, DocumentsResponse, write_models
 from whitevec.service.settings import API_KEY_ENV, ServeSettings
 from whitevec.service.worker import InTurnEncoder, RetrieverLike, RetrieverWorker
-from whitevec.utils.io import write_target
 
 if TYPE_CHECKING:
     from whitevec.encoders.protocol import EncoderLike
@@ -75,24 +68,7 @@ class WritableRetriever(RetrieverLike, Protocol):
     def compact(self) -> int: ...
 
 
-class WriteConflictError(Exception):
-    """A write the index's state refuses (409): an id it holds under on_existing error, or a version another
-    writer swapped in since the server loaded the index."""
-
-
 # ---- the writes, run on the worker thread ---------------------------------------------------------------
-def index_info(manifest: Mapping[str, Any], count: int) -> IndexInfo:
-    """The version of ``manifest``: live and deleted counts, segments, generation (``count``: the live count of
-    a manifest that states none)."""
-    segments = manifest.get("segments")
-    return IndexInfo(
-        count=int(manifest.get("count", count)),
-        deleted=int(manifest.get("deleted", 0)),
-        segments=len(segments) if segments else 1,
-        version=int(manifest.get("generation", 0)),
-    )
-
-
 def _version(retriever: RetrieverLike) -> dict[str, int]:
     """The version a write just swapped in (read on the worker thread, which alone swaps versions)."""
     return index_info(retriever.manifest, retriever.count).model_dump(exclude={"deleted"})
@@ -117,19 +93,6 @@ def _public_refusals(retriever: WritableRetriever) -> Iterator[None]:
                 "send it again (a server follows other writes, but not a rebuild with another model: restart it)"
             ) from None
         raise BadInputError(public_text(message, Path(path))) from None
-
-
-def public_text(message: str, index_path: Path) -> str:
-    """``message`` with the folder holding the index at ``index_path`` left out of its paths: a client reads
-    ``ix/docs.sqlite`` or a write's ``.ix.*.tmp/manifest.json``, and learns nothing more of the server's files."""
-    # A write goes to the folder a symbolic link names (write_target), so its faults name that folder's path.
-    for path in dict.fromkeys((index_path, write_target(index_path))):
-        folder = str(path.parent)
-        if folder in (".", os.sep):  # paths already relative to it, or the root: name the index alone
-            message = message.replace(str(path), path.name)
-        else:
-            message = message.replace(folder + os.sep, "")
-    return message
 
 
 def write_documents(
@@ -170,35 +133,6 @@ def compact_index(retriever: WritableRetriever) -> CompactResponse:
     return CompactResponse(merged=merged, **_version(retriever))
 
 
-_WRITE_COUNT_LIMITS = {"documents": "max_texts", "ids": "max_ids"}
-
-
-def write_limit_message(kind: str, fields: list[str], value: Any, settings: ServeSettings) -> str | None:
-    """Our wording, naming the setting, for a broken constraint of a write's body (``fields``: where, without
-    "body"); None for the others."""
-    if not fields or fields[0] not in _WRITE_COUNT_LIMITS:
-        return None
-    name = fields[0]
-    if len(fields) == 1:
-        limit = _WRITE_COUNT_LIMITS[name]
-        if kind == "too_long":
-            given = len(value) if isinstance(value, list) else "more"
-            return f"too many {name}: {given} given, the limit {limit} is {getattr(settings, limit)}"
-        return f"{name} is empty; give at least one" if kind == "too_short" else None
-    where = name + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in fields[1:])
-    if kind == "string_too_long" and isinstance(value, str):
-        text = fields[-1] == "text"
-        limit = f"max_text_chars is {settings.max_text_chars}" if text else f"for an id is {MAX_ID_CHARS}"
-        return f"{where} has {len(value)} characters, the limit {limit}"
-    if kind == "string_pattern_mismatch" and fields[-1] == "id" and isinstance(value, str) and value.strip():
-        return f"{where} is {value!r}; {ID_RULE}"
-    if kind in ("string_too_short", "string_pattern_mismatch"):
-        return f"{where} is empty or only whitespace"
-    if kind == "string_unicode":
-        return f"{where} holds an unpaired surrogate escape (\\ud800-\\udfff); send valid text"
-    return None
-
-
 def _first_repeated(ids: list[str]) -> str | None:
     seen: set[str] = set()
     for doc_id in ids:
@@ -214,12 +148,11 @@ def add_write_routes(
     retriever: RetrieverLike,
     worker: RetrieverWorker,
     settings: ServeSettings,
-    secured: list[Any],
-    responses: Callable[..., dict[int | str, dict[str, Any]]],
-    key_refusal: tuple[int, ...],
+    guard: KeyGuard,
 ) -> None:
     """The write routes, in every server's OpenAPI document; a server without ``writable`` refuses them (405)."""
     DocumentsRequest, DeleteRequest = write_models(settings)
+    secured, key_refusal = guard
     writer: WritableRetriever = retriever  # type: ignore[assignment]
     if settings.writable and settings.api_key is None:
         logger.warning(
@@ -227,10 +160,6 @@ def add_write_routes(
             "documents; set %s",
             API_KEY_ENV,
         )
-
-    @app.exception_handler(WriteConflictError)
-    async def _conflict(_: Request, exc: WriteConflictError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=409)
 
     async def documents(body: Any) -> DocumentsResponse:
         """Add documents, or put them in place of those with the same ids (``on_existing``: error, replace,

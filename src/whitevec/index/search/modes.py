@@ -18,6 +18,7 @@ from whitevec.errors import BadInputError, CorruptFileError
 from whitevec.index.search.fusion import CANDIDATE_FACTOR, DEFAULT_FUSION, Fusion, parse_fusion
 
 MODES = ("dense", "lexical", "hybrid")
+ADD_LEXICAL = "rebuild it with --lexical bm25"  # what an index without a lexical part needs for those modes
 
 
 def parse_mode(mode: str) -> str:
@@ -91,9 +92,7 @@ def plan_search(
         given = "a fusion" if fused is not None else "candidates"
         raise BadInputError(f"{given} applies to hybrid search only, not to mode {chosen!r}")
     if chosen != "dense" and not has_lexical:
-        raise BadInputError(
-            f"{chosen} search needs a lexical index, and this index has none; rebuild it with --lexical bm25"
-        )
+        raise BadInputError(f"{chosen} search needs a lexical index, and this index has none; {ADD_LEXICAL}")
     if chosen != "hybrid":
         return SearchPlan(chosen, defaults[1])
     return SearchPlan("hybrid", fused or defaults[1], CANDIDATE_FACTOR if candidates is None else int(candidates))
