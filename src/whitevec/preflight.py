@@ -123,13 +123,24 @@ def check_texts(texts: Sequence[str], what: str = "queries") -> list[str]:
         raise BadInputError(f"{what} must be a list of strings, not one string; wrap it in a list")
     items = list(texts)
     if not items:
-        raise BadInputError(f"{what} is empty; give at least one text")
+        raise BadInputError(empty_texts_message(what))
     for i, text in enumerate(items):
         if not isinstance(text, str):
             raise BadInputError(f"{what}[{i}] is a {type(text).__name__}, not a str")
         if not text.strip():
-            raise BadInputError(f"{what}[{i}] is empty or only whitespace")  # HTTP's words for the same fault
+            raise BadInputError(blank_text_message(f"{what}[{i}]"))
     return items
+
+
+# The words for these two faults, the same in HTTP's 422 (whitevec.service.error_answers) as here.
+def empty_texts_message(what: str) -> str:
+    """The line for an empty list of texts (``what``: its name, such as ``queries``)."""
+    return f"{what} is empty; give at least one text"
+
+
+def blank_text_message(where: str) -> str:
+    """The line for a text that is empty or only white space (``where``: such as ``queries[3]``)."""
+    return f"{where} is empty or only whitespace"
 
 
 def not_one_string(texts: Sequence[str]) -> Sequence[str]:

@@ -23,7 +23,7 @@ from whitevec.datasets.retrieval import ID_RULE
 from whitevec.errors import BadInputError, DimensionMismatchError, IndexDamagedError, WhitevecError
 from whitevec.index.search.fusion import FUSION_FORMS
 from whitevec.index.search.modes import ADD_LEXICAL
-from whitevec.preflight import describe_fault
+from whitevec.preflight import blank_text_message, describe_fault, empty_texts_message
 from whitevec.service.schemas import MAX_ID_CHARS, ErrorResponse, ValidationErrorResponse
 from whitevec.service.settings import API_KEY_ENV, API_KEY_HEADER, ServeSettings
 from whitevec.service.worker import WorkerStoppedError
@@ -116,7 +116,7 @@ def _list_limit_message(kind: str, fields: list[str], value: Any, settings: Serv
             given = len(value) if isinstance(value, list) else "more"
             return f"too many {name}: {given} given, the limit {limit} is {getattr(settings, limit)}"
         if kind == "too_short":
-            return f"{name} is empty; give at least one" + (" text" if name in _TEXT_LISTS else "")
+            return empty_texts_message(name) if name in _TEXT_LISTS else f"{name} is empty; give at least one"
         return None
     where = name + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in fields[1:])
     if kind == "string_too_long" and isinstance(value, str):
@@ -126,7 +126,7 @@ def _list_limit_message(kind: str, fields: list[str], value: Any, settings: Serv
     if kind == "string_pattern_mismatch" and fields[-1] == "id" and isinstance(value, str) and value.strip():
         return f"{where} is {value!r}; {ID_RULE}"
     if kind in ("string_too_short", "string_pattern_mismatch"):
-        return f"{where} is empty or only whitespace"
+        return blank_text_message(where)
     if kind == "string_unicode":  # a text pattern is matched on valid Unicode only
         return f"{where} holds an unpaired surrogate escape (\\ud800-\\udfff); send valid text"
     return None
