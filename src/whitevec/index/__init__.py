@@ -15,7 +15,15 @@ from whitevec.index.encodings.spec import Encoding, list_encodings, parse_encodi
 from whitevec.index.folder.snapshot import read_manifest
 from whitevec.index.retriever import QueryHits, Retriever, SearchHit, SearchResults, check_encoder
 from whitevec.index.stores.documents import DocumentStore, document_store_names
-from whitevec.index.stores.vector import KINDS, METRICS, VectorStore, index_size, store_names, stored_form
+from whitevec.index.stores.vector import (
+    KINDS,
+    METRICS,
+    VectorStore,
+    index_size,
+    store_class,
+    store_names,
+    stored_form,
+)
 
 __all__ = [
     "KINDS",
@@ -46,8 +54,6 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "FaissStore":  # the FAISS backend, imported on first use
-        from whitevec.index.faiss.store import FaissStore
-
-        return FaissStore
+    if name == "FaissStore":  # the FAISS backend, imported on first use through the registry (by its name)
+        return store_class("faiss")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

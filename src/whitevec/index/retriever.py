@@ -46,10 +46,7 @@ from whitevec.index.search.hits import (
     no_hits,
 )
 from whitevec.index.search.modes import SearchPlan, plan_search, search_defaults
-from whitevec.index.segments.writing import (
-    IndexState,
-    searchable,
-)
+from whitevec.index.segments.writing import IndexState, searchable
 from whitevec.index.stores.documents import DocumentStore
 from whitevec.index.stores.lexical import FusesItself, LexicalRanker
 from whitevec.index.stores.vector import VectorStore, stored_files, stored_form
@@ -94,9 +91,9 @@ class Retriever(IndexWrites):
         self._lock = threading.RLock()  # a search's, and a write's swap to its version
         self._write_lock = threading.RLock()  # one write at a time (or a refresh), searches going on
         self._columns: tuple[DocumentStore, MetadataColumns] | None = None  # read on the first filtered search
-        # The segments and deleted rows of the version, for writes (None: an index whose vectors live elsewhere).
-        self._state = state
         self._closed = False  # close() lets go of the files: every later use is refused in one line
+        # The writes of its backend: as segments where ``state`` holds the version's (FAISS), else the store's own.
+        self._writer = self._writer_for(state)
 
     # --- building --------------------------------------------------------------------------------------------
     @classmethod

@@ -95,10 +95,18 @@ def open_version(snapshot: IndexSnapshot, device: str) -> Version:
         return Version(manifest, transform, store, docs, lexical, segments, deleted)
     store, docs, lexical = _open_whole(snapshot)
     none = np.zeros(0, dtype=np.int64)
-    if manifest["backend"] != "faiss" or manifest.get("docs", "sqlite") != "sqlite":
+    # Written as segments: a store without its own writer, its documents in the folder.
+    own_writer = store_class(manifest["backend"]).own_writer()
+    if own_writer is not None or documents_name(manifest) != DEFAULT_DOCUMENT_STORE:
         return Version(manifest, transform, store, docs, lexical, None, none)
     own = Segment("", 0, int(manifest["count"]), store, docs, cast(LexicalIndex | None, lexical))
     return Version(manifest, transform, store, docs, lexical, [own], none)
+
+
+def current_version(folder: Path) -> Version:
+    """The version the index folder at ``folder`` holds now, opened on the CPU: what a write opens again after it
+    swapped its version in, or a refresh after another writer did."""
+    return read_consistent(folder, lambda snapshot: open_version(snapshot, "cpu"))
 
 
 def _open_whole(snapshot: IndexSnapshot) -> tuple[VectorStore, DocumentStore, LexicalRanker | None]:
@@ -163,7 +171,8 @@ def check_index_manifest(manifest: dict[str, Any], folder: Path) -> None:
     per_segment = {*store_files(manifest), *documents.files}
     if "raw_vectors" in manifest:
         per_segment.add(RAW_VECTORS_FILE)
-    if "lexical" in manifest and manifest["lexical"].get("library") != "milvus":  # Milvus keeps its own BM25
+    # A store that keeps the lexical part itself (Milvus's BM25) is its record's library: no files here.
+    if "lexical" in manifest and manifest["lexical"].get("library") != manifest["backend"]:
         per_segment.update(LEXICAL_FILES)
     expected = {entry["prefix"] + name for entry in segment_entries(manifest) for name in per_segment}
     if "segments" in manifest:

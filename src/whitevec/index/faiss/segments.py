@@ -1,29 +1,26 @@
-"""What a new or merged segment (:mod:`whitevec.index.segments.writing`) asks of a FAISS store: a copy of its
-training without its vectors, the vectors it keeps of some rows, and those added again to another copy."""
+"""What a new or merged segment (:mod:`whitevec.index.segments.writing`) asks of a FAISS store, the work behind
+:class:`~whitevec.index.faiss.store.FaissStore`'s segment hooks: a copy of its training without its vectors, the
+vectors it keeps of some rows, and those added again to another copy."""
 
 from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from whitevec.errors import BadInputError
 from whitevec.index.faiss.filtered import DIRECT_MAPS
-from whitevec.index.faiss.store import FaissStore, _faiss
-from whitevec.index.stores.vector import VectorStore
+from whitevec.index.faiss.library import faiss_module
+
+if TYPE_CHECKING:
+    from whitevec.index.faiss.store import FaissStore
 
 
-def _of_faiss(store: VectorStore) -> FaissStore:
-    if not isinstance(store, FaissStore):  # opening.open_version makes segments of FAISS indexes only
-        raise TypeError(f"segments are written for the faiss backend, not {store.name}")
-    return store
-
-
-def empty_copy(given: VectorStore) -> FaissStore:
+def empty_copy(store: FaissStore) -> FaissStore:
     """A store with ``store``'s trained codes (IVF lists' centroids, codebooks, the sign step) and no vector:
     what a new segment of the index is made from. Copies the index once (a template is kept after that)."""
-    store = _of_faiss(given)
     if store.index is None:
         raise BadInputError("cannot copy the training of an empty index")
     other = store.stage_add(Path())
@@ -32,15 +29,14 @@ def empty_copy(given: VectorStore) -> FaissStore:
     return other
 
 
-def vectors_of(given: VectorStore, ids: np.ndarray) -> np.ndarray:
+def kept_vectors(store: FaissStore, ids: np.ndarray) -> np.ndarray:
     """What ``store`` keeps of the rows ``ids`` (distinct, ascending), as a segment merge adds it again: the
     rescoring vectors where the encoding keeps them, else the codes (sign codes as their bytes, others decoded).
     BadInputError where faiss cannot give this encoding's codes back."""
-    store = _of_faiss(given)
     ids64 = np.ascontiguousarray(ids, dtype=np.int64)
     if store.rescore is not None:
         return store.rescore.vectors(ids64)
-    faiss = _faiss()
+    faiss = faiss_module()
     positions = np.searchsorted(faiss.vector_to_array(store.index.id_map), ids64)  # a segment's ids ascend
     inner = store.index.index
     try:
@@ -59,7 +55,7 @@ def vectors_of(given: VectorStore, ids: np.ndarray) -> np.ndarray:
 
 
 def add_kept(store: FaissStore, ids: np.ndarray, kept: np.ndarray) -> None:
-    """Add what :func:`vectors_of` gave (sign codes as they are, vectors encoded) under ``ids``."""
+    """Add what :func:`kept_vectors` gave (sign codes as they are, vectors encoded) under ``ids``."""
     if store.signs is not None and store.rescore is None:
         store.index.add_with_ids(np.ascontiguousarray(kept, dtype=np.uint8), np.ascontiguousarray(ids, np.int64))
         return

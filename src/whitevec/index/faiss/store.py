@@ -26,6 +26,7 @@ from whitevec.index.encodings.spec import (
     index_layers,
     parse_encoding,
 )
+from whitevec.index.faiss import segments
 from whitevec.index.faiss.files import write_faiss_index
 from whitevec.index.faiss.filtered import (
     FAISS_SEARCH,
@@ -38,7 +39,7 @@ from whitevec.index.faiss.filtered import (
     storage_scan,
     work_per_query,
 )
-from whitevec.index.folder.layout import INDEX_FILE
+from whitevec.index.faiss.library import INDEX_FILE, binary_layers, faiss_module, faiss_version, one_faiss_thread
 from whitevec.index.stores.vector import (
     ENCODING,
     KINDS,
@@ -74,16 +75,6 @@ DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
 TRAIN_SEED = 0
 
 
-def _faiss() -> Any:
-    import faiss
-
-    return faiss
-
-
-def faiss_version() -> str:
-    return str(getattr(_faiss(), "__version__", "unknown"))
-
-
 def default_nlist(n: int) -> int:
     """About 4*sqrt(n) lists, at most one per 39 training vectors (faiss's minimum), at least 1."""
     return max(1, min(round(4 * math.sqrt(n)), n // 39))
@@ -93,22 +84,6 @@ def default_nlist(n: int) -> int:
 # parallel regions, which an oversubscribed machine turns into waits. 1400 x 384 unit vectors, pq96x5, load ~4.5
 # on two cores: 62 s with faiss's default threads, 0.69 s on one (pq48x5: 31 s vs 0.42 s).
 SMALL_TRAIN = 20_000
-
-
-@contextlib.contextmanager
-def one_faiss_thread() -> Iterator[None]:
-    """Run faiss on one OpenMP thread inside the block, on the calling thread only.
-
-    ``omp_set_num_threads`` sets the calling thread's own nthreads ICV (OpenMP's per-task data environment), so
-    this does not change searches that other Python threads run at the same time (tested).
-    """
-    faiss = _faiss()
-    threads = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    try:
-        yield
-    finally:
-        faiss.omp_set_num_threads(threads)
 
 
 @register_store
@@ -122,6 +97,7 @@ class FaissStore:
     """
 
     name: ClassVar[str] = "faiss"
+    library: ClassVar[str] = "faiss"
     files: ClassVar[tuple[str, ...]] = (INDEX_FILE,)
     disk_files: ClassVar[tuple[str, ...]] = (RESCORE_FILE,)
 
@@ -151,6 +127,18 @@ class FaissStore:
             *((SIGN_FILE,) if encoding.sign else ()),
             *((RESCORE_FILE,) if encoding.rescore is not None else ()),
         )
+
+    @classmethod
+    def library_version(cls) -> str:
+        return faiss_version()
+
+    @classmethod
+    def folder_entries(cls, manifest: dict[str, Any]) -> tuple[str, ...]:
+        return ()  # every file it keeps is listed in the manifest
+
+    @classmethod
+    def own_writer(cls) -> None:
+        return None  # written as segments in the folder (the hooks at the end)
 
     # --- life cycle -----------------------------------------------------------------------------------------
     @classmethod
@@ -199,7 +187,7 @@ class FaissStore:
         store = cls(dim, metric, kind, None)
         store._params = dict(params)
         store.rescore = store._new_rescore()
-        faiss = _faiss()
+        faiss = faiss_module()
         sign = store.encoding.sign
         try:
             reader = faiss.PyCallbackIOReader(read)
@@ -222,7 +210,7 @@ class FaissStore:
         other.signs = self.signs  # fitted once, never changed
         other.rescore = None if self.rescore is None else self.rescore.staged()
         if self.index is not None:
-            faiss = _faiss()
+            faiss = faiss_module()
             if self.encoding.sign:  # clone_binary_index cannot copy an id map over HNSW: a serialized copy
                 other.index = faiss.deserialize_index_binary(faiss.serialize_index_binary(self.index))
             else:
@@ -269,7 +257,7 @@ class FaissStore:
         return self.metric == "cosine" and self.encoding.codec != "float32"
 
     def _faiss_metric(self) -> int:
-        faiss = _faiss()
+        faiss = faiss_module()
         l2 = self.metric == "l2" or self._l2_for_cosine
         return int(faiss.METRIC_L2 if l2 else faiss.METRIC_INNER_PRODUCT)
 
@@ -313,7 +301,7 @@ class FaissStore:
         return index
 
     def _float_index(self, train: np.ndarray) -> Any:
-        faiss = _faiss()
+        faiss = faiss_module()
         encoding, metric = self.encoding, self._faiss_metric()
         if encoding.codec == "factory":
             inner = check_factory_dim(encoding, self.dim, metric)
@@ -339,7 +327,7 @@ class FaissStore:
     def _sign_index(self, train: np.ndarray) -> Any:
         """Sign codes: the sign step fitted on ``train``, and a faiss binary index of its codes (an IVF's lists
         trained on the training vectors' codes)."""
-        faiss = _faiss()
+        faiss = faiss_module()
         with one_faiss_thread() if train.shape[0] <= SMALL_TRAIN else contextlib.nullcontext():
             self.signs = SignCodes(self.encoding.codec).fit(train)
             inner = faiss.index_binary_factory(
@@ -360,7 +348,7 @@ class FaissStore:
             self._params["nlist"] = int(layer.nlist)
 
     def _apply_search_params(self, index: Any) -> None:
-        faiss = _faiss()
+        faiss = faiss_module()
         layers = binary_layers(index) if self.encoding.sign else index_layers(index)
         for layer in layers:
             if hasattr(layer, "hnsw") and "efSearch" in self._params:
@@ -429,7 +417,7 @@ class FaissStore:
         wanted = k if encoding.rescore is None else max(k, min(encoding.rescore * k, most))
         # From distance_compute_blas_threshold query floats on, faiss computes distances with its OpenBLAS,
         # whose threads would spin beside torch's (whitevec.utils.threads).
-        blas = x.size >= int(getattr(_faiss().cvar, "distance_compute_blas_threshold", 0))
+        blas = x.size >= int(getattr(faiss_module().cvar, "distance_compute_blas_threshold", 0))
         setting = getattr(params, "efSearch", None) or getattr(params, "nprobe", None) or setting  # faiss's
         small = x.shape[0] * self._work_per_query(setting) < POOL_WORK
         selecting = {} if params is None else {"params": params}  # an unfiltered search passes none, as before
@@ -476,7 +464,7 @@ class FaissStore:
         read once per state of the index (copying 100k ids and gathering through them took 0.25 ms of a 1.1 ms
         search); an add or delete forgets them."""
         if self._ids_read is None or self._ids_read[0] is not self.index:
-            rows = _faiss().vector_to_array(self.index.id_map)
+            rows = faiss_module().vector_to_array(self.index.id_map)
             self._ids_read = (self.index, rows, bool(np.array_equal(rows, np.arange(len(rows)))))
         return self._ids_read[1], self._ids_read[2]
 
@@ -490,7 +478,7 @@ class FaissStore:
         within = allowed[: len(rows)] if in_order else allowed[rows]
         # One thread: faiss decodes more than 1,000 codes on its OpenMP pool, whose waits for a time slice on a
         # busy machine cost more than the decoding (see POOL_WORK).
-        l2 = self._faiss_metric() == _faiss().METRIC_L2
+        l2 = self._faiss_metric() == faiss_module().METRIC_L2
         with one_faiss_thread(), one_blas_thread():
             scores, found = (storage_scan if scan else decoded_search)(self.index, x, k, within, l2)
         if self._l2_for_cosine:
@@ -506,7 +494,7 @@ class FaissStore:
         s of the rows leaves about s of the candidates a graph walk or the probed lists reach, and the passing
         rows' top k lie about 1/s deeper: efSearch / s, nprobe / s ** 1.5 (``filtered_setting``: recall@10
         within 0.01 of the unfiltered one, 100k x 384) or, ``wide``, every list or efSearch at the index size."""
-        faiss = _faiss()
+        faiss = faiss_module()
         if self.kind == "ivf":
             params = faiss.SearchParametersIVF()
             nlist = int(self._params["nlist"])
@@ -559,14 +547,15 @@ class FaissStore:
         out_scores = np.where(kept, np.take_along_axis(scores, order, axis=1), 0.0).astype(np.float32)
         return out_scores, out_ids
 
+    # --- segments (whitevec.index.faiss.segments does the work) --------------------------------------------
+    def empty_copy(self) -> FaissStore:
+        return segments.empty_copy(self)
 
-def binary_layers(index: Any) -> list[Any]:
-    """A faiss binary index and the one inside its id map, each downcast to its class."""
-    import faiss
+    def kept_vectors(self, ids: np.ndarray) -> np.ndarray:
+        return segments.kept_vectors(self, ids)
 
-    outer = faiss.downcast_IndexBinary(index)
-    inner = getattr(outer, "index", None)
-    return [outer] if inner is None else [outer, faiss.downcast_IndexBinary(inner)]
+    def add_kept(self, ids: np.ndarray, kept: np.ndarray) -> None:
+        segments.add_kept(self, ids, kept)
 
 
 def check_encoding(kind: str, params: dict[str, Any], dim: int | None, metric: str | None = None) -> None:
