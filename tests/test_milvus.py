@@ -279,9 +279,9 @@ def test_sign_codes_on_milvus_lite_itself_are_the_faiss_stores(
     lack = _lite_has_binary_vectors(tmp_path)
     if lack is not None:
         pytest.skip(f"this Milvus Lite has no BINARY_VECTOR / HAMMING: {lack}")
-    import whitevec.index.milvus.store as milvus_store
+    import whitevec.index.milvus.index_types as index_types
 
-    monkeypatch.setattr(milvus_store, "LITE_INDEX_TYPES", milvus_store._MILVUS_TYPES)
+    monkeypatch.setattr(index_types, "LITE_INDEX_TYPES", index_types._MILVUS_TYPES)
     _sign_codes_match_faiss(str(tmp_path / "m.db"), codec, dim, tmp_path).release()
 
 

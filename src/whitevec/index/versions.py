@@ -48,6 +48,7 @@ from whitevec.index.stores.vector import (
     store_files,
     store_names,
 )
+from whitevec.index.stores.writer import own_writer
 from whitevec.transforms import Transform
 
 
@@ -96,8 +97,7 @@ def open_version(snapshot: IndexSnapshot, device: str) -> Version:
     store, docs, lexical = _open_whole(snapshot)
     none = np.zeros(0, dtype=np.int64)
     # Written as segments: a store without its own writer, its documents in the folder.
-    own_writer = store_class(manifest["backend"]).own_writer()
-    if own_writer is not None or documents_name(manifest) != DEFAULT_DOCUMENT_STORE:
+    if own_writer(manifest["backend"]) is not None or documents_name(manifest) != DEFAULT_DOCUMENT_STORE:
         return Version(manifest, transform, store, docs, lexical, None, none)
     own = Segment("", 0, int(manifest["count"]), store, docs, cast(LexicalIndex | None, lexical))
     return Version(manifest, transform, store, docs, lexical, [own], none)

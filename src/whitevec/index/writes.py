@@ -46,8 +46,8 @@ from whitevec.index.segments.writing import (
 )
 from whitevec.index.stores.documents import DocumentStore
 from whitevec.index.stores.lexical import LexicalRanker
-from whitevec.index.stores.vector import VectorStore, store_class, stored_form
-from whitevec.index.stores.writer import IndexWriter, held_rows
+from whitevec.index.stores.vector import VectorStore, stored_form
+from whitevec.index.stores.writer import IndexWriter, held_rows, own_writer
 from whitevec.index.versions import current_version
 from whitevec.utils.io import writing_folder
 
@@ -99,7 +99,7 @@ class IndexWrites:
         how to open a version and build an index, which a backend does not import)."""
         if state is not None:
             return SegmentWriter(self, state)
-        own = store_class(self.manifest["backend"]).own_writer()
+        own = own_writer(self.manifest["backend"])
         return None if own is None else own(self, current_version, build_index)
 
     def _writing_through(self) -> IndexWriter:

@@ -4,7 +4,6 @@ re-ranking; see :mod:`whitevec.index.encodings.spec`), wrapped in an id map, sav
 from __future__ import annotations
 
 import contextlib
-import math
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -20,15 +19,14 @@ from whitevec.index.encodings.sign_codes import code_bytes as sign_code_bytes
 from whitevec.index.encodings.spec import (
     Encoding,
     check_factory_dim,
-    factory_kind,
     factory_string,
     fit_to_training,
     index_layers,
     parse_encoding,
 )
-from whitevec.index.faiss import segments
 from whitevec.index.faiss.files import write_faiss_index
 from whitevec.index.faiss.filtered import (
+    DIRECT_MAPS,
     FAISS_SEARCH,
     STORAGE_SCAN,
     decoded_search,
@@ -40,6 +38,7 @@ from whitevec.index.faiss.filtered import (
     work_per_query,
 )
 from whitevec.index.faiss.library import INDEX_FILE, binary_layers, faiss_module, faiss_version, one_faiss_thread
+from whitevec.index.faiss.params import DEFAULT_PARAMS, check_encoding, default_nlist
 from whitevec.index.stores.vector import (
     ENCODING,
     KINDS,
@@ -62,22 +61,7 @@ if TYPE_CHECKING:
 # waited whole time slices for a pool thread (docs/notes/faiss-threads.md).
 POOL_WORK = 2**26
 
-# Defaults: HNSW M=32/efConstruction=40 are faiss's own; efSearch 64 (faiss: 16) trades a little speed for
-# recall close to exact on corpora of this size. IVF nprobe 8; nlist chosen from the corpus size on first add.
-# Every kind takes an encoding; train_sample (None: all vectors of the first add) is how many of them, drawn with
-# a fixed seed, train SQ/PQ/IVF; refine_factor * k candidates are re-ranked exactly by a "+refine" encoding.
-_ENCODING_PARAMS: dict[str, Any] = {ENCODING: "float32", "train_sample": None, "refine_factor": 4}
-DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
-    "flat": {**_ENCODING_PARAMS},
-    "hnsw": {"M": 32, "efConstruction": 40, "efSearch": 64, **_ENCODING_PARAMS},
-    "ivf": {"nlist": None, "nprobe": 8, **_ENCODING_PARAMS},
-}
 TRAIN_SEED = 0
-
-
-def default_nlist(n: int) -> int:
-    """About 4*sqrt(n) lists, at most one per 39 training vectors (faiss's minimum), at least 1."""
-    return max(1, min(round(4 * math.sqrt(n)), n // 39))
 
 
 # Up to this many training vectors, codes train on one OpenMP thread: PQ's k-means runs thousands of small
@@ -135,10 +119,6 @@ class FaissStore:
     @classmethod
     def folder_entries(cls, manifest: dict[str, Any]) -> tuple[str, ...]:
         return ()  # every file it keeps is listed in the manifest
-
-    @classmethod
-    def own_writer(cls) -> None:
-        return None  # written as segments in the folder (the hooks at the end)
 
     # --- life cycle -----------------------------------------------------------------------------------------
     @classmethod
@@ -547,38 +527,43 @@ class FaissStore:
         out_scores = np.where(kept, np.take_along_axis(scores, order, axis=1), 0.0).astype(np.float32)
         return out_scores, out_ids
 
-    # --- segments (whitevec.index.faiss.segments does the work) --------------------------------------------
+    # --- segments (whitevec.index.segments.writing) ----------------------------------------------------------
     def empty_copy(self) -> FaissStore:
-        return segments.empty_copy(self)
+        """Copies the index once (a template is kept after that)."""
+        if self.index is None:
+            raise BadInputError("cannot copy the training of an empty index")
+        other = self.stage_add(Path())
+        other.index.reset()
+        other.rescore = other._new_rescore()
+        return other
 
     def kept_vectors(self, ids: np.ndarray) -> np.ndarray:
-        return segments.kept_vectors(self, ids)
+        """The rescoring vectors where the encoding keeps them, else the codes (sign codes as their bytes, others
+        decoded)."""
+        ids64 = np.ascontiguousarray(ids, dtype=np.int64)
+        if self.rescore is not None:
+            return self.rescore.vectors(ids64)
+        faiss = faiss_module()
+        positions = np.searchsorted(faiss.vector_to_array(self.index.id_map), ids64)  # a segment's ids ascend
+        inner = self.index.index
+        try:
+            if self.signs is not None:
+                codes = [inner.reconstruct(int(p)) for p in positions]
+                return np.stack(codes) if codes else np.zeros((0, inner.code_size), np.uint8)
+            # An IVF index gives vectors back through its direct map (made once: a search may ask for it
+            # meanwhile).
+            with DIRECT_MAPS, contextlib.suppress(RuntimeError):
+                faiss.extract_index_ivf(inner).make_direct_map()
+            return np.asarray(inner.reconstruct_batch(positions), dtype=np.float32)
+        except RuntimeError as exc:
+            raise BadInputError(
+                f"faiss cannot give back the vectors of encoding {self.encoding.spec!r} ({exc}); rebuild the "
+                "index instead of compacting it"
+            ) from None
 
     def add_kept(self, ids: np.ndarray, kept: np.ndarray) -> None:
-        segments.add_kept(self, ids, kept)
-
-
-def check_encoding(kind: str, params: dict[str, Any], dim: int | None, metric: str | None = None) -> None:
-    """Refuse an encoding that cannot work with ``kind`` and ``params`` (and the dimension and metric, when
-    known) before any data is read: PQ's M must divide d; HNSW over RaBitQ searches by L2 only; an expert factory
-    string sets its own structure, so it must match ``kind`` and leave nlist / M to the string."""
-    encoding = parse_encoding(params.get(ENCODING))
-    if dim is not None:
-        encoding.check_dim(dim)
-    if metric is not None:
-        encoding.check_kind(kind, metric)
-    if encoding.codec != "factory":
-        return
-    structure = factory_kind(encoding)
-    if structure != kind:
-        raise BadInputError(
-            f"the faiss factory string {encoding.factory!r} builds a {structure} index; give --kind {structure} "
-            "with it (the kind chooses which search parameters apply)"
-        )
-    for name in ("nlist", "M"):
-        if (
-            params.get(name) is not None
-            and name in DEFAULT_PARAMS[kind]
-            and DEFAULT_PARAMS[kind][name] != params[name]
-        ):
-            raise BadInputError(f"the faiss factory string {encoding.factory!r} sets {name}; do not give it too")
+        """Sign codes added as they are, vectors encoded."""
+        if self.signs is not None and self.rescore is None:
+            self.index.add_with_ids(np.ascontiguousarray(kept, np.uint8), np.ascontiguousarray(ids, np.int64))
+            return
+        self.add(ids, kept)

@@ -67,7 +67,6 @@ from whitevec.utils.io import writing_to
 
 if TYPE_CHECKING:
     from whitevec.index.folder.snapshot import IndexSnapshot
-    from whitevec.index.stores.writer import MakesWriter
 
 logger = logging.getLogger(__name__)
 
@@ -209,12 +208,6 @@ class MilvusStore:
     @classmethod
     def folder_entries(cls, manifest: dict[str, Any]) -> tuple[str, ...]:
         return (MILVUS_LOCAL,) if manifest.get("backend_uri") is None else ()
-
-    @classmethod
-    def own_writer(cls) -> MakesWriter:
-        from whitevec.index.milvus.writes import MilvusWriter  # it imports this module
-
-        return MilvusWriter
 
     @classmethod
     def check_analyzer(cls, analyzer: str) -> None:

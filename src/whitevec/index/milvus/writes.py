@@ -41,7 +41,7 @@ from whitevec.index.segments.writing import rebuild_options
 from whitevec.index.stores.documents import DocumentStore
 from whitevec.index.stores.sqlite_docs import DocStore, metadata_json, rewrite_docs
 from whitevec.index.stores.vector import version_entries
-from whitevec.index.stores.writer import Rebuild, Reopen, WritableIndex, held_rows
+from whitevec.index.stores.writer import Rebuild, Reopen, WritableIndex, held_rows, register_writer
 from whitevec.utils.io import atomic_dir, writing_folder, writing_to
 
 NEXT_ROW = "next_row"  # the manifest's field: the next row id a Milvus index gives (ids are never reused)
@@ -238,9 +238,10 @@ def rewrite_lite_collection(path: Path, manifest: dict[str, Any], store: MilvusS
         store.drop()
 
 
+@register_writer(MilvusStore.name)
 class MilvusWriter:
-    """The writes of a Milvus index (see the module docstring), for the Retriever ``index``: the
-    :class:`~whitevec.index.stores.writer.IndexWriter` :meth:`MilvusStore.own_writer` names. ``reopen`` opens the
+    """The writes of a Milvus index (see the module docstring), for the Retriever ``index``: its
+    :class:`~whitevec.index.stores.writer.IndexWriter`. ``reopen`` opens the
     folder's current version, ``rebuild`` builds an index (a refit's), both given by the Retriever. Called with the
     Retriever's writes' lock held."""
 

@@ -30,7 +30,6 @@ from whitevec.utils.threads import one_blas_thread, threaded_product
 
 if TYPE_CHECKING:
     from whitevec.index.folder.snapshot import IndexSnapshot
-    from whitevec.index.stores.writer import MakesWriter
     from whitevec.transforms import Transform
 
 METRICS = ("cosine", "ip", "l2")
@@ -71,13 +70,6 @@ class VectorStore(Protocol):
     def folder_entries(cls, manifest: dict[str, Any]) -> tuple[str, ...]:
         """The entries of a version's folder the store keeps beside the files its manifest lists (a library's own
         data folder, not checksummed): a write replaces them with the version (:func:`version_entries`)."""
-        ...
-
-    @classmethod
-    def own_writer(cls) -> MakesWriter | None:
-        """The writer of this store's indexes where the store writes them itself (Milvus's insert, delete and
-        compaction; :mod:`whitevec.index.stores.writer`); None where they are written as segments in the
-        folder, through the segment hooks below."""
         ...
 
     # --- life cycle -----------------------------------------------------------------------------------------
@@ -165,7 +157,7 @@ class VectorStore(Protocol):
         """
         ...
 
-    # --- segments (whitevec.index.segments.writing; a store with its own writer refuses them) ----------------
+    # --- segments (whitevec.index.segments.writing; a store with its own writer, stores.writer, refuses them) --
     def empty_copy(self) -> VectorStore:
         """A store with this one's training (IVF lists' centroids, codebooks, the sign step) and no vector: what
         a new segment of the index is made from."""

@@ -3,18 +3,19 @@ a writer reads and swaps of the Retriever it writes for (:class:`WritableIndex`)
 
 A store whose indexes are written as segments in their folder (FAISS) has them written by
 :class:`whitevec.index.writes.SegmentWriter`, through the store's segment hooks
-(:class:`~whitevec.index.stores.vector.VectorStore`); a store that writes itself (Milvus's insert, delete and
-compaction) names its own writer (:meth:`~whitevec.index.stores.vector.VectorStore.own_writer`), which the
-Retriever makes with what a writer in a backend may not import: how to open the folder's current version, and how
-to build an index (:class:`MakesWriter`).
+(:class:`~whitevec.index.stores.vector.VectorStore`); a store that writes them itself (Milvus's insert, delete and
+compaction) registers its writer under its backend's name (:func:`register_writer`, :func:`own_writer`; the
+built-in ones imported when an index first asks), which the Retriever makes with what a writer in a backend may
+not import: how to open the folder's current version, and how to build an index (:class:`MakesWriter`).
 """
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -92,6 +93,30 @@ class MakesWriter(Protocol):
     """A store's own writer, made for one Retriever (see the module docstring)."""
 
     def __call__(self, index: WritableIndex, reopen: Reopen, rebuild: Rebuild) -> IndexWriter: ...
+
+
+W = TypeVar("W", bound=MakesWriter)
+_WRITERS: dict[str, MakesWriter] = {}
+# The built-in stores that write their indexes themselves, each writer imported when an index first asks for it.
+BUILT_IN_WRITERS = {"milvus": "whitevec.index.milvus.writes"}
+
+
+def register_writer(backend: str) -> Callable[[W], W]:
+    """Class decorator: the writer of the indexes of the store registered as ``backend``."""
+
+    def register(writer: W) -> W:
+        _WRITERS[backend] = writer
+        return writer
+
+    return register
+
+
+def own_writer(backend: str) -> MakesWriter | None:
+    """The writer the store ``backend`` writes its indexes with; None: they are written as segments in the
+    folder."""
+    if backend not in _WRITERS and backend in BUILT_IN_WRITERS:
+        importlib.import_module(BUILT_IN_WRITERS[backend])  # registers it
+    return _WRITERS.get(backend)
 
 
 def held_rows(held: dict[str, int]) -> np.ndarray:
