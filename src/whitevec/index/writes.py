@@ -10,7 +10,6 @@ import contextlib
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,16 +43,13 @@ from whitevec.index.segments.writing import (
     searchable,
     with_merges,
 )
-from whitevec.index.stores.documents import DocumentStore
-from whitevec.index.stores.lexical import LexicalRanker
-from whitevec.index.stores.vector import VectorStore, stored_form
-from whitevec.index.stores.writer import IndexWriter, held_rows, own_writer
+from whitevec.index.stores.vector import stored_form
+from whitevec.index.stores.writer import IndexWriter, WritableIndex, held_rows, own_writer
 from whitevec.index.versions import current_version
 from whitevec.utils.io import writing_folder
 
 if TYPE_CHECKING:
     from whitevec.encoders.protocol import EncoderLike
-    from whitevec.transforms import Transform
 
 
 def other_encoder(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -75,23 +71,14 @@ class PreparedWrite:
     on_existing: str
 
 
-class IndexWrites:
+class IndexWrites(WritableIndex):
     """Writes to the index a Retriever loaded, one at a time (``_write_lock``), through its backend's writer
     (``_writer``; None: an index no writer takes, refused in one line). A write holds the searches' lock only to
     swap its version in, so a search sees the version before a write or the one after it, and is answered while a
-    write encodes, writes, flushes or merges."""
+    write encodes, writes, flushes or merges. The attributes a writer reads: :class:`WritableIndex`'s."""
 
-    path: Path
-    manifest: dict[str, Any]
-    encoder: EncoderLike
-    transform: Transform | None
-    store: VectorStore
-    lexical: LexicalRanker | None
-    _docs: DocumentStore
-    _lock: threading.RLock
     _write_lock: threading.RLock
     _closed: bool
-    _columns: Any
     _writer: IndexWriter | None
 
     def _writer_for(self, state: IndexState | None) -> IndexWriter | None:

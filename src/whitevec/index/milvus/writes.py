@@ -34,7 +34,7 @@ from whitevec.errors import BadInputError
 from whitevec.index.folder.layout import DOCS_FILE, TRANSFORM_FILE
 from whitevec.index.folder.manifest import SELF_CHECKSUM, write_manifest
 from whitevec.index.folder.snapshot import IndexSnapshot, changed_message, read_consistent
-from whitevec.index.milvus.bm25 import TEXT_FIELD
+from whitevec.index.milvus.bm25 import MILVUS_BM25, TEXT_FIELD
 from whitevec.index.milvus.lite_servers import dropping_records
 from whitevec.index.milvus.store import MILVUS_LOCAL, MilvusStore, is_local_uri, new_collection_name
 from whitevec.index.segments.writing import rebuild_options
@@ -256,7 +256,7 @@ class MilvusWriter:
         if not isinstance(index.store, MilvusStore):
             raise BadInputError(f"{what} are not supported on the index at {index.path}; rebuild it")
         lexical = index.manifest.get("lexical")
-        if lexical is not None and lexical["library"] != "milvus":
+        if lexical is not None and lexical["library"] != MILVUS_BM25:
             raise BadInputError(
                 f"{what} are not supported on the index at {index.path}: its BM25 index lies in the folder beside "
                 "the Milvus vectors (built before Milvus kept its own BM25); rebuild it"
