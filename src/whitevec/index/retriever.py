@@ -33,7 +33,6 @@ from whitevec.errors import BadInputError, DimensionMismatchError
 from whitevec.index.build import build_index, check_encoder
 from whitevec.index.filters.language import Filter, parse_filter
 from whitevec.index.filters.rows import MetadataColumns, RowFilter, row_filter
-from whitevec.index.folder.snapshot import read_consistent
 from whitevec.index.lexical.bm25 import DEFAULT_ANALYZER
 from whitevec.index.search.fusion import Fusion, fuse
 from whitevec.index.search.hits import (
@@ -50,7 +49,7 @@ from whitevec.index.segments.writing import IndexState, searchable
 from whitevec.index.stores.documents import DocumentStore
 from whitevec.index.stores.lexical import FusesItself, LexicalRanker
 from whitevec.index.stores.vector import VectorStore, stored_files, stored_form
-from whitevec.index.versions import open_version
+from whitevec.index.versions import current_version
 from whitevec.index.writes import IndexWrites
 from whitevec.preflight import check_device, check_texts
 from whitevec.transforms import Transform
@@ -198,7 +197,7 @@ class Retriever(IndexWrites):
             raise BadInputError("give Retriever.load an encoder or a model, not both")
         folder = folder_path(Path(path).expanduser())  # "." absolute: it would keep naming a swapped-out version
         device = check_device(device)  # before the index is read: a device this machine lacks, named
-        version = read_consistent(folder, lambda snapshot: open_version(snapshot, device or "cpu"))
+        version = current_version(folder, device or "cpu")
         manifest = version.manifest
         owns_encoder = encoder is None
         try:

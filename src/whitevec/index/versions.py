@@ -103,10 +103,10 @@ def open_version(snapshot: IndexSnapshot, device: str) -> Version:
     return Version(manifest, transform, store, docs, lexical, [own], none)
 
 
-def current_version(folder: Path) -> Version:
-    """The version the index folder at ``folder`` holds now, opened on the CPU: what a write opens again after it
-    swapped its version in, or a refresh after another writer did."""
-    return read_consistent(folder, lambda snapshot: open_version(snapshot, "cpu"))
+def current_version(folder: Path, device: str = "cpu") -> Version:
+    """The version the index folder at ``folder`` holds now, opened (a transform on torch on ``device``): what a
+    load reads, a write opens again after it swapped its version in, or a refresh after another writer did."""
+    return read_consistent(folder, lambda snapshot: open_version(snapshot, device))
 
 
 def _open_whole(snapshot: IndexSnapshot) -> tuple[VectorStore, DocumentStore, LexicalRanker | None]:
