@@ -302,8 +302,8 @@ def test_a_faiss_file_whose_close_fails_is_an_os_error_not_a_short_file(tmp_path
     """On a full disk, faiss's writer given a path buffered a small index, failed to close the file, said so on
     stderr alone and returned: an index version or export went on with an empty file. /dev/full fails as a
     full disk does, at the close."""
+    from whitevec.index.faiss.library import INDEX_FILE
     from whitevec.index.faiss.store import FaissStore
-    from whitevec.index.folder.layout import INDEX_FILE
 
     store = FaissStore(16, "cosine", "flat", {"encoding": encoding})
     store.add(np.arange(20), np.random.default_rng(0).standard_normal((20, 16)).astype(np.float32))

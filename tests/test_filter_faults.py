@@ -24,6 +24,7 @@ from whitevec.errors import BadInputError
 from whitevec.index import Document, Retriever, read_manifest
 from whitevec.index.filters.language import MAX_DEPTH, MAX_NUMBER_CHARS, parse_filter
 from whitevec.index.filters.rows import MetadataColumns, row_filter
+from whitevec.index.milvus.filters import milvus_expression
 
 TEXTS = sentences(40, seed=31)
 BIG = 2**53  # past it, float64 holds only some integers: 2**53 + 1 rounds to 2**53
@@ -48,9 +49,9 @@ def test_numbers_past_2_53_compare_exactly_as_python_does() -> None:
 
 
 def test_the_milvus_translation_keeps_every_digit_or_refuses() -> None:
-    assert parse_filter(f"n == {BIG + 1}").to_milvus() == f'metadata["n"] == {BIG + 1}'
+    assert milvus_expression(parse_filter(f"n == {BIG + 1}")) == f'metadata["n"] == {BIG + 1}'
     with pytest.raises(BadInputError, match="past Milvus's 64-bit integers"):
-        parse_filter(f"n == {2**70 - 1}").to_milvus()
+        milvus_expression(parse_filter(f"n == {2**70 - 1}"))
 
 
 def test_milvus_compares_the_translated_big_integers_exactly(tmp_path: Path) -> None:
@@ -73,7 +74,7 @@ def test_milvus_compares_the_translated_big_integers_exactly(tmp_path: Path) -> 
         columns = MetadataColumns({i: {"n": v} for i, v in enumerate(stored)}, len(stored))
         for literal, op in itertools.product([BIG, BIG + 1, 2**62, 2**63 - 1], OPS):
             expression = parse_filter(f"n {op} {literal}")
-            selected = client.query("big", filter=expression.to_milvus(), output_fields=["id"])
+            selected = client.query("big", filter=milvus_expression(expression), output_fields=["id"])
             expected = np.flatnonzero(row_filter(expression, columns).mask).tolist()
             assert sorted(row["id"] for row in selected) == expected, expression.text
     finally:

@@ -32,6 +32,7 @@ from whitevec.index.faiss.filtered import (
 from whitevec.index.faiss.store import DEFAULT_PARAMS, FaissStore
 from whitevec.index.filters.language import Compare, Junction, Member, Not, parse_filter
 from whitevec.index.filters.rows import MetadataColumns, row_filter
+from whitevec.index.milvus.filters import milvus_expression
 from whitevec.index.search.fusion import fuse
 
 FIELDS = {"year": "number", "lang": "string", "score": "number", "ok": "bool"}
@@ -556,7 +557,7 @@ def test_an_expression_is_parsed_once_and_a_fault_every_time() -> None:
 
 def test_filters_translate_to_milvus_expressions() -> None:
     text = 'year >= 2000 and (lang in ["en", "fr"] or not ok == false) and score < -0.5'
-    assert parse_filter(text).to_milvus() == (
+    assert milvus_expression(parse_filter(text)) == (
         '(metadata["year"] >= 2000) and (((metadata["lang"] == "en") or (metadata["lang"] == "fr")) or '
         '(not (metadata["ok"] == false))) and (metadata["score"] < -0.5)'
     )
@@ -629,9 +630,11 @@ def test_the_milvus_translation_selects_what_the_filter_passes(tmp_path: Path, c
         rng = np.random.default_rng(23)
         for _ in range(40):
             expression = parse_filter(_random_filter(rng))
-            selected = client.query("filters", filter=expression.to_milvus(), output_fields=["id"], limit=16384)
+            selected = client.query(
+                "filters", filter=milvus_expression(expression), output_fields=["id"], limit=16384
+            )
             expected = np.flatnonzero(row_filter(expression, columns).mask).tolist()
-            assert sorted(row["id"] for row in selected) == expected, expression.to_milvus()
+            assert sorted(row["id"] for row in selected) == expected, milvus_expression(expression)
     finally:
         client.close()
 

@@ -21,7 +21,8 @@ from tests.test_refit_raw import build
 from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError
 from whitevec.index import Retriever, read_manifest
-from whitevec.index.folder.layout import INDEX_FILE, TEMPLATE_PREFIX
+from whitevec.index.faiss.library import INDEX_FILE
+from whitevec.index.folder.layout import TEMPLATE_PREFIX
 from whitevec.index.folder.snapshot import changed_message
 from whitevec.utils import io as _io
 

@@ -78,6 +78,26 @@ def test_retriever_on_milvus_lite(tmp_path: Path) -> None:
         Retriever.build(docs, tmp_path / "bad", encoder=encoder, backend="milvus", uri=str(tmp_path / "x"))  # type: ignore[arg-type]
 
 
+def test_a_milvus_build_records_its_own_library_and_older_ones_still_load(tmp_path: Path) -> None:
+    """The store reports its library's version: a Milvus build records pymilvus's, not faiss's (which a Milvus
+    index never used); an index built before, which recorded faiss's, still loads and answers."""
+    import pymilvus
+
+    from whitevec.index.folder.manifest import write_manifest
+    from whitevec.index.folder.snapshot import read_manifest
+
+    docs = [Document(f"d{i}", f"text number {i}") for i in range(20)]
+    out = tmp_path / "idx"
+    with Retriever.build(docs, out, encoder=HashEncoder(dim=16), transform="none", backend="milvus") as built:  # type: ignore[arg-type]
+        expected = [hit.id for hit in built.search(["text number 3"], k=3)[0]]
+    manifest = read_manifest(out)
+    assert manifest["pymilvus"] == pymilvus.__version__ and "faiss" not in manifest
+    older = {k: v for k, v in manifest.items() if k != "pymilvus"}
+    write_manifest(out, {**older, "faiss": "1.8.0"}, list(manifest["files"]))  # as builds before wrote it
+    with Retriever.load(out, encoder=HashEncoder(dim=16)) as again:  # type: ignore[arg-type]
+        assert [hit.id for hit in again.search(["text number 3"], k=3)[0]] == expected
+
+
 def test_milvus_lite_in_another_process_is_named(tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -279,9 +299,9 @@ def test_sign_codes_on_milvus_lite_itself_are_the_faiss_stores(
     lack = _lite_has_binary_vectors(tmp_path)
     if lack is not None:
         pytest.skip(f"this Milvus Lite has no BINARY_VECTOR / HAMMING: {lack}")
-    import whitevec.index.milvus.store as milvus_store
+    import whitevec.index.milvus.index_types as index_types
 
-    monkeypatch.setattr(milvus_store, "LITE_INDEX_TYPES", milvus_store._MILVUS_TYPES)
+    monkeypatch.setattr(index_types, "LITE_INDEX_TYPES", index_types._MILVUS_TYPES)
     _sign_codes_match_faiss(str(tmp_path / "m.db"), codec, dim, tmp_path).release()
 
 

@@ -170,7 +170,7 @@ def test_a_reader_on_a_shared_collection_follows_a_writer(tmp_path: Path, monkey
     """Vectors outside the folder (one collection, written in place): a second Retriever, as a server, sees the
     other's writes after refresh(), its older version meanwhile shows none of the added rows, and a refresh that
     fails leaves it serving that version."""
-    import whitevec.index.milvus.writes as milvus_writes
+    import whitevec.index.versions as versions  # the Retriever gives the Milvus writer its current_version
 
     docs = corpus(20, seed=5)
     uri = str(tmp_path / "shared" / "store.db")
@@ -182,7 +182,7 @@ def test_a_reader_on_a_shared_collection_follows_a_writer(tmp_path: Path, monkey
         writer.write([Document("late", "w40a w41b w42a"), Document("d1", "w50a w51b")], on_existing="replace")
         assert "late" not in matching(reader, ["w40a w41b w42a"])[0]
         with monkeypatch.context() as patched:
-            patched.setattr(milvus_writes, "open_version", failing("disk gone"))
+            patched.setattr(versions, "open_version", failing("disk gone"))
             with pytest.raises(OSError, match="disk gone"):
                 reader.refresh()
         assert "late" not in matching(reader, ["w40a w41b w42a"])[0] and reader.count == 20

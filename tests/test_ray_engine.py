@@ -308,8 +308,7 @@ def test_resume_rewrites_lite_data_a_killed_driver_left_unloadable(
     next load cannot read (seen once in the killed-driver test above: "file seems not fully written"). The resume
     starts the build's own Lite data again, so every shard is written anew, instead of failing."""
     from whitevec.engines.ray import INSERTED_LOG, open_collection
-    from whitevec.index.folder.layout import MILVUS_LOCAL
-    from whitevec.index.milvus.store import MilvusStore, new_collection_name
+    from whitevec.index.milvus.store import MILVUS_LOCAL, MilvusStore, new_collection_name
 
     folder = tmp_path / "work"
     name = new_collection_name()

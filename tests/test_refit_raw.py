@@ -22,7 +22,8 @@ from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
 from whitevec.index import Retriever, read_manifest
 from whitevec.index.folder.layout import RAW_VECTORS_FILE
 from whitevec.index.folder.raw_vectors import live_raw_vectors
-from whitevec.index.segments.writing import live_rows
+from whitevec.index.segments.writing import IndexState, live_rows
+from whitevec.index.writes import SegmentWriter
 from whitevec.transforms import Transform
 
 TEXTS = sentences(300, seed=21)
@@ -34,6 +35,13 @@ class NoEncodeEncoder(HashEncoder):
 
     def encode(self, texts: Any, batch_size: int | None = None, show_progress: bool | None = None) -> Any:
         raise AssertionError(f"encoded {len(texts)} texts")
+
+
+def segments_of(index: Retriever) -> IndexState:
+    """The loaded version's segments and deleted rows, as the index's segment writer holds them."""
+    writer = index._writer
+    assert isinstance(writer, SegmentWriter)
+    return writer.state
 
 
 def docs(start: int, stop: int) -> list[Document]:
@@ -73,8 +81,8 @@ def test_a_refit_on_raw_vectors_is_a_fresh_build_and_encodes_nothing(tmp_path: P
     assert os.stat(tmp_path / "idx" / RAW_VECTORS_FILE).st_ino == build_raw  # linked, not rewritten
     index.delete(["d200"])
     live = written(index)
-    state = index._state
-    assert state is not None and len(state.segments) > 1 and state.deleted.size  # segments and tombstones
+    state = segments_of(index)
+    assert len(state.segments) > 1 and state.deleted.size  # segments and tombstones
     kept = live_raw_vectors(index.path, index.manifest, state.segments, live_rows(state))
     order = [doc.id for segment in state.segments for doc in _segment_docs(segment)]
     live_order = [doc_id for doc_id, alive in zip(order, live_rows(state), strict=True) if alive]
@@ -189,8 +197,8 @@ def test_an_http_add_keeps_the_raw_vectors_of_its_segment(tmp_path: Path) -> Non
         answer = client.post("/documents", json={"documents": [{"id": "h1", "text": TEXTS[250]}]})
         assert answer.status_code == 200, answer.text
         assert client.get("/info").json()["manifest"]["raw_vectors"] == {"dtype": "float32"}
-        state = index._state
-        assert state is not None and state.segments[-1].rows == 1
+        state = segments_of(index)
+        assert state.segments[-1].rows == 1
         kept = live_raw_vectors(index.path, index.manifest, state.segments[-1:], live_rows(state))
     np.testing.assert_array_equal(kept, HashEncoder(dim=16).encode([TEXTS[250]]))
 
@@ -224,5 +232,5 @@ def test_a_refit_behind_another_writer_is_refused_as_every_stale_write_is(tmp_pa
         with Retriever.load(folder, encoder=HashEncoder(dim=16)) as second:  # type: ignore[arg-type]
             second.add(docs(40, 50))
         with pytest.raises(BadInputError) as refused:
-            live_raw_vectors(folder, first.manifest, first._state.segments, live_rows(first._state))  # type: ignore[union-attr]
+            live_raw_vectors(folder, first.manifest, segments_of(first).segments, live_rows(segments_of(first)))
     assert str(refused.value) == changed_message(folder)

@@ -15,7 +15,8 @@ from tests.index_helpers import HashEncoder, sentences
 from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
 from whitevec.index import Retriever, read_manifest
-from whitevec.index.folder.layout import DELETED_FILE, INDEX_FILE, LEXICAL_COUNTS
+from whitevec.index.faiss.library import INDEX_FILE
+from whitevec.index.folder.layout import DELETED_FILE, LEXICAL_COUNTS
 from whitevec.index.segments.requests import ON_EXISTING
 from whitevec.index.segments.writing import COMPACT_DELETED_SHARE, MAX_SEGMENTS
 from whitevec.workflows.index_writes import ON_EXISTING as WORKFLOW_ON_EXISTING

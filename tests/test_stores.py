@@ -25,12 +25,14 @@ from whitevec.index.stores.vector import store_class, stored_form
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
-def _members(protocol: type) -> list[str]:
-    """Methods and properties, and the two class attributes (annotations only on the protocol)."""
-    return sorted({name for name in vars(protocol) if not name.startswith("_")} | {"name", "files"})
+def _members(protocol: type, *class_attributes: str) -> list[str]:
+    """Methods and properties, and the class attributes (annotations only on the protocol)."""
+    return sorted(
+        {name for name in vars(protocol) if not name.startswith("_")} | {"name", "files", *class_attributes}
+    )
 
 
-PROTOCOL_MEMBERS = _members(VectorStore)
+PROTOCOL_MEMBERS = _members(VectorStore, "library")
 DOCUMENT_PROTOCOL_MEMBERS = _members(DocumentStore)
 
 
@@ -42,6 +44,40 @@ def test_every_registered_store_implements_the_protocol(name: str) -> None:
     assert {"create", "open", "stage_add", "save", "reopen", "abandon", "drop", "close", "delete"} <= set(
         PROTOCOL_MEMBERS
     )
+    # What generic code asks the backend instead of naming it: its library's version, its own folder entries,
+    # and the segment hooks (a store with its own writer refuses those).
+    assert {"library_version", "folder_entries", "empty_copy", "kept_vectors", "add_kept"} <= set(PROTOCOL_MEMBERS)
+    assert isinstance(cls.library, str) and cls.library
+
+
+class _KeepsItsOwnLexical:
+    """A store registered by a third party that keeps the lexical part itself, takes only the ``plain`` analyzer
+    and keeps a data folder of its own beside its files."""
+
+    name = "own-lexical"
+    keeps_lexical = True
+
+    @classmethod
+    def check_analyzer(cls, analyzer: str) -> None:
+        if analyzer != "plain":
+            raise BadInputError(f"own-lexical takes the plain analyzer only, not {analyzer!r}")
+
+    @classmethod
+    def folder_entries(cls, manifest: dict[str, Any]) -> tuple[str, ...]:
+        return ("own.db",)
+
+
+def test_generic_code_asks_the_store_for_its_analyzers_and_folder_entries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lexical check and a version's entries come from the store itself, not from code naming Milvus."""
+    from whitevec.index.lexical.bm25 import check_lexical
+    from whitevec.index.stores import vector
+
+    monkeypatch.setitem(vector._STORES, _KeepsItsOwnLexical.name, _KeepsItsOwnLexical)
+    assert check_lexical("bm25", "plain", backend="own-lexical") == "bm25"
+    with pytest.raises(BadInputError, match=r"^own-lexical takes the plain analyzer only, not 'english'$"):
+        check_lexical("bm25", "english", backend="own-lexical")
+    manifest = {"backend": "own-lexical", "files": {"docs.sqlite": {}}}
+    assert vector.version_entries(manifest) == {"manifest.json", "docs.sqlite", "own.db"}
 
 
 def _backends() -> list[str]:

@@ -4,7 +4,7 @@
    deleted after the build, and after Milvus's own compaction? (``bm25`` lines: the top scores of one query on a
    collection written in two inserts, then after a delete and a compaction, beside one written in one insert.)
 2. Would a JSON metadata field make filtered searches cheaper than the id list whitevec sends today
-   (``whitevec.index.filters.rows.rows_filter``)? (``filter`` lines: ms per one-query search of a FLAT collection
+   (``whitevec.index.milvus.filters.rows_filter``)? (``filter`` lines: ms per one-query search of a FLAT collection
    of ``--rows`` random vectors, unfiltered, by id list and by the filter's Milvus expression on a JSON field.)
 
     python benchmarks/investigations/milvus_lite_writes.py [--rows 20000] [--queries 20]
@@ -26,8 +26,8 @@ import numpy as np
 from pymilvus import DataType, MilvusClient
 
 from whitevec.index.filters.language import parse_filter
-from whitevec.index.filters.rows import rows_filter
 from whitevec.index.milvus.bm25 import milvus_bm25_settings
+from whitevec.index.milvus.filters import milvus_expression, rows_filter
 from whitevec.index.milvus.store import MilvusStore
 
 WORDS = [f"w{i}" for i in range(50)]
@@ -84,7 +84,7 @@ def filter_costs(folder: Path, rows: int, queries: int) -> None:
             bound = int(rows * share)
             ways = {
                 "id_list": rows_filter(visible, np.arange(rows) < bound),
-                "json": {"filter": f"({visible}) and ({parse_filter(f'n < {bound}').to_milvus()})"},
+                "json": {"filter": f"({visible}) and ({milvus_expression(parse_filter(f'n < {bound}'))})"},
             }
         for how, where in ways.items():
             start_time = time.perf_counter()

@@ -23,8 +23,9 @@ import numpy as np
 from whitevec.errors import BadInputError
 from whitevec.index.encodings.spec import parse_encoding
 from whitevec.index.faiss.files import write_faiss_index
+from whitevec.index.faiss.library import INDEX_FILE
 from whitevec.index.faiss.store import FaissStore
-from whitevec.index.folder.layout import INDEX_FILE, LINEAR_NAMES, TRANSFORM_FILE
+from whitevec.index.folder.layout import LINEAR_NAMES, TRANSFORM_FILE
 from whitevec.index.folder.snapshot import IndexSnapshot, read_consistent
 from whitevec.preflight import check_output
 from whitevec.transforms import Center, Transform, Whitening

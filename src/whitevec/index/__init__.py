@@ -54,6 +54,6 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "FaissStore":  # the FAISS backend, imported on first use through the registry
+    if name == "FaissStore":  # the FAISS backend, imported on first use through the registry (by its name)
         return store_class("faiss")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

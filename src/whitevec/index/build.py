@@ -23,8 +23,7 @@ from whitevec.encoders.models.identity import check_model_checksum, model_record
 from whitevec.encoders.protocol import check_empty_documents, known_token_mask
 from whitevec.errors import BadInputError, CorruptFileError, DimensionMismatchError, WhitevecWarning
 from whitevec.index.encodings.spec import parse_encoding
-from whitevec.index.faiss.store import faiss_version
-from whitevec.index.folder.layout import DOCS_FILE, LINEAR_TRANSFORMS, TRANSFORM_FILE, replaced_entries
+from whitevec.index.folder.layout import DOCS_FILE, LINEAR_TRANSFORMS, TRANSFORM_FILE
 from whitevec.index.folder.manifest import MANIFEST, write_manifest
 from whitevec.index.folder.raw_vectors import RAW_FIELD, check_keep_raw_vectors, raw_record, write_raw_vectors
 from whitevec.index.folder.snapshot import read_manifest
@@ -46,6 +45,7 @@ from whitevec.index.stores.vector import (
     VectorStore,
     check_choice,
     keeps_lexical,
+    replaced_entries,
     store_class,
     stored_form,
 )
@@ -436,7 +436,7 @@ def _stored_fields(store: VectorStore, count: int, given: int) -> dict[str, Any]
         **({"skipped_documents": given - count} if count < given else {}),
         "backend": store.name,
         **store.location(),
-        "faiss": faiss_version(),
+        store.library: store.library_version(),  # "faiss" on FAISS, as every index before it recorded
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
 

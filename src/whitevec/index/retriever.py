@@ -33,7 +33,6 @@ from whitevec.errors import BadInputError, DimensionMismatchError
 from whitevec.index.build import build_index, check_encoder
 from whitevec.index.filters.language import Filter, parse_filter
 from whitevec.index.filters.rows import MetadataColumns, RowFilter, row_filter
-from whitevec.index.folder.snapshot import read_consistent
 from whitevec.index.lexical.bm25 import DEFAULT_ANALYZER
 from whitevec.index.search.fusion import Fusion, fuse
 from whitevec.index.search.hits import (
@@ -46,14 +45,11 @@ from whitevec.index.search.hits import (
     no_hits,
 )
 from whitevec.index.search.modes import ADD_LEXICAL, SearchPlan, plan_search, search_defaults
-from whitevec.index.segments.writing import (
-    IndexState,
-    searchable,
-)
+from whitevec.index.segments.writing import IndexState, searchable
 from whitevec.index.stores.documents import DocumentStore
 from whitevec.index.stores.lexical import FusesItself, LexicalRanker
 from whitevec.index.stores.vector import VectorStore, stored_files, stored_form
-from whitevec.index.versions import open_version
+from whitevec.index.versions import current_version
 from whitevec.index.writes import IndexWrites
 from whitevec.preflight import check_device, check_texts
 from whitevec.transforms import Transform
@@ -94,9 +90,9 @@ class Retriever(IndexWrites):
         self._lock = threading.RLock()  # a search's, and a write's swap to its version
         self._write_lock = threading.RLock()  # one write at a time (or a refresh), searches going on
         self._columns: tuple[DocumentStore, MetadataColumns] | None = None  # read on the first filtered search
-        # The segments and deleted rows of the version, for writes (None: an index whose vectors live elsewhere).
-        self._state = state
         self._closed = False  # close() lets go of the files: every later use is refused in one line
+        # The writes of its backend: as segments where ``state`` holds the version's (FAISS), else the store's own.
+        self._writer = self._writer_for(state)
 
     # --- building --------------------------------------------------------------------------------------------
     @classmethod
@@ -201,7 +197,7 @@ class Retriever(IndexWrites):
             raise BadInputError("give Retriever.load an encoder or a model, not both")
         folder = folder_path(Path(path).expanduser())  # "." absolute: it would keep naming a swapped-out version
         device = check_device(device)  # before the index is read: a device this machine lacks, named
-        version = read_consistent(folder, lambda snapshot: open_version(snapshot, device or "cpu"))
+        version = current_version(folder, device or "cpu")
         manifest = version.manifest
         owns_encoder = encoder is None
         try:

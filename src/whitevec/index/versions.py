@@ -48,6 +48,7 @@ from whitevec.index.stores.vector import (
     store_files,
     store_names,
 )
+from whitevec.index.stores.writer import own_writer
 from whitevec.transforms import Transform
 
 
@@ -95,10 +96,17 @@ def open_version(snapshot: IndexSnapshot, device: str) -> Version:
         return Version(manifest, transform, store, docs, lexical, segments, deleted)
     store, docs, lexical = _open_whole(snapshot)
     none = np.zeros(0, dtype=np.int64)
-    if manifest["backend"] != "faiss" or manifest.get("docs", "sqlite") != "sqlite":
+    # Written as segments: a store without its own writer, its documents in the folder.
+    if own_writer(manifest["backend"]) is not None or documents_name(manifest) != DEFAULT_DOCUMENT_STORE:
         return Version(manifest, transform, store, docs, lexical, None, none)
     own = Segment("", 0, int(manifest["count"]), store, docs, cast(LexicalIndex | None, lexical))
     return Version(manifest, transform, store, docs, lexical, [own], none)
+
+
+def current_version(folder: Path, device: str = "cpu") -> Version:
+    """The version the index folder at ``folder`` holds now, opened (a transform on torch on ``device``): what a
+    load reads, a write opens again after it swapped its version in, or a refresh after another writer did."""
+    return read_consistent(folder, lambda snapshot: open_version(snapshot, device))
 
 
 def _open_whole(snapshot: IndexSnapshot) -> tuple[VectorStore, DocumentStore, LexicalRanker | None]:
@@ -163,7 +171,8 @@ def check_index_manifest(manifest: dict[str, Any], folder: Path) -> None:
     per_segment = {*store_files(manifest), *documents.files}
     if "raw_vectors" in manifest:
         per_segment.add(RAW_VECTORS_FILE)
-    if "lexical" in manifest and manifest["lexical"].get("library") != "milvus":  # Milvus keeps its own BM25
+    # A store that keeps the lexical part itself (Milvus's BM25) is its record's library: no files here.
+    if "lexical" in manifest and manifest["lexical"].get("library") != manifest["backend"]:
         per_segment.update(LEXICAL_FILES)
     expected = {entry["prefix"] + name for entry in segment_entries(manifest) for name in per_segment}
     if "segments" in manifest:

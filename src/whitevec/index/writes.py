@@ -1,5 +1,8 @@
-"""The writing half of :class:`whitevec.index.Retriever`: add, upsert, delete and compact a loaded index (each
-one new version of its folder, :mod:`whitevec.index.segments.writing`), and keep searching the version written."""
+"""The writing half of :class:`whitevec.index.Retriever`: add, upsert, delete, compact, refit and refresh a loaded
+index, and keep searching the version written. Each write goes through the writer of the index's backend
+(:class:`~whitevec.index.stores.writer.IndexWriter`): :class:`SegmentWriter` where the store's indexes are written
+as segments in their folder (FAISS: one new version per write, :mod:`whitevec.index.segments.writing`), else the
+store's own (Milvus's, :mod:`whitevec.index.milvus.writes`)."""
 
 from __future__ import annotations
 
@@ -23,7 +26,6 @@ from whitevec.index.build import (
 )
 from whitevec.index.folder.raw_vectors import keeps_raw_vectors, live_raw_vectors
 from whitevec.index.folder.snapshot import read_consistent
-from whitevec.index.milvus.writes import MilvusWrites
 from whitevec.index.segments.requests import AddResult, DeleteResult, check_ids, check_on_existing
 from whitevec.index.segments.writing import (
     IndexState,
@@ -42,7 +44,8 @@ from whitevec.index.segments.writing import (
     with_merges,
 )
 from whitevec.index.stores.vector import stored_form
-from whitevec.index.versions import open_version
+from whitevec.index.stores.writer import IndexWriter, WritableIndex, held_rows, own_writer
+from whitevec.index.versions import current_version
 from whitevec.utils.io import writing_folder
 
 if TYPE_CHECKING:
@@ -68,15 +71,28 @@ class PreparedWrite:
     on_existing: str
 
 
-class IndexWrites(MilvusWrites):
-    """Writes to the index a Retriever loaded, one at a time (``_write_lock``). A write holds the searches'
-    lock only to swap its version in, so a search sees the version before a write or the one after it, and
-    is answered while a write encodes, writes, flushes or merges (the Retriever's attributes it reads:
-    :class:`MilvusWrites`'s)."""
+class IndexWrites(WritableIndex):
+    """Writes to the index a Retriever loaded, one at a time (``_write_lock``), through its backend's writer
+    (``_writer``; None: an index no writer takes, refused in one line). A write holds the searches' lock only to
+    swap its version in, so a search sees the version before a write or the one after it, and is answered while a
+    write encodes, writes, flushes or merges. The attributes a writer reads: :class:`WritableIndex`'s."""
 
-    _state: IndexState | None
     _write_lock: threading.RLock
     _closed: bool
+    _writer: IndexWriter | None
+
+    def _writer_for(self, state: IndexState | None) -> IndexWriter | None:
+        """The writer of this index: its segments' where ``state`` holds them, else its store's own (made with
+        how to open a version and build an index, which a backend does not import)."""
+        if state is not None:
+            return SegmentWriter(self, state)
+        own = own_writer(self.manifest["backend"])
+        return None if own is None else own(self, current_version, build_index)
+
+    def _writing_through(self) -> IndexWriter:
+        if self._writer is None:
+            raise BadInputError(f"writes are not supported on the index at {self.path}; rebuild it")
+        return self._writer
 
     @property
     def count(self) -> int:
@@ -161,14 +177,7 @@ class IndexWrites(MilvusWrites):
                 index_of = {d.id: i for i, d in enumerate(meaningful)}
                 position = [index_of[d.id] for d in items]
                 vectors = stored_form(self.transform, raw[position], self.manifest["metric"])
-                if self._state is None:  # a Milvus index: Milvus's insert and upsert
-                    with self._lock:
-                        held = self._docs.rows_of([d.id for d in items]) if replaced.size else {}
-                        return self._milvus_write(items, vectors, held, given - len(items), empty)
-                with self._next_version() as state:
-                    made = new_segment(state, items, vectors, raw[position])
-                    deleted = np.union1d(state.deleted, replaced).astype(np.int64)
-                    self._use(with_merges(commit(state, state.segments, [made], deleted, skipped=empty)))
+                self._writing_through().add(items, vectors, raw[position], replaced, empty)
         new = len(items) - replaced.size
         return AddResult(
             added=new, replaced=int(replaced.size), skipped=given - new - replaced.size, count=self.count
@@ -196,19 +205,10 @@ class IndexWrites(MilvusWrites):
             BadInputError: no ids, not strings, or the index changed on disk since it was loaded.
         """
         wanted = check_ids(ids)
-        self._check_open()
-        if self._state is None:
-            return self._milvus_delete(wanted)
         with self._write_lock:
             self._check_open()
-            held = self._docs.rows_of(wanted)
-            missing = [doc_id for doc_id in wanted if doc_id not in held]
-            if held:
-                rows = np.fromiter(held.values(), dtype=np.int64, count=len(held))
-                with self._next_version() as state:
-                    deleted = np.union1d(state.deleted, rows).astype(np.int64)
-                    self._use(with_merges(commit(state, state.segments, [], deleted)))
-        return DeleteResult(deleted=len(held), missing=missing)
+            held = self._writing_through().delete(wanted)
+        return DeleteResult(deleted=len(held), missing=[doc_id for doc_id in wanted if doc_id not in held])
 
     def compact(self) -> int:
         """Merge every segment into one and drop the deleted rows (one new version); the segments merged (0: it
@@ -218,20 +218,9 @@ class IndexWrites(MilvusWrites):
             BadInputError: every document is deleted (an index keeps at least one segment: nothing can be
                 merged into one), or the index changed on disk since it was loaded.
         """
-        self._check_open()
-        if self._state is None:
-            return self._milvus_compact()
-        with self._write_lock, self._next_version() as state:
-            merging = merge_plan(state, full=True)
-            if merging and not self.count:
-                raise BadInputError(
-                    f"every document of the index at {self.path} is deleted, and an index keeps at least one "
-                    f"segment: nothing was compacted; its {state.deleted.size} deleted documents stay in its "
-                    "files until documents are added and it is compacted, or it is built again"
-                )
-            if merging:
-                self._use(merged(state, merging))
-        return len(merging)
+        with self._write_lock:
+            self._check_open()
+            return self._writing_through().compact()
 
     def refit(self, transform: str | None = None, show_progress: bool | None = None) -> None:
         """Fit the transform again on every live document and rewrite the index with it (one new version: the one
@@ -245,37 +234,9 @@ class IndexWrites(MilvusWrites):
             BadInputError: the index changed on disk since it was loaded, or its transform came fitted and no
                 ``transform`` is named.
         """
-        self._check_open()
-        if self._state is None:
-            return self._milvus_refit(transform, show_progress)
-        options = rebuild_options(self.manifest, transform)
-        with self._write_lock, self._lock, self._next_version() as state:
-            documents = live_documents(state)
-            if not documents:
-                raise BadInputError(f"the index at {self.path} holds no documents to fit a transform on")
-            if keeps_raw_vectors(self.manifest):
-                raw = live_raw_vectors(state.path, self.manifest, state.segments, live_rows(state))
-                record = {k: v for k, v in self.manifest.items() if k in ENCODER_FIELDS + MODEL_FIELDS}
-                build_from_vectors(
-                    documents, raw, state.path, encoder=self.encoder, encoder_record=record, **options
-                )
-            else:
-                # Every live document was admitted once (a build's or an add's choice): a refit drops none, as
-                # the refit from raw vectors drops none.
-                build_index(
-                    documents,
-                    state.path,
-                    encoder=self.encoder,
-                    show_progress=show_progress,
-                    empty_documents="keep",
-                    **options,
-                )
-            version = read_consistent(state.path, lambda snapshot: open_version(snapshot, "cpu"))
-            for segment in state.segments:
-                segment.close()
-            assert version.segments is not None  # a FAISS index in its folder, as this one was
-            self.transform = version.transform
-            self._use(IndexState(state.path, version.manifest, version.segments, version.deleted))
+        with self._write_lock:
+            self._check_open()
+            self._writing_through().refit(transform, show_progress)
 
     def refresh(self) -> bool:
         """Search the newest version of the index folder from now on, when another writer (another process, the
@@ -283,19 +244,90 @@ class IndexWrites(MilvusWrites):
         kept, only new ones are read (after a rebuild or refit, the whole index). Whether it moved on."""
         with self._write_lock:  # a write of this Retriever's in progress swaps in its own version
             self._check_open()
-            if self._state is None:
-                return self._milvus_refresh()
-            return self._refresh()
+            return self._writing_through().refresh()
 
-    def _refresh(self) -> bool:
-        """:meth:`refresh` of an index in its folder (the writes' lock held)."""
-        state = self._state
-        assert state is not None
-        with self._lock:
+    def _check_open(self) -> None:
+        """A one-line refusal of any use of a closed Retriever (its files and connections are let go)."""
+        if self._closed:
+            raise BadInputError(f"this Retriever of the index at {self.path} is closed; load the index again")
+
+
+class SegmentWriter:
+    """The writes of an index kept as segments in its folder (:mod:`whitevec.index.segments.writing`): each one
+    new version whose cost is what changed; ``state``, the loaded version's segments and deleted rows. Called
+    with the Retriever's writes' lock held."""
+
+    def __init__(self, index: IndexWrites, state: IndexState) -> None:
+        self.index = index
+        self.state = state
+
+    def add(
+        self, items: list[Document], vectors: np.ndarray, raw: np.ndarray, replaced: np.ndarray, empty: int
+    ) -> None:
+        with self._next_version() as state:
+            made = new_segment(state, items, vectors, raw)
+            deleted = np.union1d(state.deleted, replaced).astype(np.int64)
+            self._use(with_merges(commit(state, state.segments, [made], deleted, skipped=empty)))
+
+    def delete(self, wanted: list[str]) -> dict[str, int]:
+        held = self.index._docs.rows_of(wanted)
+        if held:
+            with self._next_version() as state:
+                deleted = np.union1d(state.deleted, held_rows(held)).astype(np.int64)
+                self._use(with_merges(commit(state, state.segments, [], deleted)))
+        return held
+
+    def compact(self) -> int:
+        with self._next_version() as state:
+            merging = merge_plan(state, full=True)
+            if merging and not self.index.count:
+                raise BadInputError(
+                    f"every document of the index at {self.index.path} is deleted, and an index keeps at least "
+                    f"one segment: nothing was compacted; its {state.deleted.size} deleted documents stay in its "
+                    "files until documents are added and it is compacted, or it is built again"
+                )
+            if merging:
+                self._use(merged(state, merging))
+        return len(merging)
+
+    def refit(self, transform: str | None, show_progress: bool | None) -> None:
+        index = self.index
+        options = rebuild_options(index.manifest, transform)
+        with index._lock, self._next_version() as state:
+            documents = live_documents(state)
+            if not documents:
+                raise BadInputError(f"the index at {index.path} holds no documents to fit a transform on")
+            if keeps_raw_vectors(index.manifest):
+                raw = live_raw_vectors(state.path, index.manifest, state.segments, live_rows(state))
+                record = {k: v for k, v in index.manifest.items() if k in ENCODER_FIELDS + MODEL_FIELDS}
+                build_from_vectors(
+                    documents, raw, state.path, encoder=index.encoder, encoder_record=record, **options
+                )
+            else:
+                # Every live document was admitted once (a build's or an add's choice): a refit drops none, as
+                # the refit from raw vectors drops none.
+                build_index(
+                    documents,
+                    state.path,
+                    encoder=index.encoder,
+                    show_progress=show_progress,
+                    empty_documents="keep",
+                    **options,
+                )
+            version = current_version(state.path)
+            for segment in state.segments:
+                segment.close()
+            assert version.segments is not None  # a FAISS index in its folder, as this one was
+            index.transform = version.transform
+            self._use(IndexState(state.path, version.manifest, version.segments, version.deleted))
+
+    def refresh(self) -> bool:
+        index, state = self.index, self.state
+        with index._lock:
             try:
-                moved = read_consistent(self.path, lambda snapshot: refreshed(snapshot, state))
+                moved = read_consistent(index.path, lambda snapshot: refreshed(snapshot, state))
             except ReloadNeededError:
-                version = read_consistent(self.path, lambda snapshot: open_version(snapshot, "cpu"))
+                version = current_version(index.path)
                 # Queries are encoded by the encoder loaded with the first version: another would be searched
                 # with the wrong vectors (the wrong hits, or a dimension mismatch).
                 changed = other_encoder(state.manifest, version.manifest)
@@ -303,51 +335,48 @@ class IndexWrites(MilvusWrites):
                     for segment in version.segments or ():
                         segment.close()
                     how = f"with another encoder ({', '.join(changed)})" if changed else "on another backend"
-                    raise BadInputError(f"the index at {self.path} was rebuilt {how}; load it again") from None
+                    raise BadInputError(f"the index at {index.path} was rebuilt {how}; load it again") from None
                 for segment in state.segments:
                     segment.close()
-                self.transform = version.transform
-                moved = IndexState(self.path, version.manifest, version.segments, version.deleted)
+                index.transform = version.transform
+                moved = IndexState(index.path, version.manifest, version.segments, version.deleted)
             if moved is None:
                 return False
             self._use(moved)
             return True
 
     def _writing(self) -> contextlib.AbstractContextManager[object]:
-        """What a write holds while it writes and merges segments, beside :attr:`_write_lock` (one write at a
-        time) and the writers' lock: nothing searches need, so they go on; but the searches' lock where the
-        lexical part analyses with the model's tokenizer (``encoder`` analyzer), which one thread uses at a
-        time (a tokenizer's settings change between calls)."""
-        lexical = self.manifest.get("lexical") or {}
-        return self._lock if lexical.get("analyzer", {}).get("name") == "encoder" else contextlib.nullcontext()
+        """What a write holds while it writes and merges segments, beside the Retriever's ``_write_lock`` (one
+        write at a time) and the writers' lock: nothing searches need, so they go on; but the searches' lock
+        where the lexical part analyses with the model's tokenizer (``encoder`` analyzer), which one thread uses
+        at a time (a tokenizer's settings change between calls)."""
+        lexical = self.index.manifest.get("lexical") or {}
+        return (
+            self.index._lock if lexical.get("analyzer", {}).get("name") == "encoder" else contextlib.nullcontext()
+        )
 
     @contextlib.contextmanager
     def _next_version(self) -> Iterator[IndexState]:
-        """The loaded version's state, to write the next version from (the caller holds :attr:`_write_lock`):
+        """The loaded version's state, to write the next version from (the caller holds the writes' lock):
         under :meth:`_writing` and the writers' lock, checked to be what the folder holds, its ``path`` the
         folder the index's path names now (a symbolic link resolved once: the write swaps the folder it names,
         and the link stays)."""
-        with self._writing(), writing_folder(self.path) as target:
-            self._check_open()
-            state = self._state
-            assert state is not None  # a Milvus index writes through MilvusWrites
+        with self._writing(), writing_folder(self.index.path) as target:
+            self.index._check_open()
+            state = self.state
             state.path = target
-            check_own_version(state, self.path)  # refused naming the path the index was loaded from
+            check_own_version(state, self.index.path)  # refused naming the path the index was loaded from
             yield state
-
-    def _check_open(self) -> None:
-        """A one-line refusal of any use of a closed Retriever (its files and connections are let go)."""
-        if self._closed:
-            raise BadInputError(f"this Retriever of the index at {self.path} is closed; load the index again")
 
     def _use(self, state: IndexState) -> None:
         """Search the version ``state`` holds from now on; the segments it retired closed (under the searches'
         lock: no search still reads them)."""
-        with self._lock:
-            self._state = state
-            self.manifest = state.manifest
-            self.store, self._docs, self.lexical = searchable(state, self.encoder)
-            self._columns = None
+        index = self.index
+        with index._lock:
+            self.state = state
+            index.manifest = state.manifest
+            index.store, index._docs, index.lexical = searchable(state, index.encoder)
+            index._columns = None
             for segment in state.retired:
                 segment.close()
             state.retired.clear()

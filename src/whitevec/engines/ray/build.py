@@ -29,15 +29,14 @@ from whitevec.engines.ray.workdir import (
 )
 from whitevec.errors import BadInputError, WhitevecError
 from whitevec.index.build import check_build, check_target, encoder_fields, transform_info
-from whitevec.index.faiss.store import faiss_version
-from whitevec.index.folder.layout import MILVUS_LOCAL, TRANSFORM_FILE, replaced_entries
+from whitevec.index.folder.layout import TRANSFORM_FILE
 from whitevec.index.folder.manifest import write_manifest
 from whitevec.index.lexical.analyzers import DEFAULT_ANALYZER
 from whitevec.index.lexical.bm25 import check_lexical
 from whitevec.index.milvus.bm25 import bm25_record, milvus_bm25_settings, warn_lite_analyzer
 from whitevec.index.milvus.documents import MilvusDocs, check_documents_encoding
-from whitevec.index.milvus.store import DOC_TEXT_BYTES, MilvusStore, is_local_uri
-from whitevec.index.stores.vector import check_choice
+from whitevec.index.milvus.store import DOC_TEXT_BYTES, MILVUS_LOCAL, MilvusStore, is_local_uri
+from whitevec.index.stores.vector import check_choice, replaced_entries
 from whitevec.transforms import Transform
 from whitevec.transforms.whitening import Whitening
 from whitevec.utils.io import atomic_dir
@@ -346,7 +345,7 @@ def _publish(
             "backend": "milvus",
             **location,
             "docs": MilvusDocs.name,
-            "faiss": faiss_version(),
+            MilvusStore.library: MilvusStore.library_version(),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "build_seconds": round(time.perf_counter() - started, 3),
             **({} if plan.bm25 is None else {"lexical": bm25_record(plan.bm25, total)}),

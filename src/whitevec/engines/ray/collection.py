@@ -14,8 +14,7 @@ from whitevec.datasets.shards import CorpusUnit
 from whitevec.engines.ray.shards import read_shard, shard_name
 from whitevec.engines.ray.workdir import INSERTED_LOG, STATE, append_log, read_log
 from whitevec.errors import WhitevecError
-from whitevec.index.folder.layout import MILVUS_LOCAL
-from whitevec.index.milvus.store import MilvusStore, new_collection_name
+from whitevec.index.milvus.store import MILVUS_LOCAL, MilvusStore, new_collection_name
 from whitevec.index.stores.vector import stored_form
 from whitevec.transforms import Transform
 from whitevec.utils.io import write_json

@@ -4,7 +4,6 @@ re-ranking; see :mod:`whitevec.index.encodings.spec`), wrapped in an id map, sav
 from __future__ import annotations
 
 import contextlib
-import math
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -20,7 +19,6 @@ from whitevec.index.encodings.sign_codes import code_bytes as sign_code_bytes
 from whitevec.index.encodings.spec import (
     Encoding,
     check_factory_dim,
-    factory_kind,
     factory_string,
     fit_to_training,
     index_layers,
@@ -28,6 +26,7 @@ from whitevec.index.encodings.spec import (
 )
 from whitevec.index.faiss.files import write_faiss_index
 from whitevec.index.faiss.filtered import (
+    DIRECT_MAPS,
     FAISS_SEARCH,
     STORAGE_SCAN,
     decoded_search,
@@ -38,7 +37,8 @@ from whitevec.index.faiss.filtered import (
     storage_scan,
     work_per_query,
 )
-from whitevec.index.folder.layout import INDEX_FILE
+from whitevec.index.faiss.library import INDEX_FILE, binary_layers, faiss_module, faiss_version, one_faiss_thread
+from whitevec.index.faiss.params import DEFAULT_PARAMS, check_encoding, default_nlist
 from whitevec.index.stores.vector import (
     ENCODING,
     KINDS,
@@ -61,54 +61,13 @@ if TYPE_CHECKING:
 # waited whole time slices for a pool thread (docs/notes/faiss-threads.md).
 POOL_WORK = 2**26
 
-# Defaults: HNSW M=32/efConstruction=40 are faiss's own; efSearch 64 (faiss: 16) trades a little speed for
-# recall close to exact on corpora of this size. IVF nprobe 8; nlist chosen from the corpus size on first add.
-# Every kind takes an encoding; train_sample (None: all vectors of the first add) is how many of them, drawn with
-# a fixed seed, train SQ/PQ/IVF; refine_factor * k candidates are re-ranked exactly by a "+refine" encoding.
-_ENCODING_PARAMS: dict[str, Any] = {ENCODING: "float32", "train_sample": None, "refine_factor": 4}
-DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
-    "flat": {**_ENCODING_PARAMS},
-    "hnsw": {"M": 32, "efConstruction": 40, "efSearch": 64, **_ENCODING_PARAMS},
-    "ivf": {"nlist": None, "nprobe": 8, **_ENCODING_PARAMS},
-}
 TRAIN_SEED = 0
-
-
-def _faiss() -> Any:
-    import faiss
-
-    return faiss
-
-
-def faiss_version() -> str:
-    return str(getattr(_faiss(), "__version__", "unknown"))
-
-
-def default_nlist(n: int) -> int:
-    """About 4*sqrt(n) lists, at most one per 39 training vectors (faiss's minimum), at least 1."""
-    return max(1, min(round(4 * math.sqrt(n)), n // 39))
 
 
 # Up to this many training vectors, codes train on one OpenMP thread: PQ's k-means runs thousands of small
 # parallel regions, which an oversubscribed machine turns into waits. 1400 x 384 unit vectors, pq96x5, load ~4.5
 # on two cores: 62 s with faiss's default threads, 0.69 s on one (pq48x5: 31 s vs 0.42 s).
 SMALL_TRAIN = 20_000
-
-
-@contextlib.contextmanager
-def one_faiss_thread() -> Iterator[None]:
-    """Run faiss on one OpenMP thread inside the block, on the calling thread only.
-
-    ``omp_set_num_threads`` sets the calling thread's own nthreads ICV (OpenMP's per-task data environment), so
-    this does not change searches that other Python threads run at the same time (tested).
-    """
-    faiss = _faiss()
-    threads = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    try:
-        yield
-    finally:
-        faiss.omp_set_num_threads(threads)
 
 
 @register_store
@@ -122,6 +81,7 @@ class FaissStore:
     """
 
     name: ClassVar[str] = "faiss"
+    library: ClassVar[str] = "faiss"
     files: ClassVar[tuple[str, ...]] = (INDEX_FILE,)
     disk_files: ClassVar[tuple[str, ...]] = (RESCORE_FILE,)
 
@@ -151,6 +111,14 @@ class FaissStore:
             *((SIGN_FILE,) if encoding.sign else ()),
             *((RESCORE_FILE,) if encoding.rescore is not None else ()),
         )
+
+    @classmethod
+    def library_version(cls) -> str:
+        return faiss_version()
+
+    @classmethod
+    def folder_entries(cls, manifest: dict[str, Any]) -> tuple[str, ...]:
+        return ()  # every file it keeps is listed in the manifest
 
     # --- life cycle -----------------------------------------------------------------------------------------
     @classmethod
@@ -199,7 +167,7 @@ class FaissStore:
         store = cls(dim, metric, kind, None)
         store._params = dict(params)
         store.rescore = store._new_rescore()
-        faiss = _faiss()
+        faiss = faiss_module()
         sign = store.encoding.sign
         try:
             reader = faiss.PyCallbackIOReader(read)
@@ -222,7 +190,7 @@ class FaissStore:
         other.signs = self.signs  # fitted once, never changed
         other.rescore = None if self.rescore is None else self.rescore.staged()
         if self.index is not None:
-            faiss = _faiss()
+            faiss = faiss_module()
             if self.encoding.sign:  # clone_binary_index cannot copy an id map over HNSW: a serialized copy
                 other.index = faiss.deserialize_index_binary(faiss.serialize_index_binary(self.index))
             else:
@@ -269,7 +237,7 @@ class FaissStore:
         return self.metric == "cosine" and self.encoding.codec != "float32"
 
     def _faiss_metric(self) -> int:
-        faiss = _faiss()
+        faiss = faiss_module()
         l2 = self.metric == "l2" or self._l2_for_cosine
         return int(faiss.METRIC_L2 if l2 else faiss.METRIC_INNER_PRODUCT)
 
@@ -313,7 +281,7 @@ class FaissStore:
         return index
 
     def _float_index(self, train: np.ndarray) -> Any:
-        faiss = _faiss()
+        faiss = faiss_module()
         encoding, metric = self.encoding, self._faiss_metric()
         if encoding.codec == "factory":
             inner = check_factory_dim(encoding, self.dim, metric)
@@ -339,7 +307,7 @@ class FaissStore:
     def _sign_index(self, train: np.ndarray) -> Any:
         """Sign codes: the sign step fitted on ``train``, and a faiss binary index of its codes (an IVF's lists
         trained on the training vectors' codes)."""
-        faiss = _faiss()
+        faiss = faiss_module()
         with one_faiss_thread() if train.shape[0] <= SMALL_TRAIN else contextlib.nullcontext():
             self.signs = SignCodes(self.encoding.codec).fit(train)
             inner = faiss.index_binary_factory(
@@ -360,7 +328,7 @@ class FaissStore:
             self._params["nlist"] = int(layer.nlist)
 
     def _apply_search_params(self, index: Any) -> None:
-        faiss = _faiss()
+        faiss = faiss_module()
         layers = binary_layers(index) if self.encoding.sign else index_layers(index)
         for layer in layers:
             if hasattr(layer, "hnsw") and "efSearch" in self._params:
@@ -429,7 +397,7 @@ class FaissStore:
         wanted = k if encoding.rescore is None else max(k, min(encoding.rescore * k, most))
         # From distance_compute_blas_threshold query floats on, faiss computes distances with its OpenBLAS,
         # whose threads would spin beside torch's (whitevec.utils.threads).
-        blas = x.size >= int(getattr(_faiss().cvar, "distance_compute_blas_threshold", 0))
+        blas = x.size >= int(getattr(faiss_module().cvar, "distance_compute_blas_threshold", 0))
         setting = getattr(params, "efSearch", None) or getattr(params, "nprobe", None) or setting  # faiss's
         small = x.shape[0] * self._work_per_query(setting) < POOL_WORK
         selecting = {} if params is None else {"params": params}  # an unfiltered search passes none, as before
@@ -476,7 +444,7 @@ class FaissStore:
         read once per state of the index (copying 100k ids and gathering through them took 0.25 ms of a 1.1 ms
         search); an add or delete forgets them."""
         if self._ids_read is None or self._ids_read[0] is not self.index:
-            rows = _faiss().vector_to_array(self.index.id_map)
+            rows = faiss_module().vector_to_array(self.index.id_map)
             self._ids_read = (self.index, rows, bool(np.array_equal(rows, np.arange(len(rows)))))
         return self._ids_read[1], self._ids_read[2]
 
@@ -490,7 +458,7 @@ class FaissStore:
         within = allowed[: len(rows)] if in_order else allowed[rows]
         # One thread: faiss decodes more than 1,000 codes on its OpenMP pool, whose waits for a time slice on a
         # busy machine cost more than the decoding (see POOL_WORK).
-        l2 = self._faiss_metric() == _faiss().METRIC_L2
+        l2 = self._faiss_metric() == faiss_module().METRIC_L2
         with one_faiss_thread(), one_blas_thread():
             scores, found = (storage_scan if scan else decoded_search)(self.index, x, k, within, l2)
         if self._l2_for_cosine:
@@ -506,7 +474,7 @@ class FaissStore:
         s of the rows leaves about s of the candidates a graph walk or the probed lists reach, and the passing
         rows' top k lie about 1/s deeper: efSearch / s, nprobe / s ** 1.5 (``filtered_setting``: recall@10
         within 0.01 of the unfiltered one, 100k x 384) or, ``wide``, every list or efSearch at the index size."""
-        faiss = _faiss()
+        faiss = faiss_module()
         if self.kind == "ivf":
             params = faiss.SearchParametersIVF()
             nlist = int(self._params["nlist"])
@@ -559,37 +527,43 @@ class FaissStore:
         out_scores = np.where(kept, np.take_along_axis(scores, order, axis=1), 0.0).astype(np.float32)
         return out_scores, out_ids
 
+    # --- segments (whitevec.index.segments.writing) ----------------------------------------------------------
+    def empty_copy(self) -> FaissStore:
+        """Copies the index once (a template is kept after that)."""
+        if self.index is None:
+            raise BadInputError("cannot copy the training of an empty index")
+        other = self.stage_add(Path())
+        other.index.reset()
+        other.rescore = other._new_rescore()
+        return other
 
-def binary_layers(index: Any) -> list[Any]:
-    """A faiss binary index and the one inside its id map, each downcast to its class."""
-    import faiss
+    def kept_vectors(self, ids: np.ndarray) -> np.ndarray:
+        """The rescoring vectors where the encoding keeps them, else the codes (sign codes as their bytes, others
+        decoded)."""
+        ids64 = np.ascontiguousarray(ids, dtype=np.int64)
+        if self.rescore is not None:
+            return self.rescore.vectors(ids64)
+        faiss = faiss_module()
+        positions = np.searchsorted(faiss.vector_to_array(self.index.id_map), ids64)  # a segment's ids ascend
+        inner = self.index.index
+        try:
+            if self.signs is not None:
+                codes = [inner.reconstruct(int(p)) for p in positions]
+                return np.stack(codes) if codes else np.zeros((0, inner.code_size), np.uint8)
+            # An IVF index gives vectors back through its direct map (made once: a search may ask for it
+            # meanwhile).
+            with DIRECT_MAPS, contextlib.suppress(RuntimeError):
+                faiss.extract_index_ivf(inner).make_direct_map()
+            return np.asarray(inner.reconstruct_batch(positions), dtype=np.float32)
+        except RuntimeError as exc:
+            raise BadInputError(
+                f"faiss cannot give back the vectors of encoding {self.encoding.spec!r} ({exc}); rebuild the "
+                "index instead of compacting it"
+            ) from None
 
-    outer = faiss.downcast_IndexBinary(index)
-    inner = getattr(outer, "index", None)
-    return [outer] if inner is None else [outer, faiss.downcast_IndexBinary(inner)]
-
-
-def check_encoding(kind: str, params: dict[str, Any], dim: int | None, metric: str | None = None) -> None:
-    """Refuse an encoding that cannot work with ``kind`` and ``params`` (and the dimension and metric, when
-    known) before any data is read: PQ's M must divide d; HNSW over RaBitQ searches by L2 only; an expert factory
-    string sets its own structure, so it must match ``kind`` and leave nlist / M to the string."""
-    encoding = parse_encoding(params.get(ENCODING))
-    if dim is not None:
-        encoding.check_dim(dim)
-    if metric is not None:
-        encoding.check_kind(kind, metric)
-    if encoding.codec != "factory":
-        return
-    structure = factory_kind(encoding)
-    if structure != kind:
-        raise BadInputError(
-            f"the faiss factory string {encoding.factory!r} builds a {structure} index; give --kind {structure} "
-            "with it (the kind chooses which search parameters apply)"
-        )
-    for name in ("nlist", "M"):
-        if (
-            params.get(name) is not None
-            and name in DEFAULT_PARAMS[kind]
-            and DEFAULT_PARAMS[kind][name] != params[name]
-        ):
-            raise BadInputError(f"the faiss factory string {encoding.factory!r} sets {name}; do not give it too")
+    def add_kept(self, ids: np.ndarray, kept: np.ndarray) -> None:
+        """Sign codes added as they are, vectors encoded."""
+        if self.signs is not None and self.rescore is None:
+            self.index.add_with_ids(np.ascontiguousarray(kept, np.uint8), np.ascontiguousarray(ids, np.int64))
+            return
+        self.add(ids, kept)

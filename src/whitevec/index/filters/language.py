@@ -1,6 +1,6 @@
 """Metadata filters: one small expression language over the documents' metadata fields, parsed once to a tree
-(never evaluated as Python), checked against an index's metadata, turned into a mask over the index's rows, and
-translated to Milvus's boolean expressions.
+(never evaluated as Python), checked against an index's metadata, and turned into a mask over the index's rows
+(Milvus's boolean expression of a filter: :mod:`whitevec.index.milvus.filters`).
 
 The language is a subset of Milvus's filter syntax (``docs/how-to/filters.md`` has the table):
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -303,40 +303,10 @@ class Filter:
             ):
                 raise _error(self.text, comparison.column, "booleans compare with == and != only")
 
-    def to_milvus(self, field: Callable[[str], str] | None = None) -> str:
-        """This filter as a Milvus boolean expression; ``field`` writes a field's reference (default: a key of
-        the JSON field ``metadata``, ``metadata["year"]``). An integer keeps every digit; one past int64, which
-        Milvus cannot compare exactly, is a one-line BadInputError."""
-        path = field or (lambda name: f"metadata[{json.dumps(name)}]")
-        return _milvus(self.root, path)
-
 
 def _plural(kinds: Iterable[str]) -> str:
     names = {"bool": "booleans", "number": "numbers", "string": "strings", "other": "lists or objects"}
     return " and ".join(names[kind] for kind in sorted(kinds))
-
-
-INT64 = (-(2**63), 2**63 - 1)
-
-
-def _milvus_literal(value: Literal) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, int) and not INT64[0] <= value <= INT64[1]:  # Milvus's integers are int64
-        raise BadInputError(f"filter value {value} is past Milvus's 64-bit integers; it cannot compare it exactly")
-    return repr(value)  # an int's every digit: Milvus compares a JSON field's integers as int64
-
-
-def _milvus(node: Node, path: Callable[[str], str]) -> str:
-    if isinstance(node, Compare):
-        return f"{path(node.field)} {node.op} {_milvus_literal(node.value)}"
-    if isinstance(node, Member):  # Milvus takes ``in`` on a field only, not on a key of a JSON field: equalities
-        return " or ".join(f"({path(node.field)} == {_milvus_literal(value)})" for value in node.values)
-    if isinstance(node, Not):
-        return f"not ({_milvus(node.inner, path)})"
-    return f" {node.op} ".join(f"({_milvus(part, path)})" for part in node.parts)
 
 
 def parse_filter(text: str) -> Filter:

@@ -1,7 +1,7 @@
 """The rows a metadata filter lets through: the index's metadata read once into columns
 (:class:`MetadataColumns`), a parsed filter (:mod:`whitevec.index.filters.language`) evaluated over them into a
 mask (:class:`RowFilter`), which the stores search within (FAISS: an id selector, or a wider search; Milvus: the
-passing ids as its filter)."""
+passing ids as its filter, :func:`whitevec.index.milvus.filters.rows_filter`)."""
 
 from __future__ import annotations
 
@@ -159,18 +159,3 @@ def row_filter(expression: Filter, columns: MetadataColumns) -> RowFilter:
             columns.masks.pop(next(iter(columns.masks)))  # the oldest
         columns.masks[expression] = mask
     return RowFilter(expression, mask)
-
-
-def rows_filter(visible: str, allowed: np.ndarray | None) -> dict[str, Any]:
-    """A Milvus search's ``filter`` argument: the rows of the handle's version (``visible``, a Milvus expression
-    or ""), and of those the ones ``allowed`` lets through, spelled as the shorter of the passing ids or the
-    others (Milvus Lite takes no expression templates)."""
-    if allowed is None:
-        return {"filter": visible}
-    mask = np.asarray(allowed, dtype=bool)
-    passing = np.flatnonzero(mask)
-    if passing.size * 2 <= mask.size:
-        rows = f"id in [{','.join(map(str, passing.tolist()))}]"
-    else:  # rows past the mask are not the index's: left out by ``id < mask.size``
-        rows = f"id < {mask.size} and not (id in [{','.join(map(str, np.flatnonzero(~mask).tolist()))}])"
-    return {"filter": f"({visible}) and ({rows})" if visible else rows}

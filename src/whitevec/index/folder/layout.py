@@ -1,4 +1,5 @@
-"""What an index folder holds: its file names, its segments, and the entries of one version.
+"""What an index folder holds: its file names and its segments (the entries of one version, with the store's own:
+:func:`whitevec.index.stores.vector.version_entries`).
 
 DIR/manifest.json           what built it, counts, versions, sha256 of every file below and of itself
 DIR/transform.safetensors   the fitted transform (absent for transform "none")
@@ -9,8 +10,9 @@ DIR/lexical_terms.json      its terms, when the manifest has "lexical" (:mod:`wh
                             and it is not kept in Milvus (:mod:`whitevec.index.milvus.bm25`)
 DIR/raw_vectors.npy         the encoder's vectors before the transform (float32, a row per document), when the
                             manifest has "raw_vectors" (:mod:`whitevec.index.folder.raw_vectors`)
-DIR/...                     what the vector store keeps there (FAISS: index.faiss, and binary.safetensors for
-                            sign codes, rescore.npy for +rescore; Milvus Lite: milvus.db/)
+DIR/...                     what the vector store keeps there (its ``files_for`` and ``folder_entries``: FAISS
+                            index.faiss, binary.safetensors for sign codes, rescore.npy for +rescore; Milvus
+                            Lite's milvus.db/)
 
 An index written to since its build (:mod:`whitevec.index.segments.view`) holds segments: the files above (store,
 documents, lexical, raw vectors) once per segment, each name led by the segment's prefix
@@ -21,16 +23,12 @@ rows deleted.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
-from whitevec.index.folder.manifest import MANIFEST
 from whitevec.transforms import Center, Transform, Whitening
 
 TRANSFORM_FILE = "transform.safetensors"
 DOCS_FILE = "docs.sqlite"
-INDEX_FILE = "index.faiss"
 # The lexical index (whitevec.index.lexical.bm25): both files, exactly when the manifest has a "lexical" record
 # whose library is not "milvus".
 LEXICAL_MATRIX = "lexical.safetensors"
@@ -43,7 +41,6 @@ LEXICAL_COUNTS = "lexical_counts.safetensors"
 RAW_VECTORS_FILE = "raw_vectors.npy"
 TEMPLATE_PREFIX = "template."  # the store trained at build, empty: what a new segment is made from
 DELETED_FILE = "deleted.npy"  # the rows deleted, ascending int64 (a tombstone list)
-MILVUS_LOCAL = "milvus.db"  # Milvus Lite data of an index built without --uri
 # The transforms a FAISS pre-transform can express (export-faiss), recorded as "linear" in the manifest.
 LINEAR_TRANSFORMS: tuple[type[Transform], ...] = (Whitening, Center)
 LINEAR_NAMES = ", ".join(cls.__name__ for cls in LINEAR_TRANSFORMS)
@@ -69,24 +66,3 @@ def index_state(manifest: dict[str, Any]) -> dict[str, int]:
         "segments": len(segment_entries(manifest)),
         "version": int(manifest.get("generation", 0)),
     }
-
-
-def version_entries(manifest: dict[str, Any]) -> set[str]:
-    """The entries of an index folder that belong to the version ``manifest`` describes: the manifest, every file
-    it lists, and in-folder Milvus Lite data. A write replaces these and keeps every other entry (a user's file:
-    ``owned`` of :func:`whitevec.utils.io.atomic_dir`)."""
-    names = {MANIFEST, *manifest["files"]}
-    if manifest["backend"] == "milvus" and manifest.get("backend_uri") is None:
-        names.add(MILVUS_LOCAL)
-    return names
-
-
-def replaced_entries(previous: dict[str, Any] | None) -> set[str] | None:
-    """What a build at a folder replaces there (``atomic_dir``'s ``owned``): the earlier index's own entries, a
-    user's files beside them kept; the whole folder where no earlier index can be read there."""
-    return None if previous is None else version_entries(previous)
-
-
-def foreign_entries(folder: Path, manifest: dict[str, Any]) -> set[str]:
-    """The entries of the index folder ``folder`` that are not its version's (:func:`version_entries`)."""
-    return set(os.listdir(folder)) - version_entries(manifest)

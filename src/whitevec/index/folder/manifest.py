@@ -194,7 +194,10 @@ FIELDS: dict[str, tuple[str, Callable[[Any], bool], bool]] = {
     "backend": ("a string", _text, True),
     "backend_uri": ("a string or null", _optional(_text), True),
     "milvus_collection": ("a string or null", _optional(_text), True),
-    "faiss": ("a version string", _text, True),
+    # The version of the library that keeps the vectors, under the store's ``library`` name: "faiss" on FAISS
+    # (Milvus indexes built before stores reported their own recorded faiss's too), "pymilvus" on Milvus.
+    "faiss": ("a version string", _text, False),
+    "pymilvus": ("a version string", _text, False),
     "created": ("a time stamp", _text, True),
     "build_seconds": ("a number", _number, True),
     "updated": ("a time stamp", _text, False),

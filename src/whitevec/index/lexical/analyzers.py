@@ -158,11 +158,13 @@ def _words(texts: list[str], analyzer: Analyzer) -> list[list[str]]:
     find = re.compile(analyzer.token_pattern or WORD_PATTERN).findall
     if analyzer.stop_words is None:
         return [find(text) for text in texts]
-    stop = _stop_words(analyzer.stop_words)
+    stop = stop_words(analyzer.stop_words)
     return [[word for word in find(text) if word not in stop] for text in texts]
 
 
-def _stop_words(language: str) -> frozenset[str]:
+def stop_words(language: str) -> frozenset[str]:
+    """The stop words an analyzer drops for ``language`` (bm25s's English list; Milvus's stop filter takes them
+    too)."""
     from bm25s.stopwords import STOPWORDS_EN
 
     if language != "english":

@@ -26,7 +26,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -40,7 +40,7 @@ from whitevec.index.lexical.analyzers import (
     check_analyzer_name,
     make_analyzer,
 )
-from whitevec.index.stores.vector import keeps_lexical, store_class
+from whitevec.index.stores.vector import KeepsLexical, keeps_lexical, store_class
 from whitevec.utils.io import atomic_path, writing_to
 
 if TYPE_CHECKING:
@@ -88,10 +88,9 @@ def check_lexical(lexical: str | None, analyzer: str, backend: str = "faiss") ->
     check_analyzer_name(analyzer)
     if chosen == "none":
         return None
-    if keeps_lexical(store_class(backend)):  # the store's own BM25 (Milvus's, on the collection's text field)
-        from whitevec.index.milvus.bm25 import check_milvus_analyzer
-
-        check_milvus_analyzer(analyzer)
+    store = store_class(backend)
+    if keeps_lexical(store):  # the store's own BM25 (Milvus's, on the collection's text field)
+        cast(KeepsLexical, store).check_analyzer(analyzer)
     return chosen
 
 

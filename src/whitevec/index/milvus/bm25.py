@@ -32,16 +32,15 @@ from typing import Any, Protocol
 import numpy as np
 
 from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
-from whitevec.index.filters.rows import rows_filter
-from whitevec.index.lexical.analyzers import Analyzer, make_analyzer
+from whitevec.index.lexical.analyzers import Analyzer, make_analyzer, stop_words
+from whitevec.index.lexical.bm25 import DEFAULT_B, DEFAULT_K1  # whitevec's (bm25s's); Milvus's own are 1.2, 0.75
+from whitevec.index.milvus.filters import rows_filter
 from whitevec.index.search.fusion import FusedHit, Fusion, Ranked
 
 TEXT_FIELD = "text"
 SPARSE_FIELD = "sparse"  # filled by Milvus's BM25 function from TEXT_FIELD
 MILVUS_BM25 = "milvus"  # the lexical record's library when Milvus keeps the lexical part
 MILVUS_ANALYZERS = ("english", "plain")
-DEFAULT_K1 = 1.5  # whitevec's (bm25s's) defaults; Milvus's own are 1.2 and 0.75
-DEFAULT_B = 0.75
 _MILVUS_WORDS = re.compile(r"\w+")  # Milvus Lite's standard tokenizer (milvus_lite.analyzer.standard)
 
 
@@ -59,16 +58,10 @@ def milvus_analyzer_params(analyzer: Analyzer) -> dict[str, Any]:
     check_milvus_analyzer(analyzer.name)
     filters: list[Any] = ["lowercase"]
     if analyzer.stop_words is not None:
-        filters.append({"type": "stop", "stop_words": sorted(_stop_words())})
+        filters.append({"type": "stop", "stop_words": sorted(stop_words(analyzer.stop_words))})
     if analyzer.stemmer is not None:
         filters.append({"type": "stemmer", "language": analyzer.stemmer})
     return {"tokenizer": "standard", "filter": filters}
-
-
-def _stop_words() -> frozenset[str]:
-    from bm25s.stopwords import STOPWORDS_EN
-
-    return frozenset(STOPWORDS_EN)
 
 
 def milvus_bm25_settings(analyzer_name: str) -> dict[str, Any]:
@@ -183,7 +176,7 @@ class MilvusLexical:
         self.store = store
         self.analyzer = Analyzer.from_record(store.bm25["analyzer"])
         self.count = int(store.visible_rows if store.visible_rows is not None else store.count)
-        self._stop = _stop_words() if self.analyzer.stop_words is not None else frozenset()
+        self._stop = stop_words(self.analyzer.stop_words) if self.analyzer.stop_words is not None else frozenset()
 
     def has_terms(self, queries: Sequence[str]) -> np.ndarray:
         """Whether Milvus's analyzer leaves a term of each query (its words, lower-cased, stop words dropped)."""

@@ -13,6 +13,11 @@ from pathlib import Path
 from whitevec.errors import BadInputError, DataNotFoundError, WhitevecError
 
 
+def is_local_uri(uri: str) -> bool:
+    """A file path (Milvus Lite) rather than a server address."""
+    return "://" not in uri
+
+
 def check_lite_uri(uri: str, create: bool) -> None:
     """A Milvus Lite data path a handle may open: a ``.db`` name, present unless ``create`` (its parent made
     then), and not an older version of the data a handle in this process still has open."""

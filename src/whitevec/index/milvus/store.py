@@ -29,9 +29,7 @@ import numpy as np
 
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError, WhitevecError
 from whitevec.index.encodings.sign_codes import SIGN_FILE, SignCodes, code_bytes, hamming_scores
-from whitevec.index.encodings.spec import SIGN_CODECS, Encoding, parse_encoding
-from whitevec.index.filters.rows import rows_filter
-from whitevec.index.folder.layout import MILVUS_LOCAL
+from whitevec.index.encodings.spec import parse_encoding
 from whitevec.index.folder.manifest import MANIFEST
 from whitevec.index.milvus.bm25 import (
     TEXT_FIELD,
@@ -39,13 +37,17 @@ from whitevec.index.milvus.bm25 import (
     add_bm25_fields,
     bm25_of,
     bm25_record,
+    check_milvus_analyzer,
     milvus_bm25_settings,
     result_arrays,
     text_field_analyzer,
     warn_lite_analyzer,
 )
+from whitevec.index.milvus.filters import rows_filter
+from whitevec.index.milvus.index_types import milvus_index_type
 from whitevec.index.milvus.lite_servers import (
     check_lite_uri,
+    is_local_uri,
     lite_closed,
     lite_locked,
     lite_opened,
@@ -68,6 +70,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+MILVUS_LOCAL = "milvus.db"  # Milvus Lite data of an index built without --uri, in its folder
 MILVUS_TOPK_LIMIT = 16384  # Milvus refuses larger limits
 _INSERT_BATCH = 2000
 # A collection that keeps the documents too (``docs=True``, built by --engine ray) has the scalar fields
@@ -83,57 +86,7 @@ DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
     "ivf": {"nlist": 128, "nprobe": 8, ENCODING: "float32"},
 }
 
-# The Milvus index type (and its extra build parameters) for each (kind, encoding codec). A Milvus server has
-# them all; Milvus Lite only the types in LITE_INDEX_TYPES (milvus_lite.index.factory: IVF_PQ is "reserved for
-# a future phase" there, and HNSW_PQ is unknown: both fail to build and Lite then searches every vector
-# silently, so whitevec refuses them up front). Milvus Lite's HNSW_SQ always uses 8-bit codes.
-_MILVUS_TYPES: dict[tuple[str, str], str] = {
-    ("flat", "float32"): "FLAT",
-    ("ivf", "float32"): "IVF_FLAT",
-    ("ivf", "sq8"): "IVF_SQ8",
-    ("ivf", "pq"): "IVF_PQ",
-    ("hnsw", "float32"): "HNSW",
-    ("hnsw", "sq8"): "HNSW_SQ",
-    ("hnsw", "fp16"): "HNSW_SQ",
-    ("hnsw", "sq4"): "HNSW_SQ",
-    ("hnsw", "pq"): "HNSW_PQ",
-    **{("flat", codec): "BIN_FLAT" for codec in SIGN_CODECS},
-    **{("ivf", codec): "BIN_IVF_FLAT" for codec in SIGN_CODECS},
-    ("ivf", "rabitq"): "IVF_RABITQ",
-}
 _BINARY_TYPES = ("BIN_FLAT", "BIN_IVF_FLAT")  # BINARY_VECTOR fields, metric HAMMING
-_HNSW_SQ_TYPES = {"sq8": "SQ8", "fp16": "FP16", "sq4": "SQ4U"}
-LITE_INDEX_TYPES: dict[tuple[str, str], str] = {
-    key: value
-    for key, value in _MILVUS_TYPES.items()
-    if value in ("FLAT", "IVF_FLAT", "IVF_SQ8", "HNSW") or key == ("hnsw", "sq8")
-}
-
-
-def milvus_index_type(kind: str, encoding: Encoding, uri: str | None) -> tuple[str, dict[str, Any]]:
-    """The Milvus index type for ``kind`` with ``encoding`` and its extra build parameters; BadInputError
-    naming what this Milvus supports when it has none (``uri``: None or a local file is Milvus Lite)."""
-    lite = uri is None or is_local_uri(uri)
-    table = LITE_INDEX_TYPES if lite else _MILVUS_TYPES
-    key = (kind, encoding.codec)
-    if encoding.rescore is not None:
-        raise BadInputError(
-            f"encoding {encoding.spec!r}: the Milvus backend does not rescore (Milvus would keep the rescoring "
-            "vectors in its own memory); use --backend faiss for +rescore, or drop it"
-        )
-    if encoding.refine or key not in table:
-        where = "Milvus Lite" if lite else "the Milvus backend"
-        supported = ", ".join(f"{k}+{c} ({t})" for (k, c), t in table.items())
-        raise BadInputError(
-            f"{where} has no index for kind {kind!r} with encoding {encoding.spec!r}; it supports "
-            f"(kind+encoding): {supported}. Use --backend faiss for the other encodings."
-        )
-    extra: dict[str, Any] = {}
-    if table[key] == "HNSW_SQ":
-        extra["sq_type"] = _HNSW_SQ_TYPES[encoding.codec]
-    elif encoding.codec == "pq":
-        extra.update(m=encoding.m, nbits=encoding.nbits)
-    return table[key], extra
 
 
 def _pymilvus() -> Any:
@@ -144,11 +97,6 @@ def _pymilvus() -> Any:
             "the Milvus backend needs pymilvus (and milvus-lite for local files): pip install 'whitevec[milvus]'"
         ) from exc
     return pymilvus
-
-
-def is_local_uri(uri: str) -> bool:
-    """A file path (Milvus Lite) rather than a server address."""
-    return "://" not in uri
 
 
 def _connect_message(uri: str, exc: Exception) -> str:
@@ -166,6 +114,14 @@ def new_collection_name() -> str:
     return "whitevec_" + uuid.uuid4().hex[:16]
 
 
+def _where(folder: Path, uri: str | None) -> tuple[str, str | None]:
+    """``(uri, stored_uri)`` of a new collection: where to connect, and what the manifest records (None: Milvus
+    Lite in the version folder; a local file made absolute)."""
+    if uri is not None and is_local_uri(uri):
+        uri = str(Path(uri).expanduser().resolve())
+    return str(folder / MILVUS_LOCAL) if uri is None else uri, uri
+
+
 @register_store
 class MilvusStore:
     """Vectors in one Milvus collection (int64 primary key ``id``, float vector ``vector``).
@@ -177,6 +133,7 @@ class MilvusStore:
     """
 
     name: ClassVar[str] = "milvus"
+    library: ClassVar[str] = "pymilvus"  # the client; what keeps the vectors is the server (or Milvus Lite)
     keeps_lexical: ClassVar[bool] = True  # Milvus's own BM25 (whitevec.index.milvus.bm25)
     files: ClassVar[tuple[str, ...]] = ()  # the Lite data folder is a database, not a checksummed file
     disk_files: ClassVar[tuple[str, ...]] = ()
@@ -244,6 +201,18 @@ class MilvusStore:
             self.close()
             raise
 
+    @classmethod
+    def library_version(cls) -> str:
+        return str(_pymilvus().__version__)
+
+    @classmethod
+    def folder_entries(cls, manifest: dict[str, Any]) -> tuple[str, ...]:
+        return (MILVUS_LOCAL,) if manifest.get("backend_uri") is None else ()
+
+    @classmethod
+    def check_analyzer(cls, analyzer: str) -> None:
+        check_milvus_analyzer(analyzer)
+
     # --- life cycle -----------------------------------------------------------------------------------------
     @classmethod
     def check_options(cls, kind: str, params: dict[str, Any] | None, uri: str | None) -> None:
@@ -258,9 +227,7 @@ class MilvusStore:
         cls, folder: Path, dim: int, metric: str, kind: str, params: dict[str, Any] | None, uri: str | None
     ) -> MilvusStore:
         cls.check_options(kind, params, uri)
-        if uri is not None and is_local_uri(uri):
-            uri = str(Path(uri).expanduser().resolve())
-        real_uri = str(folder / MILVUS_LOCAL) if uri is None else uri
+        real_uri, uri = _where(folder, uri)
         return cls(real_uri, new_collection_name(), dim, metric, kind, params, create=True, stored_uri=uri)
 
     @classmethod
@@ -278,9 +245,7 @@ class MilvusStore:
         ``analyzer``; warns on Milvus Lite, whose analyzer does not stem."""
         cls.check_options(kind, params, uri)
         settings = milvus_bm25_settings(analyzer)
-        if uri is not None and is_local_uri(uri):
-            uri = str(Path(uri).expanduser().resolve())
-        real_uri = str(folder / MILVUS_LOCAL) if uri is None else uri
+        real_uri, uri = _where(folder, uri)
         if is_local_uri(real_uri):
             warn_lite_analyzer(settings)
         return cls(
@@ -595,3 +560,17 @@ class MilvusStore:
         self.close()
         if is_local_uri(self.uri):
             stop_lite_server(os.path.abspath(self.uri))
+
+    # --- segments: none, its own writer writes its indexes (whitevec.index.milvus.writes) ---------------------
+    def empty_copy(self) -> MilvusStore:
+        raise _no_segments()
+
+    def kept_vectors(self, ids: np.ndarray) -> np.ndarray:
+        raise _no_segments()
+
+    def add_kept(self, ids: np.ndarray, kept: np.ndarray) -> None:
+        raise _no_segments()
+
+
+def _no_segments() -> BadInputError:
+    return BadInputError("an index on the milvus backend is written through Milvus's own calls, not by segments")

@@ -23,34 +23,26 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import threading
 import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import numpy as np
 
 from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError
-from whitevec.index.folder.layout import DOCS_FILE, MILVUS_LOCAL, TRANSFORM_FILE, version_entries
+from whitevec.index.folder.layout import DOCS_FILE, TRANSFORM_FILE
 from whitevec.index.folder.manifest import SELF_CHECKSUM, write_manifest
 from whitevec.index.folder.snapshot import IndexSnapshot, changed_message, read_consistent
-from whitevec.index.milvus.bm25 import TEXT_FIELD
+from whitevec.index.milvus.bm25 import MILVUS_BM25, TEXT_FIELD
 from whitevec.index.milvus.lite_servers import dropping_records
-from whitevec.index.milvus.store import MilvusStore, is_local_uri, new_collection_name
-from whitevec.index.segments.requests import AddResult, DeleteResult
+from whitevec.index.milvus.store import MILVUS_LOCAL, MilvusStore, is_local_uri, new_collection_name
 from whitevec.index.segments.writing import rebuild_options
 from whitevec.index.stores.documents import DocumentStore
-from whitevec.index.stores.lexical import LexicalRanker
 from whitevec.index.stores.sqlite_docs import DocStore, metadata_json, rewrite_docs
-from whitevec.index.versions import Version, open_version
+from whitevec.index.stores.vector import version_entries
+from whitevec.index.stores.writer import Rebuild, Reopen, WritableIndex, held_rows, register_writer
 from whitevec.utils.io import atomic_dir, writing_folder, writing_to
-
-if TYPE_CHECKING:
-    from whitevec.encoders.protocol import EncoderLike
-    from whitevec.index.stores.vector import VectorStore
-    from whitevec.transforms import Transform
 
 NEXT_ROW = "next_row"  # the manifest's field: the next row id a Milvus index gives (ids are never reused)
 _BATCH = 2000  # rows per Milvus insert or upsert call
@@ -246,134 +238,133 @@ def rewrite_lite_collection(path: Path, manifest: dict[str, Any], store: MilvusS
         store.drop()
 
 
-class MilvusWrites:
-    """The Retriever's writes on a Milvus index (see the module docstring); mixed into
-    :class:`whitevec.index.writes.IndexWrites`, which calls them where the index is one."""
+@register_writer(MilvusStore.name)
+class MilvusWriter:
+    """The writes of a Milvus index (see the module docstring), for the Retriever ``index``: its
+    :class:`~whitevec.index.stores.writer.IndexWriter`. ``reopen`` opens the
+    folder's current version, ``rebuild`` builds an index (a refit's), both given by the Retriever. Called with the
+    Retriever's writes' lock held."""
 
-    path: Path
-    manifest: dict[str, Any]
-    encoder: EncoderLike
-    transform: Transform | None
-    store: VectorStore
-    lexical: LexicalRanker | None
-    _docs: DocumentStore
-    _lock: threading.RLock
-    _columns: Any
-    _check_open: Callable[[], None]  # IndexWrites's: a closed Retriever refused in one line
+    def __init__(self, index: WritableIndex, reopen: Reopen, rebuild: Rebuild) -> None:
+        self.index = index
+        self.reopen = reopen
+        self.rebuild = rebuild
 
     def _milvus_store(self, what: str) -> MilvusStore:
         """The index's Milvus store, or the one-line refusal of ``what`` on an index of another kind."""
-        if not isinstance(self.store, MilvusStore):
-            raise BadInputError(f"{what} are not supported on the index at {self.path}; rebuild it")
-        lexical = self.manifest.get("lexical")
-        if lexical is not None and lexical["library"] != "milvus":
+        index = self.index
+        if not isinstance(index.store, MilvusStore):
+            raise BadInputError(f"{what} are not supported on the index at {index.path}; rebuild it")
+        lexical = index.manifest.get("lexical")
+        if lexical is not None and lexical["library"] != MILVUS_BM25:
             raise BadInputError(
-                f"{what} are not supported on the index at {self.path}: its BM25 index lies in the folder beside "
+                f"{what} are not supported on the index at {index.path}: its BM25 index lies in the folder beside "
                 "the Milvus vectors (built before Milvus kept its own BM25); rebuild it"
             )
-        return self.store
+        return index.store
 
-    def _milvus_write(
-        self, plan: Sequence[Document], vectors: np.ndarray, held: dict[str, int], skipped: int, empty: int
-    ) -> AddResult:
-        """Write ``plan`` (``vectors`` in stored form, in its order): those in ``held`` in place of their rows,
-        the others at new rows; ``skipped`` documents left out, ``empty`` of them for having no known token. The
-        caller holds the lock and checked the ids."""
+    def add(
+        self, items: list[Document], vectors: np.ndarray, raw: np.ndarray, replaced: np.ndarray, empty: int
+    ) -> None:
+        """Write ``items`` (``vectors`` in stored form, in their order): those the index holds (``replaced``) in
+        place of their rows, the others at new rows; ``empty`` documents left out for having no known token."""
         store = self._milvus_store("writes")
-        new = [i for i, d in enumerate(plan) if d.id not in held]
-        old = [i for i, d in enumerate(plan) if d.id in held]
-        change = MilvusChange(
-            [plan[i] for i in new],
-            vectors[new],
-            {held[plan[i].id]: plan[i] for i in old},
-            vectors[old],
-            np.zeros(0, dtype=np.int64),
-        )
-        if plan:
-            self._milvus_commit(store, change, empty)
-        return AddResult(added=len(new), replaced=len(old), skipped=skipped, count=int(self.manifest["count"]))
+        with self.index._lock:
+            held = self.index._docs.rows_of([d.id for d in items]) if replaced.size else {}
+            new = [i for i, d in enumerate(items) if d.id not in held]
+            old = [i for i, d in enumerate(items) if d.id in held]
+            change = MilvusChange(
+                [items[i] for i in new],
+                vectors[new],
+                {held[items[i].id]: items[i] for i in old},
+                vectors[old],
+                np.zeros(0, dtype=np.int64),
+            )
+            self._commit(store, change, empty)
 
-    def _milvus_delete(self, wanted: list[str]) -> DeleteResult:
+    def delete(self, wanted: list[str]) -> dict[str, int]:
         store = self._milvus_store("deletes")
-        with self._lock:
-            self._check_open()  # closed since delete() looked
-            held = self._docs.rows_of(wanted)
+        with self.index._lock:
+            self.index._check_open()  # closed since delete() looked
+            held = self.index._docs.rows_of(wanted)
             if held:
-                rows = np.sort(np.fromiter(held.values(), dtype=np.int64, count=len(held)))
-                self._milvus_commit(store, MilvusChange.deleting(rows, int(self.manifest["dim"])), 0)
-        return DeleteResult(deleted=len(held), missing=[doc_id for doc_id in wanted if doc_id not in held])
+                self._commit(store, MilvusChange.deleting(held_rows(held), int(self.index.manifest["dim"])), 0)
+        return held
 
-    def _milvus_commit(self, store: MilvusStore, change: MilvusChange, skipped: int) -> None:
-        with writing_folder(self.path):  # the path as given inside: a refusal names it (the service's 409)
+    def _commit(self, store: MilvusStore, change: MilvusChange, skipped: int) -> None:
+        index = self.index
+        with writing_folder(index.path):  # the path as given inside: a refusal names it (the service's 409)
             try:
-                write_milvus_version(self.path, self.manifest, store, self._docs, change, skipped)
+                write_milvus_version(index.path, index.manifest, store, index._docs, change, skipped)
             finally:  # staging may have let go of in-folder Lite data: every handle opened again
-                self._milvus_reload()
+                self._reload()
 
-    def _milvus_compact(self) -> int:
+    def compact(self) -> int:
         """Milvus Lite: the collection rewritten as one segment, a new version (1). A server: Milvus's compaction
         in place, no new version (0)."""
         store = self._milvus_store("compaction")
-        with self._lock, writing_folder(self.path) as folder:
-            self._check_open()  # closed since compact() looked
+        index = self.index
+        with index._lock, writing_folder(index.path) as folder:
+            index._check_open()  # closed since compact() looked
             if not is_local_uri(store.uri):
-                read_consistent(folder, lambda snapshot: _own_transform(snapshot, self.manifest, self.path))
+                read_consistent(folder, lambda snapshot: _own_transform(snapshot, index.manifest, index.path))
                 compact_collection(store)
                 return 0
             try:
-                rewrite_lite_collection(self.path, self.manifest, store, self._docs)
+                rewrite_lite_collection(index.path, index.manifest, store, index._docs)
             finally:
-                self._milvus_reload()
+                self._reload()
         return 1
 
-    def _milvus_refit(self, transform: str | None, show_progress: bool | None) -> None:
+    def refit(self, transform: str | None, show_progress: bool | None) -> None:
         """Every live document encoded again with the transform fitted anew, into a new collection (an in-folder
         Lite database, or beside the old one on the index's URI, which then is dropped)."""
-        from whitevec.index.build import build_index
-
         self._milvus_store("refits")
-        options = rebuild_options(self.manifest, transform)
-        with self._lock, writing_folder(self.path) as folder:
-            read_consistent(folder, lambda snapshot: _own_transform(snapshot, self.manifest, self.path))
-            documents = list(self._docs.get(range(next_row(self.manifest))).values())
+        index = self.index
+        options = rebuild_options(index.manifest, transform)
+        with index._lock, writing_folder(index.path) as folder:
+            read_consistent(folder, lambda snapshot: _own_transform(snapshot, index.manifest, index.path))
+            documents = list(index._docs.get(range(next_row(index.manifest))).values())
             if not documents:
-                raise BadInputError(f"the index at {self.path} holds no documents to fit a transform on")
-            build_index(
+                raise BadInputError(f"the index at {index.path} holds no documents to fit a transform on")
+            self.rebuild(
                 documents,
                 folder,
-                encoder=self.encoder,
+                encoder=index.encoder,
                 show_progress=show_progress,
                 empty_documents="keep",  # every live document was admitted once: a refit drops none
                 backend="milvus",
-                uri=self.manifest["backend_uri"],
+                uri=index.manifest["backend_uri"],
                 **options,
             )
-            self._milvus_reload(transform=True)
+            self._reload(transform=True)
 
-    def _milvus_refresh(self) -> bool:
+    def refresh(self) -> bool:
         """Open the newest version when another writer made one; whether it moved on."""
-        with self._lock:
-            current = read_consistent(self.path, lambda snapshot: snapshot.manifest[SELF_CHECKSUM])
-            if current == self.manifest[SELF_CHECKSUM]:
+        index = self.index
+        with index._lock:
+            current = read_consistent(index.path, lambda snapshot: snapshot.manifest[SELF_CHECKSUM])
+            if current == index.manifest[SELF_CHECKSUM]:
                 return False
-            self._milvus_reload(transform=True)
+            self._reload(transform=True)
             return True
 
-    def _milvus_reload(self, *, transform: bool = False) -> None:
+    def _reload(self, *, transform: bool = False) -> None:
         """Open the folder's current version (manifest, store, documents, lexical ranker) in place of this one.
         In-folder Lite data: the old handles closed first (Milvus Lite serves one folder per path in a process);
         elsewhere after, so that a failed open leaves this version serving."""
-        old = (self._docs, self.store)
-        in_folder = isinstance(self.store, MilvusStore) and self.store.stored_uri is None
+        index = self.index
+        old = (index._docs, index.store)
+        in_folder = isinstance(index.store, MilvusStore) and index.store.stored_uri is None
         for handle in old if in_folder else ():
             with contextlib.suppress(Exception):
                 handle.close()
-        version: Version = read_consistent(self.path, lambda snapshot: open_version(snapshot, "cpu"))
-        self.manifest, self.store, self._docs = version.manifest, version.store, version.docs
-        self.lexical = version.lexical
+        version = self.reopen(index.path)
+        index.manifest, index.store, index._docs = version.manifest, version.store, version.docs
+        index.lexical = version.lexical
         if transform:
-            self.transform = version.transform
-        self._columns = None
+            index.transform = version.transform
+        index._columns = None
         for handle in () if in_folder else old:
             with contextlib.suppress(Exception):
                 handle.close()

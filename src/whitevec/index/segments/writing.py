@@ -35,7 +35,6 @@ import numpy as np
 
 from whitevec.datasets.retrieval import Document
 from whitevec.errors import BadInputError
-from whitevec.index.faiss.segments import add_kept, empty_copy, vectors_of
 from whitevec.index.folder.layout import (
     DELETED_FILE,
     DOCS_FILE,
@@ -44,9 +43,7 @@ from whitevec.index.folder.layout import (
     RAW_VECTORS_FILE,
     TEMPLATE_PREFIX,
     TRANSFORM_FILE,
-    foreign_entries,
     segment_entries,
-    version_entries,
 )
 from whitevec.index.folder.manifest import SELF_CHECKSUM, write_manifest
 from whitevec.index.folder.raw_vectors import keeps_raw_vectors, live_raw_vectors, write_raw_vectors
@@ -59,7 +56,7 @@ from whitevec.index.segments.view import Segment, open_segment, open_template, r
 from whitevec.index.stores.documents import DocumentStore
 from whitevec.index.stores.lexical import LexicalRanker
 from whitevec.index.stores.sqlite_docs import write_docs
-from whitevec.index.stores.vector import VectorStore, store_files
+from whitevec.index.stores.vector import VectorStore, foreign_entries, store_files, version_entries
 from whitevec.utils.io import atomic_dir, writing_to
 
 MAX_SEGMENTS = 8  # more than this after a write: every segment but the largest is merged into one
@@ -127,7 +124,7 @@ def new_segment(
     encoder vectors ``raw`` (required by an index that keeps them, ignored by one that does not)."""
     if keeps_raw_vectors(state.manifest) and raw is None:
         raise ValueError("this index keeps its raw vectors: a new segment needs them")
-    store = empty_copy(template_of(state))
+    store = template_of(state).empty_copy()
     store.add(np.arange(len(docs), dtype=np.int64), vectors)
     kept_raw = raw if keeps_raw_vectors(state.manifest) else None
     return NewSegment(store, docs, *_lexical_over(state, docs), raw=kept_raw)
@@ -135,7 +132,7 @@ def new_segment(
 
 def merged_segment(state: IndexState, merging: list[Segment]) -> NewSegment:
     """One segment holding the live rows of ``merging``, in row order."""
-    store = empty_copy(template_of(state))
+    store = template_of(state).empty_copy()
     live = live_rows(state)
     docs: list[Document] = []
     for segment in merging:
@@ -145,7 +142,7 @@ def merged_segment(state: IndexState, merging: list[Segment]) -> NewSegment:
         found = segment.docs.get(kept.tolist())
         docs += [found[int(row)] for row in kept]
         start = len(docs) - kept.size
-        add_kept(store, np.arange(start, len(docs), dtype=np.int64), vectors_of(segment.store, kept))
+        store.add_kept(np.arange(start, len(docs), dtype=np.int64), segment.store.kept_vectors(kept))
     raw = (
         live_raw_vectors(state.path, state.manifest, merging, live) if keeps_raw_vectors(state.manifest) else None
     )
@@ -184,7 +181,7 @@ def template_of(state: IndexState) -> VectorStore:
                 state.path, lambda snapshot: open_template(_own(snapshot, state, state.path))
             )
         else:
-            state.template = empty_copy(state.segments[0].store)
+            state.template = state.segments[0].store.empty_copy()
     return state.template
 
 

@@ -6,7 +6,7 @@ text, metadata). ``docs.sqlite`` in the index folder (:class:`whitevec.index.sto
 default, written by every local build) and the scalar fields of a Milvus collection
 (:class:`whitevec.index.milvus.documents.MilvusDocs`, written by ``--engine ray`` beside the vectors) are the two
 today. ``Retriever`` calls only these methods, so a new one is a class decorated with
-:func:`register_document_store` (its module imported in ``whitevec/index/__init__.py``) and a writer that
+:func:`register_document_store` (its module named in :data:`BUILT_IN_DOCUMENT_STORES`) and a writer that
 records its ``name`` in the manifest.
 
 Like a vector store, a document store takes part in the life of an index folder (see

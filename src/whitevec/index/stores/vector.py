@@ -9,13 +9,14 @@ distance (``l2``).
 A store takes part in the life of an index folder (see :mod:`whitevec.index.folder.snapshot`): it is created for a
 new version being written in a temporary folder, opened from a pinned version, staged for an add into the next
 version's folder, saved there, and reopened once that version is in place. ``Retriever`` and the build call
-only these methods, so a new backend is one new module whose class is decorated with :func:`register_store`
-(and imported in ``whitevec/index/__init__.py``).
+only these methods, so a new backend is one new sub-package whose class is decorated with
+:func:`register_store` (and named in :data:`BUILT_IN_STORES`, which imports it when an index first names it).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
@@ -23,6 +24,7 @@ import numpy as np
 
 from whitevec.errors import BadInputError
 from whitevec.index.encodings.spec import parse_encoding
+from whitevec.index.folder.manifest import MANIFEST
 from whitevec.utils.linalg import unit_rows
 from whitevec.utils.threads import one_blas_thread, threaded_product
 
@@ -47,6 +49,7 @@ class VectorStore(Protocol):
     """What an index needs from a place that keeps vectors and searches them."""
 
     name: ClassVar[str]  # the manifest's "backend" and the CLI's --backend value
+    library: ClassVar[str]  # the library that keeps the vectors: the manifest field recording its version
     files: ClassVar[tuple[str, ...]]  # the files it keeps in every version folder (checksummed in the manifest)
     disk_files: ClassVar[tuple[str, ...]]  # those of its files kept on disk and read on demand, not loaded
     dim: int
@@ -56,6 +59,17 @@ class VectorStore(Protocol):
     @classmethod
     def files_for(cls, params: dict[str, Any]) -> tuple[str, ...]:
         """The files a version with these index parameters keeps: :attr:`files` and those its encoding adds."""
+        ...
+
+    @classmethod
+    def library_version(cls) -> str:
+        """The version of :attr:`library` here, recorded in a build's manifest under that name."""
+        ...
+
+    @classmethod
+    def folder_entries(cls, manifest: dict[str, Any]) -> tuple[str, ...]:
+        """The entries of a version's folder the store keeps beside the files its manifest lists (a library's own
+        data folder, not checksummed): a write replaces them with the version (:func:`version_entries`)."""
         ...
 
     # --- life cycle -----------------------------------------------------------------------------------------
@@ -143,6 +157,21 @@ class VectorStore(Protocol):
         """
         ...
 
+    # --- segments (whitevec.index.segments.writing; a store with its own writer, stores.writer, refuses them) --
+    def empty_copy(self) -> VectorStore:
+        """A store with this one's training (IVF lists' centroids, codebooks, the sign step) and no vector: what
+        a new segment of the index is made from."""
+        ...
+
+    def kept_vectors(self, ids: np.ndarray) -> np.ndarray:
+        """What the store keeps of the rows ``ids`` (distinct, ascending), as a segment merge adds it again to an
+        :meth:`empty_copy` (:meth:`add_kept`); BadInputError where the store cannot give it back."""
+        ...
+
+    def add_kept(self, ids: np.ndarray, kept: np.ndarray) -> None:
+        """Add what :meth:`kept_vectors` gave under ``ids``."""
+        ...
+
 
 S = TypeVar("S")
 _STORES: dict[str, type[Any]] = {}
@@ -182,6 +211,11 @@ class KeepsLexical(Protocol):
 
     def lexical_ranker(self) -> Any:
         """The :class:`~whitevec.index.stores.lexical.LexicalRanker` of this handle's version."""
+        ...
+
+    @classmethod
+    def check_analyzer(cls, analyzer: str) -> None:
+        """A one-line BadInputError for a whitevec analyzer the store's lexical part cannot reproduce."""
         ...
 
 
@@ -274,6 +308,27 @@ def stored_files(manifest: dict[str, Any]) -> list[str]:
     them; the trained, empty template a new segment is made from is not among them (it is never searched)."""
     prefixes = [entry["prefix"] for entry in manifest.get("segments") or [{"prefix": ""}]]
     return [prefix + name for prefix in prefixes for name in store_files(manifest)]
+
+
+def version_entries(manifest: dict[str, Any]) -> set[str]:
+    """The entries of an index folder that belong to the version ``manifest`` describes: the manifest, every file
+    it lists, and what its store keeps there beside them (:meth:`VectorStore.folder_entries`: in-folder Milvus
+    Lite data). A write replaces these and keeps every other entry (a user's file: ``owned`` of
+    :func:`whitevec.utils.io.atomic_dir`)."""
+    backend = manifest["backend"]
+    own = store_class(backend).folder_entries(manifest) if backend in store_names() else ()
+    return {MANIFEST, *manifest["files"], *own}
+
+
+def replaced_entries(previous: dict[str, Any] | None) -> set[str] | None:
+    """What a build at a folder replaces there (``atomic_dir``'s ``owned``): the earlier index's own entries, a
+    user's files beside them kept; the whole folder where no earlier index can be read there."""
+    return None if previous is None else version_entries(previous)
+
+
+def foreign_entries(folder: Path, manifest: dict[str, Any]) -> set[str]:
+    """The entries of the index folder ``folder`` that are not its version's (:func:`version_entries`)."""
+    return set(os.listdir(folder)) - version_entries(manifest)
 
 
 def index_size(manifest: dict[str, Any]) -> dict[str, Any]:
