@@ -168,9 +168,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     env = child_env(args.src)
     args.work.mkdir(parents=True, exist_ok=True)
     build_indexes(args.work, env)
-    commit = subprocess.run(
-        ["git", "-C", str(args.src), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
+    commit = (
+        subprocess.run(
+            ["git", "-C", str(args.src), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        or "uncommitted"
+    )
     with exclusive_lock(args.lock) as held, tempfile.TemporaryDirectory(prefix="whitevec-imports-") as scratch:
         conditions = RunConditions(held)
         rows = {}
@@ -203,6 +209,12 @@ def markdown(data: dict[str, Any]) -> str:
             f"- **{label}** (commit {run['commit']}, {run['repeats']} runs per command): "
             + conditions_sentence(run["conditions"])
         )
+    if any(run["conditions"]["load_before"] > 1 for run in runs.values()):
+        lines += [
+            "",
+            "A run above started at a 1-minute load average over 1 (other work on the 2 cores): its wall times "
+            "vary by seconds from run to run; the libraries each command loaded do not.",
+        ]
     columns = [f"{label}: wall s (imports s) | heavy libraries" for label in labels]
     header = "| command | " + " | ".join(columns) + " |"
     lines += ["", header, "|---|" + "---:|---|" * len(labels)]
