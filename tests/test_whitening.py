@@ -105,11 +105,11 @@ def test_streaming_merge_and_one_shot_agree() -> None:
 
 
 def test_fit_resets_and_chunking(monkeypatch: pytest.MonkeyPatch) -> None:
-    import whitevec.transforms.whitening as module
+    import whitevec.transforms.arithmetic as module
 
     X = anisotropic(n=500)
     expected = Whitening().fit(X)
-    monkeypatch.setattr(module, "CHUNK_ROWS", 7)  # force many internal chunks
+    monkeypatch.setattr(module, "CHUNK_ROWS", 7)  # force many internal chunks (moments and whiten read it there)
     w = Whitening().fit(anisotropic(n=50, seed=3)).fit(X)
     assert w.n_samples_seen_ == 500
     np.testing.assert_allclose(w.covariance_, expected.covariance_, rtol=0, atol=1e-8)

@@ -1,22 +1,27 @@
-"""Post-processing transforms for sentence vectors: whitening, baselines and (lazily, it needs torch) Flow.
+"""Post-processing transforms for sentence vectors: whitening, baselines and Flow.
 
 ``make_transform(spec)`` turns a CLI spec such as ``"whitening-256"`` into an unfitted transform.
+
+The classes are scikit-learn estimators (Flow a torch one too), so their names load on first use: importing
+this package, or ``saved``, ``arithmetic`` or ``frozen`` (a saved whitening applied to a search's queries),
+brings in no scikit-learn and no torch.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
 from typing import TYPE_CHECKING, Any
 
 from whitevec.errors import BadInputError, WhitevecWarning
-from whitevec.transforms.base import NotAffineError, Transform, is_affine
-from whitevec.transforms.baselines import AllButTheTop, Center, CommonComponentRemoval, Normalize
-from whitevec.transforms.validation import check_vectors
-from whitevec.transforms.whitening import Whitening
 
 if TYPE_CHECKING:
+    from whitevec.transforms.base import NotAffineError, Transform, is_affine
+    from whitevec.transforms.baselines import AllButTheTop, Center, CommonComponentRemoval, Normalize
     from whitevec.transforms.flow import Flow
+    from whitevec.transforms.validation import check_vectors
+    from whitevec.transforms.whitening import Whitening
 
 __all__ = [
     "AFFINE_SPEC_FORMS",
@@ -65,12 +70,23 @@ _WHITENING_KNOBS = ("gamma", "beta")
 _WHITENING_SPEC = re.compile(r"whitening(?:-(\d+))?(?:-beta(\d+(?:\.\d+)?))?(?:-gamma(\d+(?:\.\d+)?))?")
 
 
-def __getattr__(name: str) -> Any:
-    # Flow pulls in torch; import it only when someone asks for it.
-    if name == "Flow":
-        from whitevec.transforms.flow import Flow
+_HOMES = {
+    "NotAffineError": "base",
+    "Transform": "base",
+    "is_affine": "base",
+    "AllButTheTop": "baselines",
+    "Center": "baselines",
+    "CommonComponentRemoval": "baselines",
+    "Normalize": "baselines",
+    "Flow": "flow",
+    "check_vectors": "validation",
+    "Whitening": "whitening",
+}
 
-        return Flow
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -103,6 +119,9 @@ def make_transform(spec: str) -> Transform | None:
     ``whitening:beta=0`` skips centring). ``whitening[-K]-betaB-gammaG``, the form :func:`whitening_spec`
     writes, is the same thing spelt without colons (``whitening-256-gamma0.5`` = ``whitening-256:gamma=0.5``).
     """
+    from whitevec.transforms.baselines import AllButTheTop, Center, CommonComponentRemoval, Normalize
+    from whitevec.transforms.whitening import Whitening
+
     text = spec.strip().lower() if isinstance(spec, str) else ""
     if text in ("flow", "flow-random"):
         from whitevec.transforms.flow import Flow
@@ -152,6 +171,8 @@ def make_transform(spec: str) -> Transform | None:
 
 def _with_knobs(spec: str, transform: Transform | None, knob_text: str) -> Whitening:
     """``transform`` (a whitening form) with the ``gamma=G:beta=B`` settings of ``knob_text``."""
+    from whitevec.transforms.whitening import Whitening
+
     if not isinstance(transform, Whitening):
         raise BadInputError(
             f"transform spec {spec!r}: only whitening, whitening-K, rotation and pca-K take :gamma= / :beta="

@@ -1,16 +1,10 @@
-"""The Transform base class and its file format.
-
-A saved transform is one ``.safetensors`` file: the learned arrays as tensors, and in the safetensors metadata a
-JSON header ``{"class", "params", "extra", "format_version", "whitevec", "sha256"}``. ``class`` is the class's
-registry key, ``module:qualname``; ``extra`` holds the learned values. ``sha256`` covers the rest of the header
-and every tensor's bytes, so an edited file is refused on load; a truncated one fails to parse. Nothing is
-pickled, so a file from a stranger is safe to load.
+"""The Transform base class: a scikit-learn estimator that saves to one ``.safetensors`` file (the format and its
+checks: ``saved.py``, which reads a file without scikit-learn).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib
 import json
 import os
@@ -18,8 +12,6 @@ from pathlib import Path
 from typing import Any, ClassVar, Self
 
 import numpy as np
-from safetensors import SafetensorError
-from safetensors.numpy import load as load_bytes
 from safetensors.numpy import save_file
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval, InvalidParameterError, validate_parameter_constraints
@@ -27,12 +19,11 @@ from sklearn.utils.validation import check_is_fitted
 
 from whitevec._version import __version__
 from whitevec.errors import BadInputError, CorruptFileError, DataNotFoundError
+from whitevec.transforms.saved import FORMAT_VERSION, digest, read_saved
+from whitevec.transforms.saved import safetensors_metadata as _safetensors_metadata  # noqa: F401  (index/ reads it here)
 from whitevec.transforms.validation import check_vectors
 from whitevec.utils.io import atomic_path
 
-# Format 1 named the class bare ("Whitening"), so any subclass of that name could stand in for a built-in one.
-# No release wrote format 1, so it is refused with a clear message rather than kept readable by a second lookup.
-FORMAT_VERSION = 2
 # Every Transform subclass, built-in or a user's, under its class_key; defining a class registers it.
 _REGISTRY: dict[str, type[Transform]] = {}
 _BUILTIN_PACKAGE = "whitevec.transforms"
@@ -76,31 +67,6 @@ def _allows_bool(types: type | tuple[type, ...]) -> bool:
 
 def _type_names(types: type | tuple[type, ...]) -> str:
     return " or ".join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))
-
-
-def _digest(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> str:
-    """sha256 of the header (less its checksum) as canonical JSON and of every array."""
-    digest = hashlib.sha256(json.dumps(header, sort_keys=True, allow_nan=False).encode())
-    for key in sorted(arrays):
-        array = np.ascontiguousarray(arrays[key])
-        digest.update(key.encode())
-        digest.update(str(array.dtype).encode())
-        digest.update(str(array.shape).encode())
-        digest.update(array.tobytes())
-    return digest.hexdigest()
-
-
-def _safetensors_metadata(data: bytes) -> dict[str, str]:
-    """The ``__metadata__`` of a safetensors file in memory: an 8-byte little-endian header length, then the
-    JSON header."""
-    if len(data) < 8:
-        raise ValueError("file too short for a safetensors header")
-    size = int.from_bytes(data[:8], "little")
-    if size > len(data) - 8:
-        raise ValueError("header length beyond the end of the file")
-    header = json.loads(data[8 : 8 + size])
-    metadata = header.get("__metadata__") if isinstance(header, dict) else None
-    return metadata if isinstance(metadata, dict) else {}
 
 
 class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
@@ -205,6 +171,8 @@ class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         (up to float32 rounding of the output): the form in which a fitted transform folds into whatever is
         linear before it, such as a static encoder's token table. Affine transforms override this; the rest
         raise :class:`NotAffineError`."""
+        for module in ("baselines", "whitening"):  # the built-in affine classes, registered to be named below
+            importlib.import_module(f"{_BUILTIN_PACKAGE}.{module}")
         affine = ", ".join(sorted(klass.__name__ for klass in _REGISTRY.values() if is_affine(klass)))
         raise NotAffineError(
             f"{type(self).__name__} is not an affine map x A + b, so it has no affine form (affine transforms: "
@@ -283,7 +251,7 @@ class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
             "format_version": FORMAT_VERSION,
             "whitevec": __version__,
         }
-        header["sha256"] = _digest(header, arrays)
+        header["sha256"] = digest(header, arrays)
         target = Path(path)
         with atomic_path(target) as tmp:
             save_file(arrays, str(tmp), metadata={"whitevec": json.dumps(header, allow_nan=False)})
@@ -309,31 +277,8 @@ class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
     def from_bytes(cls, data: bytes, source: str = "<bytes>", device: str = "cpu") -> Self:
         """:meth:`load` from the bytes of a saved file (``source`` names it in errors), e.g. a file a caller has
         already opened and checked."""
-        try:
-            metadata = _safetensors_metadata(data)
-            arrays = load_bytes(data)
-        except (SafetensorError, ValueError) as exc:
-            raise CorruptFileError(f"{source} is not a readable whitevec transform ({exc})") from exc
-        try:
-            header = json.loads(metadata["whitevec"])
-        except (KeyError, json.JSONDecodeError) as exc:
-            raise CorruptFileError(f"{source} has no whitevec header; it was not written by whitevec") from exc
-        if not isinstance(header, dict):
-            raise CorruptFileError(f"{source} has a malformed whitevec header")
-        version = header.get("format_version")
-        if version != FORMAT_VERSION:
-            advice = (
-                "fit the transform again and save it with this version"
-                if isinstance(version, int) and version < FORMAT_VERSION
-                else "a newer whitevec wrote it"
-            )
-            raise CorruptFileError(
-                f"{source} has transform format {version}; this whitevec ({__version__}) reads format "
-                f"{FORMAT_VERSION}: {advice}"
-            )
-        if header.get("sha256") != _digest({k: v for k, v in header.items() if k != "sha256"}, arrays):
-            raise CorruptFileError(f"{source} fails its checksum: the file was edited or damaged")
-        key = str(header.get("class"))
+        saved = read_saved(data, source)
+        key = saved.key
         module = key.partition(":")[0]
         if key not in _REGISTRY and (module == _BUILTIN_PACKAGE or module.startswith(f"{_BUILTIN_PACKAGE}.")):
             # Flow registers only once its module is imported (it needs torch, which whitevec imports lazily).
@@ -347,7 +292,7 @@ class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
             )
         if not issubclass(klass, cls):
             raise BadInputError(f"{source} holds a {klass.__name__} ({key}), not a {cls.__name__}")
-        params, values = header.get("params", {}), header.get("extra", {})
+        params, values = saved.params, saved.values
         if not isinstance(params, dict) or not isinstance(values, dict):
             raise CorruptFileError(f"{source} has a malformed whitevec header")
         try:
@@ -355,7 +300,7 @@ class Transform(TransformerMixin, BaseEstimator):  # type: ignore[misc]
             obj._validate_params()
         except (TypeError, BadParameterError) as exc:
             raise CorruptFileError(f"{source} holds parameters {klass.__name__} cannot take: {exc}") from exc
-        obj._set_state(arrays, values, device)
+        obj._set_state(saved.arrays, values, device)
         return obj  # type: ignore[return-value]
 
 

@@ -10,9 +10,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from whitevec.transforms.arithmetic import centre, moments, principal_axes, working_dtype
 from whitevec.transforms.base import BadParameterError, Count, Shape, Transform
 from whitevec.transforms.validation import check_vectors
-from whitevec.transforms.whitening import moments, principal_axes, working_dtype
 from whitevec.utils.linalg import unit_rows
 
 
@@ -32,8 +32,7 @@ class Center(Transform):
 
     def transform(self, X: Any) -> np.ndarray:
         """``X - mu`` as float32."""
-        X = self._apply_input(X)
-        return (X - self.mean_).astype(np.float32)
+        return centre(self._apply_input(X), self.mean_)
 
     def affine(self) -> tuple[np.ndarray, np.ndarray]:
         """``(I, -mu)``."""

@@ -2,7 +2,8 @@
 
 Conversion and the shape checks are scikit-learn's own (``check_array``), so a transform refuses sparse, complex,
 empty or 1-D input with the messages scikit-learn's estimator checks expect; each is raised as a
-:class:`BadInputError` (a ``ValueError``).
+:class:`BadInputError` (a ``ValueError``). A plain 2-D float array that passes them all is converted by numpy
+alone, so applying a transform to such vectors (a search's queries) loads no scikit-learn.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 from typing import Any, NoReturn
 
 import numpy as np
-from sklearn.utils.validation import check_array
 
 from whitevec.errors import BadInputError, BadInputTypeError, DimensionMismatchError
 
@@ -33,22 +33,15 @@ def check_vectors(
     caller whose own result shows any non-finite input (it then calls again with the scan to name the rows).
     ``owner`` names the estimator in the messages.
     """
-    try:
-        array = check_array(
-            X,
-            accept_sparse=False,
-            dtype=dtype,
-            order="C",
-            ensure_all_finite=False,  # scanned below, naming the rows
-            ensure_min_samples=min_rows,
-            ensure_min_features=min_features,
-            estimator=owner,
-            input_name=name,
+    array: np.ndarray
+    plain = type(X) is np.ndarray and X.ndim == 2 and X.dtype.kind == "f"
+    if plain and X.shape[0] >= min_rows and X.shape[1] >= min_features:
+        # What check_array does to such an array (nothing there to refuse): one conversion, C order.
+        array = np.ascontiguousarray(X, dtype=dtype)
+    else:
+        array = _checked_array(
+            X, min_rows=min_rows, min_features=min_features, name=name, dtype=dtype, owner=owner
         )
-    except TypeError as exc:  # sparse input, a non-number among the values
-        raise BadInputTypeError(str(exc)) from None
-    except ValueError as exc:
-        raise BadInputError(str(exc)) from None
     if expected_dim is not None and array.shape[1] != expected_dim:
         raise DimensionMismatchError(
             f"{name} has {array.shape[1]} features, but {owner or 'the transform'} is expecting {expected_dim} "
@@ -62,6 +55,32 @@ def check_vectors(
         shown = ", ".join(str(i) for i in bad[:5])
         more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
         raise BadInputError(f"{name} contains NaN or inf in rows {shown}{more}")
+    return array
+
+
+def _checked_array(
+    X: Any, *, min_rows: int, min_features: int, name: str, dtype: type, owner: str | None
+) -> np.ndarray:
+    """``X`` through scikit-learn's ``check_array`` (imported here: the input may be anything), its refusals as
+    :class:`BadInputError`."""
+    from sklearn.utils.validation import check_array
+
+    try:
+        array: np.ndarray = check_array(
+            X,
+            accept_sparse=False,
+            dtype=dtype,
+            order="C",
+            ensure_all_finite=False,  # scanned by the caller, naming the rows
+            ensure_min_samples=min_rows,
+            ensure_min_features=min_features,
+            estimator=owner,
+            input_name=name,
+        )
+    except TypeError as exc:  # sparse input, a non-number among the values
+        raise BadInputTypeError(str(exc)) from None
+    except ValueError as exc:
+        raise BadInputError(str(exc)) from None
     return array
 
 
