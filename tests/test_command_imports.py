@@ -104,10 +104,6 @@ def test_a_static_table_search_loads_no_torch(static_index_commands: list[tuple[
     assert first_loading(static_index_commands, ("torch", "transformers")) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="index registry not yet lazy: index/ still imports the transform classes (scikit-learn) for any index",
-)
 def test_a_static_table_search_loads_no_sklearn_or_pymilvus(
     static_index_commands: list[tuple[str, Any, list[str]]],
 ) -> None:

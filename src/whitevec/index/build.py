@@ -22,8 +22,9 @@ from whitevec.datasets.retrieval import ID_RULE, Document, check_unique_ids, is_
 from whitevec.encoders.models.identity import check_model_checksum, model_record
 from whitevec.encoders.protocol import check_empty_documents, known_token_mask
 from whitevec.errors import BadInputError, CorruptFileError, DimensionMismatchError, WhitevecWarning
+from whitevec.index.build_transform import fit_transform
 from whitevec.index.encodings.spec import parse_encoding
-from whitevec.index.folder.layout import DOCS_FILE, LINEAR_TRANSFORMS, TRANSFORM_FILE
+from whitevec.index.folder.layout import DOCS_FILE, TRANSFORM_FILE
 from whitevec.index.folder.manifest import MANIFEST, write_manifest
 from whitevec.index.folder.raw_vectors import RAW_FIELD, check_keep_raw_vectors, raw_record, write_raw_vectors
 from whitevec.index.folder.snapshot import read_manifest
@@ -49,12 +50,11 @@ from whitevec.index.stores.vector import (
     store_class,
     stored_form,
 )
-from whitevec.transforms import Transform, make_transform
-from whitevec.transforms.base import class_key
 from whitevec.utils.io import atomic_dir, check_writable_parent
 
 if TYPE_CHECKING:
     from whitevec.encoders.protocol import EncoderLike
+    from whitevec.transforms import Transform
 
 # The ids a warning about documents without a known token names.
 _NAMED_IDS = 5
@@ -448,6 +448,8 @@ def stored_dim(transform: str | None, encoder_dim: int) -> int | None:
         return encoder_dim
     if transform.strip().lower().endswith(".safetensors"):
         return None
+    from whitevec.transforms import make_transform
+
     made = make_transform(transform)
     k = getattr(made, "n_components", None)
     return encoder_dim if k is None else min(int(k), encoder_dim)
@@ -497,78 +499,6 @@ def encoder_description(encoder: EncoderLike) -> dict[str, Any]:
         # The arithmetic the documents were encoded with; loading without an encoder reproduces it.
         "encoder_backend": info.get("backend", "torch"),
     }
-
-
-def is_fitted(transform: Transform) -> bool:
-    """Whether ``transform`` holds a fit (loaded from a file, or given fitted)."""
-    try:
-        transform._check_fitted()
-    except Exception:  # sklearn's NotFittedError, or a missing attribute
-        return False
-    return True
-
-
-def resolve_transform(transform: str | Transform | None) -> tuple[Transform | None, str | None]:
-    """``(object, spec)`` for a build's transform: a saved ``.safetensors`` file loaded, a spec string made
-    (unfitted), a Transform as given; ``(None, None)`` for none (``None`` or the spec ``none``)."""
-    if transform is None:
-        return None, None
-    obj: Transform | None
-    if isinstance(transform, str) and transform.strip().lower().endswith(".safetensors"):
-        obj, spec = Transform.load(transform), str(transform)
-    elif isinstance(transform, str):
-        obj, spec = make_transform(transform), transform.strip().lower()
-    elif isinstance(transform, Transform):
-        obj, spec = transform, type(transform).__name__
-    else:
-        raise BadInputError(
-            f"transform must be a spec string, a Transform or None, got {type(transform).__name__}"
-        )
-    return (None, None) if obj is None else (obj, spec)
-
-
-def fit_transform(
-    transform: str | Transform | None,
-    fit_on: str | os.PathLike[str],
-    vectors: np.ndarray,
-    encoder: EncoderLike,
-    show_progress: bool | None,
-) -> tuple[Transform | None, dict[str, Any] | None]:
-    """The transform a build stores (fitted on ``vectors`` or on the texts of the file ``fit_on``, unless it
-    came fitted) and its manifest entry; ``(None, None)`` for no transform."""
-    obj, spec = resolve_transform(transform)
-    if obj is None or spec is None:
-        return None, None
-    source = "given"
-    rows = 0
-    if not is_fitted(obj):
-        if str(fit_on) == "corpus":
-            fit_vectors, source = vectors, "corpus"
-        else:
-            from whitevec.datasets import read_texts_file
-
-            fit_vectors = encoder.encode(read_texts_file(fit_on), show_progress=show_progress)
-            source = str(Path(fit_on).expanduser().resolve())
-        obj.fit(fit_vectors)
-        rows = int(fit_vectors.shape[0])
-    return obj, transform_info(obj, spec, source, rows)
-
-
-def transform_info(obj: Transform, spec: str, source: str, rows: int) -> dict[str, Any]:
-    """The manifest's entry for a stored transform: its spec, class, parameters and what it was fitted on."""
-    return {
-        "spec": spec,
-        "class": class_key(type(obj)),
-        "params": {k: v for k, v in obj.get_params(deep=False).items() if _jsonable(v)},
-        "fit_on": source,
-        "fit_rows": rows,
-        "linear": isinstance(obj, LINEAR_TRANSFORMS),
-        "file": TRANSFORM_FILE,
-    }
-
-
-def _jsonable(value: Any) -> bool:
-    return value is None or isinstance(value, bool | int | float | str)
 
 
 def check_encoder(encoder: EncoderLike, manifest: dict[str, Any]) -> None:

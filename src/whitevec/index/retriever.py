@@ -52,11 +52,12 @@ from whitevec.index.stores.vector import VectorStore, stored_files, stored_form
 from whitevec.index.versions import current_version
 from whitevec.index.writes import IndexWrites
 from whitevec.preflight import check_device, check_texts
-from whitevec.transforms import Transform
+from whitevec.transforms.frozen import AppliesVectors, as_transform
 from whitevec.utils.io import folder_path
 
 if TYPE_CHECKING:
     from whitevec.encoders.protocol import EncoderLike
+    from whitevec.transforms import Transform
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ class Retriever(IndexWrites):
         path: Path,
         manifest: dict[str, Any],
         encoder: EncoderLike,
-        transform: Transform | None,
+        transform: AppliesVectors | None,
         store: VectorStore,
         docs: DocumentStore,
         *,
@@ -80,6 +81,7 @@ class Retriever(IndexWrites):
         self.path = path
         self.manifest = manifest
         self.encoder = encoder
+        self._loaded_transform: tuple[AppliesVectors | None, Transform | None] | None = None
         self.transform = transform
         self.store = store
         # The BM25 index of this version's documents (rows aligned with the store's), for lexical and hybrid
@@ -284,8 +286,20 @@ class Retriever(IndexWrites):
 
     def _stored_form(self, texts: list[str]) -> np.ndarray:
         return stored_form(
-            self.transform, self.encoder.encode(texts, show_progress=False), self.manifest["metric"]
+            self._transform, self.encoder.encode(texts, show_progress=False), self.manifest["metric"]
         )
+
+    @property
+    def transform(self) -> Transform | None:
+        """The index's fitted transform (None: none), its class loaded on first use: a search applies a saved
+        whitening or centring with numpy alone (:mod:`whitevec.transforms.frozen`), without scikit-learn."""
+        if self._loaded_transform is None or self._loaded_transform[0] is not self._transform:
+            self._loaded_transform = (self._transform, as_transform(self._transform))
+        return self._loaded_transform[1]
+
+    @transform.setter
+    def transform(self, value: AppliesVectors | None) -> None:
+        self._transform = value  # what searches and writes apply; a version's swap sets it
 
     def search_plan(
         self, mode: str | None = None, fusion: str | Fusion | None = None, candidates: int | None = None

@@ -49,7 +49,7 @@ from whitevec.index.stores.vector import (
     store_names,
 )
 from whitevec.index.stores.writer import own_writer
-from whitevec.transforms import Transform
+from whitevec.transforms.frozen import AppliesVectors, load_to_apply
 
 
 def lexical_of(snapshot: IndexSnapshot, store: VectorStore) -> LexicalRanker | None:
@@ -70,7 +70,7 @@ class Version:
     so)."""
 
     manifest: dict[str, Any]
-    transform: Transform | None
+    transform: AppliesVectors | None  # applied with numpy alone where it can be (whitevec.transforms.frozen)
     store: VectorStore
     docs: DocumentStore
     lexical: LexicalRanker | None
@@ -85,7 +85,7 @@ def open_version(snapshot: IndexSnapshot, device: str) -> Version:
     manifest, folder = snapshot.manifest, snapshot.folder
     check_index_manifest(manifest, folder)
     transform = (
-        Transform.from_bytes(snapshot.read_bytes(TRANSFORM_FILE), str(folder / TRANSFORM_FILE), device=device)
+        load_to_apply(snapshot.read_bytes(TRANSFORM_FILE), str(folder / TRANSFORM_FILE), device=device)
         if manifest["transform"] is not None
         else None
     )

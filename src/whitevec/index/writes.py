@@ -176,7 +176,7 @@ class IndexWrites(WritableIndex):
             if items and raw is not None:
                 index_of = {d.id: i for i, d in enumerate(meaningful)}
                 position = [index_of[d.id] for d in items]
-                vectors = stored_form(self.transform, raw[position], self.manifest["metric"])
+                vectors = stored_form(self._transform, raw[position], self.manifest["metric"])
                 self._writing_through().add(items, vectors, raw[position], replaced, empty)
         new = len(items) - replaced.size
         return AddResult(

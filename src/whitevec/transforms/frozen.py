@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -39,6 +39,8 @@ class FrozenWhitening:
     matrix: np.ndarray  # W, d x k
     shift: np.ndarray  # beta * mu
     precision: str
+    saved: bytes = field(default=b"", repr=False, compare=False)  # the file, for :func:`as_transform`
+    source: str = field(default="<bytes>", repr=False, compare=False)
 
     def transform(self, X: Any) -> np.ndarray:
         """What ``Whitening.transform`` gives: float32, shape (n, k)."""
@@ -54,6 +56,8 @@ class FrozenCenter:
 
     n_features_in_: int
     mean: np.ndarray
+    saved: bytes = field(default=b"", repr=False, compare=False)  # the file, for :func:`as_transform`
+    source: str = field(default="<bytes>", repr=False, compare=False)
 
     def transform(self, X: Any) -> np.ndarray:
         """What ``Center.transform`` gives: float32, shape (n, d)."""
@@ -117,7 +121,17 @@ def load_to_apply(data: bytes, source: str = "<bytes>", device: str = "cpu") -> 
     if freeze is not None and isinstance(saved.params, dict) and isinstance(saved.values, dict):
         frozen = freeze(saved)
         if frozen is not None:
-            return frozen
+            return replace(frozen, saved=data, source=source)  # type: ignore[type-var]
     from whitevec.transforms.base import Transform
 
     return Transform.from_bytes(data, source, device)
+
+
+def as_transform(applier: AppliesVectors | None) -> Any:
+    """The transform class itself for what :func:`load_to_apply` gave (a frozen form loaded from its file, with
+    scikit-learn; anything else as it is): for code that reads the fitted estimator, not a search."""
+    if isinstance(applier, FrozenWhitening | FrozenCenter):
+        from whitevec.transforms.base import Transform
+
+        return Transform.from_bytes(applier.saved, applier.source)
+    return applier

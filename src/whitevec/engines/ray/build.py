@@ -28,7 +28,8 @@ from whitevec.engines.ray.workdir import (
     work_folder,
 )
 from whitevec.errors import BadInputError, WhitevecError
-from whitevec.index.build import check_build, check_target, encoder_fields, transform_info
+from whitevec.index.build import check_build, check_target, encoder_fields
+from whitevec.index.build_transform import transform_info
 from whitevec.index.folder.layout import TRANSFORM_FILE
 from whitevec.index.folder.manifest import write_manifest
 from whitevec.index.lexical.analyzers import DEFAULT_ANALYZER

@@ -10,7 +10,7 @@ import numpy as np
 from whitevec.datasets.shards import CorpusUnit
 from whitevec.engines.ray.shards import moments_name, read_shard_vectors, shard_name
 from whitevec.errors import BadInputError, WhitevecError
-from whitevec.index.build import is_fitted, resolve_transform
+from whitevec.index.build_transform import is_fitted, resolve_transform
 from whitevec.index.stores.vector import sample_rows
 from whitevec.transforms import Transform
 from whitevec.transforms.whitening import Whitening

@@ -25,7 +25,7 @@ import numpy as np
 
 from whitevec.errors import BadInputError, CorruptFileError
 from whitevec.index.encodings.spec import SIGN_CODECS
-from whitevec.transforms.base import _safetensors_metadata
+from whitevec.transforms.saved import safetensors_metadata as _safetensors_metadata
 
 SIGN_FILE = "binary.safetensors"
 ROTATION_SEED = 0

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from whitevec.transforms import Center, Transform, Whitening
-
 TRANSFORM_FILE = "transform.safetensors"
 DOCS_FILE = "docs.sqlite"
 # The lexical index (whitevec.index.lexical.bm25): both files, exactly when the manifest has a "lexical" record
@@ -42,8 +40,9 @@ RAW_VECTORS_FILE = "raw_vectors.npy"
 TEMPLATE_PREFIX = "template."  # the store trained at build, empty: what a new segment is made from
 DELETED_FILE = "deleted.npy"  # the rows deleted, ascending int64 (a tombstone list)
 # The transforms a FAISS pre-transform can express (export-faiss), recorded as "linear" in the manifest.
-LINEAR_TRANSFORMS: tuple[type[Transform], ...] = (Whitening, Center)
-LINEAR_NAMES = ", ".join(cls.__name__ for cls in LINEAR_TRANSFORMS)
+# Named, not imported: the classes are scikit-learn estimators, and reading a folder's layout loads none.
+LINEAR_TRANSFORMS = ("Whitening", "Center")
+LINEAR_NAMES = ", ".join(LINEAR_TRANSFORMS)
 
 
 def segment_entries(manifest: dict[str, Any]) -> list[dict[str, Any]]:

@@ -391,7 +391,7 @@ def _read_matrix(data: bytes, path: Path) -> dict[str, np.ndarray]:
     from safetensors import SafetensorError
     from safetensors.numpy import load
 
-    from whitevec.transforms.base import _safetensors_metadata
+    from whitevec.transforms.saved import safetensors_metadata as _safetensors_metadata
 
     try:
         tensors = load(data)

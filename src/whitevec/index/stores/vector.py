@@ -30,7 +30,7 @@ from whitevec.utils.threads import one_blas_thread, threaded_product
 
 if TYPE_CHECKING:
     from whitevec.index.folder.snapshot import IndexSnapshot
-    from whitevec.transforms import Transform
+    from whitevec.transforms.frozen import AppliesVectors
 
 METRICS = ("cosine", "ip", "l2")
 KINDS = ("flat", "hnsw", "ivf")
@@ -284,7 +284,7 @@ def check_vectors_for(store: VectorStore, ids: np.ndarray, vectors: np.ndarray) 
     return ids64, x
 
 
-def stored_form(transform: Transform | None, vectors: np.ndarray, metric: str) -> np.ndarray:
+def stored_form(transform: AppliesVectors | None, vectors: np.ndarray, metric: str) -> np.ndarray:
     """Encoder vectors as an index stores them: transformed, L2-normalised for ``cosine``; float32, contiguous.
 
     Runs its products on one BLAS thread: the vectors come straight from torch, whose threads still hold the

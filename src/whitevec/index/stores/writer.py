@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from whitevec.index.stores.documents import DocumentStore
     from whitevec.index.stores.lexical import LexicalRanker
     from whitevec.index.stores.vector import VectorStore
-    from whitevec.transforms import Transform
+    from whitevec.transforms.frozen import AppliesVectors
 
 
 class IndexWriter(Protocol):
@@ -61,7 +61,7 @@ class OpenedVersion(Protocol):
     """One version of the folder, opened (:class:`whitevec.index.versions.Version`)."""
 
     manifest: dict[str, Any]
-    transform: Transform | None
+    transform: AppliesVectors | None
     store: VectorStore
     docs: DocumentStore
     lexical: LexicalRanker | None
@@ -73,7 +73,8 @@ class WritableIndex(Protocol):
     path: Path
     manifest: dict[str, Any]
     encoder: EncoderLike
-    transform: Transform | None
+    transform: AppliesVectors | None  # set: what searches apply (read: the Retriever's class, loaded lazily)
+    _transform: AppliesVectors | None
     store: VectorStore
     lexical: LexicalRanker | None
     _docs: DocumentStore
