@@ -1,4 +1,5 @@
-"""Shared fixtures: a tiny random BERT, the shared data folder, the bundled default model."""
+"""Shared fixtures: a tiny random BERT, the shared data folder, the bundled default model; the order in which
+`make test`'s workers take the files."""
 
 from __future__ import annotations
 
@@ -87,6 +88,40 @@ def build_tiny_bert(folder: Path, *, layers: int = 2, hidden: int = 32, max_posi
     torch.manual_seed(0)
     BertModel(config).eval().save_pretrained(str(folder))
     return folder
+
+
+# The files that take longest, longest first (`pytest -n 2 --dist loadfile --durations=0`, summed per file;
+# docs/development.md "The suite"). A name that no longer exists fails tests/test_architecture.py.
+LONGEST_FILES = (
+    "test_docs.py",
+    "test_ray_engine.py",
+    "test_cli.py",
+    "test_sentence_transformers.py",
+    "test_milvus_server.py",
+    "test_dependency_faults.py",
+    "test_service.py",
+)
+
+
+def longest_first(files: list[str]) -> list[str]:
+    """``files`` (test file names, in collection order) with those of LONGEST_FILES first, in its order."""
+    rank = {name: i for i, name in enumerate(LONGEST_FILES)}
+    return sorted(files, key=lambda name: rank.get(name, len(rank)))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist hands out whole files (--dist loadfile) by default in order of their number of tests, which put
+    # long files of few tests (Ray, the Milvus server) last: one worker ran them alone while the other idled.
+    # Collection order instead, with the longest files first, so the two workers end together.
+    if getattr(config.option, "dist", "no") == "loadfile":
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if getattr(config.option, "dist", "no") != "loadfile":
+        return
+    order = {name: i for i, name in enumerate(longest_first(list(dict.fromkeys(i.path.name for i in items))))}
+    items.sort(key=lambda item: order[item.path.name])  # stable: a file's own tests keep their order
 
 
 @pytest.fixture(scope="session")
