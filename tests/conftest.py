@@ -118,7 +118,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if getattr(config.option, "dist", "no") != "loadfile":
+    # Only in a pytest-xdist worker (they collect, and the controller hands out files in their order; a worker's
+    # own config says dist "no"): one process keeps the files in the order asked for.
+    if not hasattr(config, "workerinput"):
         return
     order = {name: i for i, name in enumerate(longest_first(list(dict.fromkeys(i.path.name for i in items))))}
     items.sort(key=lambda item: order[item.path.name])  # stable: a file's own tests keep their order

@@ -27,3 +27,13 @@ def test_whole_files_are_handed_out_in_collection_order() -> None:
         config: Any = SimpleNamespace(option=SimpleNamespace(dist=dist, loadscopereorder=True))
         conftest.pytest_configure(config)
         assert config.option.loadscopereorder is reorder, dist
+
+
+def test_a_worker_collects_the_longest_files_first() -> None:
+    first = conftest.LONGEST_FILES[0]
+    names = ["test_a.py", first, "test_a.py", first]
+    items: Any = [SimpleNamespace(path=Path("tests") / name, name=str(i)) for i, name in enumerate(names)]
+    conftest.pytest_collection_modifyitems(SimpleNamespace(), items)  # one process: as collected
+    assert [item.name for item in items] == ["0", "1", "2", "3"]
+    conftest.pytest_collection_modifyitems(SimpleNamespace(workerinput={}), items)
+    assert [item.name for item in items] == ["1", "3", "0", "2"]
