@@ -72,6 +72,7 @@ def client() -> None:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, forward)
     status = _read_exact(conn, _INT.size)
+    _read_exact(conn, 1)  # the end of the connection: the child has exited, its exit handlers run
     if len(status) == _INT.size:
         sys.exit(_INT.unpack(status)[0])
     # The child ended without a status: killed by a signal, as a shell reports it.
@@ -98,8 +99,9 @@ def _exit_status(argv: list[str]) -> int:
     return 1
 
 
-def _run_command(conn: socket.socket) -> None:
-    """In a forked child: take on the client's descriptors, folder and environment, run its command, exit."""
+def run_command(conn: socket.socket) -> int:
+    """In a forked child: take on the client's descriptors, folder and environment, run its command; its exit
+    status, which the child then exits with as a process does (exit handlers run, the connection closes)."""
     header, fds, _, _ = socket.recv_fds(conn, _LENGTH.size, 3)
     header += _read_exact(conn, _LENGTH.size - len(header))
     request = json.loads(_read_exact(conn, _LENGTH.unpack(header)[0]))
@@ -117,11 +119,12 @@ def _run_command(conn: socket.socket) -> None:
     code = _exit_status(request["argv"])
     with contextlib.suppress(OSError):
         conn.sendall(_INT.pack(code))
-    os._exit(code)
+    return code
 
 
-def serve(path: str) -> None:
-    """Import the CLI and its libraries, then fork a child per connection on ``path`` until stdin closes."""
+def serve(path: str) -> socket.socket | None:
+    """Import the CLI and its libraries, then fork a child per connection on ``path`` until stdin closes (then
+    None). A child returns its connection, to run the command outside the server's loop."""
     for module in WARM_MODULES:
         with contextlib.suppress(ImportError):
             importlib.import_module(module)
@@ -133,18 +136,17 @@ def serve(path: str) -> None:
     while True:
         ready, _, _ = select.select([listener, sys.stdin.fileno()], [], [])
         if sys.stdin.fileno() in ready and not os.read(sys.stdin.fileno(), 1 << 12):
-            return
+            return None
         if listener in ready:
             conn, _ = listener.accept()
             sys.stdout.flush()
             if os.fork() == 0:
                 listener.close()
-                try:
-                    _run_command(conn)
-                finally:
-                    os._exit(1)  # never back into the server's loop
+                return conn
             conn.close()
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    command = serve(sys.argv[1])
+    if command is not None:
+        sys.exit(run_command(command))
