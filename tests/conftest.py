@@ -94,12 +94,19 @@ def build_tiny_bert(folder: Path, *, layers: int = 2, hidden: int = 32, max_posi
 # docs/development.md "The suite"). A name that no longer exists fails tests/test_architecture.py.
 LONGEST_FILES = (
     "test_docs.py",
-    "test_ray_engine.py",
     "test_cli.py",
-    "test_sentence_transformers.py",
-    "test_milvus_server.py",
     "test_dependency_faults.py",
+    "test_ray_engine.py",
+    "test_diagnostics.py",
     "test_service.py",
+    "test_fail_early.py",
+    "test_sklearn_checks.py",
+    "test_sentence_transformers.py",
+    "test_cli_usage.py",
+    "test_service_protection.py",
+    "test_flow.py",
+    "test_probe_surfaces.py",
+    "test_milvus_server.py",
 )
 
 
@@ -110,8 +117,8 @@ def longest_first(files: list[str]) -> list[str]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # pytest-xdist hands out whole files (--dist loadfile) by default in order of their number of tests, which put
-    # long files of few tests (Ray, the Milvus server) last: one worker ran them alone while the other idled.
+    # pytest-xdist hands out whole files (--dist loadfile) by default in order of their number of tests, which puts
+    # a long file of few tests (the Milvus server's: 5 tests, over a minute) last, where a worker may run it alone.
     # Collection order instead, with the longest files first, so the two workers end together.
     if getattr(config.option, "dist", "no") == "loadfile":
         config.option.loadscopereorder = False
