@@ -1,4 +1,5 @@
-"""Shared fixtures: a tiny random BERT, the shared data folder, the bundled default model."""
+"""Shared fixtures: a tiny random BERT, the shared data folder, the bundled default model; the order in which
+`make test`'s workers take the files."""
 
 from __future__ import annotations
 
@@ -87,6 +88,49 @@ def build_tiny_bert(folder: Path, *, layers: int = 2, hidden: int = 32, max_posi
     torch.manual_seed(0)
     BertModel(config).eval().save_pretrained(str(folder))
     return folder
+
+
+# The files that take longest, longest first (`pytest -n 2 --dist loadfile --durations=0`, summed per file;
+# docs/development.md "The suite"). A name that no longer exists fails tests/test_architecture.py.
+LONGEST_FILES = (
+    "test_docs.py",
+    "test_cli.py",
+    "test_dependency_faults.py",
+    "test_ray_engine.py",
+    "test_diagnostics.py",
+    "test_service.py",
+    "test_fail_early.py",
+    "test_sklearn_checks.py",
+    "test_sentence_transformers.py",
+    "test_cli_usage.py",
+    "test_service_protection.py",
+    "test_flow.py",
+    "test_probe_surfaces.py",
+    "test_milvus_server.py",
+)
+
+
+def longest_first(files: list[str]) -> list[str]:
+    """``files`` (test file names, in collection order) with those of LONGEST_FILES first, in its order."""
+    rank = {name: i for i, name in enumerate(LONGEST_FILES)}
+    return sorted(files, key=lambda name: rank.get(name, len(rank)))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist hands out whole files (--dist loadfile) by default in order of their number of tests, which puts
+    # a long file of few tests (the Milvus server's: 5 tests, over a minute) last, where a worker may run it alone.
+    # Collection order instead, with the longest files first, so the two workers end together.
+    if getattr(config.option, "dist", "no") == "loadfile":
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Only in a pytest-xdist worker (they collect, and the controller hands out files in their order; a worker's
+    # own config says dist "no"): one process keeps the files in the order asked for.
+    if not hasattr(config, "workerinput"):
+        return
+    order = {name: i for i, name in enumerate(longest_first(list(dict.fromkeys(i.path.name for i in items))))}
+    items.sort(key=lambda item: order[item.path.name])  # stable: a file's own tests keep their order
 
 
 @pytest.fixture(scope="session")

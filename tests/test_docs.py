@@ -12,7 +12,10 @@ path):
 - the runnable blocks of one file run in order in one fresh temporary folder, with ``WHITEVEC_DATA`` set to the
   shared data, ``WHITEVEC_CACHE`` to a cache shared by the whole session, ``HF_HUB_OFFLINE=1`` (a shell block that
   would download fails at once; a block that downloads needs a not-run marker anyway) and this interpreter's bin
-  folder first on ``PATH`` (so ``whitevec`` and ``python`` are this environment's). Python blocks of a file share
+  folder first on ``PATH`` (so ``whitevec`` and ``python`` are this environment's), and before it a warm
+  ``whitevec`` (tests/warm_cli.py: one server per session has imported the CLI and its libraries; each command
+  runs in a child forked from it, on the block's folder, environment and standard streams, with the exit status
+  of the console script; about 40 commands once paid seconds of imports each). Python blocks of a file share
   one namespace and run in this process; ``bash``/``sh``/``shell`` blocks run as ``bash -euo pipefail -c BLOCK``;
   ``console`` blocks run their ``$ `` lines (prompt stripped; a line ending in ``\\`` continues on the next) the
   same way. A failure names FILE:LINE of the failing line. A file with runnable blocks is skipped when the shared
@@ -42,6 +45,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -50,6 +54,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+
+from tests import warm_cli
 
 REPO = Path(__file__).resolve().parents[1]
 ROOT = Path(os.environ.get("WHITEVEC_DOCS_ROOT") or REPO).resolve()
@@ -235,15 +241,49 @@ def doc_pages(root: Path) -> list[Path]:
 
 
 # ---- running a page -----------------------------------------------------------------------------------------
-def block_environment(data_dir: Path, cache_dir: Path) -> dict[str, str]:
-    """The variables set while a page's blocks run."""
-    return {
-        "WHITEVEC_DATA": str(data_dir),
-        "WHITEVEC_CACHE": str(cache_dir),
-        "HF_HUB_OFFLINE": "1",
-        # sys.executable, not resolved: a virtual environment's bin folder holds its `whitevec` and `python`.
-        "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
-    }
+def block_environment(data_dir: Path, cache_dir: Path, warm: WarmCli | None = None) -> dict[str, str]:
+    """The variables set while a page's blocks run; with ``warm``, its ``whitevec`` first on the PATH."""
+    # sys.executable, not resolved: a virtual environment's bin folder holds its `whitevec` and `python`.
+    path = [str(Path(sys.executable).parent), os.environ.get("PATH", "")]
+    env = {"WHITEVEC_DATA": str(data_dir), "WHITEVEC_CACHE": str(cache_dir), "HF_HUB_OFFLINE": "1"}
+    if warm is not None:
+        path.insert(0, str(warm.bin_dir))
+        env[warm_cli.SOCKET_ENV] = str(warm.socket)
+    return {**env, "PATH": os.pathsep.join(path)}
+
+
+@dataclass(frozen=True)
+class WarmCli:
+    bin_dir: Path  # holds the `whitevec` client
+    socket: Path  # where the server listens
+
+
+@contextlib.contextmanager
+def warm_whitevec(env: dict[str, str]) -> Iterator[WarmCli]:
+    """A warm `whitevec` (tests/warm_cli.py) started with ``env`` set, stopped after."""
+    with tempfile.TemporaryDirectory(prefix="whitevec-warm-") as folder:  # short: a socket path has 107 bytes
+        warm = WarmCli(Path(folder), Path(folder) / "cli.sock")
+        client = warm.bin_dir / "whitevec"
+        client.write_text(
+            f"#!{sys.executable} -IS\nimport sys\nsys.path.insert(0, {str(REPO / 'tests')!r})\n"
+            "import warm_cli\nwarm_cli.client()\n"
+        )
+        client.chmod(0o755)
+        server = subprocess.Popen(
+            [sys.executable, str(REPO / "tests" / "warm_cli.py"), str(warm.socket)],
+            env={**os.environ, **env},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert server.stdin is not None and server.stdout is not None
+        try:
+            started = server.stdout.readline()
+            assert started == "ready\n", f"the warm whitevec did not start (exit {server.poll()})"
+            yield warm
+        finally:
+            server.stdin.close()  # the server ends when its input closes
+            server.wait(60)
 
 
 @contextlib.contextmanager
@@ -349,6 +389,13 @@ def docs_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("docs-cache")
 
 
+@pytest.fixture(scope="session")
+def warm_cli_server(data_dir: Path, docs_cache: Path) -> Iterator[WarmCli]:
+    """One warm `whitevec` for every page, started in the environment the blocks run in."""
+    with warm_whitevec(block_environment(data_dir, docs_cache)) as warm:
+        yield warm
+
+
 @pytest.mark.parametrize("page", _page_params())
 def test_doc_page(page: Path, request: pytest.FixtureRequest, tmp_path: Path, docs_cache: Path) -> None:
     blocks, errors = check_page(page, ROOT)
@@ -360,9 +407,11 @@ def test_doc_page(page: Path, request: pytest.FixtureRequest, tmp_path: Path, do
     foreign = _foreign_package()
     if foreign is not None:
         pytest.fail(foreign, pytrace=False)
+    warm: WarmCli = request.getfixturevalue("warm_cli_server")
     folder = tmp_path / "work"
     folder.mkdir()
-    run_blocks(blocks, page, page.relative_to(ROOT).as_posix(), folder, block_environment(data_dir, docs_cache))
+    env = block_environment(data_dir, docs_cache, warm)
+    run_blocks(blocks, page, page.relative_to(ROOT).as_posix(), folder, env)
 
 
 # ---- the reader and the runner on small pages ------------------------------------------------------------
@@ -729,3 +778,27 @@ def test_a_page_naming_a_missing_script_is_refused(tmp_path: Path) -> None:
     page.write_text("Run `python benchmarks/here.py`, then `benchmarks/gone.py --all`.\n")
     _, errors = check_page(page, tmp_path)
     assert errors == ["page.md:1: benchmarks/gone.py does not exist"]
+
+
+def test_the_warm_whitevec_answers_as_a_new_process(
+    warm_cli_server: WarmCli, data_dir: Path, docs_cache: Path, tmp_path: Path
+) -> None:
+    """The `whitevec` the blocks run (tests/warm_cli.py) prints, fails and exits as the console script does, in
+    the block's folder and environment, reading the block's input."""
+    script = (
+        'command -v whitevec; echo "$WHITEVEC_NOTE"; whitevec index info no-such-index; echo "exit $?"\n'
+        'whitevec search --k 3 || echo "exit $?"\nwhitevec --version </dev/null; pwd\n'
+    )
+    answers = []
+    for warm in (None, warm_cli_server):
+        env = {**os.environ, **block_environment(data_dir, docs_cache, warm), "WHITEVEC_NOTE": "noted"}
+        done = subprocess.run(
+            ["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+        )
+        answers.append(done)
+    cold, warm_done = answers
+    where = warm_done.stdout.splitlines()[0]
+    assert where == str(warm_cli_server.bin_dir / "whitevec") != cold.stdout.splitlines()[0]
+    assert warm_done.stdout.splitlines()[1:] == cold.stdout.splitlines()[1:]
+    assert "exit 2" in warm_done.stdout and "noted" in warm_done.stdout and str(tmp_path) in warm_done.stdout
+    assert warm_done.stderr == cold.stderr and "no-such-index" in warm_done.stderr
