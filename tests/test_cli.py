@@ -17,7 +17,7 @@ from whitevec.encoders.transformer import Encoder
 from whitevec.evaluation import evaluate_sts
 from whitevec.transforms import Transform
 
-from .static_helpers import tiny_static_folder
+from .static_helpers import tiny_static_index
 from .test_evaluation import synthetic_task
 from .test_models import counted_lookups
 
@@ -229,14 +229,8 @@ def test_console_script_runs() -> None:
 
 @pytest.fixture(scope="module")
 def small_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An index of a tiny static encoder: what is tested is the output path, and a search through it spares the
-    child process torch (2 s of CPU against 8 s with the tiny BERT)."""
-    folder = tmp_path_factory.mktemp("small-index")
-    corpus = folder / "corpus.txt"
-    corpus.write_text("\n".join(synthetic_task(n_pairs=40, subsets=1).sentences("target")) + "\n")
-    argv = ["index", "build", "--corpus", str(corpus), "--out", str(folder / "idx"), "--transform", "none"]
-    assert main([*argv, "--model", str(tiny_static_folder(folder / "static")), "--no-cache", "-q"]) == 0
-    return folder / "idx"
+    """What is tested is the output path: the tiny static encoder's index spares the child process torch."""
+    return tiny_static_index(tmp_path_factory.mktemp("small-index"))
 
 
 @pytest.mark.parametrize(

@@ -32,6 +32,8 @@ from whitevec.service.manifest import public_manifest
 from whitevec.service.settings import ServeSettings
 from whitevec.service.worker import RetrieverWorker
 
+from .static_helpers import tiny_static_index
+
 DIM = 16
 DOCS = [
     "a man is playing a guitar",
@@ -696,8 +698,29 @@ def test_serve_corrupt_index_exits_with_one_line(
         assert len(err.splitlines()) == 1 and needle in err, err
 
 
-@pytest.mark.slow  # three Python processes that each import torch: about 11 s on 2 cores
-def test_serve_command_with_two_workers(real_index: Path, tmp_path: Path) -> None:
+def _log_lines_until(log: Path, needle: str, count: int, proc: Any, timeout_s: float) -> list[str]:
+    """The lines of ``log`` holding ``needle``, once there are ``count`` of them; fails when ``proc`` ends or
+    ``timeout_s`` passes first."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        lines = [line for line in log.read_text(errors="replace").splitlines() if needle in line]
+        if len(lines) >= count:
+            return lines
+        assert proc.poll() is None and time.monotonic() < deadline, f"{count} x {needle!r} not in the log:\n" + (
+            log.read_text(errors="replace")
+        )
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def static_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_static_index(tmp_path_factory.mktemp("static-index"))
+
+
+@pytest.mark.slow  # three Python processes: about 8 s on 2 cores
+def test_serve_command_with_two_workers(static_index: Path, tmp_path: Path) -> None:
+    # A static-table index: no process imports torch, and what is tested (two worker processes behind one port,
+    # the API key in force, a search answered) does not depend on the encoder.
     import os
     import subprocess
     import sys
@@ -705,8 +728,8 @@ def test_serve_command_with_two_workers(real_index: Path, tmp_path: Path) -> Non
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "WHITEVEC_API_KEY": "k-123"}
-    command = [sys.executable, "-c", "from whitevec.cli import main; main()", "serve", str(real_index)]
+    env = {**os.environ, "WHITEVEC_API_KEY": "k-123"}
+    command = [sys.executable, "-c", "from whitevec.cli import main; main()", "serve", str(static_index)]
     log = tmp_path / "serve.log"  # a file, not a pipe: an undrained pipe would block the server's logging
     proc = subprocess.Popen(
         [*command, "--port", str(port), "--workers", "2"],
@@ -716,8 +739,12 @@ def test_serve_command_with_two_workers(real_index: Path, tmp_path: Path) -> Non
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        # three processes import torch; slow on a busy machine
         wait_until_healthy(base, "server with 2 workers", 240, proc, log, poll_s=0.3)
+        # Both workers up before the SIGTERM below: uvicorn takes a worker's SIGTERM while its app still loads
+        # but acts on it only once loaded, so terminating after the first worker answered waited on the
+        # second's load; on a busy machine over the 30 s below, as uvicorn's 5 s health check also kills and
+        # restarts a worker slow to start.
+        _log_lines_until(log, "Application startup complete", 2, proc, 240)
         assert httpx.post(f"{base}/search", json={"queries": ["a dog"]}).status_code == 401
         found = httpx.post(f"{base}/search", json={"queries": ["a dog"], "k": 3}, headers={"X-API-Key": "k-123"})
         assert found.status_code == 200 and len(found.json()["results"][0]["ids"]) == 3
