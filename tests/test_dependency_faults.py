@@ -705,64 +705,102 @@ def test_export_faiss_onto_a_real_full_tmpfs_is_one_line(
 
 
 # ---- every file takes the umask -----------------------------------------------------------------------------
+# One child imports the heavy libraries once, then forks a process per umask that sets it and runs the commands.
+# whitevec reads the umask once, at the import of whitevec.utils.io: each fork imports whitevec after setting
+# its umask, as a process started under it would.
 UMASK_CHILD = textwrap.dedent(
     """
-    import os, sys
-    os.umask(int(sys.argv[1], 8))
-    from whitevec.cli import main
-    from whitevec.index import Document, Retriever
+    import importlib, json, os, sys
 
-    model, inputs, out = sys.argv[2], sys.argv[3], sys.argv[4]
-    os.environ["WHITEVEC_CACHE"] = os.path.join(out, "cache")
-    m = ["--model", model, "-q"]
-    runs = [
-        ["encode", f"{inputs}/texts.txt", "--out", f"{out}/v.npy", *m],
-        ["fit", "--vectors", f"{out}/v.npy", "--out", f"{out}/w.safetensors", "--transform", "whitening-8"],
-        ["index", "build", "--corpus", f"{inputs}/corpus.jsonl", "--out", f"{out}/idx", "--transform",
-         "whitening-16", *m],
-        ["index", "export-faiss", f"{out}/idx", f"{out}/export/out.faiss"],
-        ["export-st", "--index", f"{out}/idx", "--out", f"{out}/st"],
-        ["eval", "--tasks", "", "--pairs", f"{inputs}/pairs.jsonl", "--transform", "none,whitening-8", "--json",
-         f"{out}/eval.json", *m],
-        ["tune", "--pairs", f"{inputs}/pairs.jsonl", "--candidates", "whitening-8", "--no-flow", "--bootstrap",
-         "100", "--encodings", "float32,fp16", "--out", f"{out}/tune/tuned.json", "--json",
-         f"{out}/tune/tune.json", *m],
-        ["diagnose", "--corpus", f"{inputs}/texts.txt", "--out", f"{out}/diagnose", "--transform", "none", *m],
-        ["frequencies", "count", "--corpus", f"{inputs}/texts.txt", "--out", f"{out}/freq.json", "--model",
-         model],
-        ["eval-retrieval", "--dataset", f"{inputs}/beir", "--transform", "none", "--latency-queries", "0",
-         "--json", f"{out}/retrieval/r.json", "--plot", f"{out}/retrieval/r.png", *m],
-    ]
-    for argv in runs:
-        try:
-            code = main(argv)
-        except SystemExit as exc:
-            code = exc.code
-        assert not code, (argv, code)
-    with Retriever.load(f"{out}/idx", cache=False) as retriever:
-        retriever.add([Document("added", "a dog and a cat")])
+    for module in ("torch", "transformers.models.bert.modeling_bert", "faiss", "sklearn.decomposition"):
+        importlib.import_module(module)
+    assert not any(name.startswith("whitevec") for name in sys.modules), "whitevec imported before the umask"
+
+
+    def write_all(model, inputs, out):
+        from whitevec.cli import main
+        from whitevec.index import Document, Retriever
+
+        os.environ["WHITEVEC_CACHE"] = os.path.join(out, "cache")
+        m = ["--model", model, "-q"]
+        runs = [
+            ["encode", f"{inputs}/texts.txt", "--out", f"{out}/v.npy", *m],
+            ["fit", "--vectors", f"{out}/v.npy", "--out", f"{out}/w.safetensors", "--transform", "whitening-8"],
+            ["index", "build", "--corpus", f"{inputs}/corpus.jsonl", "--out", f"{out}/idx", "--transform",
+             "whitening-16", *m],
+            ["index", "export-faiss", f"{out}/idx", f"{out}/export/out.faiss"],
+            ["export-st", "--index", f"{out}/idx", "--out", f"{out}/st"],
+            ["eval", "--tasks", "", "--pairs", f"{inputs}/pairs.jsonl", "--transform", "none,whitening-8",
+             "--json", f"{out}/eval.json", *m],
+            ["tune", "--pairs", f"{inputs}/pairs.jsonl", "--candidates", "whitening-8", "--no-flow",
+             "--bootstrap", "100", "--encodings", "float32,fp16", "--out", f"{out}/tune/tuned.json", "--json",
+             f"{out}/tune/tune.json", *m],
+            ["diagnose", "--corpus", f"{inputs}/texts.txt", "--out", f"{out}/diagnose", "--transform", "none",
+             *m],
+            ["frequencies", "count", "--corpus", f"{inputs}/texts.txt", "--out", f"{out}/freq.json", "--model",
+             model],
+            ["eval-retrieval", "--dataset", f"{inputs}/beir", "--transform", "none", "--latency-queries", "0",
+             "--json", f"{out}/retrieval/r.json", "--plot", f"{out}/retrieval/r.png", *m],
+        ]
+        for argv in runs:
+            try:
+                code = main(argv)
+            except SystemExit as exc:
+                code = exc.code
+            assert not code, (argv, code)
+        with Retriever.load(f"{out}/idx", cache=False) as retriever:
+            retriever.add([Document("added", "a dog and a cat")])
+
+
+    model, inputs, outs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    status = {}
+    for mask, out in outs.items():
+        pid = os.fork()
+        if pid == 0:
+            os.umask(int(mask, 8))
+            write_all(model, inputs, out)
+            sys.exit(0)  # as a process ends: exit handlers run
+        status[mask] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    print(json.dumps(status))
     """
 )
+UMASKS = (0o022, 0o077)
+
+
+@pytest.fixture(scope="module")
+def umask_outputs(
+    tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[int, tuple[Path, int, str]]:
+    """Per umask: the folder its process wrote, that process's exit status, and the child's standard error."""
+    base = tmp_path_factory.mktemp("umask")
+    inputs = _write_inputs(base / "in")["corpus"].parent
+    outs = {mask: base / f"out-{mask:o}" for mask in UMASKS}
+    for mask, out in outs.items():
+        out.mkdir()
+        os.chmod(out, 0o777 & ~mask)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
+    folders = json.dumps({oct(mask): str(out) for mask, out in outs.items()})
+    child = subprocess.run(
+        [sys.executable, "-c", UMASK_CHILD, str(tiny_bert_dir), str(inputs), folders],
+        check=True,
+        env=env,
+        timeout=600,
+        capture_output=True,
+        text=True,
+    )
+    status = json.loads(child.stdout.splitlines()[-1])
+    return {mask: (out, status[oct(mask)], child.stderr) for mask, out in outs.items()}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mask", [0o022, 0o077], ids=oct)
-def test_every_output_takes_the_umask(mask: int, tiny_bert_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("mask", UMASKS, ids=oct)
+def test_every_output_takes_the_umask(mask: int, umask_outputs: dict[int, tuple[Path, int, str]]) -> None:
     """encode, fit, index build, add, export-faiss, export-st, eval --json, tune (--out, --json, the plot),
     diagnose, frequencies count, eval-retrieval (--json, --plot) and the vector cache, run under the umask:
     every file 0666 & ~umask, every folder 0777 & ~umask (export-st's Dense weights were 0600, made by
     safetensors)."""
-    inputs = _write_inputs(tmp_path / "in")["corpus"].parent
-    out = tmp_path / "out"
-    out.mkdir()
-    os.chmod(out, 0o777 & ~mask)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
-    subprocess.run(
-        [sys.executable, "-c", UMASK_CHILD, oct(mask), str(tiny_bert_dir), str(inputs), str(out)],
-        check=True,
-        env=env,
-        timeout=600,
-    )
+    out, status, err = umask_outputs[mask]
+    assert status == 0, err
     modes = {str(p.relative_to(out)): stat.S_IMODE(p.lstat().st_mode) for p in out.rglob("*")}
     expected = {name: 0o777 & ~mask if (out / name).is_dir() else 0o666 & ~mask for name in modes}
     assert {name: oct(mode) for name, mode in modes.items() if mode != expected[name]} == {}
