@@ -313,9 +313,9 @@ def test_eval_on_the_default_model(
 def test_default_model_reproduces_reference_numbers(
     data_dir: Path, minilm_dir: Path, stsb_test_sentences: Path
 ) -> None:
-    """Independent computations (transformers, numpy, scipy: masked mean of the last layer; W = U S^-1/2 of the
-    covariance) found last-avg 82.03 raw on STS-B test, and 78.98 whitened fitted on STS-B test's sentences
-    (80.73 fitted on all of STS-B, --fit-on target, six times the encoding).
+    """Independent computations (transformers, numpy, scipy: benchmarks/investigations/minilm_stsb_reference.py)
+    found last-avg 82.03 raw on STS-B test, and 78.98 whitened fitted on STS-B test's sentences (80.73 fitted on
+    all of STS-B, --fit-on target, six times the encoding).
 
     Beside test_eval_on_the_default_model, in this file: `make test` runs a file in one worker, in order, so the
     vectors come from that test's cache."""
