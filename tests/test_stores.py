@@ -72,7 +72,7 @@ def test_generic_code_asks_the_store_for_its_analyzers_and_folder_entries(monkey
     from whitevec.index.lexical.bm25 import check_lexical
     from whitevec.index.stores import vector
 
-    monkeypatch.setitem(vector._STORES, _KeepsItsOwnLexical.name, _KeepsItsOwnLexical)
+    monkeypatch.setitem(vector.STORES.entries, _KeepsItsOwnLexical.name, _KeepsItsOwnLexical)
     assert check_lexical("bm25", "plain", backend="own-lexical") == "bm25"
     with pytest.raises(BadInputError, match=r"^own-lexical takes the plain analyzer only, not 'english'$"):
         check_lexical("bm25", "english", backend="own-lexical")

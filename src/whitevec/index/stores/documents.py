@@ -6,8 +6,8 @@ text, metadata). ``docs.sqlite`` in the index folder (:class:`whitevec.index.sto
 default, written by every local build) and the scalar fields of a Milvus collection
 (:class:`whitevec.index.milvus.documents.MilvusDocs`, written by ``--engine ray`` beside the vectors) are the two
 today. ``Retriever`` calls only these methods, so a new one is a class decorated with
-:func:`register_document_store` (its module named in :data:`BUILT_IN_DOCUMENT_STORES`) and a writer that
-records its ``name`` in the manifest.
+:func:`register_document_store` (one whitevec ships named in :data:`DOCUMENT_STORES`' built-in table) and a
+writer that records its ``name`` in the manifest.
 
 Like a vector store, a document store takes part in the life of an index folder (see
 :mod:`whitevec.index.folder.snapshot`): it is opened from a pinned version, writes the next version's documents
@@ -16,12 +16,12 @@ into that version's folder for an add (``stage_add``), and is reopened once that
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from whitevec.errors import BadInputError
+from whitevec.index.stores.registry import Registry, registered_name
 
 if TYPE_CHECKING:
     from whitevec.datasets.retrieval import Document
@@ -93,35 +93,28 @@ class DocumentStore(Protocol):
 
 
 D = TypeVar("D")
-_DOCUMENT_STORES: dict[str, type[Any]] = {}
-# The document stores whitevec ships, each imported when an index first asks for it.
-BUILT_IN_DOCUMENT_STORES = {
-    "sqlite": "whitevec.index.stores.sqlite_docs",
-    "milvus": "whitevec.index.milvus.documents",
-}
+# The document stores by name; those whitevec ships are imported when an index first asks.
+DOCUMENT_STORES: Registry[type[Any]] = Registry(
+    {"sqlite": "whitevec.index.stores.sqlite_docs", "milvus": "whitevec.index.milvus.documents"}
+)
 
 
 def register_document_store(cls: type[D]) -> type[D]:
     """Class decorator: make a DocumentStore available under its ``name``."""
-    name = getattr(cls, "name", None)
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"{cls.__qualname__} needs a class attribute `name` to register as a document store")
-    _DOCUMENT_STORES[name] = cls
+    DOCUMENT_STORES.register(registered_name(cls, "a document store"), cls)
     return cls
 
 
 def document_store_names() -> tuple[str, ...]:
     """The registered document stores and the built-in ones not yet imported, for messages."""
-    return tuple(sorted(set(_DOCUMENT_STORES) | set(BUILT_IN_DOCUMENT_STORES)))
+    return DOCUMENT_STORES.names()
 
 
 def document_store_class(name: str) -> type[DocumentStore]:
     """The DocumentStore registered as ``name``; BadInputError listing the others."""
-    if name not in _DOCUMENT_STORES and name in BUILT_IN_DOCUMENT_STORES:
-        importlib.import_module(BUILT_IN_DOCUMENT_STORES[name])  # registers it
-    if name not in _DOCUMENT_STORES:
+    if name not in document_store_names():
         raise BadInputError(f"unknown document store {name!r}; valid: {', '.join(document_store_names())}")
-    store: type[DocumentStore] = _DOCUMENT_STORES[name]
+    store: type[DocumentStore] = DOCUMENT_STORES.load(name)
     return store
 
 

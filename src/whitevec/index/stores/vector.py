@@ -10,12 +10,12 @@ A store takes part in the life of an index folder (see :mod:`whitevec.index.fold
 new version being written in a temporary folder, opened from a pinned version, staged for an add into the next
 version's folder, saved there, and reopened once that version is in place. ``Retriever`` and the build call
 only these methods, so a new backend is one new sub-package whose class is decorated with
-:func:`register_store` (and named in :data:`BUILT_IN_STORES`, which imports it when an index first names it).
+:func:`register_store` (one whitevec ships is named in :data:`STORES`' built-in table, which imports it when an
+index first names it).
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
@@ -25,6 +25,7 @@ import numpy as np
 from whitevec.errors import BadInputError
 from whitevec.index.encodings.spec import parse_encoding
 from whitevec.index.folder.manifest import MANIFEST
+from whitevec.index.stores.registry import Registry, registered_name
 from whitevec.utils.linalg import unit_rows
 from whitevec.utils.threads import one_blas_thread, threaded_product
 
@@ -174,9 +175,10 @@ class VectorStore(Protocol):
 
 
 S = TypeVar("S")
-_STORES: dict[str, type[Any]] = {}
-# The backends whitevec ships, each imported when an index first asks for it (a FAISS search loads no pymilvus).
-BUILT_IN_STORES = {"faiss": "whitevec.index.faiss.store", "milvus": "whitevec.index.milvus.store"}
+# The backends by name; the built-in ones imported when an index first asks (a FAISS search loads no pymilvus).
+STORES: Registry[type[Any]] = Registry(
+    {"faiss": "whitevec.index.faiss.store", "milvus": "whitevec.index.milvus.store"}
+)
 
 
 class KeepsLexical(Protocol):
@@ -226,24 +228,18 @@ def keeps_lexical(store: object) -> bool:
 
 def register_store(cls: type[S]) -> type[S]:
     """Class decorator: make a VectorStore available under its ``name``."""
-    name = getattr(cls, "name", None)
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"{cls.__qualname__} needs a class attribute `name` to register as a vector store")
-    _STORES[name] = cls
+    STORES.register(registered_name(cls, "a vector store"), cls)
     return cls
 
 
 def store_names() -> tuple[str, ...]:
     """The registered backends and the built-in ones not yet imported, for messages and CLI help."""
-    return tuple(sorted(set(_STORES) | set(BUILT_IN_STORES)))
+    return STORES.names()
 
 
 def store_class(name: str) -> type[VectorStore]:
     """The VectorStore registered as ``name`` (case-insensitive); BadInputError listing the others."""
-    key = check_choice(name, store_names(), "backend")
-    if key not in _STORES:
-        importlib.import_module(BUILT_IN_STORES[key])  # registers it
-    store: type[VectorStore] = _STORES[key]
+    store: type[VectorStore] = STORES.load(check_choice(name, store_names(), "backend"))
     return store
 
 

@@ -11,13 +11,14 @@ not import: how to open the folder's current version, and how to build an index 
 
 from __future__ import annotations
 
-import importlib
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
+
+from whitevec.index.stores.registry import Registry
 
 if TYPE_CHECKING:
     from whitevec.datasets.retrieval import Document
@@ -97,16 +98,15 @@ class MakesWriter(Protocol):
 
 
 W = TypeVar("W", bound=MakesWriter)
-_WRITERS: dict[str, MakesWriter] = {}
-# The built-in stores that write their indexes themselves, each writer imported when an index first asks for it.
-BUILT_IN_WRITERS = {"milvus": "whitevec.index.milvus.writes"}
+# The writers of the stores that write their indexes themselves; built-in ones imported when an index first asks.
+WRITERS: Registry[MakesWriter] = Registry({"milvus": "whitevec.index.milvus.writes"})
 
 
 def register_writer(backend: str) -> Callable[[W], W]:
     """Class decorator: the writer of the indexes of the store registered as ``backend``."""
 
     def register(writer: W) -> W:
-        _WRITERS[backend] = writer
+        WRITERS.register(backend, writer)
         return writer
 
     return register
@@ -115,9 +115,7 @@ def register_writer(backend: str) -> Callable[[W], W]:
 def own_writer(backend: str) -> MakesWriter | None:
     """The writer the store ``backend`` writes its indexes with; None: they are written as segments in the
     folder."""
-    if backend not in _WRITERS and backend in BUILT_IN_WRITERS:
-        importlib.import_module(BUILT_IN_WRITERS[backend])  # registers it
-    return _WRITERS.get(backend)
+    return WRITERS.get(backend)
 
 
 def held_rows(held: dict[str, int]) -> np.ndarray:
