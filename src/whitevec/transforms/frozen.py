@@ -106,7 +106,7 @@ def _frozen_center(saved: SavedTransform) -> FrozenCenter | None:
 
 
 # The classes with a frozen form, by the key their files name them under (``base.class_key``).
-_FROZEN: dict[str, Callable[[SavedTransform], AppliesVectors | None]] = {
+_FROZEN: dict[str, Callable[[SavedTransform], FrozenWhitening | FrozenCenter | None]] = {
     "whitevec.transforms.whitening:Whitening": _frozen_whitening,
     "whitevec.transforms.baselines:Center": _frozen_center,
 }
@@ -121,7 +121,7 @@ def load_to_apply(data: bytes, source: str = "<bytes>", device: str = "cpu") -> 
     if freeze is not None and isinstance(saved.params, dict) and isinstance(saved.values, dict):
         frozen = freeze(saved)
         if frozen is not None:
-            return replace(frozen, saved=data, source=source)  # type: ignore[type-var]
+            return replace(frozen, saved=data, source=source)
     from whitevec.transforms.base import Transform
 
     return Transform.from_bytes(data, source, device)
