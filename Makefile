@@ -8,7 +8,7 @@ export WHITEVEC_DATA ?= $(DATA)
 # requirements.lock pins every package `make install` installs: the dependencies and these extras. `make lock`
 # regenerates it (keeping the pins pyproject still allows; LOCK_FLAGS=--upgrade moves all to the newest).
 LOCK := requirements.lock
-LOCK_EXTRAS := dev,serve,milvus,milvus-server,ray,docs
+LOCK_EXTRAS := dev,serve,milvus,milvus-server,ray,docs,langchain,llamaindex,mcp
 # The CPU wheel: a plain `torch` requirement resolves the CUDA build and its nvidia-* packages (GBs).
 TORCH_PIN ?= torch==2.13.0
 LOCK_VENV ?= .venv-lock
