@@ -70,6 +70,7 @@ FLOORS = {
     "tuning": 5,
     "engines": 5,
     "service": 6,
+    "integrations": 6,
     "workflows": 6,
     "cli": 7,
 }
