@@ -59,6 +59,10 @@ def test_an_index_built_from_vectors_records_an_external_encoder_and_loads_no_mo
     hits = loaded.search(query_vectors=vectors[7:8], k=3, mode="dense")[0]
     assert [hit.id for hit in hits] == [f"d{i}" for i in _cosine_top(vectors, vectors[7], 3)]
     assert hits[0].id == "d7"
+    # Vectors alone, no mode: dense, though this index's own mode is hybrid (it has a lexical part).
+    assert loaded.search(query_vectors=vectors[7:8], k=3) == loaded.search(
+        query_vectors=vectors[7:8], k=3, mode="dense"
+    )
     loaded.close()
 
 
@@ -288,4 +292,15 @@ def test_an_empty_index_of_a_trained_encoding_trains_on_its_first_write(tmp_path
     index.add(_docs(10), vectors=vectors)
     assert index.manifest["index_params"]["encoding"] == "binary" and "raw_vectors" in index.manifest
     assert index.search(query_vectors=vectors[4:5], k=1, mode="dense")[0][0].id == "d4"
+    index.close()
+
+
+def test_a_filtered_search_of_an_index_whose_documents_are_all_deleted_answers_no_hits(tmp_path: Path) -> None:
+    # An empty index's metadata names no field: a filter is checked for its syntax only, and answers no hits.
+    index = Retriever.build(_docs(3), tmp_path / "gone", vectors=_vectors(3))
+    index.delete(["d0", "d1", "d2"])
+    found = index.search(query_vectors=_vectors(1), filter="n > 1", mode="dense")
+    assert found[0] == [] and found[0].note == "the index holds no documents"
+    with pytest.raises(BadInputError, match="filter"):
+        index.search(query_vectors=_vectors(1), filter="n >", mode="dense")
     index.close()

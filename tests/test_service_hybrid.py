@@ -140,6 +140,8 @@ def test_a_dense_only_index_refuses_lexical_choices_naming_the_rebuild(tmp_path:
             "default_fusion": "convex:0.5",
             "default_candidates": CANDIDATE_FACTOR,
             "lexical": None,
+            "input_dim": 16,
+            "external": False,
         }
         for body, needle in (
             ({"mode": "hybrid"}, "unknown search mode 'hybrid'"),
@@ -167,6 +169,8 @@ def test_info_shows_the_lexical_part_and_the_defaults(client: TestClient, hybrid
             "b": record["b"],
             "analyzer": "english",
         },
+        "input_dim": hybrid_index.manifest["encoder_dim"],
+        "external": False,
     }
 
 

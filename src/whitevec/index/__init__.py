@@ -10,9 +10,11 @@
 from typing import Any
 
 from whitevec.datasets.retrieval import Document, read_corpus_file
+from whitevec.encoders.protocol import ExternalEncoder
 from whitevec.index.build import build_index, check_build, stored_dim
 from whitevec.index.encodings.spec import Encoding, list_encodings, parse_encoding, storage_estimate
 from whitevec.index.folder.snapshot import read_manifest
+from whitevec.index.given_vectors import read_vectors
 from whitevec.index.retriever import QueryHits, Retriever, SearchHit, SearchResults, check_encoder
 from whitevec.index.stores.documents import DocumentStore, document_store_names
 from whitevec.index.stores.vector import (
@@ -31,6 +33,7 @@ __all__ = [
     "Document",
     "DocumentStore",
     "Encoding",
+    "ExternalEncoder",
     "FaissStore",
     "QueryHits",
     "Retriever",
@@ -46,6 +49,7 @@ __all__ = [
     "parse_encoding",
     "read_corpus_file",
     "read_manifest",
+    "read_vectors",
     "storage_estimate",
     "store_names",
     "stored_dim",

@@ -412,7 +412,8 @@ class Retriever(IndexWrites):
 
         ``query_vectors``: the queries as vectors in the encoder's space (before the index's transform, which is
         applied; :attr:`input_dim` columns), a float32 (q, d) array or a ``.npy`` / ``.safetensors`` file: the
-        dense ranking uses them instead of encoding ``queries``. A dense search needs only them; a hybrid one
+        dense ranking uses them instead of encoding ``queries``. A dense search needs only them (given alone,
+        with no mode, fusion or candidates, they search densely, whatever the index's own mode); a hybrid one
         also needs ``queries`` (a text per vector, for the lexical part); a lexical one, ``queries`` alone (the
         vectors unused). An index of given vectors (:attr:`is_external`) encodes no text: its dense and hybrid
         searches need ``query_vectors``.
@@ -426,6 +427,8 @@ class Retriever(IndexWrites):
                 hybrid search on an index without a lexical part; a filter with a syntax error, a field no
                 document has or a value of a kind the field never holds (one line naming the column).
         """
+        if queries is None and mode is None and fusion is None and candidates is None:
+            mode = "dense"  # vectors alone: the one ranking they can make
         plan = self.search_plan(mode, fusion, candidates)
         encodes = not isinstance(self.encoder, ExternalEncoder)
         items, given = query_input(queries, query_vectors, plan.mode, self.input_dim, encodes, self._external_note)

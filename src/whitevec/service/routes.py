@@ -194,6 +194,8 @@ def add_recall_routes(
         queries: list[str] = list(body.queries or ())
         vectors = getattr(body, "vectors", None)
         given = {name: getattr(body, name, None) for name in ("mode", "fusion", "candidates")}
+        if body.queries is None and not any(given.values()):
+            given["mode"] = "dense"  # vectors alone: the one ranking they can make (as the library searches them)
         # Checked here, before the job queues: a fusion beside another mode is one line, as in the CLI.
         plan = plan_search(**given, defaults=defaults, has_lexical=choices.hybrid)
         hybrid = plan.mode == "hybrid"
