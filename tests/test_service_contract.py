@@ -34,17 +34,19 @@ EXAMPLES = 40
 class ContractRetriever:
     """Five documents, some with metadata; any text is a valid query (as for a real model)."""
 
-    manifest = {"model": "fake", "pooling": "first-last-avg", "dims": 4, "metric": "cosine"}  # noqa: RUF012
+    # encoder_dim: searches and writes take vectors of 3 numbers beside or instead of texts.
+    manifest = {"model": "fake", "pooling": "first-last-avg", "dims": 4, "metric": "cosine", "encoder_dim": 3}  # noqa: RUF012
 
     @property
     def count(self) -> int:
         return 5
 
-    def search(self, queries: list[str], k: int = 10, **options: Any) -> list[list[Hit]]:
+    def search(self, queries: list[str] | None, k: int = 10, **options: Any) -> list[list[Hit]]:
         meta: list[dict[str, Any] | None] = [None, {"year": 1962}, {"tags": ["a", "b"]}, None, {}]
+        asked = len(queries) if queries else len(np.asarray(options["query_vectors"]))
         return [
             [Hit(f"d{i}", 1.0 - i / 10, f"document {i}", meta[i]) for i in range(min(k, self.count))]
-            for _ in queries
+            for _ in range(asked)
         ]
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -114,7 +116,8 @@ FUZZ = settings(
 
 
 def call_and_validate(case: Any, writable: bool = False, **kwargs: Any) -> None:
-    """Schemathesis's checks of one case; spared only the check that a schema-valid body is accepted: a body
+    """Schemathesis's checks of one case; spared only the check that a schema-valid body is accepted: vectors
+    beside queries or documents of another count (one each, the description says), a body
     with a metadata filter (a filter's syntax and fields are the index's, a 422 naming the column, which no
     schema can state), documents that repeat an id (JSON Schema's uniqueItems compares whole items, not one
     field: the description says "each id once"), and a write to a read-only server (405 whatever the body)."""
@@ -122,8 +125,18 @@ def call_and_validate(case: Any, writable: bool = False, **kwargs: Any) -> None:
 
     filtered = isinstance(case.body, dict) and "filter" in case.body
     read_only = not writable and case.operation.path in WRITE_PATHS
-    spared = [positive_data_acceptance] if filtered or read_only or _repeats_an_id(case.body) else None
+    unpaired = _unpaired_vectors(case.body)
+    spared = [positive_data_acceptance] if filtered or read_only or unpaired or _repeats_an_id(case.body) else None
     case.call_and_validate(excluded_checks=spared, **kwargs)
+
+
+def _unpaired_vectors(body: Any) -> bool:
+    """Vectors beside queries or documents of another count (one each is the description's, which no schema
+    states: a one-line 422)."""
+    if not isinstance(body, dict) or not isinstance(body.get("vectors"), list):
+        return False
+    texts = body.get("queries", body.get("documents"))
+    return isinstance(texts, list) and len(texts) != len(body["vectors"])
 
 
 def _repeats_an_id(body: Any) -> bool:

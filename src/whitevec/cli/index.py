@@ -7,7 +7,7 @@ import json
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -230,76 +230,62 @@ def index_build_command(
         lexical, analyzer, search = _search_from_config(config, lexical, analyzer)
     params = _index_params(m, ef_construction, ef_search, nlist, nprobe)
     index_params = _encoding_params(params, encoding, train_sample, refine_factor)
+    settings: dict[str, Any] = dict(kind=kind, metric=metric, backend=backend, uri=uri, index_params=index_params)
+    settings.update(lexical=lexical, analyzer=analyzer, keep_raw_vectors=keep_raw_vectors)
     if vectors is not None or encoder_name is not None:
-        given = {
-            "--model": model != DEFAULT_MODEL,
-            "--pooling": pooling is not None,
-            "--config": config is not None,
-        }
-        given.update(
-            {
-                "--engine": engine != "local",
-                "--fit-on": fit_on != "corpus",
-                "--empty-documents": empty_documents is not None,
-            }
-        )
-        _check_given_vectors(vectors, given)
-        from whitevec.workflows.given_vectors import build_from_vectors_file
-
-        settings = dict(
-            kind=kind, metric=metric, backend=backend, uri=uri, index_params=index_params, lexical=lexical
-        )
-        built = build_from_vectors_file(
+        flags = (model, pooling, config, engine, fit_on, empty_documents)
+        built = _build_given_vectors(corpus, out, vectors, encoder_name, transform, flags, settings)
+    else:
+        built = build_index_file(
             corpus,
             out,
-            cast(Path, vectors),
-            encoder_name=encoder_name,
+            encoder=run.encoder(model, pooling),
+            engine=engine,
             transform=transform,
+            fit_on=fit_on,
+            ray_address=ray_address,
+            workers=workers,
+            gpus_per_worker=gpus_per_worker,
+            fit_sample=fit_sample,
+            fit_seed=fit_seed,
             show_progress=run.show_progress,
-            analyzer=analyzer,
-            keep_raw_vectors=keep_raw_vectors,
+            make_encoder=_options._encoder,
+            empty_documents=empty_documents,
+            search=search,
             **settings,
         )
-        typer.echo(f"wrote {built}", err=True)
-        return
-    built = build_index_file(
-        corpus,
-        out,
-        encoder=run.encoder(model, pooling),
-        engine=engine,
-        transform=transform,
-        fit_on=fit_on,
-        kind=kind,
-        metric=metric,
-        backend=backend,
-        uri=uri,
-        index_params=index_params,
-        ray_address=ray_address,
-        workers=workers,
-        gpus_per_worker=gpus_per_worker,
-        fit_sample=fit_sample,
-        fit_seed=fit_seed,
-        show_progress=run.show_progress,
-        make_encoder=_options._encoder,
-        empty_documents=empty_documents,
-        lexical=lexical,
-        analyzer=analyzer,
-        search=search,
-        keep_raw_vectors=keep_raw_vectors,
-    )
     typer.echo(f"wrote {built}", err=True)
 
 
-def _check_given_vectors(vectors: Path | None, given: dict[str, bool]) -> None:
-    """The options an index of given vectors refuses (one line): those of a model, of encoding, of Ray; and
-    --encoder-name without --vectors."""
+def _build_given_vectors(
+    corpus: Path,
+    out: Path,
+    vectors: Path | None,
+    encoder_name: str | None,
+    transform: str,
+    flags: tuple[Any, ...],
+    settings: dict[str, Any],
+) -> Any:
+    """``index build --vectors``: the options an index of given vectors refuses (one line: those of a model, of
+    encoding, of Ray; --encoder-name without --vectors), then the build. ``flags``: --model, --pooling,
+    --config, --engine, --fit-on and --empty-documents as given."""
     if vectors is None:
         raise BadInputError("--encoder-name names the encoder of --vectors; give the vectors file too")
+    model, pooling, config, engine, fit_on, empty_documents = flags
+    given = {"--model": model != DEFAULT_MODEL, "--pooling": bool(pooling), "--config": config is not None}
+    given.update(
+        {"--engine": engine != "local", "--fit-on": fit_on != "corpus", "--empty-documents": bool(empty_documents)}
+    )
     named = [flag for flag, present in given.items() if present]
     if named:
         raise BadInputError(
             f"--vectors indexes the documents' own vectors and no model encodes them: leave {', '.join(named)} out"
         )
+    from whitevec.workflows.given_vectors import build_from_vectors_file
+
+    return build_from_vectors_file(
+        corpus, out, vectors, encoder_name=encoder_name, transform=transform, **settings
+    )
 
 
 @index_app.command("create")

@@ -105,8 +105,8 @@ VectorValue = Annotated[float, Field(allow_inf_nan=False)]
 
 
 def vectors_field(dim: int, limit: int, what: str, row: str) -> Any:
-    """A list of 1 to ``limit`` vectors of ``dim`` finite numbers each (``what`` they are, a ``row`` each), or
-    null."""
+    """A list of 1 to ``limit`` vectors of ``dim`` finite numbers each (``what`` they are, a ``row`` each); left
+    out, None (never null in a body)."""
     vector = Annotated[list[VectorValue], Field(min_length=dim, max_length=dim)]
     field = Field(
         None,
@@ -115,7 +115,7 @@ def vectors_field(dim: int, limit: int, what: str, row: str) -> Any:
         description=f"{what}: 1 to {limit} vectors of {dim} finite numbers each, one per {row}, in the space of "
         "the index's encoder (before its transform, which the server applies).",
     )
-    return list[vector] | None, field  # type: ignore[valid-type]
+    return list[vector], field  # type: ignore[valid-type]
 
 
 def _search_constraints(index: SearchChoices) -> dict[str, Any]:
@@ -148,8 +148,6 @@ def request_models(
     mode_type: Any = Literal[index.modes]  # the index's modes, an enum in the schema
     text = bounded_text(settings)
     no_lexical = "" if index.hybrid else f" This index has no lexical part ({ADD_LEXICAL})."
-    # Optional where vectors may stand for them; else required, and never null.
-    queries_type: Any = list[text] | None if index.input_dim else list[text]  # type: ignore[valid-type]
     vectors_type, vectors_spec = vectors_field(
         index.input_dim or 1, settings.max_queries, "Query vectors", "query"
     )
@@ -162,8 +160,9 @@ def request_models(
             strict=True,
             json_schema_extra=_search_constraints(index) or None,
         )
-        queries: queries_type = Field(  # type: ignore[valid-type]
-            None if index.input_dim else ...,
+        # Left out where vectors may stand for them (never null: the schema's anyOf names a field given).
+        queries: list[text] = Field(  # type: ignore[valid-type]
+            None if index.input_dim else ...,  # type: ignore[arg-type]
             min_length=1,
             max_length=settings.max_queries,
             description=f"Query texts, one search each (1 to max_queries = {settings.max_queries})."
