@@ -304,3 +304,16 @@ def test_a_filtered_search_of_an_index_whose_documents_are_all_deleted_answers_n
     with pytest.raises(BadInputError, match="filter"):
         index.search(query_vectors=_vectors(1), filter="n >", mode="dense")
     index.close()
+
+
+def test_an_external_index_loaded_with_an_encoder_of_its_dimension_takes_texts(tmp_path: Path) -> None:
+    encoder = HashEncoder(DIM)  # the caller's own client of the model that made the vectors, say
+    docs = _docs(6)
+    Retriever.build(docs, tmp_path / "x", vectors=encoder.encode([d.text for d in docs]), encoder_name="h").close()
+    with Retriever.load(tmp_path / "x", encoder=encoder) as index:
+        assert index.is_external
+        assert index.search([docs[2].text], k=1, mode="dense")[0][0].id == "d2"
+        index.add(_docs(1, start=9))  # encoded by the encoder given
+        assert index.search([_docs(1, start=9)[0].text], k=1, mode="dense")[0][0].id == "d9"
+    with pytest.raises(DimensionMismatchError, match="8-d vectors; the index holds 16-d"):
+        Retriever.load(tmp_path / "x", encoder=HashEncoder(8))

@@ -261,3 +261,21 @@ def test_cli_creates_an_empty_index_that_fits_its_transform_on_the_first_add(
         assert (index.count, index.dim, index.manifest["transform"]["fit_rows"]) == (8, 4, 8)
     assert _cli(["index", "create", str(tmp_path / "bad")]) == 2
     assert "--dim D" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+
+
+def test_http_an_empty_index_answers_no_hits_and_grows_by_writes_with_vectors(tmp_path: Path) -> None:
+    index = Retriever.create(tmp_path / "e", dim=API_DIM, transform="whitening-2", lexical="bm25")
+    client = TestClient(create_app(index, ServeSettings(writable=True)))
+    empty = client.post("/search", json={"queries": ["lake"], "vectors": [[1.0] * API_DIM]}).json()
+    assert empty["results"][0]["ids"] == [] and empty["results"][0]["note"] == "the index holds no documents"
+    docs = _corpus(3)
+    body = {
+        "documents": [{"id": d.id, "text": d.text} for d in docs],
+        "vectors": api_embeddings([d.text for d in docs]).tolist(),
+    }
+    few = client.post("/documents", json={"documents": body["documents"][:2], "vectors": body["vectors"][:2]})
+    assert few.status_code == 422 and "needs at least 3 documents; this one brings 2" in few.json()["detail"]
+    assert client.post("/documents", json=body).json()["count"] == 3
+    found = client.post("/search", json={"vectors": body["vectors"][1:2], "k": 1}).json()
+    assert _http_ids(found) == [["doc1"]] and client.get("/info").json()["manifest"]["dim"] == 2
+    index.close()

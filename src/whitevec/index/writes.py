@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from whitevec.datasets.retrieval import Document, check_unique_ids
-from whitevec.encoders.protocol import EXTERNAL
+from whitevec.encoders.protocol import EXTERNAL, ExternalEncoder
 from whitevec.errors import BadInputError
 from whitevec.index.build import (
     ENCODER_FIELDS,
@@ -181,7 +181,7 @@ class IndexWrites(WritableIndex):
         if not given:
             raise BadInputError("no documents to add")
         check_unique_ids(given, where="the documents to add")
-        if vectors is None and self.is_external:
+        if vectors is None and isinstance(self.encoder, ExternalEncoder):  # no model given it at load either
             raise BadInputError(
                 f"{self._external_note()}: give the documents' vectors (vectors; CLI and HTTP: vectors)"
             )
