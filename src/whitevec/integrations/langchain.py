@@ -1,0 +1,582 @@
+"""whitevec in LangChain (``pip install "whitevec[langchain]"``): :class:`WhitevecVectorStore`, a LangChain
+``VectorStore`` over a whitevec index, and :class:`WhitevecEmbeddings`, a whitevec encoder (and a fitted transform)
+as a LangChain ``Embeddings``.
+
+The store keeps its index in a folder: one given (reopened when it holds an index, made on the first add when it
+does not), or a temporary one it owns and removes on :meth:`WhitevecVectorStore.close`. It encodes in one of two
+ways, chosen by ``embedding``:
+
+- whitevec's own encoder (a model name or folder, an encoder, or a :class:`WhitevecEmbeddings`): the index encodes
+  the texts and records the model, and applies its transform (``transform="whitening-256"``, fitted on the first
+  add that brings enough documents);
+- any other LangChain ``Embeddings``: the store embeds the texts and gives the index the vectors (an index with an
+  external encoder: its dimension and a name, no model).
+
+Vectors given to the ``*_by_vector`` methods are in the encoder's space (what
+:attr:`WhitevecVectorStore.embeddings` gives), before the index's transform, which the index applies. Metadata
+filters take LangChain's dict form, turned into whitevec's filter language by :func:`filter_expression`; search
+keyword arguments ``mode``, ``fusion`` and ``candidates`` ask for a hybrid or lexical search of an index with a
+lexical part (``lexical="bm25"``; such an index searches in hybrid mode by default, as it does everywhere).
+
+Importing this module imports LangChain; ``import whitevec`` does not import it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+import threading
+import uuid
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from langchain_core.documents import Document as LangChainDocument
+from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import VectorStore
+from langchain_core.vectorstores.utils import maximal_marginal_relevance
+
+from whitevec.datasets.retrieval import Document, check_unique_ids
+from whitevec.encoders.protocol import EncoderLike, known_token_mask
+from whitevec.errors import BadInputError
+from whitevec.index import Retriever
+from whitevec.index.build import as_documents
+from whitevec.index.folder.manifest import MANIFEST
+from whitevec.index.lexical.analyzers import DEFAULT_ANALYZER
+from whitevec.transforms.frozen import AppliesVectors, as_transform, load_to_apply
+from whitevec.transforms.validation import check_vectors
+
+if TYPE_CHECKING:
+    from typing import Self
+
+__all__ = ["WhitevecEmbeddings", "WhitevecVectorStore", "filter_expression"]
+
+ModelLike = str | os.PathLike[str] | EncoderLike
+
+
+# --- embeddings ------------------------------------------------------------------------------------------------
+class WhitevecEmbeddings(Embeddings):
+    """A whitevec encoder, and optionally a fitted transform after it, as a LangChain ``Embeddings``: whitened,
+    compressed or static-table vectors for any LangChain store.
+
+    ``model``: a model name or folder (:func:`whitevec.encoders.load_encoder`: a transformers model or a static
+    table) or an encoder object. ``transform``: a fitted :class:`~whitevec.transforms.Transform`, or the path of
+    one saved as ``.safetensors`` (``whitevec fit``); its input must be the encoder's dimension. A text with no
+    token the model knows (empty, blank, only emoji) gets a row of zeros, never the one direction a transform
+    gives all of them. ``device``: as the CLI's ``--device``.
+    """
+
+    def __init__(
+        self,
+        model: ModelLike = "all-MiniLM-L6-v2",
+        transform: AppliesVectors | str | os.PathLike[str] | None = None,
+        *,
+        device: str | None = None,
+    ) -> None:
+        if isinstance(model, str | os.PathLike):
+            from whitevec.encoders.loading import load_encoder
+
+            self.encoder: EncoderLike = load_encoder(model, device=device)
+        elif isinstance(model, EncoderLike):
+            self.encoder = model
+        else:
+            raise BadInputError(
+                f"model is a model name, a folder or a whitevec encoder, not {type(model).__name__}"
+            )
+        self.transform = _applier(transform)
+        dim = int(self.encoder.describe()["dim"])
+        if self.transform is not None and self.transform.n_features_in_ != dim:
+            raise BadInputError(
+                f"the transform takes {self.transform.n_features_in_}-d vectors; the encoder gives {dim}-d ones"
+            )
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """float32 ``(len(texts), d)``: the encoder's vectors, transformed; zeros for a text without a known
+        token."""
+        items = list(texts)
+        known = known_token_mask(self.encoder, items)
+        raw = np.zeros((len(items), int(self.encoder.describe()["dim"])), dtype=np.float32)
+        if known.any():
+            raw[known] = self.encoder.encode(
+                [t for t, ok in zip(items, known, strict=True) if ok], show_progress=False
+            )
+        if self.transform is None:
+            return raw
+        out = np.asarray(self.transform.transform(raw), dtype=np.float32)
+        out[~known] = 0
+        return out
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.embed(texts).tolist() if texts else []
+
+    def embed_query(self, text: str) -> list[float]:
+        return list(self.embed_documents([text])[0])
+
+
+def _applier(transform: AppliesVectors | str | os.PathLike[str] | None) -> AppliesVectors | None:
+    """A transform to apply: given (fitted), or read from its saved file (numpy alone for a whitening)."""
+    if transform is None:
+        return None
+    if not isinstance(transform, str | os.PathLike):
+        if not callable(getattr(transform, "transform", None)):
+            raise BadInputError(
+                f"transform is a fitted Transform or a saved file's path, not {type(transform).__name__}"
+            )
+        if not hasattr(transform, "n_features_in_"):
+            raise BadInputError("the transform is not fitted; fit it first, or give the path of a saved one")
+        return transform
+    path = Path(transform)
+    if not path.is_file():
+        raise BadInputError(f"no saved transform at {path}")
+    return load_to_apply(path.read_bytes(), source=str(path))
+
+
+# --- filters ---------------------------------------------------------------------------------------------------
+COMPARISONS = {"$eq": "==", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+JUNCTIONS = {"$and": "and", "$or": "or"}
+# LangChain's operators whitevec's filter language cannot express, and why.
+REFUSED = {
+    "$exists": "whitevec's filters cannot ask whether a field is present",
+    "$like": "whitevec's filters compare whole values (no patterns)",
+    "$ilike": "whitevec's filters compare whole values (no patterns)",
+    "$contains": "whitevec's filters compare whole values (no substrings or list members)",
+    "$text": "whitevec's filters compare whole values (no full-text match: search in lexical or hybrid mode)",
+    "$between": "write it as $gte and $lte",
+}
+_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_KEYWORDS = ("and", "or", "not", "in", "true", "false")
+
+
+def filter_expression(spec: Mapping[str, Any] | None) -> str | None:
+    """LangChain's dict filter as a whitevec filter expression (None for none).
+
+    ``{"field": value}`` is ``==``; ``{"field": {"$eq" | "$ne" | "$gt" | "$gte" | "$lt" | "$lte": value}}``,
+    ``{"$in" | "$nin": [values]}`` (several operators on a field: all must hold); ``{"$and" | "$or": [filters]}``,
+    ``{"$not": filter}``; several keys: all must hold. Values are strings, numbers and booleans. Fields are
+    top-level metadata keys of letters, digits and underscores. Anything else (``$exists``, ``$like``, ``None``, a
+    dotted field) is one BadInputError line naming it: whitevec's language cannot say it.
+
+    The logic is whitevec's three-valued one: ``$ne`` and ``$nin`` (and ``$not``) pass no document that lacks the
+    field, as in SQL.
+    """
+    if spec is None:
+        return None
+    if not isinstance(spec, Mapping):
+        raise BadInputError(f"a filter is a dict in LangChain's form, not a {type(spec).__name__}")
+    return _all_of(spec) if spec else None
+
+
+def _all_of(spec: Mapping[str, Any]) -> str:
+    return _joined("and", [_clause(key, value) for key, value in spec.items()])
+
+
+def _joined(op: str, parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else f" {op} ".join(f"({part})" for part in parts)
+
+
+def _clause(key: str, value: Any) -> str:
+    if key in JUNCTIONS:
+        if not isinstance(value, list | tuple) or not value:
+            raise BadInputError(f"filter {key} takes a non-empty list of filters, got {_shown(value)}")
+        return _joined(JUNCTIONS[key], [_all_of(_mapping(item, key)) for item in value])
+    if key == "$not":
+        return f"not ({_all_of(_mapping(value, key))})"
+    field = _field(key)
+    if not isinstance(value, Mapping):
+        return f"{field} == {_literal(value, field)}"
+    if not value:
+        raise BadInputError(f"filter on {field!r}: an empty dict of operators")
+    return _joined("and", [_comparison(field, op, operand) for op, operand in value.items()])
+
+
+def _comparison(field: str, op: str, operand: Any) -> str:
+    if op in COMPARISONS:
+        return f"{field} {COMPARISONS[op]} {_literal(operand, field)}"
+    if op in ("$in", "$nin"):
+        if not isinstance(operand, list | tuple) or not operand:
+            raise BadInputError(
+                f"filter {op} on {field!r} takes a non-empty list of values, got {_shown(operand)}"
+            )
+        member = f"{field} in [{', '.join(_literal(v, field) for v in operand)}]"
+        return member if op == "$in" else f"not {member}"
+    if op == "$not":
+        return f"not ({_joined('and', [_comparison(field, o, v) for o, v in _mapping(operand, op).items()])})"
+    if op in REFUSED:
+        raise BadInputError(f"filter {op} on {field!r} cannot be expressed: {REFUSED[op]}")
+    raise BadInputError(
+        f"unknown filter operator {op!r} on {field!r}; whitevec takes {', '.join([*COMPARISONS, '$in', '$nin'])}"
+    )
+
+
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping) or not value:
+        raise BadInputError(f"filter {where} takes a non-empty dict, got {_shown(value)}")
+    return value
+
+
+def _field(key: Any) -> str:
+    if isinstance(key, str) and key.startswith("$"):
+        raise BadInputError(f"unknown filter operator {key!r}; whitevec takes $and, $or and $not at this level")
+    if not isinstance(key, str) or not _FIELD.fullmatch(key) or key.lower() in _KEYWORDS:
+        raise BadInputError(
+            f"filter field {key!r} cannot be expressed: whitevec's filters name top-level metadata fields of "
+            f"letters, digits and underscores, other than {', '.join(_KEYWORDS)}"
+        )
+    return key
+
+
+def _literal(value: Any, field: str) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    raise BadInputError(
+        f"filter on {field!r}: {_shown(value)} cannot be expressed; whitevec's filters compare strings, finite "
+        "numbers and booleans"
+    )
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:60]}..."
+
+
+# --- the vector store ------------------------------------------------------------------------------------------
+SEARCH_OPTIONS = ("filter", "mode", "fusion", "candidates")
+INDEX_DIR = "index"  # inside the temporary folder a store owns
+
+
+class WhitevecVectorStore(VectorStore):
+    """A LangChain ``VectorStore`` over a whitevec index (see the module docstring).
+
+    ``embedding``: whitevec's own encoder (a model name or folder, an encoder, a :class:`WhitevecEmbeddings`: its
+    transform, if any, becomes the index's) or any other LangChain ``Embeddings`` (vectors given to the index);
+    None only to reopen an index with its own model. ``folder``: where the index lives (None: a temporary folder
+    removed on :meth:`close`). The index's settings, used when the first add makes it: ``transform`` (a spec
+    such as ``"whitening-256"``), ``kind``, ``metric``, ``index_params``, ``lexical`` (``"bm25"`` for hybrid and
+    lexical searches) and ``analyzer``, ``search`` (its default mode and fusion), ``encoder_name`` (the name an
+    external encoder is recorded under; default: the Embeddings' class and model).
+
+    Scores (``similarity_search_with_score``) are whitevec's: in dense mode the cosine similarity (metric
+    ``cosine``) or inner product (``ip``) in the index's space, higher is closer, or the squared L2 distance
+    (``l2``), lower is closer; in hybrid mode the fused score (higher is closer). Relevance scores map them
+    into [0, 1] (:meth:`_select_relevance_score_fn`).
+    """
+
+    def __init__(
+        self,
+        embedding: Embeddings | ModelLike | None = None,
+        *,
+        folder: str | os.PathLike[str] | None = None,
+        transform: str = "none",
+        kind: str = "flat",
+        metric: str = "cosine",
+        index_params: dict[str, Any] | None = None,
+        lexical: str | None = None,
+        analyzer: str = DEFAULT_ANALYZER,
+        search: Mapping[str, str] | None = None,
+        encoder_name: str | None = None,
+    ) -> None:
+        self._own, self._external = _encoders(embedding)
+        if isinstance(embedding, WhitevecEmbeddings) and embedding.transform is not None:
+            if transform != "none":
+                raise BadInputError("the embeddings bring a fitted transform; give no transform spec beside it")
+            self._settings: dict[str, Any] = {"transform": as_transform(embedding.transform)}
+        else:
+            self._settings = {"transform": transform}
+        self._settings.update(kind=kind, metric=metric, index_params=index_params, lexical=lexical)
+        self._settings.update(analyzer=analyzer, search=search)
+        self._encoder_name = encoder_name
+        self._lock = threading.RLock()  # the index's creation on the first add
+        self._owned: Path | None = None
+        if folder is None:
+            self._owned = Path(tempfile.mkdtemp(prefix="whitevec-langchain-"))
+            self._cleanup = weakref.finalize(self, shutil.rmtree, self._owned, ignore_errors=True)
+            folder = self._owned / INDEX_DIR
+        self.folder = Path(folder).expanduser()
+        self._retriever: Retriever | None = None
+        if (self.folder / MANIFEST).is_file():
+            self._retriever = self._open()
+
+    def _open(self) -> Retriever:
+        retriever = Retriever.load(self.folder, encoder=self._own)
+        if retriever.is_external and self._external is None:
+            retriever.close()
+            raise BadInputError(
+                f"the index at {self.folder} holds vectors made elsewhere ({retriever.manifest.get('model')!r}); "
+                "give the LangChain Embeddings that made them"
+            )
+        if not retriever.is_external and self._external is not None:
+            retriever.close()
+            raise BadInputError(
+                f"the index at {self.folder} encodes with its own model; give no Embeddings (or a "
+                "WhitevecEmbeddings of that model)"
+            )
+        return retriever
+
+    # --- what LangChain asks ---------------------------------------------------------------------------------
+    @property
+    def embeddings(self) -> Embeddings:
+        """What makes the vectors the ``*_by_vector`` methods take: the Embeddings given, or the index's own
+        encoder (in its space, before the index's transform)."""
+        if self._external is not None:
+            return self._external
+        return WhitevecEmbeddings(self._encoder())
+
+    @property
+    def retriever(self) -> Retriever | None:
+        """The whitevec index (None until the first add makes it)."""
+        return self._retriever
+
+    def add_texts(
+        self,
+        texts: Iterable[str],
+        metadatas: list[dict[str, Any]] | None = None,
+        *,
+        ids: list[str] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        """Add texts (an id the index holds is replaced: adding the same ids again changes nothing); their ids,
+        made (uuid4) where none is given. Bad input is one line, and nothing is written."""
+        _no_options(kwargs, "add_texts")
+        items = list(texts)
+        if metadatas is not None and len(metadatas) != len(items):
+            raise BadInputError(f"{len(metadatas)} metadatas for {len(items)} texts")
+        if ids is not None and len(ids) != len(items):
+            raise BadInputError(f"{len(ids)} ids for {len(items)} texts")
+        if not items:
+            return []
+        given: list[str | None] = list(ids) if ids is not None else [None] * len(items)
+        chosen = [str(uuid.uuid4()) if doc_id is None else doc_id for doc_id in given]
+        metas: list[dict[str, Any] | None] = list(metadatas) if metadatas else [None] * len(items)
+        docs = as_documents(
+            [Document(i, text, meta or None) for i, text, meta in zip(chosen, items, metas, strict=True)]
+        )
+        check_unique_ids(docs, where="the documents to add")
+        vectors = None if self._external is None else _matrix(self._external.embed_documents(items), len(items))
+        with self._lock:
+            retriever = self._retriever or self._create(vectors)
+            retriever.write(docs, vectors=vectors, on_existing="replace", empty_documents="keep")
+        return chosen
+
+    def _create(self, vectors: np.ndarray | None) -> Retriever:
+        """The index, made for the first add (its dimension the first vectors' or the encoder's)."""
+        settings = dict(self._settings)
+        if self._external is not None:
+            assert vectors is not None
+            settings.update(dim=int(vectors.shape[1]), encoder_name=self._encoder_name or _name_of(self._external))
+        else:
+            settings.update(encoder=self._own)
+        self._retriever = Retriever.create(self.folder, **settings)
+        return self._retriever
+
+    def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
+        """Delete the documents with these ids (ids the index does not hold are passed over); True."""
+        _no_options(kwargs, "delete")
+        if ids is None:
+            raise BadInputError("delete takes the ids to delete (whitevec deletes documents by id)")
+        if ids and self._retriever is not None:
+            self._retriever.delete(list(ids))
+        return True
+
+    def get_by_ids(self, ids: Sequence[str], /) -> list[LangChainDocument]:
+        """The documents the index holds with these ids, in the order given; the others left out."""
+        if self._retriever is None or not ids:
+            return []
+        return [_document(doc.id, doc.text, doc.metadata) for doc in self._retriever.documents(list(ids))]
+
+    def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[LangChainDocument]:
+        return [doc for doc, _ in self.similarity_search_with_score(query, k, **kwargs)]
+
+    def similarity_search_with_score(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[LangChainDocument, float]]:
+        """The ``k`` best documents with whitevec's scores (see the class docstring). Keyword arguments:
+        ``filter`` (LangChain's dict form, or a whitevec expression string), ``mode``, ``fusion``,
+        ``candidates``."""
+        return self._search(query, None, k, kwargs)
+
+    def similarity_search_by_vector(
+        self, embedding: list[float], k: int = 4, **kwargs: Any
+    ) -> list[LangChainDocument]:
+        return [doc for doc, _ in self.similarity_search_with_score_by_vector(embedding, k, **kwargs)]
+
+    def similarity_search_with_score_by_vector(
+        self, embedding: list[float], k: int = 4, **kwargs: Any
+    ) -> list[tuple[LangChainDocument, float]]:
+        """:meth:`similarity_search_with_score` for a vector in the encoder's space (dense mode)."""
+        return self._search(None, embedding, k, kwargs)
+
+    def _search(
+        self, query: str | None, vector: Sequence[float] | None, k: int, options: Mapping[str, Any]
+    ) -> list[tuple[LangChainDocument, float]]:
+        retriever, known = self._retriever, _search_options(options)
+        if retriever is None:
+            return []
+        if self._external is not None and query is not None and vector is None:
+            vector = self._external.embed_query(query)
+        vectors = None if vector is None else _matrix([vector], 1)
+        (hits,) = retriever.search(
+            None if query is None else [query], _within(k, retriever.count), query_vectors=vectors, **known
+        )
+        return [(_document(hit.id, hit.text, hit.metadata), hit.score) for hit in hits]
+
+    def max_marginal_relevance_search(
+        self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
+    ) -> list[LangChainDocument]:
+        """The index's ``fetch_k`` best for ``query`` (any mode), ``k`` of them chosen by maximal marginal
+        relevance over their vectors in the encoder's space (cosine; the candidates are embedded again)."""
+        candidates = self.similarity_search_with_score(query, fetch_k, **kwargs)
+        return self._diverse(self.embeddings.embed_query(query), candidates, k, lambda_mult)
+
+    def max_marginal_relevance_search_by_vector(
+        self, embedding: list[float], k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
+    ) -> list[LangChainDocument]:
+        candidates = self.similarity_search_with_score_by_vector(embedding, fetch_k, **kwargs)
+        return self._diverse(embedding, candidates, k, lambda_mult)
+
+    def _diverse(
+        self,
+        query: Sequence[float],
+        candidates: list[tuple[LangChainDocument, float]],
+        k: int,
+        lambda_mult: float,
+    ) -> list[LangChainDocument]:
+        if not candidates:
+            return []
+        found = [doc for doc, _ in candidates]
+        vectors = _matrix(self.embeddings.embed_documents([doc.page_content for doc in found]), len(found))
+        chosen = maximal_marginal_relevance(np.asarray(query, dtype=np.float32), vectors.tolist(), lambda_mult, k)
+        return [found[i] for i in chosen]
+
+    def _select_relevance_score_fn(self) -> Callable[[float], float]:
+        """Dense scores into [0, 1], higher is closer: cosine ``(1 + s) / 2``; squared L2 distance
+        ``1 / (1 + d)``; inner product ``1 / (1 + exp(-s))``."""
+        metric = self._settings["metric"] if self._retriever is None else self._retriever.manifest["metric"]
+        return RELEVANCE[metric]
+
+    def _similarity_search_with_relevance_scores(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[LangChainDocument, float]]:
+        """Relevance in [0, 1]: a dense search's scores mapped by the metric, a convex fusion's as they are; a
+        lexical or rrf-fused search's scores have no such scale (refused in one line)."""
+        found = self.similarity_search_with_score(query, k, **kwargs)
+        if self._retriever is None:
+            return []
+        plan = self._retriever.search_plan(kwargs.get("mode"), kwargs.get("fusion"), kwargs.get("candidates"))
+        if plan.mode == "dense":
+            relevance = self._select_relevance_score_fn()
+        elif plan.mode == "hybrid" and plan.fusion.method == "convex":
+            return found
+        else:
+            raise BadInputError(
+                f"a {plan.mode} search's scores ({plan.fusion.spec if plan.mode == 'hybrid' else 'BM25'}) have no "
+                "[0, 1] scale; ask for relevance scores of a dense or convex-fused hybrid search"
+            )
+        return [(doc, relevance(score)) for doc, score in found]
+
+    # --- made from texts, and let go ----------------------------------------------------------------------------
+    @classmethod
+    def from_texts(
+        cls,
+        texts: list[str],
+        embedding: Embeddings,
+        metadatas: list[dict[str, Any]] | None = None,
+        *,
+        ids: list[str] | None = None,
+        **kwargs: Any,
+    ) -> Self:
+        """A store (``kwargs``: the constructor's) holding ``texts``."""
+        store = cls(embedding, **kwargs)
+        store.add_texts(texts, metadatas, ids=ids)
+        return store
+
+    def close(self) -> None:
+        """Let go of the index; a temporary folder the store made is removed."""
+        if self._retriever is not None:
+            self._retriever.close()
+        if self._owned is not None:
+            self._cleanup()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _encoder(self) -> EncoderLike:
+        if self._own is not None:
+            return self._own
+        assert self._retriever is not None  # an index opened with its own model
+        return self._retriever.encoder
+
+
+RELEVANCE: dict[str, Callable[[float], float]] = {
+    "cosine": lambda s: (1.0 + s) / 2.0,
+    "l2": lambda d: 1.0 / (1.0 + d),
+    "ip": lambda s: 1.0 / (1.0 + math.exp(-s)) if s >= 0 else math.exp(s) / (1.0 + math.exp(s)),
+}
+
+
+def _encoders(embedding: Embeddings | ModelLike | None) -> tuple[EncoderLike | None, Embeddings | None]:
+    """(whitevec's own encoder, or the Embeddings that make the vectors): one of them, or neither (reopen)."""
+    if isinstance(embedding, WhitevecEmbeddings):
+        return embedding.encoder, None
+    if isinstance(embedding, Embeddings):
+        return None, embedding
+    if embedding is None:
+        return None, None
+    return WhitevecEmbeddings(embedding).encoder, None
+
+
+def _name_of(embedding: Embeddings) -> str:
+    """The name an external encoder is recorded under: the Embeddings' class, and its model where it says."""
+    model = getattr(embedding, "model", None) or getattr(embedding, "model_name", None)
+    kind = type(embedding).__name__
+    return f"{kind}:{model}" if isinstance(model, str) and model else kind
+
+
+def _matrix(rows: Any, n: int) -> np.ndarray:
+    """Vectors an Embeddings gave as a float32 (n, d) matrix; ragged, NaN or inf rows refused in one line."""
+    try:
+        array = np.asarray(rows, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise BadInputError("the embeddings are not rows of numbers of one length") from None
+    if array.ndim != 2 or array.shape[0] != n:
+        raise BadInputError(f"expected {n} embedding vector(s), got an array of shape {array.shape}")
+    return check_vectors(array, name="the embeddings", dtype=np.float32)
+
+
+def _within(k: int, count: int) -> int:
+    """``k`` held to the documents there are (whitevec would log each such clamp); a bad ``k`` left to whitevec."""
+    return min(k, count) if isinstance(k, int) and not isinstance(k, bool) and k > count > 0 else k
+
+
+def _search_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The search keyword arguments whitevec takes (a LangChain dict filter turned into its language)."""
+    _no_options(
+        {k: v for k, v in options.items() if k not in SEARCH_OPTIONS}, f"a search (it takes {SEARCH_OPTIONS})"
+    )
+    known = {k: v for k, v in options.items() if v is not None}
+    if isinstance(known.get("filter"), Mapping):
+        known["filter"] = filter_expression(known["filter"])
+    return {k: v for k, v in known.items() if v is not None}
+
+
+def _no_options(options: Mapping[str, Any], where: str) -> None:
+    if options:
+        raise BadInputError(f"{where} takes no keyword argument {', '.join(map(repr, options))}")
+
+
+def _document(doc_id: str, text: str, metadata: dict[str, Any] | None) -> LangChainDocument:
+    return LangChainDocument(id=doc_id, page_content=text, metadata=dict(metadata or {}))
