@@ -46,7 +46,7 @@ from whitevec.datasets.retrieval import Document, check_unique_ids
 from whitevec.encoders.protocol import EncoderLike, known_token_mask
 from whitevec.errors import BadInputError
 from whitevec.index import Retriever
-from whitevec.index.build import as_documents
+from whitevec.index.build import as_documents, check_build
 from whitevec.index.folder.manifest import MANIFEST
 from whitevec.index.lexical.analyzers import DEFAULT_ANALYZER
 from whitevec.transforms.frozen import AppliesVectors, as_transform, load_to_apply
@@ -307,6 +307,8 @@ class WhitevecVectorStore(VectorStore):
         self._retriever: Retriever | None = None
         if (self.folder / MANIFEST).is_file():
             self._retriever = self._open()
+        else:  # the settings, refused before any add
+            check_build(self.folder, **{k: v for k, v in self._settings.items() if k != "transform"})
 
     def _open(self) -> Retriever:
         retriever = Retriever.load(self.folder, encoder=self._own)
@@ -470,19 +472,16 @@ class WhitevecVectorStore(VectorStore):
     ) -> list[tuple[LangChainDocument, float]]:
         """Relevance in [0, 1]: a dense search's scores mapped by the metric, a convex fusion's as they are; a
         lexical or rrf-fused search's scores have no such scale (refused in one line)."""
-        found = self.similarity_search_with_score(query, k, **kwargs)
         if self._retriever is None:
-            return []
+            return self.similarity_search_with_score(query, k, **kwargs)  # none, or a bad argument named
         plan = self._retriever.search_plan(kwargs.get("mode"), kwargs.get("fusion"), kwargs.get("candidates"))
-        if plan.mode == "dense":
-            relevance = self._select_relevance_score_fn()
-        elif plan.mode == "hybrid" and plan.fusion.method == "convex":
-            return found
-        else:
+        if plan.mode == "lexical" or (plan.mode == "hybrid" and plan.fusion.method != "convex"):
             raise BadInputError(
                 f"a {plan.mode} search's scores ({plan.fusion.spec if plan.mode == 'hybrid' else 'BM25'}) have no "
                 "[0, 1] scale; ask for relevance scores of a dense or convex-fused hybrid search"
             )
+        found = self.similarity_search_with_score(query, k, **kwargs)
+        relevance = self._select_relevance_score_fn() if plan.mode == "dense" else float
         return [(doc, relevance(score)) for doc, score in found]
 
     # --- made from texts, and let go ----------------------------------------------------------------------------
