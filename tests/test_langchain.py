@@ -159,6 +159,14 @@ def test_max_marginal_relevance_passes_over_a_duplicate() -> None:
         assert [d.id for d in by_vector] == [d.id for d in diverse]
 
 
+def test_langchains_default_k_past_the_documents_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    with WhitevecVectorStore(embeddings()) as store:
+        store.add_texts(["one", "two"])
+        with caplog.at_level("WARNING", logger="whitevec"):
+            assert len(store.similarity_search("one")) == 2  # k=4, LangChain's default
+        assert not caplog.records
+
+
 # --- bad input: one line, nothing written ----------------------------------------------------------------------
 class Scripted(Embeddings):
     """Embeddings that give the rows they are told to, once per call."""
@@ -229,6 +237,25 @@ def test_bad_calls_are_one_line(tmp_path: Path, call: Any, problem: str) -> None
         with pytest.raises(BadInputError, match=problem) as caught:
             call(store)
         assert "\n" not in str(caught.value) and not (tmp_path / "idx").exists()
+
+
+def test_bad_index_settings_are_refused_when_the_store_is_made(tmp_path: Path) -> None:
+    with pytest.raises(BadInputError, match="unknown index kind 'nope'") as caught:
+        WhitevecVectorStore(embeddings(), folder=tmp_path / "idx", kind="nope")
+    assert "\n" not in str(caught.value) and not (tmp_path / "idx").exists()
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "mine.txt").write_text("keep me")
+    with pytest.raises(BadInputError, match="non-empty folder that is not a whitevec index"):
+        WhitevecVectorStore(embeddings(), folder=tmp_path / "notes")
+
+
+def test_a_first_add_too_small_for_the_transform_is_refused_and_a_later_one_fits_it() -> None:
+    with WhitevecVectorStore(DeterministicFakeEmbedding(size=8), transform="whitening-4") as store:
+        with pytest.raises(BadInputError, match="needs at least 5 documents; this one brings 2"):
+            store.add_texts(["one", "two"])
+        store.add_texts([f"text {i}" for i in range(12)])
+        assert store.retriever is not None and store.retriever.count == 12 and store.retriever.dim == 4
+        assert store.similarity_search("text 3", k=1)[0].page_content == "text 3"
 
 
 # --- persistence -----------------------------------------------------------------------------------------------
