@@ -127,6 +127,48 @@ def test_hybrid_search_through_search_kwargs_is_whitevecs_hybrid_search(papers: 
     assert [d.id for d in papers.similarity_search(query, k=2, mode="lexical")] == [h.id for h in lexical]
 
 
+def test_a_vector_alone_searches_densely_on_an_index_searching_hybrid_by_default(
+    papers: WhitevecVectorStore,
+) -> None:
+    retriever, vector = papers.retriever, embeddings().embed_query("heat transfer")
+    assert retriever is not None and retriever.search_plan().mode == "hybrid"
+    (hits,) = retriever.search(query_vectors=np.asarray([vector], dtype=np.float32), k=3, mode="dense")
+    assert [d.id for d in papers.similarity_search_by_vector(vector, k=3)] == [h.id for h in hits]
+
+
+class Counted(DeterministicFakeEmbedding):
+    """The suite's fake embeddings, counting the queries embedded (an API's calls)."""
+
+    queries: int = 0
+
+    def embed_query(self, text: str) -> list[float]:
+        self.queries += 1
+        return super().embed_query(text)
+
+
+def test_a_lexical_search_embeds_no_query() -> None:
+    counted = Counted(size=6)
+    with WhitevecVectorStore(counted, lexical="bm25") as store:
+        store.add_documents(PAPERS)
+        assert store.similarity_search("flat plate", k=1, mode="lexical")[0].id == "b"
+        assert counted.queries == 0
+        store.similarity_search("flat plate", k=1)
+        assert counted.queries == 1
+
+
+def test_a_closed_store_is_refused_in_one_line() -> None:
+    store = WhitevecVectorStore(embeddings())
+    store.close()
+    for call in (
+        lambda: store.add_texts(["x"]),
+        lambda: store.similarity_search("x"),
+        lambda: store.get_by_ids(["1"]),
+    ):
+        with pytest.raises(BadInputError, match="is closed"):
+            call()
+    assert not store.folder.parent.exists()  # the temporary folder is gone and no add made it again
+
+
 def test_hybrid_on_an_index_without_a_lexical_part_is_one_line() -> None:
     with WhitevecVectorStore(embeddings()) as store:
         store.add_texts(["one text", "another"])

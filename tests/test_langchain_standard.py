@@ -58,7 +58,9 @@ class TestStoreOwnEncoder(VectorStoreIntegrationTests):
             yield store
 
 
-class TestEmbeddingsUnit(EmbeddingsUnitTests):
+class StaticTableEmbeddings:
+    """The embeddings suites' parameters: WhitevecEmbeddings of the saved tiny static table."""
+
     @property
     def embeddings_class(self) -> type[WhitevecEmbeddings]:
         return WhitevecEmbeddings
@@ -68,11 +70,9 @@ class TestEmbeddingsUnit(EmbeddingsUnitTests):
         return {"model": SAVED_STATIC}
 
 
-class TestEmbeddingsIntegration(EmbeddingsIntegrationTests):
-    @property
-    def embeddings_class(self) -> type[WhitevecEmbeddings]:
-        return WhitevecEmbeddings
+class TestEmbeddingsUnit(StaticTableEmbeddings, EmbeddingsUnitTests):
+    pass
 
-    @property
-    def embedding_model_params(self) -> dict[str, Any]:
-        return {"model": SAVED_STATIC}
+
+class TestEmbeddingsIntegration(StaticTableEmbeddings, EmbeddingsIntegrationTests):
+    pass

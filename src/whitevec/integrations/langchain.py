@@ -305,6 +305,7 @@ class WhitevecVectorStore(VectorStore):
             folder = self._owned / INDEX_DIR
         self.folder = Path(folder).expanduser()
         self._retriever: Retriever | None = None
+        self._closed = False
         if (self.folder / MANIFEST).is_file():
             self._retriever = self._open()
         else:  # the settings, refused before any add
@@ -367,7 +368,7 @@ class WhitevecVectorStore(VectorStore):
         check_unique_ids(docs, where="the documents to add")
         vectors = None if self._external is None else _matrix(self._external.embed_documents(items), len(items))
         with self._lock:
-            retriever = self._retriever or self._create(vectors)
+            retriever = self._opened() or self._create(vectors)
             retriever.write(docs, vectors=vectors, on_existing="replace", empty_documents="keep")
         return chosen
 
@@ -387,15 +388,17 @@ class WhitevecVectorStore(VectorStore):
         _no_options(kwargs, "delete")
         if ids is None:
             raise BadInputError("delete takes the ids to delete (whitevec deletes documents by id)")
-        if ids and self._retriever is not None:
-            self._retriever.delete(list(ids))
+        retriever = self._opened()
+        if ids and retriever is not None:
+            retriever.delete(list(ids))
         return True
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[LangChainDocument]:
         """The documents the index holds with these ids, in the order given; the others left out."""
-        if self._retriever is None or not ids:
+        retriever = self._opened()
+        if retriever is None or not ids:
             return []
-        return [_document(doc.id, doc.text, doc.metadata) for doc in self._retriever.documents(list(ids))]
+        return [_document(doc.id, doc.text, doc.metadata) for doc in retriever.documents(list(ids))]
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[LangChainDocument]:
         return [doc for doc, _ in self.similarity_search_with_score(query, k, **kwargs)]
@@ -422,10 +425,13 @@ class WhitevecVectorStore(VectorStore):
     def _search(
         self, query: str | None, vector: Sequence[float] | None, k: int, options: Mapping[str, Any]
     ) -> list[tuple[LangChainDocument, float]]:
-        retriever, known = self._retriever, _search_options(options)
+        retriever, known = self._opened(), _search_options(options)
         if retriever is None:
             return []
-        if self._external is not None and query is not None and vector is None:
+        if query is None and not known.keys() & {"mode", "fusion", "candidates"}:
+            known["mode"] = "dense"  # a vector alone: its dense ranking, whatever the index's default mode
+        plan = retriever.search_plan(known.get("mode"), known.get("fusion"), known.get("candidates"))
+        if self._external is not None and query is not None and plan.mode != "lexical":
             vector = self._external.embed_query(query)
         vectors = None if vector is None else _matrix([vector], 1)
         (hits,) = retriever.search(
@@ -500,8 +506,15 @@ class WhitevecVectorStore(VectorStore):
         store.add_texts(texts, metadatas, ids=ids)
         return store
 
+    def _opened(self) -> Retriever | None:
+        """The index (None before the first add); a closed store refused in one line."""
+        if self._closed:
+            raise BadInputError(f"this store of {self.folder} is closed; make another to open a kept folder")
+        return self._retriever
+
     def close(self) -> None:
         """Let go of the index; a temporary folder the store made is removed."""
+        self._closed = True
         if self._retriever is not None:
             self._retriever.close()
         if self._owned is not None:
