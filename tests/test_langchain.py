@@ -291,10 +291,18 @@ def test_bad_index_settings_are_refused_when_the_store_is_made(tmp_path: Path) -
         WhitevecVectorStore(embeddings(), folder=tmp_path / "notes")
 
 
-def test_a_first_add_too_small_for_the_transform_is_refused_and_a_later_one_fits_it() -> None:
-    with WhitevecVectorStore(DeterministicFakeEmbedding(size=8), transform="whitening-4") as store:
-        with pytest.raises(BadInputError, match="needs at least 5 documents; this one brings 2"):
-            store.add_texts(["one", "two"])
+@pytest.mark.parametrize("was_folder", [False, True], ids=["new-folder", "empty-folder"])
+def test_a_first_add_too_small_for_the_transform_is_refused_and_leaves_the_folder_as_it_was(
+    tmp_path: Path, was_folder: bool
+) -> None:
+    folder = tmp_path / "idx"
+    if was_folder:
+        folder.mkdir()
+    store = WhitevecVectorStore(DeterministicFakeEmbedding(size=8), folder=folder, transform="whitening-4")
+    with pytest.raises(BadInputError, match="needs at least 5 documents; this one brings 2"):
+        store.add_texts(["one", "two"])
+    assert store.retriever is None and folder.exists() == was_folder and not any(tmp_path.glob("idx/*"))
+    with store:
         store.add_texts([f"text {i}" for i in range(12)])
         assert store.retriever is not None and store.retriever.count == 12 and store.retriever.dim == 4
         assert store.similarity_search("text 3", k=1)[0].page_content == "text 3"

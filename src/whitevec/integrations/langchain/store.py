@@ -1,32 +1,9 @@
-"""whitevec in LangChain (``pip install "whitevec[langchain]"``): :class:`WhitevecVectorStore`, a LangChain
-``VectorStore`` over a whitevec index, and :class:`WhitevecEmbeddings`, a whitevec encoder (and a fitted transform)
-as a LangChain ``Embeddings``.
-
-The store keeps its index in a folder: one given (reopened when it holds an index, made on the first add when it
-does not), or a temporary one it owns and removes on :meth:`WhitevecVectorStore.close`. It encodes in one of two
-ways, chosen by ``embedding``:
-
-- whitevec's own encoder (a model name or folder, an encoder, or a :class:`WhitevecEmbeddings`): the index encodes
-  the texts and records the model, and applies its transform (``transform="whitening-256"``, fitted on the first
-  add that brings enough documents);
-- any other LangChain ``Embeddings``: the store embeds the texts and gives the index the vectors (an index with an
-  external encoder: its dimension and a name, no model).
-
-Vectors given to the ``*_by_vector`` methods are in the encoder's space (what
-:attr:`WhitevecVectorStore.embeddings` gives), before the index's transform, which the index applies. Metadata
-filters take LangChain's dict form, turned into whitevec's filter language by :func:`filter_expression`; search
-keyword arguments ``mode``, ``fusion`` and ``candidates`` ask for a hybrid or lexical search of an index with a
-lexical part (``lexical="bm25"``; such an index searches in hybrid mode by default, as it does everywhere).
-
-Importing this module imports LangChain; ``import whitevec`` does not import it.
-"""
+"""``WhitevecVectorStore``: a LangChain ``VectorStore`` over a whitevec index (see the package docstring)."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import re
 import shutil
 import tempfile
 import threading
@@ -43,215 +20,20 @@ from langchain_core.vectorstores import VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from whitevec.datasets.retrieval import Document, check_unique_ids
-from whitevec.encoders.protocol import EncoderLike, known_token_mask
+from whitevec.encoders.protocol import EncoderLike
 from whitevec.errors import BadInputError
 from whitevec.index import Retriever
 from whitevec.index.build import as_documents, check_build
 from whitevec.index.folder.manifest import MANIFEST
 from whitevec.index.lexical.analyzers import DEFAULT_ANALYZER
-from whitevec.transforms.frozen import AppliesVectors, as_transform, load_to_apply
+from whitevec.integrations.langchain.embeddings import ModelLike, WhitevecEmbeddings
+from whitevec.integrations.langchain.filters import filter_expression
+from whitevec.transforms.frozen import as_transform
 from whitevec.transforms.validation import check_vectors
 
 if TYPE_CHECKING:
     from typing import Self
 
-__all__ = ["WhitevecEmbeddings", "WhitevecVectorStore", "filter_expression"]
-
-ModelLike = str | os.PathLike[str] | EncoderLike
-
-
-# --- embeddings ------------------------------------------------------------------------------------------------
-class WhitevecEmbeddings(Embeddings):
-    """A whitevec encoder, and optionally a fitted transform after it, as a LangChain ``Embeddings``: whitened,
-    compressed or static-table vectors for any LangChain store.
-
-    ``model``: a model name or folder (:func:`whitevec.encoders.load_encoder`: a transformers model or a static
-    table) or an encoder object. ``transform``: a fitted :class:`~whitevec.transforms.Transform`, or the path of
-    one saved as ``.safetensors`` (``whitevec fit``); its input must be the encoder's dimension. A text with no
-    token the model knows (empty, blank, only emoji) gets a row of zeros, never the one direction a transform
-    gives all of them. ``device``: as the CLI's ``--device``.
-    """
-
-    def __init__(
-        self,
-        model: ModelLike = "all-MiniLM-L6-v2",
-        transform: AppliesVectors | str | os.PathLike[str] | None = None,
-        *,
-        device: str | None = None,
-    ) -> None:
-        if isinstance(model, str | os.PathLike):
-            from whitevec.encoders.loading import load_encoder
-
-            self.encoder: EncoderLike = load_encoder(model, device=device)
-        elif isinstance(model, EncoderLike):
-            self.encoder = model
-        else:
-            raise BadInputError(
-                f"model is a model name, a folder or a whitevec encoder, not {type(model).__name__}"
-            )
-        self.transform = _applier(transform)
-        dim = int(self.encoder.describe()["dim"])
-        if self.transform is not None and self.transform.n_features_in_ != dim:
-            raise BadInputError(
-                f"the transform takes {self.transform.n_features_in_}-d vectors; the encoder gives {dim}-d ones"
-            )
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """float32 ``(len(texts), d)``: the encoder's vectors, transformed; zeros for a text without a known
-        token."""
-        items = list(texts)
-        known = known_token_mask(self.encoder, items)
-        raw = np.zeros((len(items), int(self.encoder.describe()["dim"])), dtype=np.float32)
-        if known.any():
-            raw[known] = self.encoder.encode(
-                [t for t, ok in zip(items, known, strict=True) if ok], show_progress=False
-            )
-        if self.transform is None:
-            return raw
-        out = np.asarray(self.transform.transform(raw), dtype=np.float32)
-        out[~known] = 0
-        return out
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return self.embed(texts).tolist() if texts else []
-
-    def embed_query(self, text: str) -> list[float]:
-        return list(self.embed_documents([text])[0])
-
-
-def _applier(transform: AppliesVectors | str | os.PathLike[str] | None) -> AppliesVectors | None:
-    """A transform to apply: given (fitted), or read from its saved file (numpy alone for a whitening)."""
-    if transform is None:
-        return None
-    if not isinstance(transform, str | os.PathLike):
-        if not callable(getattr(transform, "transform", None)):
-            raise BadInputError(
-                f"transform is a fitted Transform or a saved file's path, not {type(transform).__name__}"
-            )
-        if not hasattr(transform, "n_features_in_"):
-            raise BadInputError("the transform is not fitted; fit it first, or give the path of a saved one")
-        return transform
-    path = Path(transform)
-    if not path.is_file():
-        raise BadInputError(f"no saved transform at {path}")
-    return load_to_apply(path.read_bytes(), source=str(path))
-
-
-# --- filters ---------------------------------------------------------------------------------------------------
-COMPARISONS = {"$eq": "==", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
-JUNCTIONS = {"$and": "and", "$or": "or"}
-# LangChain's operators whitevec's filter language cannot express, and why.
-REFUSED = {
-    "$exists": "whitevec's filters cannot ask whether a field is present",
-    "$like": "whitevec's filters compare whole values (no patterns)",
-    "$ilike": "whitevec's filters compare whole values (no patterns)",
-    "$contains": "whitevec's filters compare whole values (no substrings or list members)",
-    "$text": "whitevec's filters compare whole values (no full-text match: search in lexical or hybrid mode)",
-    "$between": "write it as $gte and $lte",
-}
-_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_KEYWORDS = ("and", "or", "not", "in", "true", "false")
-
-
-def filter_expression(spec: Mapping[str, Any] | None) -> str | None:
-    """LangChain's dict filter as a whitevec filter expression (None for none).
-
-    ``{"field": value}`` is ``==``; ``{"field": {"$eq" | "$ne" | "$gt" | "$gte" | "$lt" | "$lte": value}}``,
-    ``{"$in" | "$nin": [values]}`` (several operators on a field: all must hold); ``{"$and" | "$or": [filters]}``,
-    ``{"$not": filter}``; several keys: all must hold. Values are strings, numbers and booleans. Fields are
-    top-level metadata keys of letters, digits and underscores. Anything else (``$exists``, ``$like``, ``None``, a
-    dotted field) is one BadInputError line naming it: whitevec's language cannot say it.
-
-    The logic is whitevec's three-valued one: ``$ne`` and ``$nin`` (and ``$not``) pass no document that lacks the
-    field, as in SQL.
-    """
-    if spec is None:
-        return None
-    if not isinstance(spec, Mapping):
-        raise BadInputError(f"a filter is a dict in LangChain's form, not a {type(spec).__name__}")
-    return _all_of(spec) if spec else None
-
-
-def _all_of(spec: Mapping[str, Any]) -> str:
-    return _joined("and", [_clause(key, value) for key, value in spec.items()])
-
-
-def _joined(op: str, parts: list[str]) -> str:
-    return parts[0] if len(parts) == 1 else f" {op} ".join(f"({part})" for part in parts)
-
-
-def _clause(key: str, value: Any) -> str:
-    if key in JUNCTIONS:
-        if not isinstance(value, list | tuple) or not value:
-            raise BadInputError(f"filter {key} takes a non-empty list of filters, got {_shown(value)}")
-        return _joined(JUNCTIONS[key], [_all_of(_mapping(item, key)) for item in value])
-    if key == "$not":
-        return f"not ({_all_of(_mapping(value, key))})"
-    field = _field(key)
-    if not isinstance(value, Mapping):
-        return f"{field} == {_literal(value, field)}"
-    if not value:
-        raise BadInputError(f"filter on {field!r}: an empty dict of operators")
-    return _joined("and", [_comparison(field, op, operand) for op, operand in value.items()])
-
-
-def _comparison(field: str, op: str, operand: Any) -> str:
-    if op in COMPARISONS:
-        return f"{field} {COMPARISONS[op]} {_literal(operand, field)}"
-    if op in ("$in", "$nin"):
-        if not isinstance(operand, list | tuple) or not operand:
-            raise BadInputError(
-                f"filter {op} on {field!r} takes a non-empty list of values, got {_shown(operand)}"
-            )
-        member = f"{field} in [{', '.join(_literal(v, field) for v in operand)}]"
-        return member if op == "$in" else f"not {member}"
-    if op == "$not":
-        return f"not ({_joined('and', [_comparison(field, o, v) for o, v in _mapping(operand, op).items()])})"
-    if op in REFUSED:
-        raise BadInputError(f"filter {op} on {field!r} cannot be expressed: {REFUSED[op]}")
-    raise BadInputError(
-        f"unknown filter operator {op!r} on {field!r}; whitevec takes {', '.join([*COMPARISONS, '$in', '$nin'])}"
-    )
-
-
-def _mapping(value: Any, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping) or not value:
-        raise BadInputError(f"filter {where} takes a non-empty dict, got {_shown(value)}")
-    return value
-
-
-def _field(key: Any) -> str:
-    if isinstance(key, str) and key.startswith("$"):
-        raise BadInputError(f"unknown filter operator {key!r}; whitevec takes $and, $or and $not at this level")
-    if not isinstance(key, str) or not _FIELD.fullmatch(key) or key.lower() in _KEYWORDS:
-        raise BadInputError(
-            f"filter field {key!r} cannot be expressed: whitevec's filters name top-level metadata fields of "
-            f"letters, digits and underscores, other than {', '.join(_KEYWORDS)}"
-        )
-    return key
-
-
-def _literal(value: Any, field: str) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float) and math.isfinite(value):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    raise BadInputError(
-        f"filter on {field!r}: {_shown(value)} cannot be expressed; whitevec's filters compare strings, finite "
-        "numbers and booleans"
-    )
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else f"{text[:60]}..."
-
-
-# --- the vector store ------------------------------------------------------------------------------------------
 SEARCH_OPTIONS = ("filter", "mode", "fusion", "candidates")
 INDEX_DIR = "index"  # inside the temporary folder a store owns
 
@@ -304,6 +86,7 @@ class WhitevecVectorStore(VectorStore):
             self._cleanup = weakref.finalize(self, shutil.rmtree, self._owned, ignore_errors=True)
             folder = self._owned / INDEX_DIR
         self.folder = Path(folder).expanduser()
+        self._was_folder = self.folder.is_dir()
         self._retriever: Retriever | None = None
         self._closed = False
         if (self.folder / MANIFEST).is_file():
@@ -368,8 +151,14 @@ class WhitevecVectorStore(VectorStore):
         check_unique_ids(docs, where="the documents to add")
         vectors = None if self._external is None else _matrix(self._external.embed_documents(items), len(items))
         with self._lock:
-            retriever = self._opened() or self._create(vectors)
-            retriever.write(docs, vectors=vectors, on_existing="replace", empty_documents="keep")
+            held = self._opened()
+            retriever = held or self._create(vectors)
+            try:
+                retriever.write(docs, vectors=vectors, on_existing="replace", empty_documents="keep")
+            except BaseException:
+                if held is None:  # the index this add made goes too: a refused add leaves nothing
+                    self._discard()
+                raise
         return chosen
 
     def _create(self, vectors: np.ndarray | None) -> Retriever:
@@ -382,6 +171,16 @@ class WhitevecVectorStore(VectorStore):
             settings.update(encoder=self._own)
         self._retriever = Retriever.create(self.folder, **settings)
         return self._retriever
+
+    def _discard(self) -> None:
+        """Remove the index the first add made: the folder as it was (absent or empty, as checked when the store
+        was made)."""
+        assert self._retriever is not None
+        self._retriever.close()
+        self._retriever = None
+        shutil.rmtree(self.folder, ignore_errors=True)
+        if self._was_folder:
+            self.folder.mkdir()
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
         """Delete the documents with these ids (ids the index does not hold are passed over); True."""
