@@ -146,7 +146,7 @@ class Counted(DeterministicFakeEmbedding):
         return super().embed_query(text)
 
 
-def test_a_lexical_search_embeds_no_query() -> None:
+def test_a_lexical_search_embeds_no_query_and_mmr_embeds_it_once() -> None:
     counted = Counted(size=6)
     with WhitevecVectorStore(counted, lexical="bm25") as store:
         store.add_documents(PAPERS)
@@ -154,6 +154,8 @@ def test_a_lexical_search_embeds_no_query() -> None:
         assert counted.queries == 0
         store.similarity_search("flat plate", k=1)
         assert counted.queries == 1
+        store.max_marginal_relevance_search("flat plate", k=1, fetch_k=3)  # the query embedded once for both steps
+        assert counted.queries == 2
 
 
 def test_a_closed_store_is_refused_in_one_line() -> None:

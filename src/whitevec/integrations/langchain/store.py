@@ -230,7 +230,7 @@ class WhitevecVectorStore(VectorStore):
         if query is None and not known.keys() & {"mode", "fusion", "candidates"}:
             known["mode"] = "dense"  # a vector alone: its dense ranking, whatever the index's default mode
         plan = retriever.search_plan(known.get("mode"), known.get("fusion"), known.get("candidates"))
-        if self._external is not None and query is not None and plan.mode != "lexical":
+        if self._external is not None and query is not None and vector is None and plan.mode != "lexical":
             vector = self._external.embed_query(query)
         vectors = None if vector is None else _matrix([vector], 1)
         (hits,) = retriever.search(
@@ -243,8 +243,9 @@ class WhitevecVectorStore(VectorStore):
     ) -> list[LangChainDocument]:
         """The index's ``fetch_k`` best for ``query`` (any mode), ``k`` of them chosen by maximal marginal
         relevance over their vectors in the encoder's space (cosine; the candidates are embedded again)."""
-        candidates = self.similarity_search_with_score(query, fetch_k, **kwargs)
-        return self._diverse(self.embeddings.embed_query(query), candidates, k, lambda_mult)
+        vector = self.embeddings.embed_query(query)  # given Embeddings embed it once, for both steps
+        candidates = self._search(query, vector if self._external is not None else None, fetch_k, kwargs)
+        return self._diverse(vector, candidates, k, lambda_mult)
 
     def max_marginal_relevance_search_by_vector(
         self, embedding: list[float], k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
