@@ -1,7 +1,7 @@
 """LangChain's own standard suites (langchain-tests) against whitevec's LangChain integration (issue 51, item 2):
 ``VectorStoreIntegrationTests`` (sync and async, get_by_ids) against :class:`WhitevecVectorStore` with the suite's
-embeddings (vectors given: an index with an external encoder) and with whitevec's own encoder (a tiny static table
-whose words are the suite's texts), and the embeddings suites against :class:`WhitevecEmbeddings` (the saved tiny
+embeddings (vectors given: an index with an external encoder), the same with a BM25 part (every search hybrid),
+and with whitevec's own encoder (a tiny static table whose words are the suite's texts), and the embeddings suites against :class:`WhitevecEmbeddings` (the saved tiny
 static table). Not one is overridden (the suite checks that itself: ``test_no_overrides_DO_NOT_OVERRIDE``); the
 only skip is the embeddings' ``test_init_from_env``: WhitevecEmbeddings reads no environment variable."""
 
@@ -41,6 +41,15 @@ class TestStoreExternalVectors(VectorStoreIntegrationTests):
     @pytest.fixture
     def vectorstore(self) -> Iterator[WhitevecVectorStore]:
         with WhitevecVectorStore(self.get_embeddings()) as store:
+            yield store
+
+
+class TestStoreHybrid(VectorStoreIntegrationTests):
+    """The suite's embeddings beside a BM25 part: every search of the suite hybrid (the index's default mode)."""
+
+    @pytest.fixture
+    def vectorstore(self) -> Iterator[WhitevecVectorStore]:
+        with WhitevecVectorStore(self.get_embeddings(), lexical="bm25") as store:
             yield store
 
 
