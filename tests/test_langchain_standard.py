@@ -1,9 +1,10 @@
 """LangChain's own standard suites (langchain-tests) against whitevec's LangChain integration (issue 51, item 2):
 ``VectorStoreIntegrationTests`` (sync and async, get_by_ids) against :class:`WhitevecVectorStore` with the suite's
 embeddings (vectors given: an index with an external encoder), the same with a BM25 part (every search hybrid),
-and with whitevec's own encoder (a tiny static table whose words are the suite's texts), and the embeddings suites against :class:`WhitevecEmbeddings` (the saved tiny
-static table). Not one is overridden (the suite checks that itself: ``test_no_overrides_DO_NOT_OVERRIDE``); the
-only skip is the embeddings' ``test_init_from_env``: WhitevecEmbeddings reads no environment variable."""
+and with whitevec's own encoder (a tiny static table whose words are the suite's texts); the embeddings suites
+against :class:`WhitevecEmbeddings` (the saved tiny static table). Not one is overridden (the suites check that
+themselves: ``test_no_overrides_DO_NOT_OVERRIDE``) and none is skipped; the embeddings' ``test_init_from_env``
+checks nothing here (it checks the environment variables a class names, and WhitevecEmbeddings reads none)."""
 
 from __future__ import annotations
 
