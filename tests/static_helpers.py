@@ -15,9 +15,10 @@ from tests.conftest import _VOCAB
 from whitevec.encoders.static_format import StaticTable, write_static_folder
 
 
-def tiny_tokenizer() -> Tokenizer:
-    """A BERT-style WordPiece tokenizer over conftest's tiny vocabulary (what BertTokenizerFast builds)."""
-    tokenizer = Tokenizer(models.WordPiece({token: i for i, token in enumerate(_VOCAB)}, unk_token="[UNK]"))
+def tiny_tokenizer(vocab: Sequence[str] = _VOCAB) -> Tokenizer:
+    """A BERT-style WordPiece tokenizer over conftest's tiny vocabulary, or ``vocab`` (what BertTokenizerFast
+    builds)."""
+    tokenizer = Tokenizer(models.WordPiece({token: i for i, token in enumerate(vocab)}, unk_token="[UNK]"))
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece()
@@ -25,11 +26,17 @@ def tiny_tokenizer() -> Tokenizer:
 
 
 def tiny_table(
-    dim: int = 8, *, normalize: bool = True, max_length: int | None = 6, seed: int = 0, **provenance: Any
+    dim: int = 8,
+    *,
+    normalize: bool = True,
+    max_length: int | None = 6,
+    seed: int = 0,
+    vocab: Sequence[str] = _VOCAB,
+    **provenance: Any,
 ) -> StaticTable:
     rng = np.random.default_rng(seed)
-    embeddings = rng.normal(size=(len(_VOCAB), dim)).astype(np.float32)
-    return StaticTable(embeddings, tiny_tokenizer(), normalize, max_length, dict(provenance))
+    embeddings = rng.normal(size=(len(vocab), dim)).astype(np.float32)
+    return StaticTable(embeddings, tiny_tokenizer(vocab), normalize, max_length, dict(provenance))
 
 
 def tiny_static_folder(folder: Path, **options: Any) -> Path:

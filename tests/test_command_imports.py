@@ -19,8 +19,10 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 SAVED = Path(__file__).parent / "fixtures" / "saved"
-# The libraries a command that does not need them must not load (seconds of imports each).
-HEAVY = ("torch", "transformers", "sklearn", "faiss", "pymilvus")
+# The libraries a command that does not need them must not load (seconds of imports each), and the frameworks
+# whitevec plugs into (issue 51: extras; ``whitevec.integrations`` imports each where asked).
+FRAMEWORKS = ("langchain", "langchain_core")
+HEAVY = ("torch", "transformers", "sklearn", "faiss", "pymilvus", *FRAMEWORKS)
 # Runs ``whitevec ARGS`` for each ARGS of the JSON list in argv[1], in this one process, with stdout and stderr
 # thrown away, and writes [args, exit status, the heavy modules loaded by then] per command to argv[2]. With no
 # list ("help"), the commands are every group's and command's --help and an unknown option of each, and
@@ -108,3 +110,11 @@ def test_a_static_table_search_loads_no_sklearn_or_pymilvus(
     static_index_commands: list[tuple[str, Any, list[str]]],
 ) -> None:
     assert first_loading(static_index_commands, ("sklearn", "pymilvus")) is None
+
+
+def test_import_whitevec_loads_no_framework() -> None:
+    code = f"import sys, whitevec, whitevec.index; print([m for m in {FRAMEWORKS!r} if m in sys.modules])"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
