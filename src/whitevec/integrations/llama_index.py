@@ -3,9 +3,10 @@
 - :class:`WhitevecVectorStore`: a LlamaIndex vector store kept in a whitevec index folder. Nodes come with their
   embeddings (LlamaIndex's ``embed_model`` made them), so the index holds *external* vectors; each node's text
   is the document's text (the lexical part indexes it), its id the document's id, and the rest of the node
-  (ref_doc_id, metadata, relationships) its metadata, so a node comes back whole. Queries map to whitevec's search modes
-  (``DEFAULT`` dense, ``HYBRID`` hybrid with ``alpha`` the convex fusion's dense weight, ``TEXT_SEARCH`` and
-  ``SPARSE`` lexical BM25) and ``MetadataFilters`` to whitevec's filter language (:func:`filter_expression`).
+  (ref_doc_id, metadata, relationships) its metadata, so a node comes back whole. Queries map to whitevec's
+  search modes (``DEFAULT`` dense, ``HYBRID`` hybrid with ``alpha`` the convex fusion's dense weight,
+  ``TEXT_SEARCH`` and ``SPARSE`` lexical BM25) and ``MetadataFilters`` to whitevec's filter language
+  (:func:`filter_expression`).
 - :class:`WhitevecEmbedding`: a whitevec encoder plus an optional fitted transform as a LlamaIndex
   ``BaseEmbedding`` (``Settings.embed_model``, an index's ``embed_model``).
 
