@@ -178,3 +178,210 @@ def test_an_unfitted_transform_is_one_line(static_model: Path) -> None:
     with pytest.raises(BadInputError, match="is not fitted") as caught:
         WhitevecEmbedding(str(static_model), transform=make_transform("whitening"))
     assert "\n" not in str(caught.value)
+
+
+# --- the vector store ----------------------------------------------------------------------------------------
+SOURCES = [  # (text, metadata): LlamaIndex Documents, one node each
+    ("a man is playing the guitar on the street", {"year": 1999, "lang": "en"}),
+    ("a woman is playing the piano", {"year": 2005, "lang": "en"}),
+    ("the dog is running in the street", {"year": 2010, "lang": "fr"}),
+    ("a girl is brushing her hair", {"year": 2015, "lang": "en"}),
+    ("the cat is eating food", {"year": 2020, "lang": "de"}),
+    ("a boy is playing the guitar and the piano", {"year": 2021, "lang": "en"}),
+    ("the big red car is on the street", {"year": 2022, "lang": "fr"}),
+    ("a small blue car", {"year": 2023, "lang": "en"}),
+]
+QUERY = "a man playing the guitar"
+RECENT = MetadataFilters(filters=[MetadataFilter(key="year", value=2005, operator=FilterOperator.GTE)])
+RECENT_EXPRESSION = "year >= 2005"
+
+
+def _documents() -> list[Any]:
+    from llama_index.core import Document as LlamaDocument
+
+    return [
+        LlamaDocument(text=text, metadata=metadata, id_=f"doc-{i}") for i, (text, metadata) in enumerate(SOURCES)
+    ]
+
+
+def _answers(index: Any, mode: str, **options: Any) -> list[tuple[str, float]]:
+    retriever = index.as_retriever(similarity_top_k=4, vector_store_query_mode=mode, **options)
+    return [(hit.node.node_id, hit.score) for hit in retriever.retrieve(QUERY)]
+
+
+@pytest.fixture()
+def built(static_model: Path, tmp_path: Path) -> tuple[Any, WhitevecEmbedding, Path]:
+    """A VectorStoreIndex of SOURCES in a WhitevecVectorStore (folder ``tmp_path/idx``), embedded by the tiny
+    static table."""
+    from llama_index.core import StorageContext, VectorStoreIndex
+
+    from whitevec.integrations.llama_index import WhitevecVectorStore
+
+    embedding = WhitevecEmbedding(str(static_model))
+    store = WhitevecVectorStore(tmp_path / "idx")
+    context = StorageContext.from_defaults(vector_store=store)
+    index = VectorStoreIndex.from_documents(_documents(), storage_context=context, embed_model=embedding)
+    return index, embedding, tmp_path / "idx"
+
+
+def _whitevec_answers(
+    folder: Path, embedding: WhitevecEmbedding, mode: str, **options: Any
+) -> list[tuple[str, float]]:
+    from whitevec.index import Retriever
+
+    vector = np.asarray([embedding.get_query_embedding(QUERY)], dtype=np.float32)
+    texts = None if mode == "dense" else [QUERY]
+    with Retriever.load(folder) as index:
+        (hits,) = index.search(texts, 4, mode=mode, query_vectors=vector, **options)
+    return [(hit.id, hit.score) for hit in hits]
+
+
+def test_a_vector_store_index_answers_as_whitevec_s_own_search_before_and_after_reloading(
+    built: tuple[Any, WhitevecEmbedding, Path], tmp_path: Path
+) -> None:
+    from llama_index.core import StorageContext, load_index_from_storage
+
+    from whitevec.index.search.fusion import Fusion
+    from whitevec.integrations.llama_index import WhitevecVectorStore
+
+    index, embedding, folder = built
+    cases = {  # LlamaIndex's query, whitevec's search of the same folder
+        "dense, filtered": (("default", {"filters": RECENT}), ("dense", {"filter": RECENT_EXPRESSION})),
+        "hybrid, alpha": (
+            ("hybrid", {"alpha": 0.3}),
+            ("hybrid", {"fusion": Fusion("convex", alpha=0.3)}),
+        ),
+        "hybrid, filtered": (
+            ("hybrid", {"alpha": 0.7, "filters": RECENT}),
+            ("hybrid", {"fusion": "convex:0.7", "filter": RECENT_EXPRESSION}),
+        ),
+        "text search": (("text_search", {}), ("lexical", {})),
+    }
+    expected = {
+        name: _whitevec_answers(folder, embedding, mode, **options) for name, (_, (mode, options)) in cases.items()
+    }
+    assert expected["dense, filtered"] != expected["hybrid, filtered"]  # the cases tell the modes apart
+    held = index.vector_store.get_nodes([i for i, _ in expected["dense, filtered"]])
+    assert len(held) == 4 and all(node.metadata["year"] >= 2005 for node in held)  # the filter held
+    for name, (ours, _) in cases.items():
+        found = _answers(index, ours[0], **ours[1])
+        assert [i for i, _ in found] == [i for i, _ in expected[name]], name
+        assert [s for _, s in found] == [s for _, s in expected[name]], name  # the same floats
+
+    index.storage_context.persist(tmp_path / "storage")
+    store = WhitevecVectorStore.from_persist_dir(folder)
+    context = StorageContext.from_defaults(persist_dir=str(tmp_path / "storage"), vector_store=store)
+    reloaded = load_index_from_storage(context, embed_model=embedding)
+    for name, (ours, _) in cases.items():
+        assert _answers(reloaded, ours[0], **ours[1]) == _answers(index, ours[0], **ours[1]), name
+
+
+def test_nodes_come_back_whole_and_go_by_their_source_document(built: tuple[Any, WhitevecEmbedding, Path]) -> None:
+    index, _, _ = built
+    store = index.vector_store
+    (node,) = store.get_nodes(filters=_year(2015))
+    assert node.get_content() == SOURCES[3][0]
+    assert node.metadata == SOURCES[3][1] and node.ref_doc_id == "doc-3"
+    assert [n.get_content() for n in store.get_nodes([node.node_id, "no-such-node"])] == [SOURCES[3][0]]
+
+    index.delete_ref_doc("doc-3")
+    assert store.get_nodes(filters=_year(2015)) == []
+    assert len(store.get_nodes()) == len(SOURCES) - 1
+    store.delete_nodes(filters=MetadataFilters(filters=[MetadataFilter(key="lang", value="fr")]))
+    assert sorted(n.ref_doc_id for n in store.get_nodes()) == ["doc-0", "doc-1", "doc-4", "doc-5", "doc-7"]
+    store.clear()
+    assert store.get_nodes() == [] and _answers(index, "default") == []
+
+
+def _year(year: int) -> MetadataFilters:
+    return MetadataFilters(filters=[MetadataFilter(key="year", value=year)])
+
+
+def _node(node_id: str, embedding: list[float] | None) -> Any:
+    from llama_index.core.schema import TextNode
+
+    return TextNode(id_=node_id, text="a dog", embedding=embedding, metadata={"year": 1})
+
+
+@pytest.mark.parametrize(
+    ("embeddings", "problem"),
+    [
+        ([[1.0] * 8, None], "node 'n1' has no embedding"),
+        ([[1.0] * 8, [1.0] * 7], "node 'n1' has an embedding of 7 values"),
+        ([[1.0] * 8, [1.0] * 7 + [float("nan")]], "finite"),
+    ],
+)
+def test_a_bad_node_is_one_line_and_nothing_is_written(
+    tmp_path: Path, embeddings: list[list[float] | None], problem: str
+) -> None:
+    from whitevec.integrations.llama_index import WhitevecVectorStore
+
+    store = WhitevecVectorStore(tmp_path / "idx")
+    nodes = [_node(f"n{i}", embedding) for i, embedding in enumerate(embeddings)]
+    with pytest.raises(BadInputError, match=problem) as caught:  # the first add: no index is created
+        store.add(nodes)
+    assert "\n" not in str(caught.value) and not (tmp_path / "idx").exists()
+    store.add([_node("first", [0.5] * 8)])
+    with pytest.raises(BadInputError, match=problem):  # a later one: the index is as it was
+        store.add(nodes)
+    assert [n.node_id for n in store.get_nodes()] == ["first"]
+
+
+def test_a_node_of_another_dimension_than_the_index_s_is_one_line(tmp_path: Path) -> None:
+    from whitevec.errors import DimensionMismatchError
+    from whitevec.integrations.llama_index import WhitevecVectorStore
+
+    store = WhitevecVectorStore(tmp_path / "idx")
+    store.add([_node("first", [0.5] * 8)])
+    with pytest.raises(DimensionMismatchError, match="9-d; this index takes 8-d") as caught:
+        store.add([_node("wide", [0.5] * 9)])
+    assert "\n" not in str(caught.value)
+    assert [n.node_id for n in store.get_nodes()] == ["first"]
+
+
+@pytest.mark.parametrize(
+    ("query", "problem"),
+    [
+        ({"mode": "mmr"}, "query mode MMR has no whitevec equivalent"),
+        ({"mode": "default", "alpha": 0.5}, "alpha weighs a hybrid search"),
+        ({"node_ids": ["first"]}, "node_ids has no whitevec equivalent"),
+        ({"query_embedding": None}, "needs its embedding"),
+        ({"mode": "hybrid", "query_str": None}, "needs its text"),
+        ({"mode": "hybrid", "alpha": 1.5}, "between 0 and 1"),
+    ],
+)
+def test_a_query_whitevec_cannot_answer_is_one_line(tmp_path: Path, query: dict[str, Any], problem: str) -> None:
+    from llama_index.core.vector_stores.types import VectorStoreQuery
+
+    from whitevec.integrations.llama_index import WhitevecVectorStore
+
+    store = WhitevecVectorStore(tmp_path / "idx")
+    store.add([_node("first", [0.5] * 8)])
+    asked = {"query_embedding": [0.5] * 8, "query_str": "a dog", **query}
+    with pytest.raises(BadInputError, match=problem) as caught:
+        store.query(VectorStoreQuery(**asked))
+    assert "\n" not in str(caught.value)
+
+
+def test_the_async_twins_do_the_same_work(static_model: Path, tmp_path: Path) -> None:
+    import asyncio
+
+    from llama_index.core.vector_stores.types import VectorStoreQuery
+
+    from whitevec.integrations.llama_index import WhitevecVectorStore
+
+    store = WhitevecVectorStore(tmp_path / "idx")
+    nodes = [_node(f"n{i}", [float(i + 1), 1.0, *[0.0] * 6]) for i in range(4)]
+
+    async def work() -> tuple[Any, Any, Any]:
+        await store.async_add(nodes)
+        query = VectorStoreQuery(query_embedding=[1.0, 0.0, *[0.0] * 6], similarity_top_k=2)
+        found = await store.aquery(query)
+        await store.adelete_nodes(["n3"])
+        kept = await store.aget_nodes()
+        await store.aclear()
+        return found, kept, await store.aget_nodes()
+
+    found, kept, cleared = asyncio.run(work())
+    assert found.ids == ["n3", "n2"] and len(found.similarities) == 2
+    assert [n.node_id for n in kept] == ["n0", "n1", "n2"] and cleared == []

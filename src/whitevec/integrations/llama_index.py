@@ -138,11 +138,11 @@ _MODES = {
 
 class WhitevecVectorStore(BasePydanticVectorStore):
     """A LlamaIndex vector store in the whitevec index folder ``path``: opened when it holds an index, else
-    created there by the first :meth:`add` (the dimension is the first embedding's), with ``transform`` (fitted on
-    the first add that brings enough vectors), ``kind``, ``metric`` and ``lexical`` (``"bm25"``, the default,
-    makes hybrid and text searches possible; None, dense only). Every write is on disk when it returns, so
-    :meth:`persist` has nothing left to write; reopen the store with ``WhitevecVectorStore(path)`` or
-    :meth:`from_persist_dir`."""
+    built there by the first :meth:`add` from its nodes' embeddings (their dimension is the index's), with
+    ``transform`` (fitted on those embeddings: the first add must bring enough), ``kind``, ``metric`` and
+    ``lexical`` (``"bm25"``, the default, makes hybrid and text searches possible; None, dense only). Every
+    write is on disk when it returns, so :meth:`persist` has nothing left to write; reopen the store with
+    ``WhitevecVectorStore(path)`` or :meth:`from_persist_dir`."""
 
     stores_text: bool = True
     flat_metadata: bool = False
@@ -154,14 +154,14 @@ class WhitevecVectorStore(BasePydanticVectorStore):
     encoder_name: str = "llama_index"
 
     _retriever: Retriever | None = PrivateAttr(default=None)
-    _creating: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _building: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     def __init__(self, path: str | os.PathLike[str], **settings: Any) -> None:
         fields: dict[str, Any] = {"path": str(Path(path).expanduser()), **settings}
         super().__init__(**fields)
         try:
             self._retriever = Retriever.load(self.path)
-        except DataNotFoundError:  # created by the first add, when the dimension is known
+        except DataNotFoundError:  # built by the first add, when the dimension is known
             self._retriever = None
 
     @classmethod
@@ -198,7 +198,22 @@ class WhitevecVectorStore(BasePydanticVectorStore):
             )
             for node in nodes
         ]
-        self._index_for(vectors).upsert(docs, vectors=vectors)
+        with self._building:
+            index = self._retriever
+            if index is None:  # the first add builds the index: a refused one leaves no folder behind
+                self._retriever = Retriever.build(
+                    docs,
+                    self.path,
+                    vectors=vectors,
+                    encoder_name=self.encoder_name,
+                    transform=self.transform,
+                    kind=self.kind,
+                    metric=self.metric,
+                    lexical=self.lexical,
+                    show_progress=False,
+                )
+        if index is not None:
+            index.upsert(docs, vectors=vectors)
         return [node.node_id for node in nodes]
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
@@ -230,8 +245,8 @@ class WhitevecVectorStore(BasePydanticVectorStore):
         index = self._retriever
         if index is None or index.count == 0:
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
-        texts = None if mode == "dense" else [_query_text(query)]
-        vectors = None if mode == "lexical" else _query_vector(query)
+        texts = None if mode == "dense" else [_query_text(query, mode)]
+        vectors = None if mode == "lexical" else _query_vector(query, mode)
         k = query.hybrid_top_k if mode == "hybrid" and query.hybrid_top_k else query.similarity_top_k
         (hits,) = index.search(texts, k, mode=mode, fusion=fusion, filter=expression, query_vectors=vectors)
         return VectorStoreQueryResult(
@@ -264,21 +279,6 @@ class WhitevecVectorStore(BasePydanticVectorStore):
         return await asyncio.to_thread(self.query, query, **kwargs)
 
     # --- the index ------------------------------------------------------------------------------------------
-    def _index_for(self, vectors: np.ndarray) -> Retriever:
-        """The folder's index; created empty, for vectors of this width, when there is none yet."""
-        with self._creating:
-            if self._retriever is None:
-                self._retriever = Retriever.create(
-                    self.path,
-                    dim=int(vectors.shape[1]),
-                    encoder_name=self.encoder_name,
-                    transform=self.transform,
-                    kind=self.kind,
-                    metric=self.metric,
-                    lexical=self.lexical,
-                )
-            return self._retriever
-
     def _documents(self, ids: list[str] | None, expression: str | None) -> list[Document]:
         if self._retriever is None or ids == []:
             return []
@@ -291,7 +291,7 @@ class WhitevecVectorStore(BasePydanticVectorStore):
 
 def _embeddings(nodes: Sequence[BaseNode]) -> np.ndarray:
     """The nodes' embeddings as one float32 matrix; a node without one, or of another length than the first's, is
-    one line naming it (the index checks the width against its own, and NaN)."""
+    one line naming it (the index checks the width against its own, and NaN, before it writes)."""
     width = None
     for node in nodes:
         if node.embedding is None:
@@ -314,21 +314,25 @@ def _node(text: str, metadata: dict[str, Any] | None) -> BaseNode:
 
 
 def _mode(query: VectorStoreQuery) -> tuple[str, Fusion | None]:
-    mode = _MODES.get(VectorStoreQueryMode(query.mode))
+    answered = ", ".join(m.name for m in _MODES)
+    try:
+        asked = VectorStoreQueryMode(query.mode)  # a dataclass field: a plain string is not converted
+    except ValueError:
+        raise BadInputError(f"unknown LlamaIndex query mode {query.mode!r}; whitevec answers {answered}") from None
+    mode = _MODES.get(asked)
     if mode is None:
         raise BadInputError(
-            f"the LlamaIndex query mode {query.mode.name} has no whitevec equivalent; whitevec answers "
-            f"{', '.join(m.name for m in _MODES)}"
+            f"the LlamaIndex query mode {asked.name} has no whitevec equivalent; whitevec answers {answered}"
         )
     if query.alpha is not None and mode != "hybrid":
-        raise BadInputError(f"alpha weighs a hybrid search's two rankings; this is a {query.mode.name} query")
+        raise BadInputError(f"alpha weighs a hybrid search's two rankings; this is a {asked.name} query")
     # alpha: LlamaIndex's 1 is vector search alone, 0 BM25 alone; whitevec's convex weight is the dense one too.
     return mode, None if query.alpha is None else Fusion("convex", alpha=query.alpha)
 
 
 def _query_filter(query: VectorStoreQuery) -> str | None:
     """The query's filters and its ``doc_ids`` (source documents) as one whitevec filter."""
-    if query.node_ids is not None:
+    if query.node_ids:  # VectorStoreIndex.as_retriever passes its index struct's, empty for a store of texts
         raise BadInputError(
             "a query restricted to node_ids has no whitevec equivalent (filters read metadata, not ids); "
             "filter on metadata, or on the source documents with doc_ids"
@@ -342,15 +346,15 @@ def _query_filter(query: VectorStoreQuery) -> str | None:
     return " and ".join(given) or None
 
 
-def _query_text(query: VectorStoreQuery) -> str:
+def _query_text(query: VectorStoreQuery, mode: str) -> str:
     if not query.query_str or not query.query_str.strip():
-        raise BadInputError(f"a {query.mode.name} query needs its text (query_str) for the lexical ranking")
+        raise BadInputError(f"a {mode} query needs its text (query_str) for the lexical ranking")
     return query.query_str
 
 
-def _query_vector(query: VectorStoreQuery) -> np.ndarray:
+def _query_vector(query: VectorStoreQuery, mode: str) -> np.ndarray:
     if query.query_embedding is None:
-        raise BadInputError(f"a {query.mode.name} query needs its embedding (query_embedding)")
+        raise BadInputError(f"a {mode} query needs its embedding (query_embedding)")
     return np.asarray([query.query_embedding], dtype=np.float32)
 
 
