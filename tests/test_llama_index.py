@@ -385,3 +385,37 @@ def test_the_async_twins_do_the_same_work(static_model: Path, tmp_path: Path) ->
     found, kept, cleared = asyncio.run(work())
     assert found.ids == ["n3", "n2"] and len(found.similarities) == 2
     assert [n.node_id for n in kept] == ["n0", "n1", "n2"] and cleared == []
+
+
+def test_an_add_of_a_held_node_id_replaces_it(tmp_path: Path) -> None:
+    from llama_index.core.schema import TextNode
+
+    from whitevec.integrations.llama_index import WhitevecVectorStore
+
+    store = WhitevecVectorStore(tmp_path / "idx")
+    store.add([_node("a", [1.0] * 8), _node("b", [0.5] * 8)])
+    store.add([TextNode(id_="a", text="the cat", embedding=[2.0] * 8, metadata={"year": 2})])
+    assert [(n.node_id, n.get_content(), n.metadata) for n in store.get_nodes(["a", "b"])] == [
+        ("a", "the cat", {"year": 2}),
+        ("b", "a dog", {"year": 1}),
+    ]
+
+
+def test_the_store_s_settings_make_its_index(tmp_path: Path) -> None:
+    from llama_index.core.vector_stores.types import VectorStoreQuery
+
+    from whitevec.index import Retriever
+    from whitevec.integrations.llama_index import WhitevecVectorStore
+
+    rng = np.random.default_rng(0)
+    nodes = [_node(f"n{i}", rng.normal(size=8).tolist()) for i in range(12)]
+    store = WhitevecVectorStore(tmp_path / "idx", transform="whitening-4", lexical=None)
+    store.add(nodes)  # the first add builds the index: whitening-4 fitted on these 12 embeddings
+    with Retriever.load(tmp_path / "idx") as index:
+        assert index.is_external and index.input_dim == 8 and index.dim == 4 and index.lexical is None
+        assert index.manifest["model"] == "llama_index"
+    found = store.query(VectorStoreQuery(query_embedding=nodes[3].embedding, similarity_top_k=1))
+    assert found.ids == ["n3"]
+    with pytest.raises(BadInputError, match="needs a lexical index") as caught:
+        store.query(VectorStoreQuery(query_embedding=nodes[3].embedding, query_str="a dog", mode="hybrid"))
+    assert "\n" not in str(caught.value)
