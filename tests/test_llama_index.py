@@ -419,3 +419,20 @@ def test_the_store_s_settings_make_its_index(tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match="needs a lexical index") as caught:
         store.query(VectorStoreQuery(query_embedding=nodes[3].embedding, query_str="a dog", mode="hybrid"))
     assert "\n" not in str(caught.value)
+
+
+def test_an_index_built_by_whitevec_opens_as_a_store_of_text_nodes(tmp_path: Path) -> None:
+    from llama_index.core.vector_stores.types import VectorStoreQuery
+
+    from whitevec.datasets.retrieval import Document
+    from whitevec.index import Retriever
+    from whitevec.integrations.llama_index import WhitevecVectorStore
+
+    vectors = np.eye(3, 8, dtype=np.float32)
+    docs = [Document("a", "a dog", {"year": 1}), Document("b", "the cat", None), Document("c", "a car", {})]
+    Retriever.build(docs, tmp_path / "idx", vectors=vectors, encoder_name="api").close()
+    store = WhitevecVectorStore(tmp_path / "idx")
+    found = store.query(VectorStoreQuery(query_embedding=vectors[1].tolist(), similarity_top_k=1))
+    (node,) = found.nodes or []
+    assert (node.node_id, node.get_content(), node.metadata, found.ids) == ("b", "the cat", {}, ["b"])
+    assert [(n.node_id, n.metadata) for n in store.get_nodes(["a"])] == [("a", {"year": 1})]

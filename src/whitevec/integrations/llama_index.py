@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from llama_index.core.bridge.pydantic import PrivateAttr
-from llama_index.core.schema import BaseNode, MetadataMode
+from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
     FilterCondition,
@@ -234,7 +234,9 @@ class WhitevecVectorStore(BasePydanticVectorStore):
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None
     ) -> list[BaseNode]:
         """The nodes with these ids (in that order; those the index lacks left out) that pass ``filters``."""
-        return [_node(doc.text, doc.metadata) for doc in self._documents(node_ids, filter_expression(filters))]
+        return [
+            _node(doc.id, doc.text, doc.metadata) for doc in self._documents(node_ids, filter_expression(filters))
+        ]
 
     # --- queries --------------------------------------------------------------------------------------------
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
@@ -250,7 +252,7 @@ class WhitevecVectorStore(BasePydanticVectorStore):
         k = query.hybrid_top_k if mode == "hybrid" and query.hybrid_top_k else query.similarity_top_k
         (hits,) = index.search(texts, k, mode=mode, fusion=fusion, filter=expression, query_vectors=vectors)
         return VectorStoreQueryResult(
-            nodes=[_node(hit.text, hit.metadata) for hit in hits],
+            nodes=[_node(hit.id, hit.text, hit.metadata) for hit in hits],
             similarities=[hit.score for hit in hits],
             ids=[hit.id for hit in hits],
         )
@@ -308,9 +310,13 @@ def _embeddings(nodes: Sequence[BaseNode]) -> np.ndarray:
     return np.asarray([node.embedding for node in nodes], dtype=np.float32)
 
 
-def _node(text: str, metadata: dict[str, Any] | None) -> BaseNode:
-    """The node a document of this store holds: its text, and the rest of it from the metadata."""
-    return metadata_dict_to_node(metadata or {}, text=text)
+def _node(doc_id: str, text: str, metadata: dict[str, Any] | None) -> BaseNode:
+    """The node a document holds: its text, and the rest of it from the metadata where this store wrote it there;
+    a document of an index built otherwise (``whitevec index build --vectors``) is a TextNode of its id, text and
+    metadata."""
+    if metadata is None or "_node_content" not in metadata:
+        return TextNode(id_=doc_id, text=text, metadata=metadata or {})
+    return metadata_dict_to_node(metadata, text=text)
 
 
 def _mode(query: VectorStoreQuery) -> tuple[str, Fusion | None]:
