@@ -291,6 +291,8 @@ def test_nodes_come_back_whole_and_go_by_their_source_document(built: tuple[Any,
     assert sorted(n.ref_doc_id for n in store.get_nodes()) == ["doc-0", "doc-1", "doc-4", "doc-5", "doc-7"]
     store.clear()
     assert store.get_nodes() == [] and _answers(index, "default") == []
+    index.delete_ref_doc("doc-1")  # nothing left to delete, nothing refused
+    assert store.get_nodes(filters=_year(2005)) == []
 
 
 def _year(year: int) -> MetadataFilters:
