@@ -282,7 +282,8 @@ class WhitevecVectorStore(BasePydanticVectorStore):
 
     # --- the index ------------------------------------------------------------------------------------------
     def _documents(self, ids: list[str] | None, expression: str | None) -> list[Document]:
-        if self._retriever is None or self._retriever.count == 0 or ids == []:  # a filter on no document is refused
+        # An index with no live document refuses every filter (no document has its field): nothing to find.
+        if self._retriever is None or self._retriever.count == 0 or ids == []:
             return []
         return self._retriever.documents(ids, filter=expression)
 
