@@ -25,7 +25,7 @@ from llama_index.core.vector_stores.types import (
 from llama_index.core.vector_stores.utils import build_metadata_filter_fn
 
 from tests.static_helpers import tiny_static_folder
-from whitevec.errors import BadInputError
+from whitevec.errors import BadInputError, WhitevecError
 from whitevec.index.filters.language import parse_filter
 from whitevec.index.filters.rows import MetadataColumns
 from whitevec.integrations.llama_index import SUPPORTED_OPERATORS, WhitevecEmbedding, filter_expression
@@ -350,6 +350,9 @@ def test_a_node_of_another_dimension_than_the_index_s_is_one_line(tmp_path: Path
         ({"query_embedding": None}, "needs its embedding"),
         ({"mode": "hybrid", "query_str": None}, "needs its text"),
         ({"mode": "hybrid", "alpha": 1.5}, "between 0 and 1"),
+        ({"query_embedding": [0.5] * 7}, "7-d; this index takes 8-d"),
+        ({"query_embedding": [float("nan")] * 8}, "NaN"),
+        ({"filters": MetadataFilters(filters=[MetadataFilter(key="year", value="one")])}, "'year' holds numbers"),
     ],
 )
 def test_a_query_whitevec_cannot_answer_is_one_line(tmp_path: Path, query: dict[str, Any], problem: str) -> None:
@@ -360,7 +363,7 @@ def test_a_query_whitevec_cannot_answer_is_one_line(tmp_path: Path, query: dict[
     store = WhitevecVectorStore(tmp_path / "idx")
     store.add([_node("first", [0.5] * 8)])
     asked = {"query_embedding": [0.5] * 8, "query_str": "a dog", **query}
-    with pytest.raises(BadInputError, match=problem) as caught:
+    with pytest.raises(WhitevecError, match=problem) as caught:  # BadInputError, DimensionMismatchError
         store.query(VectorStoreQuery(**asked))
     assert "\n" not in str(caught.value)
 
