@@ -148,6 +148,8 @@ def request_models(
     mode_type: Any = Literal[index.modes]  # the index's modes, an enum in the schema
     text = bounded_text(settings)
     no_lexical = "" if index.hybrid else f" This index has no lexical part ({ADD_LEXICAL})."
+    # Optional where vectors may stand for them; else required, and never null.
+    queries_type: Any = list[text] | None if index.input_dim else list[text]  # type: ignore[valid-type]
     vectors_type, vectors_spec = vectors_field(
         index.input_dim or 1, settings.max_queries, "Query vectors", "query"
     )
@@ -160,7 +162,7 @@ def request_models(
             strict=True,
             json_schema_extra=_search_constraints(index) or None,
         )
-        queries: list[text] | None = Field(  # type: ignore[valid-type,assignment]
+        queries: queries_type = Field(  # type: ignore[valid-type]
             None if index.input_dim else ...,
             min_length=1,
             max_length=settings.max_queries,
@@ -394,7 +396,9 @@ class SearchInfo(BaseModel):
     default_fusion: str = Field(description="The fusion of a hybrid /search that names none.")
     default_candidates: int = Field(description="The candidates of a hybrid /search that names none.")
     lexical: LexicalInfo | None = Field(description="The index's lexical part (BM25); null when it has none.")
-    input_dim: int = Field(description="The length of the vectors /search and /documents take: the encoder's.")
+    input_dim: int | None = Field(
+        description="The length of the vectors /search and /documents take: the encoder's dimension."
+    )
     external: bool = Field(
         description="Whether the index holds vectors given by the caller (no model): its dense and hybrid "
         "searches need vectors, and its writes the documents' vectors."

@@ -162,7 +162,7 @@ def add_write_routes(
     guard: KeyGuard,
 ) -> None:
     """The write routes, in every server's OpenAPI document; a server without ``writable`` refuses them (405)."""
-    DocumentsRequest, DeleteRequest = write_models(settings, int(retriever.manifest["encoder_dim"]))
+    DocumentsRequest, DeleteRequest = write_models(settings, retriever.manifest.get("encoder_dim"))
     secured, key_refusal = guard
     writer: WritableRetriever = retriever  # type: ignore[assignment]
     if settings.writable and settings.api_key is None:
