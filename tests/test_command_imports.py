@@ -1,5 +1,6 @@
 """A command loads what its work needs (issue 50, item 6): help and usage errors load none of the heavy libraries,
-and a search of a static-table index loads neither torch nor scikit-learn nor pymilvus (numpy does the work).
+and a search of a static-table index loads neither torch nor scikit-learn nor pymilvus (numpy does the work);
+neither `import whitevec` nor any command loads a framework of whitevec.integrations (issue 51).
 
 Each case runs in a fresh interpreter, since a module imported once stays in ``sys.modules``: one child runs
 every help and usage error in turn, one the index commands, and after each command writes which heavy modules
@@ -21,7 +22,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 SAVED = Path(__file__).parent / "fixtures" / "saved"
 # The libraries a command that does not need them must not load (seconds of imports each), and the frameworks
 # whitevec plugs into (issue 51: extras; ``whitevec.integrations`` imports each where asked).
-FRAMEWORKS = ("langchain", "langchain_core")
+FRAMEWORKS = ("langchain", "langchain_core", "llama_index")
 HEAVY = ("torch", "transformers", "sklearn", "faiss", "pymilvus", *FRAMEWORKS)
 # Runs ``whitevec ARGS`` for each ARGS of the JSON list in argv[1], in this one process, with stdout and stderr
 # thrown away, and writes [args, exit status, the heavy modules loaded by then] per command to argv[2]. With no

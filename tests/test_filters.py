@@ -649,3 +649,24 @@ def test_an_add_brings_its_metadata_into_filters(tmp_path: Path, corpus: list[Do
         (hits,) = retriever.search(["x"], 3, filter='colour == "red"')
         assert [hit.id for hit in hits] == ["new"]
         assert retriever.row_filter("year >= 2000").passing == first.passing + 1
+
+
+def test_documents_are_the_live_ones_with_the_ids_given_that_pass_the_filter(
+    tmp_path: Path, corpus: list[Document]
+) -> None:
+    docs = corpus[:80]
+    index = _build(tmp_path / "idx", docs, "float32")
+    index.delete(["d3", "d7"])
+    live = [doc for doc in docs if doc.id not in ("d3", "d7")]
+    expression = 'year >= 2005 or lang == "en"'
+    assert [doc.id for doc in index.documents()] == [doc.id for doc in live]
+    passing = index.documents(filter=expression)
+    assert [doc.id for doc in passing] == [doc.id for doc in live if _brute_force(expression, doc.metadata)]
+    assert passing[0] == next(doc for doc in live if doc.id == passing[0].id)  # text and metadata whole
+    asked = ["d9", "d3", "no-such-id", "d1", *[doc.id for doc in passing[:3]]]
+    assert [doc.id for doc in index.documents(asked)] == [i for i in asked if i in {d.id for d in live}]
+    assert [doc.id for doc in index.documents(asked, filter=expression)] == [
+        i for i in asked if i in {d.id for d in passing}
+    ]
+    with pytest.raises(BadInputError, match="no document has the metadata field 'nope'"):
+        index.documents(filter="nope == 1")

@@ -471,6 +471,21 @@ class Retriever(IndexWrites):
                 self._columns = (self._docs, MetadataColumns(metadata, rows))
             return row_filter(parsed, self._columns[1])
 
+    def documents(self, ids: Sequence[str] | None = None, *, filter: str | Filter | None = None) -> list[Document]:
+        """The live documents with these ``ids`` (in that order, those the index lacks left out; None: every one,
+        in row order) that pass ``filter`` (None: no condition); a one-line BadInputError for a bad filter."""
+        with self._lock:
+            self._check_open()
+            if ids is None:
+                rows = np.flatnonzero(self.row_filter(filter).mask) if filter is not None else None
+                found = self._docs.get(rows.tolist() if rows is not None else list(self._docs.metadata()))
+                return [found[row] for row in sorted(found)]
+            held = self._docs.rows_of(list(ids))
+            mask = None if filter is None else self.row_filter(filter).mask
+            wanted = [held[i] for i in ids if i in held and (mask is None or mask[held[i]])]
+            found = self._docs.get(wanted)
+            return [found[row] for row in wanted if row in found]
+
     def _search_lexical(self, items: list[str], k: int, allowed: np.ndarray | None = None) -> SearchResults:
         """The BM25 ranking of each query; no hits and a note for a query with no term left after analysis."""
         lexical = self._lexical()
