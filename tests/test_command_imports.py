@@ -19,8 +19,9 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 SAVED = Path(__file__).parent / "fixtures" / "saved"
-# The libraries a command that does not need them must not load (seconds of imports each).
-HEAVY = ("torch", "transformers", "sklearn", "faiss", "pymilvus")
+# The libraries a command that does not need them must not load (seconds of imports each); the frameworks of
+# whitevec.integrations (extras) only the command that serves them: `whitevec mcp INDEX`, not its --help.
+HEAVY = ("torch", "transformers", "sklearn", "faiss", "pymilvus", "mcp")
 # Runs ``whitevec ARGS`` for each ARGS of the JSON list in argv[1], in this one process, with stdout and stderr
 # thrown away, and writes [args, exit status, the heavy modules loaded by then] per command to argv[2]. With no
 # list ("help"), the commands are every group's and command's --help and an unknown option of each, and
@@ -108,3 +109,12 @@ def test_a_static_table_search_loads_no_sklearn_or_pymilvus(
     static_index_commands: list[tuple[str, Any, list[str]]],
 ) -> None:
     assert first_loading(static_index_commands, ("sklearn", "pymilvus")) is None
+
+
+def test_import_whitevec_loads_no_mcp() -> None:
+    """``import whitevec`` (and its CLI's module) leaves the MCP framework out: an extra, for `whitevec mcp` only."""
+    probe = "import sys, whitevec, whitevec.cli; print(sorted(m for m in sys.modules if m.split('.')[0] == 'mcp'))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
