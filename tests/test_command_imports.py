@@ -112,7 +112,7 @@ def test_a_static_table_search_loads_no_sklearn_or_pymilvus(
 
 
 def test_import_whitevec_loads_no_mcp() -> None:
-    """``import whitevec`` (and its CLI's module) leaves the MCP framework out: an extra, for `whitevec mcp` only."""
+    """``import whitevec`` and its CLI module leave the MCP framework out: an extra, for `whitevec mcp` alone."""
     probe = "import sys, whitevec, whitevec.cli; print(sorted(m for m in sys.modules if m.split('.')[0] == 'mcp'))"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)

@@ -134,6 +134,8 @@ def test_writable_server_adds_and_deletes(index: Retriever) -> None:
             "found": await client.call_tool("search", {"query": NEW_TEXT, "k": 1, "mode": "dense"}),
             "again": await client.call_tool("add", {"documents": [doc]}),
             "twice": await client.call_tool("add", {"documents": [doc, doc], "on_existing": "replace"}),
+            "unknown choice": await client.call_tool("add", {"documents": [doc], "on_existing": "merge"}),
+            "no ids": await client.call_tool("delete", {"ids": []}),
             "deleted": await client.call_tool("delete", {"ids": ["new-1", "nope"]}),
             "gone": await client.call_tool("search", {"query": NEW_TEXT, "k": 1, "mode": "dense"}),
             "info": await client.call_tool("info", {}),
@@ -146,6 +148,8 @@ def test_writable_server_adds_and_deletes(index: Retriever) -> None:
     assert "'new-1' is already in the index" in error_line(seen["again"])  # nothing written
     assert 'on_existing "replace"' in error_line(seen["again"])
     assert "'new-1' occurs more than once" in error_line(seen["twice"])
+    assert "on_existing: Input should be 'error', 'replace' or 'skip'" in error_line(seen["unknown choice"])
+    assert "ids: List should have at least 1 item" in error_line(seen["no ids"])
     assert answer(seen["deleted"]) == {"deleted": 1, "missing_count": 1, "missing": ["nope"], "count": 12}
     assert answer(seen["gone"])["hits"][0]["id"] != "new-1"
     assert answer(seen["info"])["count"] == 12 and answer(seen["info"])["writable"] is True

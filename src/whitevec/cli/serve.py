@@ -58,8 +58,8 @@ def mcp_command(
     """Serve an index to an AI agent over the Model Context Protocol (stdio): tools search and info; with
     --writable, add and delete too. An MCP client launches it (see docs: how-to/mcp).
 
-    The index and its model load before the first message, so a missing or damaged index stops it with one line
-    (exit 2). Limits come from the WHITEVEC_SERVE_* variables, as for `serve`.
+    The index and its model load before the first message: a missing or damaged index stops it at once, with one
+    line and exit 2. Limits come from the WHITEVEC_SERVE_* variables, as for `serve`.
     """
     existing_folder(index_dir, "index folder")
     try:

@@ -58,7 +58,7 @@ class Hit(BaseModel):
     )
     text: str = Field(description="The document's text.")
     metadata: dict[str, Any] | None = Field(description="The document's metadata, as added.")
-    rankers: dict[str, dict[str, float]] | None = Field(
+    rankers: dict[str, dict[str, float | int]] | None = Field(
         None,
         description="Lexical and hybrid searches: each ranker that found it, its rank (from 1) and own score.",
     )
@@ -350,6 +350,7 @@ def create_server(
         instructions="Search a whitevec index: call info first to see its size, modes and metadata, then search."
         + (" add and delete write to it." if writable else ""),
         lifespan=lifespan,
+        log_level="WARNING",  # a refused call is the client's to show; the server's stderr keeps its faults
     )
     add_read_tools(server, retriever, settings, writable)
     if writable:
