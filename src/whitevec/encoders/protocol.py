@@ -98,3 +98,36 @@ def zero_unknown_rows(vectors: np.ndarray, known: np.ndarray) -> np.ndarray:
     every such text the same vector, its image of 0)."""
     vectors[~known] = 0
     return vectors
+
+
+# What an index built from the caller's vectors records as its encoder (the manifest's ``encoder`` field, its
+# ``pooling`` and ``encoder_backend``): no model, so nothing to load.
+EXTERNAL = "external"
+
+
+class ExternalEncoder:
+    """The encoder of an index whose vectors the caller gives (an embedding API's, another library's): its
+    dimension and the name the caller gave it, and no model. It encodes nothing: searches take ``query_vectors``
+    and writes ``vectors`` (:meth:`whitevec.index.Retriever.search`, :meth:`~whitevec.index.Retriever.add`)."""
+
+    def __init__(self, dim: int, name: str | None = None) -> None:
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+            raise BadInputError(f"the vectors' dimension must be a positive integer, got {dim!r}")
+        if name is not None and (not isinstance(name, str) or not name.strip() or "\n" in name):
+            raise BadInputError(f"the encoder name must be a non-blank line of text, got {name!r}")
+        self.dim = int(dim)
+        self.name = EXTERNAL if name is None else name.strip()
+
+    def encode(
+        self, texts: Sequence[str], batch_size: int | None = None, show_progress: bool | None = None
+    ) -> np.ndarray:
+        raise BadInputError(
+            f"this index holds vectors given by the caller ({self.name}, {self.dim}-d) and encodes no text: give "
+            "query_vectors to a search (--query-vectors), vectors to a write (--vectors)"
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {"model": self.name, "pooling": EXTERNAL, "max_length": None, "dim": self.dim, "backend": EXTERNAL}
+
+    def __repr__(self) -> str:
+        return f"ExternalEncoder(dim={self.dim}, name={self.name!r})"

@@ -20,7 +20,7 @@ import numpy as np
 
 from whitevec.datasets.retrieval import ID_RULE, Document, check_unique_ids, is_exact_id, read_corpus_file
 from whitevec.encoders.models.identity import check_model_checksum, model_record
-from whitevec.encoders.protocol import check_empty_documents, known_token_mask
+from whitevec.encoders.protocol import EXTERNAL, ExternalEncoder, check_empty_documents, known_token_mask
 from whitevec.errors import BadInputError, CorruptFileError, DimensionMismatchError, WhitevecWarning
 from whitevec.index.build_transform import fit_transform
 from whitevec.index.encodings.spec import parse_encoding
@@ -28,6 +28,7 @@ from whitevec.index.folder.layout import DOCS_FILE, TRANSFORM_FILE
 from whitevec.index.folder.manifest import MANIFEST, write_manifest
 from whitevec.index.folder.raw_vectors import RAW_FIELD, check_keep_raw_vectors, raw_record, write_raw_vectors
 from whitevec.index.folder.snapshot import read_manifest
+from whitevec.index.given_vectors import checked_vectors
 from whitevec.index.lexical.bm25 import (
     DEFAULT_ANALYZER,
     LexicalIndex,
@@ -201,10 +202,11 @@ def build_index(
     analyzer: str = DEFAULT_ANALYZER,
     search: Mapping[str, str] | None = None,
     keep_raw_vectors: bool = False,
+    vectors: np.ndarray | None = None,
 ) -> Path:
-    """Encode ``corpus``, fit ``transform``, store the vectors, and the lexical index when ``lexical`` says so,
-    and write the index folder ``out``; see :meth:`whitevec.index.Retriever.build` for the arguments. Returns
-    ``out``.
+    """Encode ``corpus`` (or take its ``vectors``, checked, a row per document in the encoder's space: every
+    document kept), fit ``transform``, store the vectors, and the lexical index when ``lexical`` says so, and
+    write the index folder ``out``; see :meth:`whitevec.index.Retriever.build` for the arguments. Returns ``out``.
 
     Raises:
         BadInputError: empty corpus, duplicate ids, unknown kind/metric/backend/params/lexical/analyzer, or
@@ -218,9 +220,17 @@ def build_index(
     check_keep_raw_vectors(keep_raw_vectors, backend)
     previous = check_build(target, **options, lexical=lexical, analyzer=analyzer, search=search)
     check_empty_documents(empty_documents)
-    given, docs = documents_to_index(corpus, encoder, empty_documents)
+    check_given_encoder(
+        encoder, given_vectors=vectors is not None, backend=backend, fit_on=fit_on, analyzer=analyzer
+    )
+    if vectors is None:
+        given, docs = documents_to_index(corpus, encoder, empty_documents)
+    else:  # each document came with its vector: all are kept
+        given = docs = documents_to_index(corpus, None, "keep")[1]
+        vectors = checked_vectors(vectors, rows=len(docs), dim=int(encoder.describe()["dim"]))
     in_store, lexical_index = _lexical_plan(store_class(backend), lexical, analyzer, docs, encoder)
-    vectors = encoder.encode([d.text for d in docs], show_progress=show_progress)
+    if vectors is None:
+        vectors = encoder.encode([d.text for d in docs], show_progress=show_progress)
     fitted, transform_record = fit_transform(transform, fit_on, vectors, encoder, show_progress)
     encoded = _Encoded(len(given), docs, vectors, fitted, transform_record, keep_raw_vectors)
     lexical_plan = (in_store, lexical_index, analyzer, search)
@@ -394,15 +404,16 @@ def _filled_store(
 
 
 def documents_to_index(
-    corpus: Sequence[Document] | str | os.PathLike[str], encoder: EncoderLike, empty_documents: str
+    corpus: Sequence[Document] | str | os.PathLike[str], encoder: EncoderLike | None, empty_documents: str
 ) -> tuple[list[Document], list[Document]]:
     """``(given, kept)``: the corpus's documents, ids checked unique, and those the index keeps by
-    ``empty_documents`` (see :func:`meaningful_documents`); BadInputError when either is empty."""
+    ``empty_documents`` (see :func:`meaningful_documents`; all of them without an ``encoder``: vectors given);
+    BadInputError when either is empty."""
     given = as_documents(corpus)
     if not given:
         raise BadInputError("the corpus is empty; give at least one document")
     check_unique_ids(given)
-    kept = meaningful_documents(given, encoder, empty_documents)
+    kept = given if encoder is None else meaningful_documents(given, encoder, empty_documents)
     if not kept:
         raise BadInputError(f"none of the {len(given)} documents has a token the model knows; nothing to index")
     return given, kept
@@ -462,9 +473,32 @@ def encoder_fields(encoder: EncoderLike) -> dict[str, Any]:
     nulls for an encoder without a folder)."""
     folder = getattr(encoder, "model_path", None)
     described = encoder_description(encoder)
+    if isinstance(encoder, ExternalEncoder):  # no model: loading makes none
+        described["encoder"] = EXTERNAL
     if isinstance(folder, Path):
         return {**described, **model_record(described["model"], folder)}
     return {**described, "model_path": None, "model_id": None, "model_sha256": None}
+
+
+def check_given_encoder(
+    encoder: EncoderLike, *, given_vectors: bool, backend: str, fit_on: str | os.PathLike[str], analyzer: str
+) -> None:
+    """What a build of given vectors, or of an index whose encoder is external
+    (:class:`~whitevec.encoders.protocol.ExternalEncoder`), cannot do, refused in one line before anything is
+    read: another backend than faiss, a transform fitted on a text file, the ``encoder`` analyzer (no
+    tokenizer)."""
+    external = isinstance(encoder, ExternalEncoder)
+    if not (given_vectors or external):
+        return
+    if str(backend).strip().lower() != "faiss":
+        raise BadInputError("an index of given vectors is on the faiss backend only; choose --backend faiss")
+    if external and str(fit_on) != "corpus":
+        raise BadInputError("an index of given vectors encodes no text: its transform fits on its own vectors")
+    if external and str(analyzer).strip().lower() == "encoder":
+        raise BadInputError(
+            "the encoder analyzer needs a model's tokenizer, and an index of given vectors has none; choose "
+            "another --analyzer"
+        )
 
 
 # The manifest's fields of the encoder and its model (encoder_fields), which a refit from raw vectors copies.
@@ -477,7 +511,8 @@ ENCODER_FIELDS = (
     "encoder_dim",
     "encoder_backend",
 )
-MODEL_FIELDS = ("model_path", "model_id", "model_sha256")  # where the model was (absent in old manifests)
+# Where the model was (absent in old manifests), or that there is none ("encoder": "external").
+MODEL_FIELDS = ("model_path", "model_id", "model_sha256", "encoder")
 
 
 def encoder_description(encoder: EncoderLike) -> dict[str, Any]:
@@ -502,8 +537,16 @@ def encoder_description(encoder: EncoderLike) -> dict[str, Any]:
 
 
 def check_encoder(encoder: EncoderLike, manifest: dict[str, Any]) -> None:
-    """Refuse an encoder that would make vectors the index cannot compare with its own."""
+    """Refuse an encoder that would make vectors the index cannot compare with its own (of an index of given
+    vectors, one of another dimension: which model made them is the caller's to know)."""
     info = encoder_description(encoder)
+    if manifest.get("encoder") == EXTERNAL and info["encoder_dim"] != manifest["encoder_dim"]:
+        raise DimensionMismatchError(
+            f"the encoder makes {info['encoder_dim']}-d vectors; the index holds {manifest['encoder_dim']}-d "
+            f"vectors given by the caller ({manifest['model']})"
+        )
+    if manifest.get("encoder") == EXTERNAL:
+        return
     if info["encoder_dim"] != manifest["encoder_dim"]:
         raise DimensionMismatchError(
             f"the encoder makes {info['encoder_dim']}-d vectors ({info['model']}); the index was built with "

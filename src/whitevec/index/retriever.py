@@ -22,17 +22,19 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from whitevec.datasets.retrieval import Document
 from whitevec.encoders.models.identity import index_model_folder
-from whitevec.encoders.protocol import known_token_mask
+from whitevec.encoders.protocol import EXTERNAL, ExternalEncoder, known_token_mask
 from whitevec.errors import BadInputError, DimensionMismatchError
 from whitevec.index.build import build_index, check_encoder
+from whitevec.index.empty import create_index
 from whitevec.index.filters.language import Filter, parse_filter
 from whitevec.index.filters.rows import MetadataColumns, RowFilter, row_filter
+from whitevec.index.given_vectors import encoder_for, query_input
 from whitevec.index.lexical.bm25 import DEFAULT_ANALYZER
 from whitevec.index.search.fusion import Fusion, fuse
 from whitevec.index.search.hits import (
@@ -103,7 +105,9 @@ class Retriever(IndexWrites):
         corpus: Sequence[Document] | str | os.PathLike[str],
         out: str | os.PathLike[str],
         *,
-        encoder: EncoderLike,
+        encoder: EncoderLike | None = None,
+        vectors: np.ndarray | str | os.PathLike[str] | None = None,
+        encoder_name: str | None = None,
         transform: str | Transform | None = "none",
         fit_on: str | os.PathLike[str] = "corpus",
         kind: str = "flat",
@@ -141,14 +145,24 @@ class Retriever(IndexWrites):
         per segment; adds keep theirs too), so :meth:`refit` fits on them without encoding again
         (:mod:`whitevec.index.folder.raw_vectors`; faiss backend only).
 
+        ``vectors``: the documents' vectors, made elsewhere (an embedding API's, say): a float32 (n, d) array, a
+        row per document in corpus order, or a ``.npy`` / one-tensor ``.safetensors`` file; nothing is encoded
+        and every document is kept. With an ``encoder``, they are its vectors (the index is its model's, and
+        text queries work); without one, the index records an external encoder (:attr:`is_external`: its
+        dimension and ``encoder_name``, no model), searched by ``query_vectors`` and written with ``vectors``.
+
         Raises:
             BadInputError: empty corpus, duplicate ids, unknown kind/metric/backend/params, or ``out`` is
                 something other than an earlier index; documents with no known token under ``"error"``, or no
-                document with one. Nothing is written in these cases.
+                document with one; neither ``encoder`` nor ``vectors``, ``encoder_name`` beside an encoder,
+                ``vectors`` not one finite row per document (of the encoder's dimension). Nothing is written in
+                these cases.
         """
+        encoder, given = encoder_for(encoder, vectors, encoder_name)
         target = build_index(
             corpus,
             out,
+            vectors=given,
             encoder=encoder,
             transform=transform,
             fit_on=fit_on,
@@ -159,6 +173,55 @@ class Retriever(IndexWrites):
             index_params=index_params,
             show_progress=show_progress,
             empty_documents=empty_documents,
+            lexical=lexical,
+            analyzer=analyzer,
+            search=search,
+            keep_raw_vectors=keep_raw_vectors,
+        )
+        return cls.load(target, encoder=encoder)
+
+    @classmethod
+    def create(
+        cls,
+        out: str | os.PathLike[str],
+        *,
+        dim: int | None = None,
+        encoder: EncoderLike | None = None,
+        encoder_name: str | None = None,
+        transform: str | Transform | None = "none",
+        kind: str = "flat",
+        metric: str = "cosine",
+        backend: str = "faiss",
+        index_params: dict[str, Any] | None = None,
+        lexical: str | None = None,
+        analyzer: str = DEFAULT_ANALYZER,
+        search: Mapping[str, str] | None = None,
+        keep_raw_vectors: bool = False,
+    ) -> Retriever:
+        """An empty index at ``out`` (count 0) with these settings (as :meth:`build`'s), grown by writes
+        (:meth:`add`); loaded. With ``encoder`` its vectors are that encoder's; else ``dim`` is required and the
+        encoder is external (:attr:`is_external`, named ``encoder_name``). Searches answer no hits, with a note,
+        until the first write, which builds the index (:mod:`whitevec.index.empty`): a transform that needs data
+        (``whitening``, ``whitening-256``) is fitted on that write's vectors, and a first write with fewer rows
+        than it needs is refused in one line naming how many. faiss backend only.
+
+        Raises:
+            BadInputError: neither ``dim`` nor ``encoder`` (or both), ``encoder_name`` beside an encoder, a bad
+                setting (as :meth:`build`), ``out`` something other than an earlier index. Nothing is written.
+        """
+        if dim is not None and encoder is not None:
+            raise BadInputError(
+                "give Retriever.create a dim (vectors given by the caller) or an encoder, not both"
+            )
+        encoder, _ = encoder_for(encoder, None, encoder_name, dim)
+        target = create_index(
+            out,
+            encoder=encoder,
+            transform=transform,
+            kind=kind,
+            metric=metric,
+            backend=backend,
+            index_params=index_params,
             lexical=lexical,
             analyzer=analyzer,
             search=search,
@@ -186,7 +249,9 @@ class Retriever(IndexWrites):
         was given as, or ``model`` (a folder, alias or hub id: where that model is now); its contents must match
         the checksum the build recorded (:mod:`whitevec.encoders.models.identity`). An ``encoder`` with another
         backend
-        (bf16 queries on a float32 index, say) is allowed: same model, nearly the same vectors.
+        (bf16 queries on a float32 index, say) is allowed: same model, nearly the same vectors. An index of
+        given vectors (:attr:`is_external`) loads no model; an ``encoder`` of its dimension given to it encodes
+        its text queries and writes.
 
         Raises:
             DataNotFoundError: no index at ``path``.
@@ -203,6 +268,10 @@ class Retriever(IndexWrites):
         manifest = version.manifest
         owns_encoder = encoder is None
         try:
+            if manifest.get("encoder") == EXTERNAL and (encoder is None or model is not None):
+                if model is not None:
+                    raise BadInputError("this index holds vectors given by the caller; it has no model to name")
+                encoder, owns_encoder = ExternalEncoder(int(manifest["encoder_dim"]), manifest["model"]), False
             if encoder is None:
                 from whitevec.encoders.loading import load_encoder
 
@@ -223,9 +292,10 @@ class Retriever(IndexWrites):
             raise
         state = None
         store, docs, lexical = version.store, version.docs, version.lexical
-        if version.segments is not None:  # the encoder analyzer's tokens: the index's model, just checked
+        if version.segments is not None:
             state = IndexState(folder, manifest, version.segments, version.deleted)
-            store, docs, lexical = searchable(state, encoder)
+        if version.segments:  # the encoder analyzer's tokens: the index's model, just checked
+            store, docs, lexical = searchable(cast(IndexState, state), encoder)
         return cls(
             folder,
             manifest,
@@ -258,7 +328,8 @@ class Retriever(IndexWrites):
             raise BadInputError(f"k must be at least 1, got {k}")
         if k > self.count:
             n = self.count
-            logger.warning("k=%d is more than the %d documents in the index; returning %d", k, n, n)
+            if n:  # an empty index answers no hits, with a note
+                logger.warning("k=%d is more than the %d documents in the index; returning %d", k, n, n)
             return self.count
         return int(k)
 
@@ -311,13 +382,14 @@ class Retriever(IndexWrites):
 
     def search(
         self,
-        queries: Sequence[str],
+        queries: Sequence[str] | None = None,
         k: int = 10,
         *,
         mode: str | None = None,
         fusion: str | Fusion | None = None,
         candidates: int | None = None,
         filter: str | Filter | None = None,
+        query_vectors: Any = None,
     ) -> SearchResults:
         """The ``k`` best documents for each query, best first (see the module docstring for ``k``): a list of
         hit lists (see :class:`SearchHit` for what a score means in each mode).
@@ -338,31 +410,51 @@ class Retriever(IndexWrites):
         after analysis (stop words, punctuation): in lexical mode, no hits and a note; in hybrid mode, the dense
         ranking alone (noted).
 
+        ``query_vectors``: the queries as vectors in the encoder's space (before the index's transform, which is
+        applied; :attr:`input_dim` columns), a float32 (q, d) array or a ``.npy`` / ``.safetensors`` file: the
+        dense ranking uses them instead of encoding ``queries``. A dense search needs only them; a hybrid one
+        also needs ``queries`` (a text per vector, for the lexical part); a lexical one, ``queries`` alone (the
+        vectors unused). An index of given vectors (:attr:`is_external`) encodes no text: its dense and hybrid
+        searches need ``query_vectors``.
+
         Raises:
-            BadInputError: not a list of strings, an empty list, or a blank query (see :func:`check_texts`); an
+            BadInputError: neither ``queries`` nor ``query_vectors``; ``query_vectors`` not finite rows of
+                :attr:`input_dim` numbers, one per query; texts alone in dense or hybrid mode on an index of
+                given vectors, vectors alone in lexical or hybrid mode;
+                not a list of strings, an empty list, or a blank query (see :func:`check_texts`); an
                 unknown mode or fusion, candidates below 1, a fusion with a mode other than hybrid, a lexical or
                 hybrid search on an index without a lexical part; a filter with a syntax error, a field no
                 document has or a value of a kind the field never holds (one line naming the column).
         """
-        items = check_texts(queries, "queries")
         plan = self.search_plan(mode, fusion, candidates)
+        encodes = not isinstance(self.encoder, ExternalEncoder)
+        items, given = query_input(queries, query_vectors, plan.mode, self.input_dim, encodes, self._external_note)
+        n = len(items) if given is None else given.shape[0]
         # One version throughout: a write from another thread waits, so the filter's rows are the searched ones.
         with self._lock:
             self._check_open()
             k = self.effective_k(k)
+            if self.count == 0:  # all deleted, or created empty: a filter's syntax checked, no field
+                _ = filter if filter is None or isinstance(filter, Filter) else parse_filter(filter)
+                return SearchResults(no_hits("the index holds no documents") for _ in range(n))
             rows = None if filter is None else self.row_filter(filter)
-            if self.count == 0 or (rows is not None and rows.passing == 0):  # all deleted, or none passes
-                note = "the index holds no documents" if rows is None else rows.note(self.count)
-                return SearchResults(no_hits(note) for _ in items)
+            if rows is not None and rows.passing == 0:
+                return SearchResults(no_hits(rows.note(self.count)) for _ in range(n))
             allowed = None if rows is None else rows.mask
             if plan.mode == "lexical":
                 return self._search_lexical(items, k, allowed)
-            known = known_token_mask(self.encoder, items)
+            known = np.ones(n, dtype=bool) if given is not None else known_token_mask(self.encoder, items)
             if plan.mode == "hybrid":
-                return self._search_hybrid(items, known, k, plan, allowed)
-            meaningful = [text for text, ok in zip(items, known, strict=True) if ok]
-            found = iter(self._search(self._stored_form(meaningful), k, allowed) if meaningful else [])
+                return self._search_hybrid(items, known, k, plan, allowed, given)
+            found = iter(self._search(self._query_form(items, known, given), k, allowed) if known.any() else [])
         return SearchResults(next(found) if ok else no_hits(UNKNOWN_QUERY_NOTE) for ok in known)
+
+    def _query_form(self, items: list[str], known: np.ndarray, given: np.ndarray | None) -> np.ndarray:
+        """The queries a dense ranker searches, in stored form: the given vectors, else the texts with a known
+        token encoded."""
+        if given is not None:
+            return stored_form(self._transform, given, self.manifest["metric"])
+        return self._stored_form([text for text, ok in zip(items, known, strict=True) if ok])
 
     def row_filter(self, expression: str | Filter) -> RowFilter:
         """A metadata filter parsed, checked against this index's metadata and evaluated over its rows (the
@@ -386,7 +478,13 @@ class Retriever(IndexWrites):
         return lexical_hits(rows, scores, terms, found)
 
     def _search_hybrid(
-        self, items: list[str], known: np.ndarray, k: int, plan: SearchPlan, allowed: np.ndarray | None
+        self,
+        items: list[str],
+        known: np.ndarray,
+        k: int,
+        plan: SearchPlan,
+        allowed: np.ndarray | None,
+        given: np.ndarray | None = None,
     ) -> SearchResults:
         """Each ranker's top ``plan.depth`` candidates fused (:func:`~whitevec.index.search.fusion.fuse`); a query
         one ranker cannot search gets the other's ranking alone, with a note."""
@@ -396,7 +494,7 @@ class Retriever(IndexWrites):
         with self._lock:
             terms = np.asarray(lexical.has_terms(items), dtype=bool)
             lexical_rows, lexical_scores = _within(lexical.search, allowed)(items, depth)
-            vectors = self._stored_form([text for text, ok in zip(items, known, strict=True) if ok])
+            vectors = self._query_form(items, known, given)
             if known.any():
                 dense_scores[known], dense_rows[known] = _within(self.store.search, allowed)(vectors, depth)
             lists = (dense_rows, dense_scores, lexical_rows, lexical_scores)

@@ -12,6 +12,7 @@ from typing import Any, cast
 import numpy as np
 
 from whitevec.errors import CorruptFileError
+from whitevec.index.empty import NoTerms, NoVectors, is_unfilled
 from whitevec.index.filters.language import Filter
 from whitevec.index.filters.rows import MetadataColumns
 from whitevec.index.folder.layout import (
@@ -89,6 +90,11 @@ def open_version(snapshot: IndexSnapshot, device: str) -> Version:
         if manifest["transform"] is not None
         else None
     )
+    if is_unfilled(manifest):  # created empty: nothing to search until its first write (whitevec.index.empty)
+        docs = documents_of(manifest).open(snapshot)
+        lexical = None if "lexical" not in manifest else cast(LexicalRanker, NoTerms(manifest["lexical"]))
+        none = np.zeros(0, dtype=np.int64)
+        return Version(manifest, transform, cast(VectorStore, NoVectors(manifest)), docs, lexical, [], none)
     if "segments" in manifest:
         segments = open_segments(snapshot)
         deleted = read_deleted(snapshot)
@@ -168,6 +174,11 @@ def check_index_manifest(manifest: dict[str, Any], folder: Path) -> None:
     problem = documents.check_manifest(manifest)
     if problem is not None:
         raise CorruptFileError(f"{where}: {problem}")
+    if is_unfilled(manifest):  # its documents (none) and a transform given fitted, only
+        _check_files(manifest, where, {*documents.files, *([TRANSFORM_FILE] if manifest["transform"] else [])})
+        if manifest["count"] or "segments" in manifest:
+            raise CorruptFileError(f"{where}: an index created empty holds no documents. Rebuild the index.")
+        return
     per_segment = {*store_files(manifest), *documents.files}
     if "raw_vectors" in manifest:
         per_segment.add(RAW_VECTORS_FILE)
@@ -191,6 +202,11 @@ def check_index_manifest(manifest: dict[str, Any], folder: Path) -> None:
             f"{where}: its segments hold {rows} rows; count and deleted say {total_rows(manifest)}. "
             "Rebuild the index."
         )
+    _check_files(manifest, where, expected)
+
+
+def _check_files(manifest: dict[str, Any], where: Path, expected: set[str]) -> None:
+    """A one-line CorruptFileError when the manifest lists other files than ``expected``."""
     files = set(manifest["files"])
     if files != expected:
         raise CorruptFileError(

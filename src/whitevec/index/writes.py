@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from whitevec.datasets.retrieval import Document, check_unique_ids
+from whitevec.encoders.protocol import EXTERNAL
 from whitevec.errors import BadInputError
 from whitevec.index.build import (
     ENCODER_FIELDS,
@@ -24,8 +25,10 @@ from whitevec.index.build import (
     build_index,
     meaningful_documents,
 )
+from whitevec.index.empty import check_first_write, first_write_options, is_unfilled
 from whitevec.index.folder.raw_vectors import keeps_raw_vectors, live_raw_vectors
 from whitevec.index.folder.snapshot import read_consistent
+from whitevec.index.given_vectors import checked_vectors, read_vectors
 from whitevec.index.segments.requests import AddResult, DeleteResult, check_ids, check_on_existing
 from whitevec.index.segments.writing import (
     IndexState,
@@ -104,6 +107,7 @@ class IndexWrites(WritableIndex):
         docs: Sequence[Document],
         show_progress: bool | None = None,
         *,
+        vectors: Any = None,
         empty_documents: str = "skip",
         on_existing: str = "error",
     ) -> int:
@@ -115,6 +119,12 @@ class IndexWrites(WritableIndex):
         one held. Documents with no token the model knows are counted in a warning and skipped, kept or refused
         by ``empty_documents`` as in :meth:`build` (when all are skipped, nothing is written).
 
+        ``vectors``: the documents' vectors, a row each in their order, in the encoder's space (before the
+        index's transform, which is applied to them; :attr:`input_dim` columns): a float32 array or a ``.npy`` /
+        ``.safetensors`` file. Then nothing is encoded and every document is kept. An index of given vectors
+        (:attr:`is_external`) needs them. The first write of an index created empty (:meth:`create`) builds it,
+        fitting its transform on that write's vectors.
+
         One new segment, the rest linked into the next version, swapped in whole
         (:mod:`whitevec.index.segments.writing`): the cost is the added documents'; a failed add leaves the index
         as it was; other processes' readers see the old or the new version. Refused when another process wrote
@@ -122,15 +132,22 @@ class IndexWrites(WritableIndex):
 
         Raises:
             BadInputError: empty list, an id given twice, an id already in the index under ``"error"`` (named),
-                the index changed on disk since it was loaded, or documents with no known token under ``"error"``.
+                the index changed on disk since it was loaded, or documents with no known token under ``"error"``;
+                ``vectors`` not one finite row of :attr:`input_dim` numbers per document, or missing for an index
+                of given vectors; a first write of an empty index bringing fewer documents than its transform's
+                fit needs (the number named).
         """
-        return self.write(docs, show_progress, empty_documents=empty_documents, on_existing=on_existing).count
+        written = self.write(
+            docs, show_progress, vectors=vectors, empty_documents=empty_documents, on_existing=on_existing
+        )
+        return written.count
 
     def write(
         self,
         docs: Sequence[Document],
         show_progress: bool | None = None,
         *,
+        vectors: Any = None,
         empty_documents: str = "skip",
         on_existing: str = "error",
         encoder: EncoderLike | None = None,
@@ -139,7 +156,12 @@ class IndexWrites(WritableIndex):
         ``encoder``: the index's own encoder as this call may use it (None: itself; a server passes one whose
         calls run on its encoder thread, in turn with the searches)."""
         prepared = self._prepare_write(
-            docs, show_progress, empty_documents, on_existing, encoder if encoder is not None else self.encoder
+            docs,
+            show_progress,
+            empty_documents,
+            on_existing,
+            encoder if encoder is not None else self.encoder,
+            vectors,
         )
         return self._commit_write(prepared)
 
@@ -150,20 +172,46 @@ class IndexWrites(WritableIndex):
         empty_documents: str,
         on_existing: str,
         encoder: EncoderLike,
+        vectors: Any = None,
     ) -> PreparedWrite:
-        """The part of :meth:`write` that uses the model (its tokens and vectors), checks first."""
+        """The part of :meth:`write` that uses the model (its tokens and vectors), checks first; with
+        ``vectors`` given, no model: every document kept with its row."""
         on_existing = check_on_existing(on_existing)
         given = as_documents(docs)
         if not given:
             raise BadInputError("no documents to add")
         check_unique_ids(given, where="the documents to add")
-        meaningful = meaningful_documents(given, encoder, empty_documents)
+        if vectors is None and self.is_external:
+            raise BadInputError(f"{self._external_note()}: give the documents' vectors (vectors=..., --vectors)")
+        raw = None
+        if vectors is not None:
+            raw = checked_vectors(read_vectors(vectors), rows=len(given), dim=self.input_dim)
+        meaningful = given if raw is not None else meaningful_documents(given, encoder, empty_documents)
         with self._lock:  # refused before any encoding: an id held under "error"
             self._check_open()
             plan_add(self._docs, meaningful, on_existing, self.path)
-        texts = [d.text for d in meaningful]
-        raw = encoder.encode(texts, show_progress=show_progress) if meaningful else None
+            if is_unfilled(self.manifest):
+                check_first_write(self.manifest, len(meaningful))
+        if raw is None and meaningful:
+            raw = encoder.encode([d.text for d in meaningful], show_progress=show_progress)
         return PreparedWrite(len(given), meaningful, raw, on_existing)
+
+    @property
+    def is_external(self) -> bool:
+        """Whether the index holds vectors the caller gives (built or created without a model,
+        :class:`~whitevec.encoders.protocol.ExternalEncoder`): searched by ``query_vectors``, written with
+        ``vectors``, no model loaded."""
+        return self.manifest.get("encoder") == EXTERNAL
+
+    @property
+    def input_dim(self) -> int:
+        """The dimension of the vectors searches and writes take: the encoder's, before the transform."""
+        return int(self.manifest["encoder_dim"])
+
+    def _external_note(self) -> str:
+        """Whose vectors an index of given vectors holds, for its refusals."""
+        model, dim = self.manifest["model"], self.input_dim
+        return f"the index at {self.path} holds vectors given by the caller ({model}, {dim}-d)"
 
     def _commit_write(self, prepared: PreparedWrite) -> AddResult:
         """Write what :meth:`_prepare_write` encoded as one new version. Searches go on meanwhile: the segments
@@ -191,10 +239,17 @@ class IndexWrites(WritableIndex):
         return [doc_id for doc_id in ids if doc_id in held]
 
     def upsert(
-        self, docs: Sequence[Document], show_progress: bool | None = None, *, empty_documents: str = "skip"
+        self,
+        docs: Sequence[Document],
+        show_progress: bool | None = None,
+        *,
+        vectors: Any = None,
+        empty_documents: str = "skip",
     ) -> int:
         """:meth:`add` with ``on_existing="replace"``: a document whose id the index holds replaces it."""
-        return self.add(docs, show_progress, empty_documents=empty_documents, on_existing="replace")
+        return self.add(
+            docs, show_progress, vectors=vectors, empty_documents=empty_documents, on_existing="replace"
+        )
 
     def delete(self, ids: Sequence[str]) -> DeleteResult:
         """Delete the documents with these ids (one new version: a tombstone list, nothing rewritten; on a Milvus
@@ -264,6 +319,9 @@ class SegmentWriter:
     def add(
         self, items: list[Document], vectors: np.ndarray, raw: np.ndarray, replaced: np.ndarray, empty: int
     ) -> None:
+        if is_unfilled(self.index.manifest):
+            self._fill(items, raw)
+            return
         with self._next_version() as state:
             made = new_segment(state, items, vectors, raw)
             deleted = np.union1d(state.deleted, replaced).astype(np.int64)
@@ -290,6 +348,16 @@ class SegmentWriter:
                 self._use(merged(state, merging))
         return len(merging)
 
+    def _fill(self, items: list[Document], raw: np.ndarray) -> None:
+        """The first write of an index created empty: a build of ``items`` from their ``raw`` vectors with the
+        index's settings (:mod:`whitevec.index.empty`), searched from now on."""
+        index = self.index
+        with index._lock, self._next_version() as state:
+            check_first_write(index.manifest, len(items))
+            options = first_write_options(index.manifest, state.path)
+            build_index(items, state.path, encoder=index.encoder, vectors=raw, **options)
+            self._reload(state)
+
     def refit(self, transform: str | None, show_progress: bool | None) -> None:
         index = self.index
         options = rebuild_options(index.manifest, transform)
@@ -297,6 +365,11 @@ class SegmentWriter:
             documents = live_documents(state)
             if not documents:
                 raise BadInputError(f"the index at {index.path} holds no documents to fit a transform on")
+            if index.is_external and not keeps_raw_vectors(index.manifest):
+                raise BadInputError(
+                    f"{index._external_note()}, and keeps no raw vectors to fit on: build it again with "
+                    "keep_raw_vectors (--keep-raw-vectors) to refit it"
+                )
             if keeps_raw_vectors(index.manifest):
                 raw = live_raw_vectors(state.path, index.manifest, state.segments, live_rows(state))
                 record = {k: v for k, v in index.manifest.items() if k in ENCODER_FIELDS + MODEL_FIELDS}
@@ -314,12 +387,16 @@ class SegmentWriter:
                     empty_documents="keep",
                     **options,
                 )
-            version = current_version(state.path)
-            for segment in state.segments:
-                segment.close()
-            assert version.segments is not None  # a FAISS index in its folder, as this one was
-            index.transform = version.transform
-            self._use(IndexState(state.path, version.manifest, version.segments, version.deleted))
+            self._reload(state)
+
+    def _reload(self, state: IndexState) -> None:
+        """Search the version a rebuild of the index (a refit, a first write) just wrote at ``state.path``."""
+        version = current_version(state.path)
+        for segment in state.segments:
+            segment.close()
+        assert version.segments is not None  # a FAISS index in its folder, as this one was
+        self.index.transform = version.transform
+        self._use(IndexState(state.path, version.manifest, version.segments, version.deleted))
 
     def refresh(self) -> bool:
         index, state = self.index, self.state

@@ -89,6 +89,11 @@ def _raw_vectors_record(v: Any) -> bool:
     return isinstance(v, dict) and set(v) == {"dtype"} and v["dtype"] == "float32"
 
 
+def _unfilled_record(v: Any) -> bool:
+    """The ``unfilled`` record of an index created empty (whitevec.index.empty)."""
+    return isinstance(v, dict) and set(v) == {"transform"} and _optional(_text)(v["transform"])
+
+
 def _count(v: Any) -> bool:
     return _integer(0)(v)
 
@@ -162,6 +167,9 @@ FIELDS: dict[str, tuple[str, Callable[[Any], bool], bool]] = {
     "whitevec": ("a version string", _text, True),
     SELF_CHECKSUM: ("a sha256 hex string", _text, True),
     "files": ("an object of file name -> {sha256, bytes}", _mapping, True),
+    # "external": the vectors were given by the caller (whitevec.encoders.protocol.ExternalEncoder; ``model`` the
+    # name given): no model loads. Absent: the index's own model made them.
+    "encoder": ('"external"', lambda v: v == "external", False),
     "model": ("a string", _text, True),
     "model_fingerprint": ("a string or null", _optional(_text), True),
     # Where the model was and what it held (whitevec.encoders.models.identity); absent in indexes built before they
@@ -209,6 +217,9 @@ FIELDS: dict[str, tuple[str, Callable[[Any], bool], bool]] = {
     # deleted.npy) and how many versions were written; absent: one segment of ``count`` rows, none deleted.
     "segments": ("a list of segments (prefix, base, rows[, lexical])", _segment_list, False),
     "deleted": ("a non-negative integer", _integer(0), False),
+    # An index created empty (whitevec.index.empty): no vectors or lexical files until its first write builds
+    # them, fitting ``transform`` (a spec, or null: none, or the one given fitted) on that write's vectors.
+    "unfilled": ("an object with transform (a spec or null)", _unfilled_record, False),
     "generation": ("a non-negative integer", _integer(0), False),
     # The encoder's vectors before the transform, one file per segment (whitevec.index.folder.raw_vectors), kept
     # when the build was asked to (--keep-raw-vectors): a refit fits on them without encoding again.
