@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import numpy as np
 import pytest
 
 pytest.importorskip("mcp", reason="the mcp extra is not installed")
@@ -69,8 +70,8 @@ def test_read_only_server_lists_search_and_info_with_described_inputs(index: Ret
     tools = {tool.name: tool for tool in with_client(index, lambda c: c.list_tools()).tools}
     assert set(tools) == {"search", "info"}  # no write tools without --writable
     schema = tools["search"].input_schema
-    assert schema["required"] == ["query"]
-    for name in ("query", "k", "mode", "filter"):
+    assert not schema.get("required")  # a query, a vector, or both
+    for name in ("query", "k", "mode", "filter", "vector"):
         assert schema["properties"][name].get("description"), name
     assert schema["properties"]["k"]["maximum"] == 1000
     assert "hybrid" in schema["properties"]["mode"]["description"]
@@ -103,7 +104,7 @@ def test_info_summarises_the_index(index: Retriever) -> None:
     assert info["count"] == 12 and info["deleted"] == 0 and info["dim"] == 16 and info["metric"] == "cosine"
     assert info["model"] == "hash-encoder" and info["transform"] == "none"
     assert info["modes"] == ["dense", "lexical", "hybrid"] and info["default_mode"] == "hybrid"
-    assert info["lexical"]["ranker"] == "bm25" and info["writable"] is False
+    assert info["lexical"]["ranker"] == "bm25" and info["writable"] is False and info["external"] is False
 
 
 @pytest.mark.parametrize(
@@ -116,6 +117,9 @@ def test_info_summarises_the_index(index: Retriever) -> None:
         ({"query": "   "}, "empty or only whitespace"),
         ({"query": "dog", "k": 0}, "k: Input should be greater than or equal to 1"),
         ({"query": "dog", "k": 1001}, "k: Input should be less than or equal to 1000"),
+        ({"k": 3}, "give the search a query (text) or a vector, or both"),
+        ({"query": "dog", "vector": [0.5] * 3}, "query_vectors"),  # 16 numbers, the encoder's
+        ({"vector": [float("nan")] * 16, "mode": "dense"}, "vector.0: Input should be a valid number"),
     ],
 )
 def test_bad_search_arguments_are_one_line_tool_errors(
@@ -156,6 +160,41 @@ def test_writable_server_adds_and_deletes(index: Retriever) -> None:
     assert answer(seen["info"])["count"] == 12 and answer(seen["info"])["writable"] is True
     with Retriever.load(index.path, encoder=HashEncoder()) as fresh:  # written to the folder, for other readers
         assert fresh.count == 12 and fresh.manifest["generation"] == 2
+
+
+def test_an_index_of_given_vectors_is_searched_and_written_with_vectors(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(len(TEXTS), 8)).astype(np.float32)
+    docs = [Document(f"d{i}", text, {"n": i}) for i, text in enumerate(TEXTS)]
+    new = rng.normal(size=8).astype(np.float32).tolist()
+
+    async def work(client: Client) -> dict[str, CallToolResult]:
+        added = {"id": "new-1", "text": NEW_TEXT, "vector": new}
+        own = vectors[5].tolist()
+        return {
+            "info": await client.call_tool("info", {}),
+            "by vector": await client.call_tool("search", {"vector": own, "k": 2, "mode": "dense"}),
+            "hybrid": await client.call_tool("search", {"query": TEXTS[5], "vector": own, "k": 2}),
+            "by text": await client.call_tool("search", {"query": TEXTS[5], "mode": "dense"}),
+            "no vector": await client.call_tool("add", {"documents": [{"id": "x", "text": NEW_TEXT}]}),
+            "some vectors": await client.call_tool("add", {"documents": [added, {"id": "x", "text": "a dog"}]}),
+            "added": await client.call_tool("add", {"documents": [added]}),
+            "found": await client.call_tool("search", {"vector": new, "k": 1, "mode": "dense"}),
+        }
+
+    with Retriever.build(
+        docs, tmp_path / "ix", vectors=vectors, encoder_name="api-embed", lexical="bm25"
+    ) as index:
+        seen = with_client(index, work, writable=True)
+    info = answer(seen["info"])
+    assert info["external"] is True and info["model"] == "api-embed" and info["encoder_dim"] == 8
+    assert answer(seen["by vector"])["hits"][0]["id"] == "d5"
+    assert answer(seen["hybrid"])["hits"][0]["id"] == "d5"
+    assert "a dense search needs query_vectors" in error_line(seen["by text"])
+    assert "holds vectors given by the caller (api-embed, 8-d)" in error_line(seen["no vector"])
+    assert "documents[1] has no vector" in error_line(seen["some vectors"])
+    assert answer(seen["added"])["added"] == 1
+    assert answer(seen["found"])["hits"][0]["id"] == "new-1"
 
 
 # ---- over stdio, the `whitevec mcp` process --------------------------------------------------------------

@@ -26,6 +26,8 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+import anyio
+import numpy as np
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
@@ -65,7 +67,7 @@ class Hit(BaseModel):
 
 
 class SearchAnswer(BaseModel):
-    query: str
+    query: str | None
     mode: str = Field(description="The mode the search ran in: dense, lexical or hybrid.")
     k: int = Field(description="The hits asked for (at most the documents in the index).")
     hits: list[Hit] = Field(description="Best first.")
@@ -93,6 +95,10 @@ class InfoAnswer(BaseModel):
     modes: list[str] = Field(description="The search modes this index offers.")
     default_mode: str = Field(description="The mode a search without one runs in.")
     lexical: LexicalPart | None = Field(description="The BM25 part beside the vectors, if any.")
+    external: bool = Field(
+        description="Whether the index holds vectors given by its writers (no model: searches and adds then "
+        "take vectors of encoder_dim numbers)."
+    )
     writable: bool = Field(description="Whether this server offers the add and delete tools.")
 
 
@@ -120,6 +126,12 @@ class DocumentIn(BaseModel):
     text: str = Field(description="The text searched and returned.")
     metadata: dict[str, Any] | None = Field(
         None, description='JSON values by field name: returned with hits, read by the filter ("year >= 2000").'
+    )
+    vector: list[float] | None = Field(
+        None,
+        min_length=1,
+        description="The document's vector in the encoder's space (info's encoder_dim numbers), in place of "
+        "encoding its text: needed by an index of given vectors (info's external). Every document or none.",
     )
 
 
@@ -186,8 +198,35 @@ def info_answer(retriever: "Retriever", writable: bool) -> InfoAnswer:
         modes=list(MODES if lexical is not None else ("dense",)),
         default_mode=mode,
         lexical=lexical,
+        external=bool(getattr(retriever, "is_external", False)),
         writable=writable,
     )
+
+
+async def run_search(
+    worker: RetrieverWorker,
+    retriever: "Retriever",
+    query: str | None,
+    k: int,
+    options: tuple[tuple[str, Any], ...],
+    vector: list[float] | None,
+) -> tuple[int, Any]:
+    """One search's (k searched, results) on the worker's thread. A text query goes as the HTTP service's do
+    (:meth:`RetrieverWorker.search`); one with a vector as a call of the library's search on that thread, which
+    takes the query texts as None where there are none (the worker's searches always pass a list)."""
+    if query is None and vector is None:
+        raise BadInputError("give the search a query (text) or a vector, or both")
+    if vector is None:
+        return await worker.search([str(query)], k, None, options)
+    search = functools.partial(
+        retriever.search,
+        None if query is None else [query],
+        k,
+        query_vectors=np.asarray([vector], dtype=np.float32),
+        **dict(options),
+    )
+    results = await anyio.to_thread.run_sync(worker.call, search)
+    return min(k, max(1, retriever.count)), results
 
 
 def add_read_tools(server: IndexServer, retriever: "Retriever", settings: ServeSettings, writable: bool) -> None:
@@ -202,13 +241,14 @@ def add_read_tools(server: IndexServer, retriever: "Retriever", settings: ServeS
     async def search(
         ctx: Context[RetrieverWorker, Any],
         query: Annotated[
-            str,
+            str | None,
             Field(
                 min_length=1,
                 max_length=settings.max_text_chars,
-                description="What to look for, in words: one query, not blank.",
+                description="What to look for, in words: one query, not blank. Needed by lexical and hybrid "
+                "searches, and by dense ones unless vector is given.",
             ),
-        ],
+        ] = None,
         k: Annotated[int, Field(ge=1, le=settings.max_k, description="How many hits, best first.")] = 10,
         mode: Annotated[
             str | None,
@@ -222,8 +262,17 @@ def add_read_tools(server: IndexServer, retriever: "Retriever", settings: ServeS
             str | None,
             Field(
                 description="A metadata filter: the hits are the k best of the documents that pass. Comparisons "
-                "(==, !=, <, <=, >, >=), `in [...]`, `not in [...]`, `exists`, joined with and, or, not and "
-                'parentheses; strings in double quotes. Example: year >= 2000 and lang == "en".',
+                "(==, !=, <, <=, >, >=) of a field with a value, `field in [v1, v2]`, joined with and, or, not "
+                'and parentheses; strings quoted. Example: year >= 2000 and lang == "en".',
+            ),
+        ] = None,
+        vector: Annotated[
+            list[float] | None,
+            Field(
+                min_length=1,
+                description="The query as a vector in the index's encoder space (info's encoder_dim numbers), "
+                "in place of encoding the query: what an index of given vectors (info's external) searches with; "
+                "a hybrid search takes the query text beside it.",
             ),
         ] = None,
     ) -> SearchAnswer:
@@ -234,7 +283,7 @@ def add_read_tools(server: IndexServer, retriever: "Retriever", settings: ServeS
             options: tuple[tuple[str, Any], ...] = () if mode is None else (("mode", plan.mode),)
             if filter is not None:  # its syntax checked here, its fields by the search: both one line
                 options += (("filter", parse_filter(filter)),)
-            k_searched, results = await worker_of(ctx).search([query], k, None, options)
+            k_searched, results = await run_search(worker_of(ctx), retriever, query, k, options, vector)
         row = results[0]
         hits = [
             Hit(id=str(h.id), score=float(h.score), text=str(h.text), metadata=h.metadata,
@@ -250,15 +299,35 @@ def add_read_tools(server: IndexServer, retriever: "Retriever", settings: ServeS
         return info_answer(retriever, writable)
 
 
+def given_vectors(rows: list[list[float] | None]) -> list[list[float]] | None:
+    """The documents' vectors, one row each (the library checks their lengths, dimension and values), or None
+    when none is given; a vector for some documents and not others is refused."""
+    missing = [i for i, row in enumerate(rows) if row is None]
+    if len(missing) == len(rows):
+        return None
+    if missing:
+        raise BadInputError(f"documents[{missing[0]}] has no vector: give a vector for every document or for none")
+    return [row for row in rows if row is not None]
+
+
 def write_documents(
-    retriever: "Retriever", docs: list[Document], on_existing: str, encoder: InTurnEncoder
+    retriever: "Retriever",
+    docs: list[Document],
+    on_existing: str,
+    encoder: InTurnEncoder,
+    vectors: list[list[float]] | None = None,
 ) -> AddAnswer:
     """An add on the writer thread: the library's checks (an id given twice, one the index holds under
     ``error``, a text with no token the model knows: refused, nothing written), its model work through
     ``encoder`` (in turn with the searches)."""
     try:
         done = retriever.write(
-            docs, show_progress=False, empty_documents="error", on_existing=on_existing, encoder=encoder
+            docs,
+            show_progress=False,
+            vectors=vectors,
+            empty_documents="error",
+            on_existing=on_existing,
+            encoder=encoder,
         )
     except HeldIdsError as exc:
         raise BadInputError(exc.worded('on_existing "replace"', 'on_existing "skip"')) from None
@@ -304,8 +373,9 @@ def add_write_tools(server: IndexServer, retriever: "Retriever", settings: Serve
         docs = [Document(d.id, d.text, d.metadata) for d in documents]
         encoder = InTurnEncoder(worker, retriever.encoder)
         with tool_errors():
+            vectors = given_vectors([d.vector for d in documents])
             return await worker.submit_write(
-                functools.partial(write_documents, retriever, docs, on_existing, encoder)
+                functools.partial(write_documents, retriever, docs, on_existing, encoder, vectors)
             )
 
     @server.tool(annotations=writes, structured_output=True)
