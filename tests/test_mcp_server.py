@@ -197,6 +197,25 @@ def test_an_index_of_given_vectors_is_searched_and_written_with_vectors(tmp_path
     assert answer(seen["found"])["hits"][0]["id"] == "new-1"
 
 
+def test_an_empty_index_answers_with_a_note_and_grows_by_add(tmp_path: Path) -> None:
+    async def work(client: Client) -> list[CallToolResult]:
+        docs = [
+            {"id": "a", "text": "a dog", "vector": [1, 0, 0, 0]},
+            {"id": "b", "text": "a cat", "vector": [0, 1, 0, 0]},
+        ]
+        return [
+            await client.call_tool("search", {"vector": [1, 0, 0, 0], "mode": "dense"}),
+            await client.call_tool("add", {"documents": docs}),
+            await client.call_tool("search", {"query": "dog", "vector": [1, 0.1, 0, 0]}),
+        ]
+
+    with Retriever.create(tmp_path / "empty", dim=4, encoder_name="api", lexical="bm25") as index:
+        before, added, after = (answer(result) for result in with_client(index, work, writable=True))
+    assert before["hits"] == [] and before["note"] == "the index holds no documents"
+    assert added == {"added": 2, "replaced": 0, "skipped": 0, "count": 2}
+    assert [h["id"] for h in after["hits"]] == ["a", "b"] and after["mode"] == "hybrid" and after["k"] == 2
+
+
 # ---- over stdio, the `whitevec mcp` process --------------------------------------------------------------
 def _environment() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}

@@ -185,11 +185,13 @@ def info_answer(retriever: "Retriever", writable: bool) -> InfoAnswer:
         name = analyzer["name"] if isinstance(analyzer, dict) else str(analyzer)
         lexical = LexicalPart(ranker=record["ranker"], analyzer=name, k1=record["k1"], b=record["b"])
     transform = manifest.get("transform")
-    model = manifest.get("model")
+    model = manifest.get("model_id") or manifest.get("model")  # an alias or hub id as given, else the folder
+    if model is not None and Path(str(model)).is_absolute():
+        model = Path(str(model)).name  # the folder's name, not where it lives on this machine
     return InfoAnswer(
         count=int(manifest.get("count", retriever.count)),
         deleted=int(manifest.get("deleted", 0)),
-        model=Path(str(model)).name if model is not None else None,  # a folder's name, not where it lives
+        model=model,
         transform=transform.get("spec") if isinstance(transform, dict) else (transform or "none"),
         encoder_dim=manifest.get("encoder_dim"),
         dim=int(manifest["dim"]),
@@ -218,6 +220,7 @@ async def run_search(
         raise BadInputError("give the search a query (text) or a vector, or both")
     if vector is None:
         return await worker.search([str(query)], k, None, options)
+    k = max(1, min(k, retriever.count))  # clamped as the worker clamps its searches', without a warning
     search = functools.partial(
         retriever.search,
         None if query is None else [query],
@@ -225,8 +228,7 @@ async def run_search(
         query_vectors=np.asarray([vector], dtype=np.float32),
         **dict(options),
     )
-    results = await anyio.to_thread.run_sync(worker.call, search)
-    return min(k, max(1, retriever.count)), results
+    return k, await anyio.to_thread.run_sync(worker.call, search)
 
 
 def add_read_tools(server: IndexServer, retriever: "Retriever", settings: ServeSettings, writable: bool) -> None:
@@ -392,9 +394,7 @@ def add_write_tools(server: IndexServer, retriever: "Retriever", settings: Serve
     ) -> DeleteAnswer:
         """Delete documents by id; ids the index does not hold are counted and the first few named."""
         with tool_errors():
-            return await worker_of(ctx).submit_write(
-                functools.partial(delete_documents, retriever, list(dict.fromkeys(ids)))
-            )
+            return await worker_of(ctx).submit_write(functools.partial(delete_documents, retriever, ids))
 
 
 # ---- the server ------------------------------------------------------------------------------------------
