@@ -7,6 +7,7 @@ info, the refusals as one-line tool errors, and with --writable add and delete. 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -214,6 +215,27 @@ def test_an_empty_index_answers_with_a_note_and_grows_by_add(tmp_path: Path) -> 
     assert before["hits"] == [] and before["note"] == "the index holds no documents"
     assert added == {"added": 2, "replaced": 0, "skipped": 0, "count": 2}
     assert [h["id"] for h in after["hits"]] == ["a", "b"] and after["mode"] == "hybrid" and after["k"] == 2
+
+
+def test_what_the_load_prints_stays_off_the_protocol_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """stdout carries the protocol's messages: a library printing while the index loads must not reach it."""
+    import whitevec.integrations.mcp as served
+
+    class Served:
+        def run(self, transport: str) -> None:
+            print("protocol", transport)
+
+    def load(*args: Any, **kwargs: Any) -> contextlib.nullcontext[None]:
+        print("loading checkpoint shards: 100%")
+        return contextlib.nullcontext()
+
+    monkeypatch.setattr(Retriever, "load", load)
+    monkeypatch.setattr(served, "create_server", lambda *args, **kwargs: Served())
+    served.serve_stdio(tmp_path)
+    out, err = capsys.readouterr()
+    assert out == "protocol stdio\n" and err == "loading checkpoint shards: 100%\n"
 
 
 # ---- over stdio, the `whitevec mcp` process --------------------------------------------------------------

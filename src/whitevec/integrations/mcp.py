@@ -22,6 +22,7 @@ models here rather than the HTTP service's).
 import contextlib
 import functools
 import os
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -442,8 +443,12 @@ def serve_stdio(
 
     settings = ServeSettings.from_env()
     folder = existing_folder(index_dir, "index folder")
-    # No vector cache: a server would otherwise write every query it is sent into a cache on disk.
-    with Retriever.load(folder, cache=False, model=model, device=device) as retriever:
+    # stdout carries the protocol: what a library prints while the index loads goes to stderr (while serving, the
+    # mcp package points file descriptor 1 there itself). No vector cache: a server would otherwise write every
+    # query it is sent into a cache on disk.
+    with contextlib.redirect_stdout(sys.stderr):
+        retriever = Retriever.load(folder, cache=False, model=model, device=device)
+    with retriever:
         create_server(retriever, writable=writable, settings=settings).run("stdio")
 
 
