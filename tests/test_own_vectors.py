@@ -67,7 +67,7 @@ def test_a_dense_search_of_an_external_index_by_text_alone_is_one_line(
 ) -> None:
     index, vectors = external
     for mode in ("dense", "hybrid"):
-        with pytest.raises(BadInputError, match=f"a {mode} search needs query_vectors") as caught:
+        with pytest.raises(BadInputError, match=f"a {mode} search needs the queries. vectors") as caught:
             index.search(["cats"], mode=mode)
         assert "\n" not in str(caught.value)
     with pytest.raises(BadInputError, match="hybrid search needs the query texts"):

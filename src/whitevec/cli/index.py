@@ -7,7 +7,7 @@ import json
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
@@ -158,6 +158,22 @@ KeepRawVectorsOpt = Annotated[
     ),
 ]
 
+VectorsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--vectors",
+        help="The documents' own vectors (an embedding API's, say): .npy, or .safetensors holding one tensor; a "
+        "float row per document, in the corpus's order. No model loads: the index's encoder is external "
+        "(--encoder-name), searched with --query-vectors and added to with `index add --vectors`.",
+    ),
+]
+EncoderNameOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--encoder-name", help="With --vectors or --dim: the name of what made the vectors, kept in the manifest."
+    ),
+]
+
 
 @index_app.command("build")
 @with_run_options
@@ -191,12 +207,16 @@ def index_build_command(
     lexical: LexicalOpt = None,
     analyzer: AnalyzerOpt = "english",  # = DEFAULT_ANALYZER; whitevec.index is too heavy for start-up
     keep_raw_vectors: KeepRawVectorsOpt = False,
+    vectors: VectorsOpt = None,
+    encoder_name: EncoderNameOpt = None,
     *,
     run: RunOptions,
 ) -> None:
     """Encode a corpus, fit the transform, and write an index folder (manifest, transform, index, documents).
 
     With --lexical bm25, a BM25 index of the documents' text too, in the same index version.
+
+    With --vectors, the documents' own vectors are indexed (the transform fitted on them) and no model loads.
 
     With --engine ray (--backend milvus), --corpus may be a quoted glob of shards (JSONL, CSV/TSV, text,
     Parquet); the documents are kept in the Milvus collection, and a killed build resumes when run again."""
@@ -209,6 +229,39 @@ def index_build_command(
         )
         lexical, analyzer, search = _search_from_config(config, lexical, analyzer)
     params = _index_params(m, ef_construction, ef_search, nlist, nprobe)
+    index_params = _encoding_params(params, encoding, train_sample, refine_factor)
+    if vectors is not None or encoder_name is not None:
+        given = {
+            "--model": model != DEFAULT_MODEL,
+            "--pooling": pooling is not None,
+            "--config": config is not None,
+        }
+        given.update(
+            {
+                "--engine": engine != "local",
+                "--fit-on": fit_on != "corpus",
+                "--empty-documents": empty_documents is not None,
+            }
+        )
+        _check_given_vectors(vectors, given)
+        from whitevec.workflows.given_vectors import build_from_vectors_file
+
+        settings = dict(
+            kind=kind, metric=metric, backend=backend, uri=uri, index_params=index_params, lexical=lexical
+        )
+        built = build_from_vectors_file(
+            corpus,
+            out,
+            cast(Path, vectors),
+            encoder_name=encoder_name,
+            transform=transform,
+            show_progress=run.show_progress,
+            analyzer=analyzer,
+            keep_raw_vectors=keep_raw_vectors,
+            **settings,
+        )
+        typer.echo(f"wrote {built}", err=True)
+        return
     built = build_index_file(
         corpus,
         out,
@@ -220,7 +273,7 @@ def index_build_command(
         metric=metric,
         backend=backend,
         uri=uri,
-        index_params=_encoding_params(params, encoding, train_sample, refine_factor),
+        index_params=index_params,
         ray_address=ray_address,
         workers=workers,
         gpus_per_worker=gpus_per_worker,
@@ -235,6 +288,76 @@ def index_build_command(
         keep_raw_vectors=keep_raw_vectors,
     )
     typer.echo(f"wrote {built}", err=True)
+
+
+def _check_given_vectors(vectors: Path | None, given: dict[str, bool]) -> None:
+    """The options an index of given vectors refuses (one line): those of a model, of encoding, of Ray; and
+    --encoder-name without --vectors."""
+    if vectors is None:
+        raise BadInputError("--encoder-name names the encoder of --vectors; give the vectors file too")
+    named = [flag for flag, present in given.items() if present]
+    if named:
+        raise BadInputError(
+            f"--vectors indexes the documents' own vectors and no model encodes them: leave {', '.join(named)} out"
+        )
+
+
+@index_app.command("create")
+@with_run_options
+def index_create_command(
+    out: Annotated[Path, typer.Argument(help="Index folder to write (replaced atomically).")],
+    dim: Annotated[
+        int | None, typer.Option("--dim", help="The vectors' dimension: an index of vectors given by the caller.")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", "-m", help="A model (alias, folder or hub id): an index of its vectors."),
+    ] = None,
+    pooling: IndexPoolingOpt = None,
+    encoder_name: EncoderNameOpt = None,
+    transform: IndexTransformOpt = "none",
+    kind: IndexKindOpt = "flat",
+    metric: MetricOpt = "cosine",
+    m: HnswLinksOpt = None,
+    ef_construction: EfConstructionOpt = None,
+    ef_search: EfSearchOpt = None,
+    nlist: NlistOpt = None,
+    nprobe: NprobeOpt = None,
+    encoding: EncodingOpt = "float32",
+    train_sample: TrainSampleOpt = None,
+    refine_factor: RefineFactorOpt = None,
+    lexical: LexicalOpt = None,
+    analyzer: AnalyzerOpt = "english",
+    keep_raw_vectors: KeepRawVectorsOpt = False,
+    *,
+    run: RunOptions,
+) -> None:
+    """Write an empty index (no documents) with build's settings, grown by `index add` (faiss backend).
+
+    --dim D: its vectors are given by the caller (`index add --vectors`, `search --query-vectors`); --model M:
+    its model's (loaded once, to record it). A transform that needs data (whitening, whitening-K) is fitted on
+    the first add, which must bring more documents than the directions it keeps (refused, nothing written,
+    until one does)."""
+    from whitevec.workflows.given_vectors import create_empty_index
+
+    params = _encoding_params(
+        _index_params(m, ef_construction, ef_search, nlist, nprobe), encoding, train_sample, refine_factor
+    )
+    created = create_empty_index(
+        out,
+        dim=dim,
+        encoder=None if model is None else run.encoder(model, pooling),
+        make_encoder=_options._encoder,
+        encoder_name=encoder_name,
+        transform=transform,
+        kind=kind,
+        metric=metric,
+        index_params=params,
+        lexical=lexical,
+        analyzer=analyzer,
+        keep_raw_vectors=keep_raw_vectors,
+    )
+    typer.echo(f"wrote {created}", err=True)
 
 
 def _search_from_config(
@@ -337,7 +460,9 @@ FilterOpt = Annotated[
 
 def search_command(
     index_dir: Annotated[Path, typer.Argument(help="Index folder.")],
-    query: Annotated[list[str], typer.Argument(help="One or more queries.")],
+    query: Annotated[
+        list[str] | None, typer.Argument(help="One or more queries (none: --query-vectors alone, dense).")
+    ] = None,
     k: Annotated[int, typer.Option("-k", help="Results per query (clamped to the corpus size).")] = 10,
     json_out: Annotated[
         bool, typer.Option("--json", help="Same as --format json: the hits of each query, with their metadata.")
@@ -355,8 +480,18 @@ def search_command(
     fusion: FusionOpt = None,
     candidates: CandidatesOpt = None,
     filter: FilterOpt = None,
+    query_vectors: Annotated[
+        Path | None,
+        typer.Option(
+            "--query-vectors",
+            help="The queries' own vectors (.npy or one-tensor .safetensors, a row per query, in the space of the "
+            "index's encoder): searched instead of encoding the queries; an index built from --vectors needs "
+            "them for dense and hybrid search (hybrid: with the query texts too, one per row).",
+        ),
+    ] = None,
 ) -> None:
-    """Search an index; queries are encoded with the index's own model, pooling and transform.
+    """Search an index; queries are encoded with the index's own model, pooling and transform, or given as
+    vectors (--query-vectors).
 
     --format json (or --json) prints, per query, its hits with their whole text, metadata and, for lexical and
     hybrid searches, the rank and score each ranker gave it (rankers); csv a row per hit with the whole text; a
@@ -370,7 +505,7 @@ def search_command(
 
     results = search_index(
         index_dir,
-        query,
+        query or None,
         k=k,
         device=device,
         config=config,
@@ -379,7 +514,10 @@ def search_command(
         fusion=fusion,
         candidates=candidates,
         filter=filter,
+        query_vectors=query_vectors,
     )
+    # A query given as a vector alone is named by its row.
+    query = query or [f"vector {row}" for row in range(1, len(results) + 1)]
     for position, hits in enumerate(results):
         if hits.note is not None:
             warnings.warn(f"query {position + 1}: {hits.note}", WhitevecWarning, stacklevel=1)

@@ -44,9 +44,18 @@ def index_add_command(
     empty_documents: EmptyDocumentsOpt = None,
     device: DeviceOpt = None,
     model: IndexModelOpt = None,
+    vectors: Annotated[
+        Path | None,
+        typer.Option(
+            "--vectors",
+            help="The documents' own vectors (.npy or one-tensor .safetensors, a row per document in the corpus's "
+            "order, in the space of the index's encoder): none encoded. An index built from --vectors needs them.",
+        ),
+    ] = None,
 ) -> None:
-    """Add a corpus file's documents to an index, encoded with its own model, pooling and transform: one new
-    segment; the files already written are linked, not rewritten."""
+    """Add a corpus file's documents to an index, encoded with its own model, pooling and transform (or with
+    their own --vectors): one new segment; the files already written are linked, not rewritten. The first add
+    to an empty index (`index create`) builds it, fitting its transform."""
     from whitevec.workflows.index_writes import add_documents_file
 
     report = add_documents_file(
@@ -56,6 +65,7 @@ def index_add_command(
         empty_documents=empty_documents,
         device=device,
         model=model,
+        vectors=vectors,
     )
     done = f"added {report.changed}, replaced {report.replaced}, skipped {report.skipped} documents"
     typer.echo(f"{done}; {index_dir}: {report.state()}", err=True)

@@ -123,7 +123,7 @@ class ExternalEncoder:
     ) -> np.ndarray:
         raise BadInputError(
             f"this index holds vectors given by the caller ({self.name}, {self.dim}-d) and encodes no text: give "
-            "query_vectors to a search (--query-vectors), vectors to a write (--vectors)"
+            "a search the queries' vectors (query_vectors), a write the documents' (vectors)"
         )
 
     def describe(self) -> dict[str, Any]:

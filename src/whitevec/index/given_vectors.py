@@ -57,7 +57,7 @@ def checked_vectors(
         named = ", ".join(map(str, bad[:_NAMED_ROWS])) + (", ..." if bad.size > _NAMED_ROWS else "")
         raise BadInputError(f"{what} hold NaN or infinite values (in float32) in {bad.size} row(s): {named}")
     if rows is not None and out.shape[0] != rows:
-        raise BadInputError(f"{out.shape[0]} {what} for {rows} {of}: give one row per one of the {of}, in order")
+        raise BadInputError(f"{out.shape[0]} {what} for {rows} {of}; give one row for each, in their order")
     if dim is not None and out.shape[1] != dim:
         raise DimensionMismatchError(f"{what} are {out.shape[1]}-d; this index takes {dim}-d vectors")
     return out
@@ -134,7 +134,7 @@ def query_input(
     if mode != "lexical" and given is None and not encodes:
         also = " beside the query texts" if mode == "hybrid" else ""
         raise BadInputError(
-            f"{external()} and encodes no text: a {mode} search needs query_vectors{also} (--query-vectors); a "
-            "lexical search takes texts alone"
+            f"{external()} and encodes no text: a {mode} search needs the queries' vectors{also} (query_vectors; "
+            'CLI --query-vectors; HTTP "vectors"); a lexical search takes texts alone'
         )
     return items, given

@@ -182,7 +182,9 @@ class IndexWrites(WritableIndex):
             raise BadInputError("no documents to add")
         check_unique_ids(given, where="the documents to add")
         if vectors is None and self.is_external:
-            raise BadInputError(f"{self._external_note()}: give the documents' vectors (vectors=..., --vectors)")
+            raise BadInputError(
+                f"{self._external_note()}: give the documents' vectors (vectors; CLI and HTTP: vectors)"
+            )
         raw = None
         if vectors is not None:
             raw = checked_vectors(read_vectors(vectors), rows=len(given), dim=self.input_dim)
@@ -210,8 +212,7 @@ class IndexWrites(WritableIndex):
 
     def _external_note(self) -> str:
         """Whose vectors an index of given vectors holds, for its refusals."""
-        model, dim = self.manifest["model"], self.input_dim
-        return f"the index at {self.path} holds vectors given by the caller ({model}, {dim}-d)"
+        return f"this index holds vectors given by the caller ({self.manifest['model']}, {self.input_dim}-d)"
 
     def _commit_write(self, prepared: PreparedWrite) -> AddResult:
         """Write what :meth:`_prepare_write` encoded as one new version. Searches go on meanwhile: the segments

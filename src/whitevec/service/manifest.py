@@ -65,12 +65,17 @@ def search_choices(manifest: dict[str, Any]) -> tuple[SearchChoices, SearchInfo]
             analyzer=analyzer["name"] if isinstance(analyzer, dict) else str(analyzer),
         )
     modes = MODES if lexical is not None else ("dense",)
-    choices = SearchChoices(modes, mode, fusion.spec, CANDIDATE_FACTOR)
+    # None: a stand-in retriever's manifest that names no encoder dimension (texts only).
+    dim = None if manifest.get("encoder_dim") is None else int(manifest["encoder_dim"])
+    external = manifest.get("encoder") == "external"
+    choices = SearchChoices(modes, mode, fusion.spec, CANDIDATE_FACTOR, dim, external)
     info = SearchInfo(
         modes=list(modes),
         default_mode=mode,
         default_fusion=fusion.spec,
         default_candidates=CANDIDATE_FACTOR,
         lexical=lexical,
+        input_dim=dim,
+        external=external,
     )
     return choices, info

@@ -27,7 +27,7 @@ from whitevec.service.schemas import (
     request_models,
 )
 from whitevec.service.settings import API_KEY_ENV, API_KEY_HEADER, ServeSettings
-from whitevec.service.worker import HitLike, RetrieverLike, RetrieverWorker, SearchOptions
+from whitevec.service.worker import HitLike, QueryVectors, RetrieverLike, RetrieverWorker, SearchOptions
 
 # Responses with more hits than this are turned into JSON in a thread, one query at a time, so the event loop
 # keeps serving other clients between the pieces (k=1000 for 64 queries is tens of MB).
@@ -64,7 +64,7 @@ def _dumps(value: Any) -> bytes:
 
 
 def search_json(
-    k: int, queries: Sequence[str], hits: Sequence[Sequence[HitLike]], plan: SearchRun | None = None
+    k: int, queries: Sequence[str | None], hits: Sequence[Sequence[HitLike]], plan: SearchRun | None = None
 ) -> bytes:
     """A SearchResponse as JSON, built straight from the hits (no model objects), one query at a time; ``plan``:
     the mode, fusion and candidates the search ran with (None: dense)."""
@@ -191,7 +191,8 @@ def add_recall_routes(
         left out: the index's own (/info shows them). A query one ranker cannot search (no token the model
         knows; no term left after analysis) gets the other ranking alone, or no hits, and a note. ``filter``: a
         metadata filter; the hits are the k best of the documents that pass."""
-        queries: list[str] = list(body.queries)
+        queries: list[str] = list(body.queries or ())
+        vectors = getattr(body, "vectors", None)
         given = {name: getattr(body, name, None) for name in ("mode", "fusion", "candidates")}
         # Checked here, before the job queues: a fusion beside another mode is one line, as in the CLI.
         plan = plan_search(**given, defaults=defaults, has_lexical=choices.hybrid)
@@ -206,10 +207,13 @@ def add_recall_routes(
                 options += (("fusion", plan.fusion.spec), ("candidates", plan.candidates))
         if body.filter is not None:  # its syntax checked here; its fields by the search (both a one-line 422)
             options += (("filter", parse_filter(body.filter)),)
+        if vectors is not None:  # the dense ranking's queries (the texts, if any, the lexical ranking's)
+            options += (("query_vectors", QueryVectors(vectors)),)
         k, hits = await worker.search(queries, int(body.k), request.scope, options)
-        if len(queries) * k > LARGE_RESPONSE_HITS:
-            return _json_response(await asyncio.to_thread(search_json, k, queries, hits, run))
-        return _json_response(search_json(k, queries, hits, run))
+        named: list[str | None] = list(queries) if queries else [None] * len(hits)
+        if len(named) * k > LARGE_RESPONSE_HITS:
+            return _json_response(await asyncio.to_thread(search_json, k, named, hits, run))
+        return _json_response(search_json(k, named, hits, run))
 
     async def embed(body: Any, request: Request) -> Response:
         """Vectors for texts, encoded and transformed exactly as the index's documents were; a text with no token

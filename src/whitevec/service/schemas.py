@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
 
 from whitevec.datasets.rows import RepeatedKeyError, unique_keys
 from whitevec.index.search.fusion import DEFAULT_FUSION
@@ -80,6 +80,8 @@ class SearchChoices:
     default_mode: str = "dense"
     default_fusion: str = DEFAULT_FUSION.spec
     candidates: int = 10
+    input_dim: int | None = None  # the length of a query vector (the encoder's dimension); None: texts only
+    external: bool = False  # the index holds vectors given by the caller: its dense ranking needs vectors
 
     @property
     def hybrid(self) -> bool:
@@ -98,6 +100,45 @@ def bounded_text(settings: ServeSettings) -> Any:
     ]
 
 
+# A number of a given vector: finite (JSON's NaN and Infinity, which Python's parser reads, refused in one line).
+VectorValue = Annotated[float, Field(allow_inf_nan=False)]
+
+
+def vectors_field(dim: int, limit: int, what: str, row: str) -> Any:
+    """A list of 1 to ``limit`` vectors of ``dim`` finite numbers each (``what`` they are, a ``row`` each), or
+    null."""
+    vector = Annotated[list[VectorValue], Field(min_length=dim, max_length=dim)]
+    field = Field(
+        None,
+        min_length=1,
+        max_length=limit,
+        description=f"{what}: 1 to {limit} vectors of {dim} finite numbers each, one per {row}, in the space of "
+        "the index's encoder (before its transform, which the server applies).",
+    )
+    return list[vector] | None, field  # type: ignore[valid-type]
+
+
+def _search_constraints(index: SearchChoices) -> dict[str, Any]:
+    """What a search request's schema says beyond its fields: no fusion beside another mode (an index that
+    searches hybrid), queries or vectors or both (an index that takes vectors)."""
+    out: dict[str, Any] = {}
+    if index.hybrid:
+        out["not"] = _FUSION_BESIDE_ANOTHER_MODE
+    if index.input_dim:
+        out["anyOf"] = [{"required": ["queries"]}, {"required": ["vectors"]}]
+    return out
+
+
+def _one_of_queries_or_vectors(model: Any) -> Any:
+    """A search names queries, vectors or both; both, one of each per query."""
+    queries, vectors = model.queries, getattr(model, "vectors", None)
+    if queries is None and vectors is None:
+        raise ValueError("give queries (texts), vectors, or both")
+    if queries is not None and vectors is not None and len(queries) != len(vectors):
+        raise ValueError(f"{len(vectors)} vectors for {len(queries)} queries; give one for each, in their order")
+    return model
+
+
 def request_models(
     settings: ServeSettings, choices: SearchChoices | None = None
 ) -> tuple[type[BaseModel], type[BaseModel]]:
@@ -107,6 +148,11 @@ def request_models(
     mode_type: Any = Literal[index.modes]  # the index's modes, an enum in the schema
     text = bounded_text(settings)
     no_lexical = "" if index.hybrid else f" This index has no lexical part ({ADD_LEXICAL})."
+    # Optional where vectors may stand for them; else required, and never null.
+    queries_type: Any = list[text] | None if index.input_dim else list[text]  # type: ignore[valid-type]
+    vectors_type, vectors_spec = vectors_field(
+        index.input_dim or 1, settings.max_queries, "Query vectors", "query"
+    )
 
     class SearchRequest(BaseModel):
         """Queries to search for; the response gives, per query, the k best documents."""
@@ -114,13 +160,25 @@ def request_models(
         model_config = ConfigDict(
             extra="forbid",
             strict=True,
-            json_schema_extra={"not": _FUSION_BESIDE_ANOTHER_MODE} if index.hybrid else None,
+            json_schema_extra=_search_constraints(index) or None,
         )
-        queries: list[text] = Field(  # type: ignore[valid-type]
+        queries: queries_type = Field(  # type: ignore[valid-type]
+            None if index.input_dim else ...,
             min_length=1,
             max_length=settings.max_queries,
-            description=f"Query texts, one search each (1 to max_queries = {settings.max_queries}).",
+            description=f"Query texts, one search each (1 to max_queries = {settings.max_queries})."
+            + (
+                " Left out: vectors alone, a dense search. This index holds vectors given by the caller: its "
+                "dense and hybrid searches need vectors (hybrid: beside the texts)."
+                if index.external
+                else " Left out: vectors alone, a dense search."
+                if index.input_dim
+                else ""
+            ),
         )
+        if index.input_dim:
+            vectors: vectors_type = vectors_spec  # type: ignore[valid-type]
+            _check_inputs = model_validator(mode="after")(_one_of_queries_or_vectors)
         k: WholeNumber = Field(
             min(10, settings.max_k),
             ge=1,
@@ -173,9 +231,13 @@ MAX_ID_CHARS = 256
 OnExisting = Literal["error", "replace", "skip"]
 
 
-def write_models(settings: ServeSettings) -> tuple[type[BaseModel], type[BaseModel]]:
+def write_models(settings: ServeSettings, input_dim: int | None = None) -> tuple[type[BaseModel], type[BaseModel]]:
     """``(DocumentsRequest, DeleteRequest)`` under ``settings``' limits: at most max_texts documents of at most
-    max_text_chars characters each, at most max_ids ids to delete."""
+    max_text_chars characters each, at most max_ids ids to delete; with ``input_dim``, the documents' vectors of
+    that length may come beside them."""
+    vectors_type, vectors_spec = vectors_field(
+        input_dim or 1, settings.max_texts, "The documents' vectors", "document"
+    )
     doc_id = Annotated[
         str,
         StringConstraints(min_length=1, max_length=MAX_ID_CHARS, pattern=EXACT_ID),
@@ -209,6 +271,8 @@ def write_models(settings: ServeSettings) -> tuple[type[BaseModel], type[BaseMod
             max_length=settings.max_texts,
             description=f"1 to max_texts ({settings.max_texts}) documents, each id once.",
         )
+        if input_dim:
+            vectors: vectors_type = vectors_spec  # type: ignore[valid-type]
         on_existing: OnExisting = Field(
             "error",
             description="What a document whose id the index holds does: error (the request is refused with 409 "
@@ -263,7 +327,7 @@ class RankerPlace(BaseModel):
 
 
 class QueryResult(BaseModel):
-    query: str
+    query: str | None = Field(description="The query's text; null for a query given as a vector alone.")
     ids: list[str]
     scores: list[float] = Field(
         description="Per hit, best first: the dense similarity (for metric l2, the squared distance, lower is "
@@ -332,6 +396,13 @@ class SearchInfo(BaseModel):
     default_fusion: str = Field(description="The fusion of a hybrid /search that names none.")
     default_candidates: int = Field(description="The candidates of a hybrid /search that names none.")
     lexical: LexicalInfo | None = Field(description="The index's lexical part (BM25); null when it has none.")
+    input_dim: int | None = Field(
+        description="The length of the vectors /search and /documents take: the encoder's dimension."
+    )
+    external: bool = Field(
+        description="Whether the index holds vectors given by the caller (no model): its dense and hybrid "
+        "searches need vectors, and its writes the documents' vectors."
+    )
 
 
 class InfoResponse(BaseModel):

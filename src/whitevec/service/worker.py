@@ -50,6 +50,17 @@ class HitLike(Protocol):
 SearchOptions = tuple[tuple[str, Any], ...]
 
 
+class QueryVectors:
+    """A request's query vectors as a search option (``query_vectors``): an array to the retriever, and equal to
+    no other request's, so a search by vectors runs alone (its vectors are its own)."""
+
+    def __init__(self, rows: Sequence[Sequence[float]]) -> None:
+        self.rows = np.asarray(rows, dtype=np.float32)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        return self.rows if dtype is None else self.rows.astype(dtype)
+
+
 class RetrieverLike(Protocol):
     """The part of :class:`whitevec.index.Retriever` the service uses (a fake one serves in tests)."""
 
@@ -456,7 +467,8 @@ class RetrieverWorker:
         self.texts += len(job.texts)
         try:
             if job.kind == "search":
-                result: Any = self.retriever.search(job.texts, k=job.k, **dict(job.options))
+                # A search by vectors alone has no texts (its queries None).
+                result: Any = self.retriever.search(job.texts or None, k=job.k, **dict(job.options))  # type: ignore[arg-type]
             else:
                 result = embed_marked(self.retriever, job.texts)
         except BaseException as exc:

@@ -53,6 +53,7 @@ class WritableRetriever(RetrieverLike, Protocol):
         docs: Sequence[Document],
         show_progress: bool | None = None,
         *,
+        vectors: Any = None,
         empty_documents: str = "skip",
         on_existing: str = "error",
         encoder: EncoderLike | None = None,
@@ -96,11 +97,16 @@ def _public_refusals(retriever: WritableRetriever) -> Iterator[None]:
 
 
 def write_documents(
-    retriever: WritableRetriever, docs: list[Document], on_existing: str, encoder: EncoderLike
+    retriever: WritableRetriever,
+    docs: list[Document],
+    on_existing: str,
+    encoder: EncoderLike,
+    vectors: list[list[float]] | None = None,
 ) -> DocumentsResponse:
     """Add ``docs``: an id the index holds refused (``error``: nothing written), replaced or skipped. A document
     with no token the model knows is refused (422) before anything is written. ``encoder``: the retriever's, as
-    the writer thread may use it (:class:`~whitevec.service.worker.InTurnEncoder`)."""
+    the writer thread may use it (:class:`~whitevec.service.worker.InTurnEncoder`); ``vectors``: the documents'
+    own, a row each (none encoded)."""
     held = retriever.existing_ids([d.id for d in docs]) if on_existing == "error" else []
     if held:
         raise WriteConflictError(
@@ -110,7 +116,12 @@ def write_documents(
         )
     with _public_refusals(retriever):
         done = retriever.write(
-            docs, show_progress=False, empty_documents="error", on_existing=on_existing, encoder=encoder
+            docs,
+            show_progress=False,
+            vectors=vectors,
+            empty_documents="error",
+            on_existing=on_existing,
+            encoder=encoder,
         )
     return DocumentsResponse(added=done.added, replaced=done.replaced, skipped=done.skipped, **_version(retriever))
 
@@ -151,7 +162,7 @@ def add_write_routes(
     guard: KeyGuard,
 ) -> None:
     """The write routes, in every server's OpenAPI document; a server without ``writable`` refuses them (405)."""
-    DocumentsRequest, DeleteRequest = write_models(settings)
+    DocumentsRequest, DeleteRequest = write_models(settings, retriever.manifest.get("encoder_dim"))
     secured, key_refusal = guard
     writer: WritableRetriever = retriever  # type: ignore[assignment]
     if settings.writable and settings.api_key is None:
@@ -170,8 +181,9 @@ def add_write_routes(
         if twice is not None:
             raise BadInputError(f"document id {twice!r} is given twice; send each id once")
         encoder = InTurnEncoder(worker, writer.encoder)
+        vectors = getattr(body, "vectors", None)
         return await worker.submit_write(
-            functools.partial(write_documents, writer, docs, body.on_existing, encoder)
+            functools.partial(write_documents, writer, docs, body.on_existing, encoder, vectors)
         )
 
     async def delete(body: Any) -> DeleteResponse:

@@ -94,7 +94,7 @@ def build_index_file(
 
     docs = read_corpus_file(corpus)
     input_file(fit_on, "--fit-on file", keywords=("corpus",))
-    _check_transform_file(transform)
+    check_transform_file(transform)
     dim = _check_room(corpus, out, encoder, len(docs), keep_raw_vectors)
     from whitevec.index import Retriever, check_build, stored_dim
 
@@ -195,7 +195,7 @@ def _build_on_ray(
     check_backend(options["backend"])
     if input_file(fit_on, "--fit-on file", keywords=("corpus",)) is not None:
         raise BadInputError("--engine ray fits the transform on the corpus; leave --fit-on out")
-    _check_transform_file(transform)
+    check_transform_file(transform)
     check_fit_sample(options["fit_sample"], options["fit_seed"])
     check_encoder(encoder["model"], False)
     check_output(out, "index folder", folder=True)
@@ -203,7 +203,8 @@ def _build_on_ray(
     return BuiltIndex(ray_build(str(corpus), out, encoder=actors, transform=transform, **options))
 
 
-def _check_transform_file(transform: str) -> None:
+def check_transform_file(transform: str) -> None:
+    """A transform given as a file must exist (a one-line DataNotFoundError before anything loads)."""
     if transform.strip().lower().endswith(".safetensors"):
         existing_file(transform, "transform file")
 
@@ -220,7 +221,7 @@ def index_pooling(model: str, pooling: str | None) -> str:
 
 def search_index(
     index_dir: str | os.PathLike[str],
-    queries: Sequence[str],
+    queries: Sequence[str] | None,
     *,
     k: int = 10,
     device: str | None = None,
@@ -230,6 +231,7 @@ def search_index(
     fusion: str | None = None,
     candidates: int | None = None,
     filter: str | None = None,
+    query_vectors: str | os.PathLike[str] | None = None,
 ) -> SearchResults:
     """The ``k`` best hits of each query in the index ``index_dir``, queries encoded with the index's own model
     (found where ``model`` says when it moved), pooling and transform (a query with no token the model knows: no
@@ -238,8 +240,16 @@ def search_index(
     loads: the folder, that it follows the tuned configuration ``config`` when one is given, the mode, fusion and
     candidates (a lexical or hybrid search needs a lexical part), that no query is blank (as HTTP /search refuses
     one), and the metadata ``filter`` (:mod:`whitevec.index.filters.language`: its syntax, and, for documents kept
-    in the folder, its fields and their kinds)."""
+    in the folder, its fields and their kinds). ``query_vectors``: a ``.npy`` / ``.safetensors`` file of the
+    queries' vectors in the encoder's space (a row per query; beside ``queries`` for a hybrid search), checked by
+    its name first; an index of given vectors searches densely with them alone."""
     existing_folder(index_dir, "index folder")
+    if query_vectors is not None:
+        from whitevec.index.given_vectors import check_vectors_file
+
+        check_vectors_file(query_vectors, "--query-vectors")
+    elif not queries:
+        raise BadInputError("give one or more queries, or --query-vectors FILE")
     from whitevec.index import read_manifest
     from whitevec.index.search.modes import plan_search, search_defaults
 
@@ -251,7 +261,8 @@ def search_index(
         TunedConfig.load(config).check_index(manifest, where=f"index {index_dir}")
     has_lexical = manifest.get("lexical") is not None
     plan_search(mode, fusion, candidates, defaults=search_defaults(manifest), has_lexical=has_lexical)
-    check_texts(queries)
+    if queries:
+        check_texts(queries)
     from whitevec.index.filters.language import parse_filter
     from whitevec.index.versions import check_filter_in_folder
 
@@ -261,4 +272,12 @@ def search_index(
     from whitevec.index import Retriever
 
     with Retriever.load(index_dir, device=device, model=model) as retriever:
-        return retriever.search(queries, k=k, mode=mode, fusion=fusion, candidates=candidates, filter=parsed)
+        return retriever.search(
+            queries or None,
+            k=k,
+            mode=mode,
+            fusion=fusion,
+            candidates=candidates,
+            filter=parsed,
+            query_vectors=query_vectors,
+        )

@@ -61,11 +61,18 @@ def add_documents_file(
     device: str | None = None,
     model: str | os.PathLike[str] | None = None,
     show_progress: bool | None = None,
+    vectors: str | os.PathLike[str] | None = None,
 ) -> WriteReport:
     """Add the documents of the corpus file ``corpus`` to the index ``index_dir`` (``on_existing``: what an id
-    it holds does, see :meth:`whitevec.index.Retriever.add`). Checked before the model loads: the folder, the
-    choices, the corpus (every row parsed; ids unique)."""
+    it holds does, see :meth:`whitevec.index.Retriever.add`), with their ``vectors`` (a ``.npy`` /
+    ``.safetensors`` file, a row per document in the encoder's space: none encoded) where given. Checked before
+    the model loads: the folder, the choices, the vectors file's name, the corpus (every row parsed; ids
+    unique)."""
     check_index_writable(index_dir)
+    if vectors is not None:
+        from whitevec.index.given_vectors import check_vectors_file
+
+        check_vectors_file(vectors, "--vectors")
     choice = check_on_existing_choice(on_existing)
     empty = "skip" if empty_documents is None else check_empty_documents(empty_documents)
     from whitevec.datasets.retrieval import check_unique_ids, is_text_corpus, read_corpus_file
@@ -79,7 +86,7 @@ def add_documents_file(
 
     with Retriever.load(index_dir, device=device, model=model) as retriever:
         try:
-            done = retriever.write(docs, show_progress, empty_documents=empty, on_existing=choice)
+            done = retriever.write(docs, show_progress, vectors=vectors, empty_documents=empty, on_existing=choice)
         except HeldIdsError as exc:  # worded with the command's flags, and the cause numbered ids may be
             flags = ("--on-existing replace", "--on-existing skip")
             numbered = all(d.id == str(i) for i, d in enumerate(docs, start=1))  # as a corpus without ids gets
