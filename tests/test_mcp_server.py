@@ -191,7 +191,7 @@ def test_an_index_of_given_vectors_is_searched_and_written_with_vectors(tmp_path
     assert info["external"] is True and info["model"] == "api-embed" and info["encoder_dim"] == 8
     assert answer(seen["by vector"])["hits"][0]["id"] == "d5"
     assert answer(seen["hybrid"])["hits"][0]["id"] == "d5"
-    assert "a dense search needs query_vectors" in error_line(seen["by text"])
+    assert "encodes no text: a dense search needs" in error_line(seen["by text"])
     assert "holds vectors given by the caller (api-embed, 8-d)" in error_line(seen["no vector"])
     assert "documents[1] has no vector" in error_line(seen["some vectors"])
     assert answer(seen["added"])["added"] == 1

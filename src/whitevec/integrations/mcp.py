@@ -27,8 +27,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import anyio
-import numpy as np
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
@@ -42,7 +40,7 @@ from whitevec.index.search.modes import MODES, plan_search, search_defaults
 from whitevec.index.segments.requests import HeldIdsError
 from whitevec.preflight import describe_fault, existing_folder
 from whitevec.service.settings import ServeSettings
-from whitevec.service.worker import InTurnEncoder, RetrieverWorker, WorkerStoppedError
+from whitevec.service.worker import InTurnEncoder, QueryVectors, RetrieverWorker, WorkerStoppedError
 
 if TYPE_CHECKING:
     from whitevec.index import Retriever
@@ -206,32 +204,6 @@ def info_answer(retriever: "Retriever", writable: bool) -> InfoAnswer:
     )
 
 
-async def run_search(
-    worker: RetrieverWorker,
-    retriever: "Retriever",
-    query: str | None,
-    k: int,
-    options: tuple[tuple[str, Any], ...],
-    vector: list[float] | None,
-) -> tuple[int, Any]:
-    """One search's (k searched, results) on the worker's thread. A text query goes as the HTTP service's do
-    (:meth:`RetrieverWorker.search`); one with a vector as a call of the library's search on that thread, which
-    takes the query texts as None where there are none (the worker's searches always pass a list)."""
-    if query is None and vector is None:
-        raise BadInputError("give the search a query (text) or a vector, or both")
-    if vector is None:
-        return await worker.search([str(query)], k, None, options)
-    k = max(1, min(k, retriever.count))  # clamped as the worker clamps its searches', without a warning
-    search = functools.partial(
-        retriever.search,
-        None if query is None else [query],
-        k,
-        query_vectors=np.asarray([vector], dtype=np.float32),
-        **dict(options),
-    )
-    return k, await anyio.to_thread.run_sync(worker.call, search)
-
-
 def add_read_tools(server: IndexServer, retriever: "Retriever", settings: ServeSettings, writable: bool) -> None:
     """``search`` and ``info``."""
     manifest = dict(retriever.manifest)
@@ -286,7 +258,12 @@ def add_read_tools(server: IndexServer, retriever: "Retriever", settings: ServeS
             options: tuple[tuple[str, Any], ...] = () if mode is None else (("mode", plan.mode),)
             if filter is not None:  # its syntax checked here, its fields by the search: both one line
                 options += (("filter", parse_filter(filter)),)
-            k_searched, results = await run_search(worker_of(ctx), retriever, query, k, options, vector)
+            if vector is not None:  # the dense ranking's query; the text, if any, the lexical ranking's
+                options += (("query_vectors", QueryVectors([vector])),)
+            elif query is None:
+                raise BadInputError("give the search a query (text) or a vector, or both")
+            texts = [] if query is None else [query]
+            k_searched, results = await worker_of(ctx).search(texts, k, None, options)
         row = results[0]
         hits = [
             Hit(id=str(h.id), score=float(h.score), text=str(h.text), metadata=h.metadata,
