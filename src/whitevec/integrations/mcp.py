@@ -40,7 +40,13 @@ from whitevec.index.search.modes import MODES, plan_search, search_defaults
 from whitevec.index.segments.requests import HeldIdsError
 from whitevec.preflight import describe_fault, existing_folder
 from whitevec.service.settings import ServeSettings
-from whitevec.service.worker import InTurnEncoder, QueryVectors, RetrieverWorker, WorkerStoppedError
+from whitevec.service.worker import (
+    InTurnEncoder,
+    QueryVectors,
+    RetrieverWorker,
+    WorkerStoppedError,
+    write_in_turn,
+)
 
 if TYPE_CHECKING:
     from whitevec.index import Retriever
@@ -301,14 +307,7 @@ def write_documents(
     ``error``, a text with no token the model knows: refused, nothing written), its model work through
     ``encoder`` (in turn with the searches)."""
     try:
-        done = retriever.write(
-            docs,
-            show_progress=False,
-            vectors=vectors,
-            empty_documents="error",
-            on_existing=on_existing,
-            encoder=encoder,
-        )
+        done = write_in_turn(retriever, docs, on_existing, encoder, vectors)
     except HeldIdsError as exc:
         raise BadInputError(exc.worded('on_existing "replace"', 'on_existing "skip"')) from None
     return AddAnswer(added=done.added, replaced=done.replaced, skipped=done.skipped, count=done.count)
