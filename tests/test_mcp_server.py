@@ -238,6 +238,22 @@ def test_what_the_load_prints_stays_off_the_protocol_stream(
     assert out == "protocol stdio\n" and err == "loading checkpoint shards: 100%\n"
 
 
+def test_the_server_needs_no_serve_extra() -> None:
+    """The mcp extra installs no fastapi: the server imports none of the HTTP service's modules that need it (only
+    its worker and settings)."""
+    probe = (
+        "import sys\n"
+        "class Absent:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'fastapi':\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}')\n"
+        "sys.meta_path.insert(0, Absent())\n"
+        "import whitevec.integrations.mcp\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], env=_environment(), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 # ---- over stdio, the `whitevec mcp` process --------------------------------------------------------------
 def _environment() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
