@@ -1,8 +1,9 @@
 """``whitevec mcp INDEX``: an index as a Model Context Protocol server over stdio (the ``mcp`` extra).
 
-Tools: ``search`` (one query, k, mode, filter) and ``info`` (what the index holds and can do); with ``writable``,
-``add`` and ``delete``. Each answers structured content (``structuredContent``, with its output schema, and the
-same JSON as text). A bad argument or a refusal of the library is a tool error (``isError``) of one line.
+Tools: ``search`` (one query, a vector or both, k, mode, filter) and ``info`` (what the index holds and can do);
+with ``writable``, ``add`` and ``delete``. Each answers structured content (``structuredContent``, with its output
+schema, and the same JSON as text). A bad argument or a refusal of the library is a tool error (``isError``) of
+one line.
 
 The index and its model load once, before the server answers (:func:`serve_stdio`): a missing or damaged index,
 or a model that is gone, then stops the command with one line and exit 2 when the client launches it, rather than
@@ -205,7 +206,7 @@ def info_answer(retriever: "Retriever", writable: bool) -> InfoAnswer:
         modes=list(MODES if lexical is not None else ("dense",)),
         default_mode=mode,
         lexical=lexical,
-        external=bool(getattr(retriever, "is_external", False)),
+        external=retriever.is_external,
         writable=writable,
     )
 
@@ -258,7 +259,7 @@ def add_read_tools(server: IndexServer, retriever: "Retriever", settings: ServeS
         ] = None,
     ) -> SearchAnswer:
         """Search the index: the k documents that best match the query, best first, with their ids, scores,
-        texts and metadata. Use info to see the modes and metadata this index has."""
+        texts and metadata. info tells the modes this index offers and whether it takes a vector."""
         with tool_errors():
             plan = plan_search(mode, None, None, defaults=defaults, has_lexical=has_lexical)
             options: tuple[tuple[str, Any], ...] = () if mode is None else (("mode", plan.mode),)
@@ -394,7 +395,7 @@ def create_server(
     server = IndexServer(
         SERVER_NAME,
         version=__version__,
-        instructions="Search a whitevec index: call info first to see its size, modes and metadata, then search."
+        instructions="Search a whitevec index: call info first to see its size and search modes, then search."
         + (" add and delete write to it." if writable else ""),
         lifespan=lifespan,
         log_level="WARNING",  # a refused call is the client's to show; the server's stderr keeps its faults
