@@ -21,8 +21,9 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 SAVED = Path(__file__).parent / "fixtures" / "saved"
 # The libraries a command that does not need them must not load (seconds of imports each), and the frameworks
-# whitevec plugs into (issue 51: extras; ``whitevec.integrations`` imports each where asked).
-FRAMEWORKS = ("langchain", "langchain_core", "llama_index")
+# whitevec plugs into (issue 51: extras; ``whitevec.integrations`` imports each where asked, and only `whitevec mcp
+# INDEX` loads mcp, not its --help).
+FRAMEWORKS = ("langchain", "langchain_core", "llama_index", "mcp")
 HEAVY = ("torch", "transformers", "sklearn", "faiss", "pymilvus", *FRAMEWORKS)
 # Runs ``whitevec ARGS`` for each ARGS of the JSON list in argv[1], in this one process, with stdout and stderr
 # thrown away, and writes [args, exit status, the heavy modules loaded by then] per command to argv[2]. With no
@@ -114,8 +115,12 @@ def test_a_static_table_search_loads_no_sklearn_or_pymilvus(
 
 
 def test_import_whitevec_loads_no_framework() -> None:
-    code = f"import sys, whitevec, whitevec.index; print([m for m in {FRAMEWORKS!r} if m in sys.modules])"
+    """``import whitevec``, its index and its CLI leave the frameworks of whitevec.integrations (extras) out."""
+    code = (
+        "import sys, whitevec, whitevec.index, whitevec.cli; "
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({FRAMEWORKS!r})))"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"

@@ -2,7 +2,7 @@
 
 One module per command group: ``evaluate`` (eval, eval-retrieval, diagnose), ``encode`` (encode, fit,
 frequencies), ``index`` (index build / info / export-faiss, search), ``tune``, ``export`` (export-st),
-``distill``, ``serve``.
+``distill``, ``serve`` (and ``mcp``).
 Options are declared once in ``_options`` (the ``Annotated`` aliases, :class:`RunOptions`); printing and the one
 table model are in ``_output``. This module makes the ``app``, registers the commands in the order ``--help``
 lists them, and runs it: bad usage (a missing, unknown or bad option or argument, a group without a command) is
@@ -30,7 +30,7 @@ from whitevec.cli.evaluate import diagnose_command, eval_command, eval_retrieval
 from whitevec.cli.export import export_st_command
 from whitevec.cli.index import index_app, search_command
 from whitevec.cli.index_writes import index_add_command  # noqa: F401  (registers add, delete, compact)
-from whitevec.cli.serve import serve_command
+from whitevec.cli.serve import mcp_command, serve_command
 from whitevec.cli.tune import tune_command
 from whitevec.errors import IndexDamagedError, WhitevecError, WhitevecWarning
 from whitevec.preflight import describe_fault
@@ -70,6 +70,7 @@ app.command("tune")(tune_command)
 app.command("export-st")(export_st_command)
 app.command("distill")(distill_command)
 app.command("serve")(serve_command)
+app.command("mcp")(mcp_command)
 app.add_typer(frequencies_app, name="frequencies")
 app.add_typer(index_app, name="index")
 

@@ -12,11 +12,15 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import numpy as np
 
 from whitevec.errors import IndexDamagedError
+
+if TYPE_CHECKING:
+    from whitevec.datasets.retrieval import Document
+    from whitevec.index.segments.requests import AddResult
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +87,23 @@ def embed_marked(retriever: RetrieverLike, texts: list[str]) -> tuple[np.ndarray
         vectors, known = marked(texts)
         return np.asarray(vectors, dtype=np.float32), np.asarray(known, dtype=bool)
     return np.asarray(retriever.embed(texts), dtype=np.float32), np.ones(len(texts), dtype=bool)
+
+
+def write_in_turn(
+    retriever: Any, docs: list[Document], on_existing: str, encoder: Any, vectors: Any = None
+) -> AddResult:
+    """A server's add (the HTTP route's, the MCP tool's), run on its writer thread: ``encoder`` the retriever's
+    as that thread may use it (:class:`InTurnEncoder`), ``vectors`` the documents' own (none encoded); a
+    document with no token the model knows refused, not skipped, so nothing is written then."""
+    result: AddResult = retriever.write(
+        docs,
+        show_progress=False,
+        vectors=vectors,
+        empty_documents="error",
+        on_existing=on_existing,
+        encoder=encoder,
+    )
+    return result
 
 
 class InTurnEncoder:

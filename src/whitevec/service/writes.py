@@ -33,7 +33,7 @@ from whitevec.service.manifest import index_info
 from whitevec.service.routes import KeyGuard
 from whitevec.service.schemas import CompactResponse, DeleteResponse, DocumentsResponse, write_models
 from whitevec.service.settings import API_KEY_ENV, ServeSettings
-from whitevec.service.worker import InTurnEncoder, RetrieverLike, RetrieverWorker
+from whitevec.service.worker import InTurnEncoder, RetrieverLike, RetrieverWorker, write_in_turn
 
 if TYPE_CHECKING:
     from whitevec.encoders.protocol import EncoderLike
@@ -115,14 +115,7 @@ def write_documents(
             "dropped) or 'skip' to add only the ids the index lacks"
         )
     with _public_refusals(retriever):
-        done = retriever.write(
-            docs,
-            show_progress=False,
-            vectors=vectors,
-            empty_documents="error",
-            on_existing=on_existing,
-            encoder=encoder,
-        )
+        done = write_in_turn(retriever, docs, on_existing, encoder, vectors)
     return DocumentsResponse(added=done.added, replaced=done.replaced, skipped=done.skipped, **_version(retriever))
 
 
