@@ -239,14 +239,6 @@ class IndexWrites(WritableIndex):
             held = self._docs.rows_of(list(ids))
         return [doc_id for doc_id in ids if doc_id in held]
 
-    def documents(self, ids: Sequence[str]) -> list[Document]:
-        """The live documents with these ids, in the order given (an id the index does not hold is left out)."""
-        with self._lock:
-            self._check_open()
-            held = self._docs.rows_of(list(ids))
-            found = self._docs.get(list(held.values()))
-        return [found[held[doc_id]] for doc_id in ids if doc_id in held]
-
     def upsert(
         self,
         docs: Sequence[Document],
