@@ -705,7 +705,8 @@ def test_export_faiss_onto_a_real_full_tmpfs_is_one_line(
 
 
 # ---- every file takes the umask -----------------------------------------------------------------------------
-# One child imports the heavy libraries once, then forks a process per umask that sets it and runs the commands.
+# One child imports the heavy libraries once, then forks a process per umask that sets it and runs the commands
+# (the two at once: a test worker often leaves the second core idle).
 # whitevec reads the umask once, at the import of whitevec.utils.io: each fork imports whitevec after setting
 # its umask, as a process started under it would.
 UMASK_CHILD = textwrap.dedent(
@@ -753,14 +754,15 @@ UMASK_CHILD = textwrap.dedent(
 
 
     model, inputs, outs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-    status = {}
-    for mask, out in outs.items():
+    pids = {}
+    for mask, out in outs.items():  # side by side: each writes only its own folder and vector cache
         pid = os.fork()
         if pid == 0:
             os.umask(int(mask, 8))
             write_all(model, inputs, out)
             sys.exit(0)  # as a process ends: exit handlers run
-        status[mask] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        pids[mask] = pid
+    status = {mask: os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for mask, pid in pids.items()}
     print(json.dumps(status))
     """
 )

@@ -1,6 +1,8 @@
 """--engine ray: the same index as a single-process build, actors killed, a driver killed and resumed, bad input.
 
 One local Ray cluster (2 CPUs, a small object store) serves the whole file; skipped when Ray is not installed.
+Where the encoder is not the point (a bad row, BM25, which rows a sample draws) the actors load a tiny static
+table: an actor then imports no torch or transformers, seconds of CPU each on 2 cores.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ UNIT_BYTES = 6 << 10  # about 18 units for the corpus below
 POOLING = "last-avg"
 # Ray reads its settings from RAY_<name> with the name in its own (lower) case.
 WORKER_NICENESS = "RAY_worker_niceness"
+# The rows of a Milvus index: {row: (document id, stored vector)}.
+Rows = dict[int, tuple[str, np.ndarray]]
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +89,18 @@ def _encoder_args(model: Path) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
+def static_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny static table over the corpus's words (16 dimensions, no cut at 6 tokens)."""
+    from tests.static_helpers import tiny_static_folder
+
+    return tiny_static_folder(tmp_path_factory.mktemp("static") / "table", dim=16, max_length=64)
+
+
+def _static_args(model: Path) -> dict[str, Any]:
+    return {"model": str(model), "batch_size": 32}
+
+
+@pytest.fixture(scope="module")
 def local_index(
     tmp_path_factory: pytest.TempPathFactory, corpus: Path, tiny_bert_dir: Path, ray_cluster: str
 ) -> Path:
@@ -115,7 +131,13 @@ def ray_index(
     return out
 
 
-def _rows(index: Path) -> dict[int, tuple[str, np.ndarray]]:
+@pytest.fixture(scope="module")
+def ray_rows(ray_index: Path) -> Rows:
+    """The rows of ``ray_index``, read once: the reference the builds below are compared with."""
+    return _rows(ray_index)
+
+
+def _rows(index: Path) -> Rows:
     """Every row of a Milvus index: {row: (document id, stored vector)}; the ids must each be there once."""
     from whitevec.index import Retriever
 
@@ -130,7 +152,9 @@ def _rows(index: Path) -> dict[int, tuple[str, np.ndarray]]:
 
 
 @pytest.mark.slow
-def test_ray_build_equals_the_single_process_build(local_index: Path, ray_index: Path, queries: list[str]) -> None:
+def test_ray_build_equals_the_single_process_build(
+    local_index: Path, ray_index: Path, ray_rows: Rows, queries: list[str]
+) -> None:
     from whitevec.index import Retriever, read_manifest
     from whitevec.transforms import Transform
 
@@ -160,7 +184,7 @@ def test_ray_build_equals_the_single_process_build(local_index: Path, ray_index:
         answer = client.post("/search", json={"queries": queries[:2], "k": 10})
         assert answer.status_code == 200, answer.text
         assert [r["ids"] for r in answer.json()["results"]] == [[h.id for h in hits] for hits in ray_hits[:2]]
-    ray_rows, local_rows = _rows(ray_index), _rows(local_index)
+    local_rows = _rows(local_index)
     assert sorted(ray_rows) == list(range(N_DOCS))
     assert {r: d for r, (d, _) in ray_rows.items()} == {r: d for r, (d, _) in local_rows.items()}
     gap = max(float(np.abs(ray_rows[r][1] - v).max()) for r, (_, v) in local_rows.items())
@@ -197,7 +221,7 @@ def _logged(folder: Path) -> int:
 
 @pytest.mark.slow
 def test_an_actor_killed_mid_run_is_replaced(
-    tmp_path: Path, corpus: Path, tiny_bert_dir: Path, ray_cluster: str, ray_index: Path
+    tmp_path: Path, corpus: Path, tiny_bert_dir: Path, ray_cluster: str, ray_rows: Rows
 ) -> None:
     from whitevec.engines.ray import ray_build, work_folder
 
@@ -231,7 +255,7 @@ def test_an_actor_killed_mid_run_is_replaced(
 
     assert units_at_kill < len(plan_units([corpus], UNIT_BYTES)), "killed after the last unit"
     assert (out / "manifest.json").exists() and not work.exists()
-    rows, reference = _rows(out), _rows(ray_index)
+    rows, reference = _rows(out), ray_rows
     assert sorted(rows) == list(range(N_DOCS))
     assert {r: d for r, (d, _) in rows.items()} == {r: d for r, (d, _) in reference.items()}
     for row, (_, vector) in reference.items():  # the same units, so the same batches: the same bits
@@ -272,7 +296,7 @@ def _kill_driver_when(
 
 @pytest.mark.slow
 def test_resume_after_the_driver_is_killed(
-    tmp_path: Path, corpus: Path, tiny_bert_dir: Path, ray_cluster: str, ray_index: Path
+    tmp_path: Path, corpus: Path, tiny_bert_dir: Path, ray_cluster: str, ray_rows: Rows
 ) -> None:
     """Killed while encoding, then killed again while writing to Milvus, then run to the end: the same
     collection as an uninterrupted build, every row once."""
@@ -294,7 +318,7 @@ def test_resume_after_the_driver_is_killed(
         corpus, out, encoder=_encoder_args(tiny_bert_dir), transform="whitening", workers=2, unit_bytes=UNIT_BYTES
     )
     assert not work.exists()
-    rows, reference = _rows(out), _rows(ray_index)
+    rows, reference = _rows(out), ray_rows
     assert sorted(rows) == list(range(N_DOCS))
     assert {r: d for r, (d, _) in rows.items()} == {r: d for r, (d, _) in reference.items()}
     for row, (_, vector) in reference.items():  # the same units, so the same batches: the same bits
@@ -335,7 +359,7 @@ def test_resume_rewrites_lite_data_a_killed_driver_left_unloadable(
 # --- bad input ------------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_a_row_that_does_not_parse_is_named_and_leaves_nothing(
-    tmp_path: Path, corpus: Path, tiny_bert_dir: Path, ray_cluster: str
+    tmp_path: Path, corpus: Path, static_dir: Path, ray_cluster: str
 ) -> None:
     from whitevec.engines.ray import ray_build, work_folder
 
@@ -345,7 +369,7 @@ def test_a_row_that_does_not_parse_is_named_and_leaves_nothing(
     bad.write_text("\n".join(lines[:500]) + "\n", encoding="utf-8")
     out = tmp_path / "index"
     with pytest.raises(BadInputError, match=rf"{bad}, line 346: not valid JSON"):
-        ray_build(bad, out, encoder=_encoder_args(tiny_bert_dir), workers=1, unit_bytes=UNIT_BYTES)
+        ray_build(bad, out, encoder=_static_args(static_dir), workers=1, unit_bytes=UNIT_BYTES)
     assert not out.exists() and not work_folder(out).exists()
 
 
@@ -419,12 +443,13 @@ def test_units_read_the_same_documents_as_the_whole_file(tmp_path: Path) -> None
 # --- a fit on a seeded sample, units grouped per call, one build at a time ------------------------------------
 @pytest.mark.slow
 def test_a_fit_on_a_seeded_sample_with_units_grouped_per_call(
-    tmp_path: Path, corpus: Path, tiny_bert_dir: Path, ray_cluster: str, ray_index: Path
+    tmp_path: Path, corpus: Path, static_dir: Path, ray_cluster: str, ray_rows: Rows
 ) -> None:
     """Small units (several per actor call): the same documents in the same rows, and the transform equals a
-    fit on the rows that sample_rows draws from the corpus's vectors in corpus order."""
+    fit on the rows that sample_rows draws from the corpus's vectors in corpus order (any encoder's vectors: the
+    static table's)."""
     from whitevec.datasets.shards import plan_units
-    from whitevec.encoders.transformer import Encoder
+    from whitevec.encoders.loading import load_encoder
     from whitevec.engines.ray import ray_build, units_per_call
     from whitevec.index.stores.vector import sample_rows
     from whitevec.transforms import Transform, Whitening
@@ -435,7 +460,7 @@ def test_a_fit_on_a_seeded_sample_with_units_grouped_per_call(
     ray_build(
         corpus,
         out,
-        encoder=_encoder_args(tiny_bert_dir),
+        encoder=_static_args(static_dir),
         transform="whitening-8",
         workers=2,
         unit_bytes=unit_bytes,
@@ -445,10 +470,10 @@ def test_a_fit_on_a_seeded_sample_with_units_grouped_per_call(
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["transform"]["fit_on"] == "corpus sample (seed 5)"
     assert manifest["transform"]["fit_rows"] == 300
-    rows, reference = _rows(out), _rows(ray_index)
+    rows, reference = _rows(out), ray_rows
     assert {r: d for r, (d, _) in rows.items()} == {r: d for r, (d, _) in reference.items()}
     texts = [json.loads(line)["text"] for line in corpus.read_text(encoding="utf-8").splitlines()]
-    with Encoder(str(tiny_bert_dir), POOLING, batch_size=32, cache=False) as encoder:
+    with load_encoder(**_static_args(static_dir), cache=False) as encoder:
         raw = encoder.encode(texts, show_progress=False)
     expected = Whitening(n_components=8).fit(raw[sample_rows(N_DOCS, 300, 5)])
     fitted = Transform.load(out / "transform.safetensors")
@@ -545,10 +570,11 @@ def test_ray_build_refuses_sign_codes_before_it_starts(tmp_path: Path, corpus: P
 
 @pytest.mark.slow
 def test_ray_build_with_milvus_bm25(
-    tmp_path: Path, corpus: Path, tiny_bert_dir: Path, queries: list[str], ray_cluster: str
+    tmp_path: Path, corpus: Path, static_dir: Path, queries: list[str], ray_cluster: str
 ) -> None:
     """--lexical bm25 on the Ray engine: the collection's text field gets Milvus's BM25, searched as a local
-    Milvus build's is (BM25 needs no model: the local one is built with a stand-in encoder)."""
+    Milvus build's is (BM25 needs no model: the local one is built with a stand-in encoder, the Ray one with
+    the tiny static table)."""
     from tests.index_helpers import HashEncoder
     from whitevec.engines.ray import ray_build
     from whitevec.errors import WhitevecWarning
@@ -559,7 +585,7 @@ def test_ray_build_with_milvus_bm25(
         ray_build(
             corpus,
             out,
-            encoder=_encoder_args(tiny_bert_dir),
+            encoder=_static_args(static_dir),
             workers=2,
             unit_bytes=UNIT_BYTES,
             lexical="bm25",

@@ -66,11 +66,22 @@ def st_vectors(folder: Path, texts: list[str], **kwargs: Any) -> np.ndarray:
     return SentenceTransformer(str(folder), device="cpu", **kwargs).encode(texts, batch_size=4)
 
 
+ST_MODULES_ADDED = "st_modules_added.txt"
+
+
 def fresh_process_vectors(folders: list[Path], texts: list[str], work: Path) -> list[np.ndarray]:
-    """Each folder loaded by sentence-transformers in a new Python process (output to a file, never a pipe)."""
+    """Each folder loaded by sentence-transformers in a new Python process (output to a file, never a pipe).
+
+    That process (seconds of imports) first writes to ``work``/ST_MODULES_ADDED the modules that importing
+    whitevec.export.st_modules adds to those sentence-transformers loads itself: a folder's load would import
+    it next anyway."""
     (work / "texts.json").write_text(json.dumps(texts))
     code = (
         "import json, sys, numpy as np\n"
+        "import sentence_transformers\n"
+        "before = set(sys.modules)\n"
+        "import whitevec.export.st_modules\n"
+        f"open({str(work / ST_MODULES_ADDED)!r}, 'w').write(','.join(sorted(set(sys.modules) - before)))\n"
         "from sentence_transformers import SentenceTransformer\n"
         "texts = json.load(open(sys.argv[1]))\n"
         "for i, folder in enumerate(sys.argv[2:]):\n"
@@ -166,9 +177,14 @@ def fitted(transform: Any, encoder: Encoder) -> Any:
     return transform.fit(encoder.encode(SEED_TEXTS))
 
 
-def test_exported_folders_load_in_a_fresh_process_with_the_same_vectors(
-    tiny_bert_dir: Path, tiny_st_dir: Path, tmp_path: Path
-) -> None:
+@pytest.fixture(scope="module")
+def tiny_exports(
+    tiny_bert_dir: Path, tiny_st_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """Folders exported from the tiny models (pooling x transform cases), whitevec's vectors for each, and what
+    sentence-transformers gives for them in ONE fresh process, which also records what importing
+    whitevec.export.st_modules adds (two tests, one process importing sentence-transformers)."""
+    work = tmp_path_factory.mktemp("tiny-exports")
     cases = [
         # Full whitening of LayerNorm outputs has a near-constant direction whose huge scale float32 cannot
         # reproduce to 1e-5 (see docs/results/st_equality.md); k < d drops it.
@@ -209,9 +225,16 @@ def test_exported_folders_load_in_a_fresh_process_with_the_same_vectors(
             vectors = applied.transform(vectors)
         if normalize:
             vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-        folders.append(export_sentence_transformer(tmp_path / f"out-{i}", encoder, applied, normalize=normalize))
+        folders.append(export_sentence_transformer(work / f"out-{i}", encoder, applied, normalize=normalize))
         expected.append(vectors)
-    for case, want, got in zip(cases, expected, fresh_process_vectors(folders, TEXTS, tmp_path), strict=True):
+    loaded = fresh_process_vectors(folders, TEXTS, work)
+    added = set((work / ST_MODULES_ADDED).read_text().split(","))
+    return {"cases": cases, "folders": folders, "expected": expected, "loaded": loaded, "added": added}
+
+
+def test_exported_folders_load_in_a_fresh_process_with_the_same_vectors(tiny_exports: dict[str, Any]) -> None:
+    cases, folders = tiny_exports["cases"], tiny_exports["folders"]
+    for case, want, got in zip(cases, tiny_exports["expected"], tiny_exports["loaded"], strict=True):
         assert got.shape == want.shape, case
         # whitevec whitens in float64; sentence-transformers' Dense runs in float32, and the tiny random BERT's
         # vectors vary little, so the whitening scales are large: float32 rounding reaches ~1e-5 here (the
@@ -222,21 +245,11 @@ def test_exported_folders_load_in_a_fresh_process_with_the_same_vectors(
     assert json.loads((folders[1] / "whitevec_export.json").read_text())["trust_remote_code"] is False
 
 
-def test_st_modules_import_without_whitevecs_machinery(tmp_path: Path) -> None:
+def test_st_modules_import_without_whitevecs_machinery(tiny_exports: dict[str, Any]) -> None:
     """Beyond what sentence-transformers loads itself, the module a saved folder names brings in whitevec's
-    package root and its torch pooling arithmetic only: no encoder, transforms, index or FAISS."""
-    code = (
-        "import sys, sentence_transformers\n"
-        "before = set(sys.modules)\n"
-        "import whitevec.export.st_modules\n"
-        "open(sys.argv[1], 'w').write(','.join(sorted(set(sys.modules) - before)))\n"
-    )
-    out = tmp_path / "added.txt"
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    assert done.returncode == 0
-    added = set(out.read_text().split(","))
+    package root and its torch pooling arithmetic only: no encoder, transforms, index or FAISS (measured in the
+    fresh process of tiny_exports, before it loads any folder)."""
+    added = tiny_exports["added"]
     # The two package __init__ files on the way load their names lazily: importing them costs nothing.
     assert added <= {
         "whitevec",
