@@ -4,6 +4,7 @@ Retriever.create, writes with vectors, searches with query_vectors, and their on
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -317,3 +318,15 @@ def test_an_external_index_loaded_with_an_encoder_of_its_dimension_takes_texts(t
         assert index.search([_docs(1, start=9)[0].text], k=1, mode="dense")[0][0].id == "d9"
     with pytest.raises(DimensionMismatchError, match="8-d vectors; the index holds 16-d"):
         Retriever.load(tmp_path / "x", encoder=HashEncoder(8))
+
+
+def test_a_number_past_float32s_range_is_refused_in_one_line_without_a_warning(
+    external: tuple[Retriever, np.ndarray],
+) -> None:
+    index, vectors = external
+    huge = vectors[:1].astype(np.float64)
+    huge[0, 0] = 1e300
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's overflow warning would be a second line
+        with pytest.raises(BadInputError, match=r"NaN or infinite values \(in float32\) in 1 row\(s\): 0"):
+            index.search(query_vectors=huge, mode="dense")

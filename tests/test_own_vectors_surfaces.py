@@ -133,6 +133,7 @@ def served(tmp_path: Path) -> Any:
         ({"vectors": [[0.5] * (API_DIM - 1)]}, f"List should have at least {API_DIM} items"),
         ({"queries": ["a", "b"], "vectors": [[0.5] * API_DIM]}, "1 vectors for 2 queries"),
         ({"vectors": [[0.5] * API_DIM], "mode": "lexical"}, "a lexical search needs the query texts"),
+        ({"vectors": [[1e39] + [0.5] * (API_DIM - 1)]}, "less than or equal to 3402823"),
     ],
 )
 def test_http_searches_of_an_external_index_refuse_in_one_line(

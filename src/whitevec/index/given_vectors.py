@@ -50,7 +50,8 @@ def checked_vectors(
         raise BadInputError(f"{what} must be numbers, got an array of {x.dtype}")
     if x.ndim != 2 or x.shape[1] == 0:
         raise BadInputError(f"{what} must be a 2-d array (one row each), got shape {tuple(x.shape)}")
-    out = np.ascontiguousarray(x, dtype=np.float32)
+    with np.errstate(over="ignore"):  # a number past float32's range becomes infinite, refused below
+        out = np.ascontiguousarray(x, dtype=np.float32)
     finite = np.isfinite(out).all(axis=1)
     if not finite.all():
         bad = np.flatnonzero(~finite)

@@ -100,8 +100,10 @@ def bounded_text(settings: ServeSettings) -> Any:
     ]
 
 
-# A number of a given vector: finite (JSON's NaN and Infinity, which Python's parser reads, refused in one line).
-VectorValue = Annotated[float, Field(allow_inf_nan=False)]
+# A number of a given vector: finite in float32, what the index keeps (JSON's NaN and Infinity, which Python's
+# parser reads, and numbers past float32's range refused in one line by the schema).
+FLOAT32_MAX = 3.4028234663852886e38
+VectorValue = Annotated[float, Field(allow_inf_nan=False, ge=-FLOAT32_MAX, le=FLOAT32_MAX)]
 
 
 def vectors_field(dim: int, limit: int, what: str, row: str) -> Any:

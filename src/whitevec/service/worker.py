@@ -59,7 +59,7 @@ class QueryVectors:
     no other request's, so a search by vectors runs alone (its vectors are its own)."""
 
     def __init__(self, rows: Sequence[Sequence[float]]) -> None:
-        self.rows = np.asarray(rows, dtype=np.float32)
+        self.rows = np.asarray(rows, dtype=np.float64)  # the retriever checks them, and makes them float32
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         return self.rows if dtype is None else self.rows.astype(dtype)
