@@ -127,7 +127,9 @@ def test_every_command_with_a_device_option_is_found() -> None:
         "fit",
         "index add",
         "index build",
+        "index create",
         "index refit",
+        "mcp",
         "search",
         "tune",
     ]
@@ -184,7 +186,18 @@ def small_index(tiny_bert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
 @pytest.mark.parametrize("device", _missing_devices())
 @pytest.mark.parametrize(
     "command",
-    ["search", "encode", "index build", "index add", "index refit", "export-st", "eval", "export-st model"],
+    [
+        "search",
+        "encode",
+        "index build",
+        "index create",
+        "index add",
+        "index refit",
+        "export-st",
+        "eval",
+        "export-st model",
+        "mcp",
+    ],
 )
 def test_a_device_this_machine_lacks_is_one_line_before_the_model_loads(
     command: str,
@@ -207,11 +220,13 @@ def test_a_device_this_machine_lacks_is_one_line_before_the_model_loads(
         "search": ["search", str(small_index), "guitar"],
         "encode": ["encode", str(inputs["texts"]), "--out", str(tmp_path / "v.npy"), *model, "--no-cache"],
         "index build": ["index", "build", "--corpus", str(inputs["corpus"]), "--out", str(tmp_path / "i"), *model],
+        "index create": ["index", "create", str(tmp_path / "i"), *model],
         "index add": ["index", "add", str(small_index), "--corpus", str(inputs["corpus"])],
         "index refit": ["index", "refit", str(small_index)],
         "export-st": ["export-st", "--index", str(small_index), "--out", str(tmp_path / "st")],
         "export-st model": ["export-st", *model, "--out", str(tmp_path / "st")],
         "eval": ["eval", "--tasks", "", "--pairs", str(inputs["pairs"]), *model, "--no-cache"],
+        "mcp": ["mcp", str(small_index)],
     }[command]
     code, err = _run([*argv, "--device", device], capsys)
     line = _one_line(err)
