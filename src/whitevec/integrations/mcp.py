@@ -40,7 +40,7 @@ from whitevec.index.filters.language import parse_filter
 from whitevec.index.search.modes import MODES, plan_search, search_defaults
 from whitevec.index.segments.requests import HeldIdsError
 from whitevec.preflight import describe_fault, existing_folder
-from whitevec.service.settings import ServeSettings
+from whitevec.service.settings import MAX_ID_CHARS, ServeSettings
 from whitevec.service.worker import (
     InTurnEncoder,
     QueryVectors,
@@ -54,7 +54,6 @@ if TYPE_CHECKING:
 
 SERVER_NAME = "whitevec"
 MISSING_SHOWN = 10  # the ids a delete names as missing, at most (the rest counted), as the HTTP route does
-MAX_ID_CHARS = 256  # as the HTTP service's ids
 
 
 # ---- what the tools answer -------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstr
 from whitevec.datasets.rows import RepeatedKeyError, unique_keys
 from whitevec.index.search.fusion import DEFAULT_FUSION
 from whitevec.index.search.modes import ADD_LEXICAL
+from whitevec.service.settings import MAX_ID_CHARS
 
 if TYPE_CHECKING:
     from whitevec.service.settings import ServeSettings
@@ -226,9 +227,6 @@ def _embed_request(settings: ServeSettings, text: Any) -> type[BaseModel]:
     return EmbedRequest
 
 
-# A document id in a write (the library takes any non-empty string; the bound keeps a body's size in step with
-# max_body_bytes: max_ids ids of this length, \u-escaped, fit in the default).
-MAX_ID_CHARS = 256
 OnExisting = Literal["error", "replace", "skip"]
 
 

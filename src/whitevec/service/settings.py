@@ -16,6 +16,10 @@ API_KEY_ENV = "WHITEVEC_API_KEY"
 INDEX_ENV = "WHITEVEC_SERVE_INDEX"
 MODEL_ENV = "WHITEVEC_SERVE_MODEL"  # serve --model, passed to worker processes
 API_KEY_HEADER = "X-API-Key"
+# A document id in a write, on every surface serve's limits govern (HTTP, MCP): the library takes any non-empty
+# string; the bound keeps a body's size in step with max_body_bytes (max_ids ids of this length, \u-escaped, fit
+# in the default).
+MAX_ID_CHARS = 256
 
 Concurrency = Literal["lock", "batch"]
 
