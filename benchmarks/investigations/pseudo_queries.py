@@ -1,0 +1,151 @@
+"""Label-free choice of the hybrid fusion (issue 53): do pseudo-queries cut from the corpus rank the fusion
+weights as the collections' real queries do, and which choice rule meets the issue's targets?
+
+Dated 2026-12-07. Quality figures: they do not depend on the load. The real queries are the test: nothing here
+is tuned on them (they are scored for every weight so the choice can be judged, and the best in hindsight named).
+
+    python -W ignore benchmarks/investigations/pseudo_queries.py [--data-dir DIR] [--encoders minilm static]
+        [--json OUT.json]
+
+Each collection's documents are encoded once per encoder (whitevec's vector cache keeps them), then everything
+is numpy: dense top 100 by cosine (a flat store's search), BM25 with whitevec's own lexical index and english
+analyzer, fused by :func:`whitevec.index.search.fusion.fuse` over each ranker's top ``CANDIDATE_FACTOR x 10`` as
+an index searches. Pseudo-queries search the cut corpus (the sentence left its document, whose rest is
+re-encoded and re-indexed in its place).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
+
+from whitevec.datasets.paths import resolve_data_dir
+from whitevec.datasets.retrieval import RetrievalDataset, load_retrieval_dataset
+from whitevec.encoders import load_encoder
+from whitevec.evaluation.retrieval import ndcg_at_k
+from whitevec.index.lexical.bm25 import LexicalIndex, make_analyzer
+from whitevec.index.search.fusion import CANDIDATE_FACTOR, Fusion, fuse
+from whitevec.index.search.pseudo_queries import (
+    CHOICE_ALPHAS,
+    choose_fusion,
+    fusion_scores,
+    make_pseudo_queries,
+)
+from whitevec.utils.linalg import unit_rows
+
+COLLECTIONS = ("cranfield", "med", "cacm", "adi")
+K = 10
+DEPTH = CANDIDATE_FACTOR * K
+ALPHAS = CHOICE_ALPHAS
+# The pseudo-query variants measured: (form, per-document minimum of sentences, minimum words).
+VARIANTS = (("ict", 3, 5), ("ict", 2, 5), ("ict", 3, 8), ("first", 2, 5))
+N_PSEUDO = 200
+
+
+def encoder_name(key: str) -> str:
+    if key == "static":
+        from benchmarks.common.data import default_static_table
+
+        return str(default_static_table("all-MiniLM-L6-v2"))
+    return {"minilm": "all-MiniLM-L6-v2", "mpnet": "all-mpnet-base-v2"}[key]
+
+
+def dataset(name: str, data: Path) -> RetrievalDataset:
+    return load_retrieval_dataset(name if name == "cranfield" else str(data / "retrieval" / name), data)
+
+
+def dense_ranking(docs: np.ndarray, queries: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top ``depth`` rows by cosine, best first (equal scores by row), as a flat inner-product store."""
+    d = unit_rows(docs.astype(np.float32), dtype=np.float32, zero_rows="keep")
+    q = unit_rows(queries.astype(np.float32), dtype=np.float32, zero_rows="keep")
+    scores = q @ d.T
+    depth = min(depth, d.shape[0])
+    order = np.lexsort((np.broadcast_to(np.arange(d.shape[0]), scores.shape), -scores), axis=1)[:, :depth]
+    return order.astype(np.int64), np.take_along_axis(scores, order, axis=1)
+
+
+def lexical_ranking(texts: list[str], queries: list[str], depth: int) -> tuple[np.ndarray, np.ndarray]:
+    index = LexicalIndex.build(texts, make_analyzer("english"))
+    return index.search(queries, min(depth, len(texts)))
+
+
+def real_scores(data: RetrievalDataset, encoder: Any, doc_vectors: np.ndarray) -> dict[str, float]:
+    """Mean nDCG@10 (x100) of the judged queries: dense, lexical, each convex weight, rrf:60."""
+    queries = data.judged_queries()
+    ids = [doc.id for doc in data.corpus]
+    texts = list(queries.values())
+    dense = dense_ranking(doc_vectors, np.asarray(encoder.encode(texts, show_progress=False)), DEPTH)
+    lexical = lexical_ranking([doc.text for doc in data.corpus], texts, DEPTH)
+
+    def mean(found: list[list[int]]) -> float:
+        pairs = zip(queries, found, strict=True)
+        return 100 * float(np.mean([ndcg_at_k([ids[r] for r in rows if r >= 0], data.qrels[q], K) for q, rows in pairs]))
+
+    out = {"dense": mean(dense[0][:, :K].tolist()), "lexical": mean(lexical[0][:, :K].tolist())}
+    for fusion in [*(Fusion("convex", alpha=a) for a in ALPHAS), Fusion("rrf", k=60)]:
+        fused = fuse(*dense, *lexical, fusion, K)
+        out[fusion.spec] = mean([[hit.row for hit in hits] for hits in fused])
+    return out
+
+
+def pseudo_run(
+    data: RetrievalDataset, encoder: Any, doc_vectors: np.ndarray, form: str, min_sentences: int, min_words: int
+) -> dict[str, Any]:
+    """Per-query nDCG@10 of each convex weight on N_PSEUDO pseudo-queries, and the report of what was made."""
+    made = make_pseudo_queries(
+        [doc.text for doc in data.corpus], N_PSEUDO, form=form, min_sentences=min_sentences, min_words=min_words
+    )
+    vectors = doc_vectors.copy()
+    cut = made.cut
+    if cut.size:
+        vectors[cut] = np.asarray(encoder.encode([made.corpus[i] for i in cut], show_progress=False))
+    dense = dense_ranking(vectors, np.asarray(encoder.encode(made.queries, show_progress=False)), DEPTH)
+    lexical = lexical_ranking(made.corpus, made.queries, DEPTH)
+    per_query = fusion_scores(dense, lexical, made.relevant, [Fusion("convex", alpha=a) for a in ALPHAS])
+    choice = choose_fusion(dense, lexical, made.relevant) if len(made.queries) else None
+    return {
+        "report": made.report(),
+        "per_query": {name: values.tolist() for name, values in per_query.items()},
+        "choice": choice.fusion.spec if choice else "convex:0.5",
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--encoders", nargs="+", default=["static", "minilm"])
+    parser.add_argument("--json", type=Path, default=None, help="write every figure here")
+    args = parser.parse_args()
+    data_dir = resolve_data_dir(args.data_dir)
+    results: dict[str, Any] = {}
+    for key in args.encoders:
+        encoder = load_encoder(encoder_name(key))
+        for name in COLLECTIONS:
+            data = dataset(name, data_dir)
+            doc_vectors = np.asarray(encoder.encode([doc.text for doc in data.corpus], show_progress=False))
+            entry: dict[str, Any] = {"real": real_scores(data, encoder, doc_vectors), "pseudo": {}}
+            for form, min_sentences, min_words in VARIANTS:
+                label = f"{form}/s{min_sentences}/w{min_words}"
+                entry["pseudo"][label] = pseudo_run(data, encoder, doc_vectors, form, min_sentences, min_words)
+            results[f"{key}/{name}"] = entry
+            real = entry["real"]
+            picks = {label: run["choice"] for label, run in entry["pseudo"].items()}
+            print(
+                f"{key:7s} {name:9s} dense {real['dense']:.2f} lexical {real['lexical']:.2f} "
+                f"default {real['convex:0.5']:.2f} best {max(real, key=real.get)} {max(real.values()):.2f} | "
+                + " ".join(f"{label}: {pick} ({real[pick]:.2f})" for label, pick in picks.items()),
+                flush=True,
+            )
+    if args.json:
+        args.json.write_text(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
