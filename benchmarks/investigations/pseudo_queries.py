@@ -86,7 +86,8 @@ def real_scores(data: RetrievalDataset, encoder: Any, doc_vectors: np.ndarray) -
 
     def mean(found: list[list[int]]) -> float:
         pairs = zip(queries, found, strict=True)
-        return 100 * float(np.mean([ndcg_at_k([ids[r] for r in rows if r >= 0], data.qrels[q], K) for q, rows in pairs]))
+        values = [ndcg_at_k([ids[r] for r in rs if r >= 0], data.qrels[q], K) for q, rs in pairs]
+        return 100 * float(np.mean(values))
 
     out = {"dense": mean(dense[0][:, :K].tolist()), "lexical": mean(lexical[0][:, :K].tolist())}
     for fusion in [*(Fusion("convex", alpha=a) for a in ALPHAS), Fusion("rrf", k=60)]:
