@@ -303,10 +303,8 @@ def _write_index(
     options = {**options, "kind": options["kind"].strip().lower(), "metric": options["metric"].strip().lower()}
     docs, fitted = encoded.docs, encoded.fitted
     stored = stored_form(fitted, encoded.vectors, options["metric"])
-    chooses = lexical_index is not None and search is None
     choice = None
-    if chooses:
-        assert lexical_index is not None
+    if lexical_index is not None and search is None:
         texts = [d.text for d in docs]
         choice = build_fusion_choice(texts, stored, lexical_index, encoder, fitted, options["metric"])
     store: VectorStore | None = None
@@ -340,7 +338,7 @@ def _write_index(
                 "build_seconds": round(time.perf_counter() - started, 3),
                 **_lexical_field(store, lexical_index, in_store, len(docs)),
                 **_search_field(search, has_lexical=lexical_index is not None or in_store),
-                **choice_fields(choice, chooses),
+                **choice_fields(choice),
                 **({RAW_FIELD: raw_record()} if encoded.keep_raw else {}),
                 # Versions only grow: a rebuild or refit is the next version of the index it replaces.
                 **({} if previous is None else {"generation": int(previous.get("generation", 0)) + 1}),

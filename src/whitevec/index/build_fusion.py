@@ -9,8 +9,9 @@ side bm25s, each ``CANDIDATE_FACTOR x 10`` deep, fused as a search fuses them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,7 +26,10 @@ from whitevec.index.search.pseudo_queries import (
     choose_fusion,
     make_pseudo_queries,
 )
-from whitevec.index.stores.vector import AppliesVectors, stored_form
+from whitevec.index.stores.vector import stored_form
+
+if TYPE_CHECKING:
+    from whitevec.transforms.frozen import AppliesVectors
 
 _QUERY_BLOCK = 64  # queries scored against every stored row at once: 64 x 1M float32 is 256 MB
 
@@ -38,15 +42,15 @@ def build_fusion_choice(
     transform: AppliesVectors | None,
     metric: str,
     n: int = DEFAULT_PSEUDO_QUERIES,
-) -> FusionChoice | None:
+) -> FusionChoice:
     """The fusion chosen on ``n`` pseudo-queries from ``texts`` (row i stored as ``stored[i]``, BM25 ``lexical``);
-    None where none can be made (no document long enough to cut) or the encoder encodes nothing (vectors
-    given by the caller: the queries could not be encoded)."""
+    the default where none can be made (no document long enough to cut) or the encoder encodes nothing (vectors
+    given by the caller), with the reason as its rule."""
     if isinstance(encoder, ExternalEncoder):
-        return None
+        return FusionChoice(DEFAULT_FUSION, "default kept: the vectors were given, no query can be encoded")
     made = make_pseudo_queries(texts, n)
     if not made.queries:
-        return None
+        return FusionChoice(DEFAULT_FUSION, "default kept: no document long enough to cut", made=made.report())
     cut = made.cut
     encoded = encoder.encode([*made.queries, *(made.corpus[i] for i in cut)], show_progress=False)
     vectors = stored_form(transform, np.asarray(encoded, dtype=np.float32), metric)
@@ -54,7 +58,8 @@ def build_fusion_choice(
     depth = min(CANDIDATE_FACTOR * DEPTH, len(texts))
     dense = _exact_top(stored, queries, depth, metric, replaced=(cut, rests))
     cut_lexical = LexicalIndex.build(made.corpus, lexical.analyzer, k1=lexical.params.k1, b=lexical.params.b)
-    return choose_fusion(dense, cut_lexical.search(made.queries, depth), made.relevant)
+    choice = choose_fusion(dense, cut_lexical.search(made.queries, depth), made.relevant)
+    return dataclasses.replace(choice, made=made.report())
 
 
 def _exact_top(
@@ -88,13 +93,9 @@ def _closeness(rows: np.ndarray, queries: np.ndarray, metric: str) -> np.ndarray
     return 2 * products - squared
 
 
-def choice_fields(choice: FusionChoice | None, asked: bool) -> dict[str, Any]:
-    """The manifest's ``search`` and ``fusion_choice`` fields of a build that chose its fusion (``asked``):
-    the choice, or the default kept where no pseudo-query could be made; nothing where not ``asked``."""
-    if not asked:
-        return {}
+def choice_fields(choice: FusionChoice | None) -> dict[str, Any]:
+    """The manifest's ``search`` and ``fusion_choice`` fields of a build that chose its fusion; nothing for one
+    that did not (None)."""
     if choice is None:
-        rule = "default kept: no pseudo-queries could be made"
-        record: dict[str, Any] = {"fusion": DEFAULT_FUSION.spec, "rule": rule, "pseudo_queries": 0, "scores": {}}
-        return {"search": {"mode": "hybrid", "fusion": record["fusion"]}, CHOICE_FIELD: record}
+        return {}
     return {"search": {"mode": "hybrid", "fusion": choice.fusion.spec}, CHOICE_FIELD: choice.record()}

@@ -134,16 +134,17 @@ class FusionChoice:
 
     fusion: Fusion
     rule: str
-    queries: int
     scores: dict[str, float] = field(default_factory=dict)
+    made: dict[str, int | str] = field(default_factory=dict)
 
     def record(self) -> dict[str, object]:
-        """The manifest's ``fusion_choice`` record."""
+        """The manifest's ``fusion_choice`` record (and a tuned configuration's): the fusion, the rule that
+        chose it, each scored fusion's mean nDCG@10 on the pseudo-queries, and what was made."""
         return {
             "fusion": self.fusion.spec,
             "rule": self.rule,
-            "pseudo_queries": self.queries,
             "scores": {name: round(score, 6) for name, score in self.scores.items()},
+            "pseudo_queries": dict(self.made),
         }
 
 
@@ -196,9 +197,10 @@ def choose_fusion(
     best = max(means, key=lambda name: (means[name], name == default.spec))
     gain = per_query[best] - per_query[default.spec]
     if best == default.spec or gain.mean() < margin or _bootstrap_low(gain, seed) <= 0:
-        return FusionChoice(default, "default kept: no weight beat it on the pseudo-queries", len(relevant), means)
+        kept = f"default kept: no weight beat it by {margin:g} nDCG@10 on {len(relevant)} pseudo-queries"
+        return FusionChoice(default, kept, means)
     rule = f"best on {len(relevant)} pseudo-queries, by {gain.mean():.3f} nDCG@10 over {default.spec}"
-    return FusionChoice(fusions[[f.spec for f in fusions].index(best)], rule, len(relevant), means)
+    return FusionChoice(fusions[[f.spec for f in fusions].index(best)], rule, means)
 
 
 def _bootstrap_low(gain: np.ndarray, seed: int) -> float:

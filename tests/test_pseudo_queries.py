@@ -1,0 +1,131 @@
+"""Pseudo-queries cut from a corpus, the fusion chosen on them, and the build that chooses its own (issue 53).
+
+Tiny data only: synthetic rankings where the right choice is known, and a tiny static table's index."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import VOCAB_WORDS
+from tests.static_helpers import tiny_static_folder
+from whitevec.datasets.retrieval import Document
+from whitevec.encoders import load_encoder
+from whitevec.errors import BadInputError
+from whitevec.index import Retriever
+from whitevec.index.folder.manifest import CHOICE_FIELD
+from whitevec.index.search.fusion import DEFAULT_FUSION, Fusion
+from whitevec.index.search.pseudo_queries import (
+    check_pseudo_count,
+    choose_fusion,
+    make_pseudo_queries,
+    sentences,
+)
+
+LONG = "the first sentence has enough words. a second sentence with enough words here. and a third one with words too."
+
+
+def test_a_pseudo_query_leaves_its_document_and_short_documents_are_counted() -> None:
+    texts = [LONG, "too short. to cut.", LONG.replace("words", "terms"), "one sentence of five words only."]
+    made = make_pseudo_queries(texts, 10, seed=3)
+    assert made.report() == {"form": "ict", "seed": 3, "asked": 10, "made": 2, "documents": 4, "too_short": 2}
+    assert made.relevant.tolist() == [0, 2]
+    for query, row in zip(made.queries, made.relevant.tolist(), strict=True):
+        assert query in sentences(texts[row]) and query not in made.corpus[row]
+        assert len(sentences(made.corpus[row])) == 2
+    assert made.corpus[1] == texts[1] and made.corpus[3] == texts[3]  # untouched
+    again = make_pseudo_queries(texts, 10, seed=3)
+    assert again.queries == made.queries  # seeded
+    first = make_pseudo_queries(texts, 1, form="first", seed=0)
+    assert first.queries[0] in {sentences(LONG)[0], sentences(texts[2])[0]} and len(first.queries) == 1
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "10", 10**6])
+def test_a_bad_number_of_pseudo_queries_is_one_line(bad: object) -> None:
+    with pytest.raises(BadInputError, match="number of pseudo-queries") as caught:
+        check_pseudo_count(bad)
+    assert "\n" not in str(caught.value)
+
+
+def _rankings(right: np.ndarray, n_docs: int, good: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Each query's ranking of ``n_docs`` rows: its right row first (``good``) or last, the rest by row."""
+    rows = []
+    for want in right.tolist():
+        others = [r for r in range(n_docs) if r != want]
+        rows.append([want, *others] if good else [*others, want])
+    scores = np.tile(np.linspace(1.0, 0.0, n_docs, dtype=np.float32), (len(right), 1))
+    return np.asarray(rows, dtype=np.int64), scores
+
+
+def test_the_choice_follows_the_ranker_that_finds_the_pseudo_queries_documents() -> None:
+    right = np.arange(40) % 30
+    good, bad = _rankings(right, 30, True), _rankings(right, 30, False)
+    lexical_wins = choose_fusion(bad, good, right)
+    assert lexical_wins.fusion == Fusion("convex", alpha=0.0) and lexical_wins.rule.startswith("best on 40")
+    dense_wins = choose_fusion(good, bad, right)
+    assert dense_wins.fusion == Fusion("convex", alpha=1.0)
+    both = choose_fusion(good, good, right)  # nothing beats the default: it stays
+    assert both.fusion == DEFAULT_FUSION and both.rule.startswith("default kept")
+    assert set(both.scores) == {f"convex:{a / 10:g}" for a in range(11)}
+
+
+def test_one_lucky_query_does_not_move_the_default() -> None:
+    """A gain on one pseudo-query of 40 is within the bootstrap's noise (and below the margin): kept."""
+    right = np.arange(40) % 30
+    dense, lexical = _rankings(right, 30, True), _rankings(right, 30, True)
+    d_rows = dense[0].copy()
+    d_rows[0] = np.roll(d_rows[0], -1)  # dense misses query 0's document
+    assert choose_fusion((d_rows, dense[1]), lexical, right).fusion == DEFAULT_FUSION
+    with pytest.raises(BadInputError, match="no pseudo-queries"):
+        choose_fusion(dense, lexical, np.zeros(0, dtype=np.int64))
+
+
+def _corpus(n: int = 24, seed: int = 0) -> list[Document]:
+    rng = np.random.default_rng(seed)
+    words = [w for w in VOCAB_WORDS if len(w) > 2]
+
+    def sentence() -> str:
+        return " ".join(rng.choice(words, size=6)) + "."
+
+    return [Document(f"d{i}", " ".join(sentence() for _ in range(3))) for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def static_model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tiny_static_folder(tmp_path_factory.mktemp("pq") / "static"))
+
+
+def test_a_build_with_bm25_chooses_its_fusion_and_records_how(tmp_path: Path, static_model: str) -> None:
+    encoder = load_encoder(static_model)
+    with Retriever.build(_corpus(), tmp_path / "idx", encoder=encoder, lexical="bm25") as index:
+        manifest = index.manifest
+        chosen = manifest[CHOICE_FIELD]
+        assert manifest["search"] == {"mode": "hybrid", "fusion": chosen["fusion"]}
+        assert chosen["pseudo_queries"]["made"] == 24 and chosen["pseudo_queries"]["too_short"] == 0
+        assert set(chosen["scores"]) >= {"convex:0.5", "convex:0", "convex:1"}
+        assert index.search_plan().fusion.spec == chosen["fusion"]
+    on_disk = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    assert on_disk[CHOICE_FIELD] == chosen  # read back through the checked manifest above, and kept as written
+    with Retriever.load(tmp_path / "idx") as loaded:
+        loaded.add([Document("new", LONG)])
+        assert loaded.manifest[CHOICE_FIELD] == chosen  # a write keeps the choice
+
+
+def test_a_given_fusion_wins_and_a_build_without_bm25_is_unchanged(tmp_path: Path, static_model: str) -> None:
+    encoder = load_encoder(static_model)
+    given = {"mode": "hybrid", "fusion": "rrf:60"}
+    with Retriever.build(_corpus(), tmp_path / "a", encoder=encoder, lexical="bm25", search=given) as index:
+        assert index.manifest["search"] == given and CHOICE_FIELD not in index.manifest
+    with Retriever.build(_corpus(), tmp_path / "b", encoder=encoder) as index:
+        assert "search" not in index.manifest and CHOICE_FIELD not in index.manifest
+
+
+def test_a_corpus_too_short_to_cut_keeps_the_default_and_says_why(tmp_path: Path, static_model: str) -> None:
+    docs = [Document(f"d{i}", doc.text.split(".")[0]) for i, doc in enumerate(_corpus())]
+    with Retriever.build(docs, tmp_path / "idx", encoder=load_encoder(static_model), lexical="bm25") as index:
+        chosen = index.manifest[CHOICE_FIELD]
+    assert chosen["fusion"] == DEFAULT_FUSION.spec and "no document long enough" in chosen["rule"]
+    assert chosen["pseudo_queries"]["too_short"] == len(docs)
