@@ -25,7 +25,7 @@ from whitevec.index.search.pseudo_queries import (
     sentences,
 )
 
-LONG = "the first sentence has enough words. a second sentence with enough words here. and a third one with words too."
+LONG = "the first sentence has enough words. a second sentence with enough words here. a third one with words too."
 
 
 def test_a_pseudo_query_leaves_its_document_and_short_documents_are_counted() -> None:
