@@ -42,13 +42,15 @@ def build_fusion_choice(
     transform: AppliesVectors | None,
     metric: str,
     n: int = DEFAULT_PSEUDO_QUERIES,
+    *,
+    seed: int = 0,
 ) -> FusionChoice:
     """The fusion chosen on ``n`` pseudo-queries from ``texts`` (row i stored as ``stored[i]``, BM25 ``lexical``);
     the default where none can be made (no document long enough to cut) or the encoder encodes nothing (vectors
     given by the caller), with the reason as its rule."""
     if isinstance(encoder, ExternalEncoder):
         return FusionChoice(DEFAULT_FUSION, "default kept: the vectors were given, no query can be encoded")
-    made = make_pseudo_queries(texts, n)
+    made = make_pseudo_queries(texts, n, seed=seed)
     if not made.queries:
         return FusionChoice(DEFAULT_FUSION, "default kept: no document long enough to cut", made=made.report())
     cut = made.cut
@@ -58,7 +60,7 @@ def build_fusion_choice(
     depth = min(CANDIDATE_FACTOR * DEPTH, len(texts))
     dense = _exact_top(stored, queries, depth, metric, replaced=(cut, rests))
     cut_lexical = LexicalIndex.build(made.corpus, lexical.analyzer, k1=lexical.params.k1, b=lexical.params.b)
-    choice = choose_fusion(dense, cut_lexical.search(made.queries, depth), made.relevant)
+    choice = choose_fusion(dense, cut_lexical.search(made.queries, depth), made.relevant, seed=seed)
     return dataclasses.replace(choice, made=made.report())
 
 
