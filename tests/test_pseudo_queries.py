@@ -129,3 +129,99 @@ def test_a_corpus_too_short_to_cut_keeps_the_default_and_says_why(tmp_path: Path
         chosen = index.manifest[CHOICE_FIELD]
     assert chosen["fusion"] == DEFAULT_FUSION.spec and "no document long enough" in chosen["rule"]
     assert chosen["pseudo_queries"]["too_short"] == len(docs)
+
+
+def test_a_refit_chooses_again_and_a_given_fusion_stays(
+    tmp_path: Path, static_model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import whitevec.index.build as build
+
+    calls: list[int] = []
+    real = build.build_fusion_choice
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(build, "build_fusion_choice", counted)
+    encoder = load_encoder(static_model)
+    with Retriever.build(_corpus(), tmp_path / "chosen", encoder=encoder, lexical="bm25") as index:
+        index.refit()
+        assert len(calls) == 2 and CHOICE_FIELD in index.manifest
+    given = {"mode": "hybrid", "fusion": "convex:0.3"}
+    with Retriever.build(_corpus(), tmp_path / "given", encoder=encoder, lexical="bm25", search=given) as index:
+        index.refit()
+        assert len(calls) == 2 and index.manifest["search"] == given and CHOICE_FIELD not in index.manifest
+
+
+def _write_corpus(path: Path, docs: list[Document]) -> Path:
+    path.write_text("".join(json.dumps({"_id": d.id, "text": d.text}) + "\n" for d in docs))
+    return path
+
+
+def test_tune_with_pseudo_queries_writes_a_hybrid_configuration(
+    tmp_path: Path, static_model: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.test_cli import run_cli
+
+    corpus = _write_corpus(tmp_path / "corpus.jsonl", _corpus())
+    out = tmp_path / "tuned.json"
+    argv = ["tune", "--pseudo-queries", "30", "--corpus", str(corpus), "--model", static_model, "--out", str(out)]
+    code, stdout, err = run_cli([*argv, "--no-cache", "-q"], capsys)
+    assert code == 0, err
+    config = json.loads(out.read_text())
+    chosen = config["selection"]["label_free"]
+    assert (config["mode"], config["fusion"], config["transform"]) == ("hybrid", chosen["fusion"], "none")
+    assert chosen["pseudo_queries"]["made"] == 24 and f"chosen: hybrid {chosen['fusion']}" in stdout
+    index = tmp_path / "idx"
+    code, _, err = run_cli(
+        ["index", "build", "--corpus", str(corpus), "--config", str(out), "--out", str(index)], capsys
+    )
+    assert code == 0, err
+    assert json.loads((index / "manifest.json").read_text())["search"]["fusion"] == chosen["fusion"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--pseudo-queries", "0"], "the number of pseudo-queries must be an integer from 1 to 100000, got 0"),
+        (["--pseudo-queries", "5"], "--pseudo-queries N and --corpus FILE go together"),
+        (["--pseudo-queries", "5", "--corpus", "C", "--dataset", "cranfield"], "leave out --dataset"),
+        (["--pseudo-queries", "5", "--corpus", "C", "--model", "a,b"], "one model and pooling"),
+        (["--pseudo-queries", "5", "--corpus", "C", "--analyzer", "encoder"], "tune's --analyzer must be one of"),
+    ],
+)
+def test_tune_without_labels_refuses_bad_input_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    from tests.test_cli import run_cli
+
+    corpus = _write_corpus(tmp_path / "corpus.jsonl", _corpus(4))
+    extra = [str(corpus) if arg == "C" else arg for arg in extra]
+    code, _, err = run_cli(["tune", "--out", str(tmp_path / "t.json"), *extra], capsys)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_index_build_fusion_is_kept_and_refused_with_config_or_without_bm25(
+    tmp_path: Path, static_model: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.test_cli import run_cli
+
+    corpus = _write_corpus(tmp_path / "corpus.jsonl", _corpus())
+    argv = ["index", "build", "--corpus", str(corpus), "--model", static_model, "--no-cache", "-q"]
+    code, _, err = run_cli([*argv, "--out", str(tmp_path / "a"), "--lexical", "bm25", "--fusion", "rrf"], capsys)
+    assert code == 0, err
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert manifest["search"] == {"mode": "hybrid", "fusion": "rrf:60"} and CHOICE_FIELD not in manifest
+    code, _, err = run_cli([*argv, "--out", str(tmp_path / "b"), "--fusion", "rrf"], capsys)
+    assert code == 2 and "needs a lexical part" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run_cli([*argv, "--out", str(tmp_path / "c"), "--fusion", "convex:2"], capsys)
+    assert code == 2 and "ALPHA must be a number from 0 to 1" in err
+    config = tmp_path / "cfg.json"
+    config.write_text("{}")
+    code, _, err = run_cli(
+        [*argv, "--out", str(tmp_path / "d"), "--fusion", "rrf", "--config", str(config)], capsys
+    )
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert not any((tmp_path / name).exists() for name in "bcd")

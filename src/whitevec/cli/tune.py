@@ -302,14 +302,15 @@ def _tune_label_free(
     from whitevec.index.search.pseudo_queries import check_pseudo_count
     from whitevec.tuning.searches import check_tune_analyzer
 
-    if n is None or corpus is None:
+    count = None if n is None else check_pseudo_count(n)
+    if count is None or corpus is None:
         raise BadInputError("--pseudo-queries N and --corpus FILE go together (tune without labels)")
     clash = [name for name, value in given.items() if value is not None]
     if clash:
         raise BadInputError(f"--pseudo-queries tunes without labels; leave out {', '.join(clash)}")
     if (pooling is not None and len(split_list(pooling)) > 1) or len(split_list(model)) > 1:
         raise BadInputError("--pseudo-queries chooses the fusion of one model and pooling; give one of each")
-    count, analyzer = check_pseudo_count(n), check_tune_analyzer(analyzer)
+    analyzer = check_tune_analyzer(analyzer)
     from whitevec.datasets.retrieval import read_corpus_file
 
     docs = read_corpus_file(corpus)
