@@ -4,8 +4,9 @@ weights as the collections' real queries do, and which choice rule meets the iss
 Dated 2026-12-07. Quality figures: they do not depend on the load. The real queries are the test: nothing here
 is tuned on them (they are scored for every weight so the choice can be judged, and the best in hindsight named).
 
-    python -W ignore benchmarks/investigations/pseudo_queries.py [--data-dir DIR] [--encoders minilm static]
-        [--json OUT.json]
+    python -W ignore benchmarks/investigations/pseudo_queries.py --encoders static --json static.json
+    python -W ignore benchmarks/investigations/pseudo_queries.py --encoders minilm --json minilm.json
+    python benchmarks/investigations/pseudo_queries.py --page docs/results/label-free.md --inputs *.json
 
 Each collection's documents are encoded once per encoder (whitevec's vector cache keeps them), then everything
 is numpy: dense top 100 by cosine (a flat store's search), BM25 with whitevec's own lexical index and english
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.common
+
+from benchmarks.common.machine import machine_facts
 
 from whitevec.datasets.paths import resolve_data_dir
 from whitevec.datasets.retrieval import RetrievalDataset, load_retrieval_dataset
@@ -37,6 +41,7 @@ from whitevec.index.search.pseudo_queries import (
     choose_fusion,
     fusion_scores,
     make_pseudo_queries,
+    pick_fusion,
 )
 from whitevec.utils.linalg import unit_rows
 
@@ -123,7 +128,12 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--encoders", nargs="+", default=["static", "minilm"])
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
+    parser.add_argument("--page", type=Path, default=None, help="write the results page from --inputs")
+    parser.add_argument("--inputs", type=Path, nargs="+", default=[])
     args = parser.parse_args()
+    if args.page is not None:
+        args.page.write_text(page([json.loads(path.read_text()) for path in args.inputs]))
+        return
     data_dir = resolve_data_dir(args.data_dir)
     results: dict[str, Any] = {}
     for key in args.encoders:
@@ -145,7 +155,119 @@ def main() -> None:
                 flush=True,
             )
     if args.json:
-        args.json.write_text(json.dumps(results))
+        facts = {**machine_facts("bm25s"), "load_1min": os.getloadavg()[0]}
+        args.json.write_text(json.dumps({"facts": facts, "results": results}))
+
+
+# ---- the results page ----------------------------------------------------------------------------------------
+SHIPPED = "ict/s3/w5"  # the form the library makes (make_pseudo_queries' defaults)
+RULES = {
+    "argmax": {"margin": 0.0, "paired": False},
+    "margin 0.01": {"margin": 0.01, "paired": False},
+    "margin 0.02 + bootstrap (shipped)": {"margin": 0.02, "paired": True},
+}
+NAMES = {"static": "static table", "minilm": "all-MiniLM-L6-v2", "mpnet": "all-mpnet-base-v2"}
+
+
+def rule_pick(run: dict[str, Any], rule: str) -> str:
+    per_query = {name: np.asarray(values) for name, values in run["per_query"].items()}
+    if not per_query or not len(next(iter(per_query.values()))):
+        return "convex:0.5"
+    return pick_fusion(per_query, "convex:0.5", **RULES[rule])[0]
+
+
+def page(runs: list[dict[str, Any]]) -> str:
+    results = {key: entry for run in runs for key, entry in run["results"].items()}
+    encoders = list(dict.fromkeys(key.split("/")[0] for key in results))
+    lines = [
+        "# Label-free choice of the hybrid fusion",
+        "",
+        "Command: `python -W ignore benchmarks/investigations/pseudo_queries.py --encoders ENCODER --json FILE`, "
+        "then `python benchmarks/investigations/pseudo_queries.py --page docs/results/label-free.md --inputs "
+        "FILE...`.",
+        "",
+        "Runs: "
+        + "; ".join(
+            f"{run['facts']['date']} on {run['facts']['cpu']} ({run['facts']['cores']} cores), load "
+            f"{run['facts']['load_1min']:.1f}"
+            for run in runs
+        )
+        + ". Quality figures: they do not depend on the load.",
+        "",
+        "nDCG@10 x 100 over each collection's judged queries (Cranfield 225, MED 30, CACM 52, ADI 35). Dense: "
+        "exact cosine top 100; lexical: whitevec's BM25 (bm25s, `english` analyzer); hybrid: "
+        "`whitevec.index.search.fusion.fuse` over each ranker's top 100, as an index searches (the same figures "
+        "as an index built with `--lexical bm25`). The label-free choice is made on 200 inverse-cloze "
+        "pseudo-queries per collection (`make_pseudo_queries`' defaults, seed 0; ADI has 69), never on the real "
+        "queries, which are the test here.",
+        "",
+    ]
+    for key in encoders:
+        lines += _encoder_table(key, results)
+    lines += _variants_table(results, encoders)
+    return "\n".join(lines) + "\n"
+
+
+def _encoder_table(key: str, results: dict[str, Any]) -> list[str]:
+    lines = [
+        f"## {NAMES.get(key, key)}",
+        "",
+        "| collection | dense | lexical | default convex:0.5 | label-free choice | best weight in hindsight |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    chosen, default, floors = [], [], []
+    for name in COLLECTIONS:
+        entry = results.get(f"{key}/{name}")
+        if entry is None:
+            continue
+        real = entry["real"]
+        pick = rule_pick(entry["pseudo"][SHIPPED], "margin 0.02 + bootstrap (shipped)")
+        convex = {k: v for k, v in real.items() if k.startswith("convex:")}
+        best = max(convex, key=lambda k: convex[k])
+        chosen.append(real[pick])
+        default.append(real["convex:0.5"])
+        floors.append(real[pick] - max(real["dense"], real["lexical"]))
+        lines.append(
+            f"| {name} | {real['dense']:.2f} | {real['lexical']:.2f} | {real['convex:0.5']:.2f} | "
+            f"{real[pick]:.2f} ({pick}) | {convex[best]:.2f} ({best}) |"
+        )
+    gain = float(np.mean(chosen) - np.mean(default))
+    lines += [
+        f"| average | | | {np.mean(default):.2f} | {np.mean(chosen):.2f} | |",
+        "",
+        f"Targets: label-free >= max(dense, lexical) - 0.3 on every collection: "
+        f"{'met' if min(floors) >= -0.3 else 'missed'} (worst {min(floors):+.2f}); >= the default on the average: "
+        f"{'met' if gain >= 0 else 'missed'} ({gain:+.2f})"
+        + (f"; static table >= default + 1.0: {'met' if gain >= 1.0 else 'missed'}" if key == "static" else "")
+        + ".",
+        "",
+    ]
+    return lines
+
+
+def _variants_table(results: dict[str, Any], encoders: list[str]) -> list[str]:
+    """The average real nDCG@10 each pseudo-query form and choice rule would have given, per encoder."""
+    lines = [
+        "## What was tried",
+        "",
+        "Average real nDCG@10 over the four collections of the weight each pseudo-query form and rule picks "
+        "(forms: `ict/sS/wW`, a random sentence of W+ words from a document with S+ such sentences; `first`, "
+        "the first sentence, which is the title in these collections). The default's average is the last column.",
+        "",
+        "| encoder | form | " + " | ".join(RULES) + " | default |",
+        "|---|---|" + "---:|" * (len(RULES) + 1),
+    ]
+    for key in encoders:
+        entries = [results[f"{key}/{name}"] for name in COLLECTIONS if f"{key}/{name}" in results]
+        for form in entries[0]["pseudo"]:
+            cells = [np.mean([e["real"][rule_pick(e["pseudo"][form], rule)] for e in entries]) for rule in RULES]
+            default = np.mean([e["real"]["convex:0.5"] for e in entries])
+            lines.append(
+                f"| {NAMES.get(key, key)} | {form} | "
+                + " | ".join(f"{c:.2f}" for c in cells)
+                + f" | {default:.2f} |"
+            )
+    return [*lines, ""]
 
 
 if __name__ == "__main__":

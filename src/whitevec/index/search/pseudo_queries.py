@@ -193,14 +193,29 @@ def choose_fusion(
         raise BadInputError("no pseudo-queries to choose a fusion on: no document has enough sentences to cut")
     fusions = [default, *(Fusion("convex", alpha=a) for a in CHOICE_ALPHAS if a != default.alpha)]
     per_query = fusion_scores(dense, lexical, relevant, fusions)
+    best, rule = pick_fusion(per_query, default.spec, margin=margin, seed=seed)
     means = {name: float(values.mean()) for name, values in per_query.items()}
-    best = max(means, key=lambda name: (means[name], name == default.spec))
-    gain = per_query[best] - per_query[default.spec]
-    if best == default.spec or gain.mean() < margin or _bootstrap_low(gain, seed) <= 0:
-        kept = f"default kept: no weight beat it by {margin:g} nDCG@10 on {len(relevant)} pseudo-queries"
-        return FusionChoice(default, kept, means)
-    rule = f"best on {len(relevant)} pseudo-queries, by {gain.mean():.3f} nDCG@10 over {default.spec}"
     return FusionChoice(fusions[[f.spec for f in fusions].index(best)], rule, means)
+
+
+def pick_fusion(
+    per_query: dict[str, np.ndarray],
+    default: str,
+    *,
+    margin: float = CHOICE_MARGIN,
+    seed: int = 0,
+    paired: bool = True,
+) -> tuple[str, str]:
+    """``(spec, rule)``: the fusion of ``per_query`` (spec -> each pseudo-query's nDCG@10) with the best mean,
+    if it beats ``default``'s by ``margin`` and (``paired``) a paired bootstrap's lower end of the gain is above
+    0; else ``default``. Ties go to the default."""
+    means = {name: float(values.mean()) for name, values in per_query.items()}
+    best = max(means, key=lambda name: (means[name], name == default))
+    gain = per_query[best] - per_query[default]
+    n = len(gain)
+    if best == default or gain.mean() < margin or (paired and _bootstrap_low(gain, seed) <= 0):
+        return default, f"default kept: no weight beat it by {margin:g} nDCG@10 on {n} pseudo-queries"
+    return best, f"best on {n} pseudo-queries, by {gain.mean():.3f} nDCG@10 over {default}"
 
 
 def _bootstrap_low(gain: np.ndarray, seed: int) -> float:
