@@ -225,3 +225,23 @@ def test_index_build_fusion_is_kept_and_refused_with_config_or_without_bm25(
     )
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert not any((tmp_path / name).exists() for name in "bcd")
+
+
+def test_noise_vectors_move_the_choice_and_info_and_searches_follow(tmp_path: Path) -> None:
+    """Dense is noise (a hash of the text) and the sentences of document i name words i to i+3, so BM25 ranks
+    its document first and its neighbours close behind, where the noise reorders them at convex:0.5: the build
+    moves toward BM25, and /info's default fusion and a search follow it."""
+    from tests.index_helpers import HashEncoder
+    from whitevec.service.manifest import search_choices
+
+    def sentence(i: int, j: int) -> str:
+        return " ".join(f"word{(i + shift) % 60}" for shift in range(4)) + f" and some filler {j}."
+
+    docs = [Document(f"d{i}", " ".join(sentence(i, j) for j in range(3))) for i in range(60)]
+    with Retriever.build(docs, tmp_path / "idx", encoder=HashEncoder(), lexical="bm25") as index:  # type: ignore[arg-type]
+        chosen = index.manifest[CHOICE_FIELD]
+        assert float(chosen["fusion"].partition(":")[2]) <= 0.2, chosen
+        assert chosen["rule"].startswith("best on 60 pseudo-queries")
+        assert index.search_plan().fusion.spec == chosen["fusion"]
+        _, info = search_choices(index.manifest)
+        assert info.default_fusion == chosen["fusion"] != DEFAULT_FUSION.spec
