@@ -245,3 +245,25 @@ def test_noise_vectors_move_the_choice_and_info_and_searches_follow(tmp_path: Pa
         assert index.search_plan().fusion.spec == chosen["fusion"]
         _, info = search_choices(index.manifest)
         assert info.default_fusion == chosen["fusion"] != DEFAULT_FUSION.spec
+
+
+def test_the_manifest_checks_the_choice_by_name_and_type(tmp_path: Path, static_model: str) -> None:
+    from whitevec.errors import CorruptFileError
+    from whitevec.index.folder.manifest import SELF_CHECKSUM, check_manifest, manifest_digest
+
+    def sealed(fields: dict[str, object]) -> dict[str, object]:  # its own checksum made again, as a build would
+        return {**fields, SELF_CHECKSUM: manifest_digest(fields)}
+
+    with Retriever.build(_corpus(), tmp_path / "idx", encoder=load_encoder(static_model), lexical="bm25") as index:
+        manifest = dict(index.manifest)
+    assert manifest[CHOICE_FIELD]["seconds"] >= 0
+    check_manifest(manifest, tmp_path / "idx" / "manifest.json")  # as written
+    check_manifest(sealed({k: v for k, v in manifest.items() if k != CHOICE_FIELD}), tmp_path)  # an older index
+    for broken in (
+        {**manifest[CHOICE_FIELD], "fusion": "convex:7"},
+        {**manifest[CHOICE_FIELD], "seconds": "fast"},
+        {k: v for k, v in manifest[CHOICE_FIELD].items() if k != "rule"},
+        {**manifest[CHOICE_FIELD], "scores": {"convex:0.5": "high"}},
+    ):
+        with pytest.raises(CorruptFileError, match=CHOICE_FIELD):
+            check_manifest(sealed({**manifest, CHOICE_FIELD: broken}), tmp_path)

@@ -10,6 +10,7 @@ side bm25s, each ``CANDIDATE_FACTOR x 10`` deep, fused as a search fuses them.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,7 @@ def build_fusion_choice(
     """The fusion chosen on ``n`` pseudo-queries from ``texts`` (row i stored as ``stored[i]``, BM25 ``lexical``);
     the default where none can be made (no document long enough to cut) or the encoder encodes nothing (vectors
     given by the caller), with the reason as its rule."""
+    started = time.perf_counter()
     if isinstance(encoder, ExternalEncoder):
         return FusionChoice(DEFAULT_FUSION, "default kept: the vectors were given, no query can be encoded")
     made = make_pseudo_queries(texts, n, seed=seed)
@@ -61,7 +63,7 @@ def build_fusion_choice(
     dense = _exact_top(stored, queries, depth, metric, replaced=(cut, rests))
     cut_lexical = LexicalIndex.build(made.corpus, lexical.analyzer, k1=lexical.params.k1, b=lexical.params.b)
     choice = choose_fusion(dense, cut_lexical.search(made.queries, depth), made.relevant, seed=seed)
-    return dataclasses.replace(choice, made=made.report())
+    return dataclasses.replace(choice, made=made.report(), seconds=time.perf_counter() - started)
 
 
 def _exact_top(

@@ -62,7 +62,7 @@ def _mapping(v: Any) -> bool:
 
 def _fusion_choice(v: Any) -> bool:
     """The form of a ``fusion_choice`` record (:mod:`whitevec.index.build_fusion`)."""
-    form = {"fusion": _text, "rule": _text, "scores": _mapping, "pseudo_queries": _mapping}
+    form = {"fusion": _text, "rule": _text, "scores": _mapping, "pseudo_queries": _mapping, "seconds": _number}
     return (
         isinstance(v, dict)
         and set(v) == set(form)
@@ -213,7 +213,7 @@ FIELDS: dict[str, tuple[str, Callable[[Any], bool], bool]] = {
     "search": ("an object with a search mode and a fusion spec", lambda v: search_field_problem(v) is None, False),
     # How a build chose its fusion on pseudo-queries from its corpus (issue 53); absent: given, tuned, or built
     # before builds chose.
-    CHOICE_FIELD: ("an object with fusion, rule, scores, pseudo_queries", _fusion_choice, False),
+    CHOICE_FIELD: ("an object with fusion, rule, scores, pseudo_queries, seconds", _fusion_choice, False),
     "count": ("a non-negative integer", _integer(0), True),
     # Documents left out because they hold no token the model knows (whitevec.index.build.meaningful_documents).
     "skipped_documents": ("a non-negative integer", _integer(0), False),

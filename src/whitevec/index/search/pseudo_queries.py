@@ -136,15 +136,17 @@ class FusionChoice:
     rule: str
     scores: dict[str, float] = field(default_factory=dict)
     made: dict[str, int | str] = field(default_factory=dict)
+    seconds: float = 0.0  # what the choice cost, pseudo-queries made, encoded and searched
 
     def record(self) -> dict[str, object]:
         """The manifest's ``fusion_choice`` record (and a tuned configuration's): the fusion, the rule that
-        chose it, each scored fusion's mean nDCG@10 on the pseudo-queries, and what was made."""
+        chose it, each scored fusion's mean nDCG@10 on the pseudo-queries, what was made, and its cost."""
         return {
             "fusion": self.fusion.spec,
             "rule": self.rule,
             "scores": {name: round(score, 6) for name, score in self.scores.items()},
             "pseudo_queries": dict(self.made),
+            "seconds": round(self.seconds, 3),
         }
 
 
