@@ -21,9 +21,9 @@ from whitevec.index.folder.manifest import CHOICE_FIELD
 from whitevec.index.lexical.bm25 import LexicalIndex
 from whitevec.index.search.fusion import CANDIDATE_FACTOR, DEFAULT_FUSION
 from whitevec.index.search.pseudo_queries import (
-    DEFAULT_PSEUDO_QUERIES,
     DEPTH,
     FusionChoice,
+    build_pseudo_count,
     choose_fusion,
     make_pseudo_queries,
 )
@@ -42,17 +42,17 @@ def build_fusion_choice(
     encoder: EncoderLike,
     transform: AppliesVectors | None,
     metric: str,
-    n: int = DEFAULT_PSEUDO_QUERIES,
+    n: int | None = None,
     *,
     seed: int = 0,
 ) -> FusionChoice:
-    """The fusion chosen on ``n`` pseudo-queries from ``texts`` (row i stored as ``stored[i]``, BM25 ``lexical``);
-    the default where none can be made (no document long enough to cut) or the encoder encodes nothing (vectors
-    given by the caller), with the reason as its rule."""
+    """The fusion chosen on ``n`` pseudo-queries (None: :func:`build_pseudo_count` of the corpus) from ``texts``
+    (row i stored as ``stored[i]``, BM25 ``lexical``); the default where none can be made (no document long
+    enough to cut) or the encoder encodes nothing (vectors given by the caller), with the reason as its rule."""
     started = time.perf_counter()
     if isinstance(encoder, ExternalEncoder):
         return FusionChoice(DEFAULT_FUSION, "default kept: the vectors were given, no query can be encoded")
-    made = make_pseudo_queries(texts, n, seed=seed)
+    made = make_pseudo_queries(texts, build_pseudo_count(len(texts)) if n is None else n, seed=seed)
     if not made.queries:
         return FusionChoice(DEFAULT_FUSION, "default kept: no document long enough to cut", made=made.report())
     cut = made.cut
