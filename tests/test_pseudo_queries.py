@@ -241,7 +241,7 @@ def test_noise_vectors_move_the_choice_and_info_and_searches_follow(tmp_path: Pa
     with Retriever.build(docs, tmp_path / "idx", encoder=HashEncoder(), lexical="bm25") as index:  # type: ignore[arg-type]
         chosen = index.manifest[CHOICE_FIELD]
         assert float(chosen["fusion"].partition(":")[2]) <= 0.2, chosen
-        assert chosen["rule"].startswith("best on 60 pseudo-queries")
+        assert chosen["rule"].startswith("best on 50 pseudo-queries")  # a tenth of 60, at least 50
         assert index.search_plan().fusion.spec == chosen["fusion"]
         _, info = search_choices(index.manifest)
         assert info.default_fusion == chosen["fusion"] != DEFAULT_FUSION.spec
