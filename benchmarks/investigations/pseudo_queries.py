@@ -133,9 +133,18 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
     parser.add_argument("--page", type=Path, default=None, help="write the results page from --inputs")
     parser.add_argument("--inputs", type=Path, nargs="+", default=[])
+    parser.add_argument("--cost", nargs="+", default=None, help="ENCODER/COLLECTION builds to time (no cache)")
     args = parser.parse_args()
     if args.page is not None:
         args.page.write_text(page([json.loads(path.read_text()) for path in args.inputs]))
+        return
+    if args.cost is not None:
+        cost = {"facts": {**machine_facts("bm25s"), "load_1min": os.getloadavg()[0]}, "cost": {}, "results": {}}
+        for spec in args.cost:
+            cost["cost"][spec] = build_cost(*spec.split("/"), resolve_data_dir(args.data_dir))
+            print(spec, cost["cost"][spec], flush=True)
+        if args.json:
+            args.json.write_text(json.dumps(cost))
         return
     data_dir = resolve_data_dir(args.data_dir)
     results: dict[str, Any] = {}
@@ -162,6 +171,30 @@ def main() -> None:
         args.json.write_text(json.dumps({"facts": facts, "results": results}))
 
 
+def build_cost(key: str, name: str, data_dir: Path) -> dict[str, Any]:
+    """One ``Retriever.build(..., lexical="bm25")`` of the collection's documents with the vector cache off:
+    the build's seconds, the choice's share of them, and what it chose."""
+    import tempfile
+    import time
+
+    from whitevec.index import Retriever
+
+    data = dataset(name, data_dir)
+    encoder = load_encoder(encoder_name(key), cache=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        with Retriever.build(data.corpus, Path(tmp) / "idx", encoder=encoder, lexical="bm25") as index:
+            choice = index.manifest["fusion_choice"]
+        seconds = time.perf_counter() - started
+    return {
+        "documents": len(data.corpus),
+        "build_seconds": round(seconds, 2),
+        "choice_seconds": choice["seconds"],
+        "made": choice["pseudo_queries"]["made"],
+        "fusion": choice["fusion"],
+    }
+
+
 # ---- the results page ----------------------------------------------------------------------------------------
 SHIPPED = "build"  # what a build does (a run before the build's count was set: ict/s3/w5, 200)
 RULES = {
@@ -181,6 +214,8 @@ def rule_pick(run: dict[str, Any], rule: str) -> str:
 
 
 def page(runs: list[dict[str, Any]]) -> str:
+    costs = {spec: (run, figures) for run in runs for spec, figures in run.get("cost", {}).items()}
+    runs = [run for run in runs if run["results"]]
     results = {key: entry for run in runs for key, entry in run["results"].items()}
     encoders = list(dict.fromkeys(key.split("/")[0] for key in results))
     lines = [
@@ -210,6 +245,7 @@ def page(runs: list[dict[str, Any]]) -> str:
     for key in encoders:
         lines += _encoder_table(key, results)
     lines += _variants_table(results, encoders)
+    lines += _cost_table(costs)
     return "\n".join(lines) + "\n"
 
 
@@ -272,6 +308,26 @@ def _variants_table(results: dict[str, Any], encoders: list[str]) -> list[str]:
                 + " | ".join(f"{c:.2f}" for c in cells)
                 + f" | {default:.2f} |"
             )
+    return [*lines, ""]
+
+
+def _cost_table(costs: dict[str, tuple[dict[str, Any], dict[str, Any]]]) -> list[str]:
+    lines = [
+        "## Cost",
+        "",
+        "One build with `--lexical bm25` and the vector cache off (`--cost ENCODER/COLLECTION`), the choice's "
+        "seconds as the manifest's `fusion_choice.seconds` records them. Timing figures: the load is named.",
+        "",
+        "| encoder / collection | documents | pseudo-queries | build s | choice s | share | load |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for spec, (run, c) in costs.items():
+        key, name = spec.split("/")
+        share = 100 * c["choice_seconds"] / c["build_seconds"]
+        lines.append(
+            f"| {NAMES.get(key, key)} / {name} | {c['documents']} | {c['made']} | {c['build_seconds']:.1f} | "
+            f"{c['choice_seconds']:.1f} | {share:.0f}% | {run['facts']['load_1min']:.1f} |"
+        )
     return [*lines, ""]
 
 
