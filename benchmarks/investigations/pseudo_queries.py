@@ -277,7 +277,8 @@ def _encoder_table(key: str, results: dict[str, Any]) -> list[str]:
         )
     gain = float(np.mean(chosen) - np.mean(default))
     lines += [
-        f"| average ({len(chosen)} of {len(COLLECTIONS)}) | | | {np.mean(default):.2f} | {np.mean(chosen):.2f} | |",
+        f"| average ({len(chosen)} of {len(COLLECTIONS)}) | | | {np.mean(default):.2f} | {np.mean(chosen):.2f} | "
+        "|",
         "",
         f"Targets: label-free >= max(dense, lexical) - 0.3 on every collection: "
         f"{'met' if min(floors) >= -0.3 else 'missed'} (worst {min(floors):+.2f}); >= the default on the average: "
