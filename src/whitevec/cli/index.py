@@ -175,6 +175,16 @@ EncoderNameOpt = Annotated[
 ]
 
 
+BuildFusionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--fusion",
+        help="The index's own hybrid fusion (with --lexical bm25): convex[:ALPHA] or rrf[:K], as search takes it. "
+        "Default: chosen on pseudo-queries cut from the corpus.",
+    ),
+]
+
+
 @index_app.command("build")
 @with_run_options
 def index_build_command(
@@ -209,12 +219,14 @@ def index_build_command(
     keep_raw_vectors: KeepRawVectorsOpt = False,
     vectors: VectorsOpt = None,
     encoder_name: EncoderNameOpt = None,
+    fusion: BuildFusionOpt = None,
     *,
     run: RunOptions,
 ) -> None:
     """Encode a corpus, fit the transform, and write an index folder (manifest, transform, index, documents).
 
-    With --lexical bm25, a BM25 index of the documents' text too, in the same index version.
+    With --lexical bm25, a BM25 index of the documents' text too, in the same index version; its fusion is
+    --fusion, a --config's, or chosen on pseudo-queries cut from the corpus (index info: fusion_choice).
 
     With --vectors, the documents' own vectors are indexed (the transform fitted on them) and no model loads.
 
@@ -228,10 +240,11 @@ def index_build_command(
             config, index_build_command, run, model=model, pooling=pooling, transform=transform, encoding=encoding
         )
         lexical, analyzer, search = _search_from_config(config, lexical, analyzer)
+    search = _given_fusion(fusion, config, search)
     params = _index_params(m, ef_construction, ef_search, nlist, nprobe)
     index_params = _encoding_params(params, encoding, train_sample, refine_factor)
     settings: dict[str, Any] = dict(kind=kind, metric=metric, backend=backend, uri=uri, index_params=index_params)
-    settings.update(lexical=lexical, analyzer=analyzer, keep_raw_vectors=keep_raw_vectors)
+    settings.update(lexical=lexical, analyzer=analyzer, keep_raw_vectors=keep_raw_vectors, search=search)
     if vectors is not None or encoder_name is not None:
         flags = (model, pooling, config, engine, fit_on, empty_documents)
         built = _build_given_vectors(corpus, out, vectors, encoder_name, transform, flags, settings)
@@ -251,10 +264,19 @@ def index_build_command(
             show_progress=run.show_progress,
             make_encoder=_options._encoder,
             empty_documents=empty_documents,
-            search=search,
             **settings,
         )
     typer.echo(f"wrote {built}", err=True)
+
+
+def _given_fusion(fusion: str | None, config: Path | None, search: dict[str, str] | None) -> dict[str, str] | None:
+    """The index's own search of ``index build --fusion`` (hybrid), refused beside --config in one line;
+    without it, ``search`` (a configuration's, or None: a build with a lexical part chooses its own)."""
+    if fusion is None:
+        return search
+    if config is not None:
+        raise BadInputError("--fusion and --config both set the index's fusion; give one")
+    return {"mode": "hybrid", "fusion": fusion}
 
 
 def _build_given_vectors(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -90,6 +91,17 @@ FoldsOpt = Annotated[int, typer.Option("--folds", help="k of the k-fold check wi
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of folds and bootstrap resamples.")]
 BootstrapOpt = Annotated[int, typer.Option("--bootstrap", help="Bootstrap resamples.")]
 TuneJsonOpt = Annotated[Path | None, typer.Option("--json", help="Write every candidate's figures here.")]
+PseudoQueriesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--pseudo-queries",
+        help="Without labels: cut N pseudo-queries (a sentence each) from --corpus and choose the hybrid fusion "
+        "on them; the transform stays none.",
+    ),
+]
+TuneCorpusOpt = Annotated[
+    Path | None, typer.Option("--corpus", help="The corpus --pseudo-queries cuts from (as index build reads it).")
+]
 TunePlotOpt = Annotated[
     Path | None,
     typer.Option(
@@ -124,12 +136,19 @@ def tune_command(
     json_out: TuneJsonOpt = None,
     table_format: FormatOpt = TableFormat.auto,
     plot: TunePlotOpt = None,
+    pseudo_queries: PseudoQueriesOpt = None,
+    corpus: TuneCorpusOpt = None,
     *,
     run: RunOptions,
 ) -> None:
     """Choose pooling, transform, index encoding and, on retrieval data, the search mode and fusion on your
     labelled dev data; keep plain dense none unless a gain is significant. Writes the choice as a tuned
-    configuration for index build / eval --config."""
+    configuration for index build / eval --config. Without labels, --pseudo-queries N --corpus FILE chooses
+    the hybrid fusion on pseudo-queries cut from the corpus."""
+    if pseudo_queries is not None or corpus is not None:
+        given = {"--task": task, "--pairs": pairs, "--dataset": dataset, "--json": json_out, "--plot": plot}
+        _tune_label_free(pseudo_queries, corpus, out, model, pooling, analyzer, seed, given, run)
+        return
     from whitevec.workflows import load_tuning_data
 
     data = load_tuning_data(
@@ -264,3 +283,58 @@ def _print_choice(result: TuneResult, table_format: TableFormat) -> None:
         _say(table_format, f"on {side}: raw {check['raw']:.2f}, tuned {check['tuned']:.2f} ({check['gain']:+.2f})")
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)
+
+
+def _tune_label_free(
+    n: int | None,
+    corpus: Path | None,
+    out: Path,
+    model: str,
+    pooling: str | None,
+    analyzer: str,
+    seed: int,
+    given: Mapping[str, object],
+    run: RunOptions,
+) -> None:
+    """``tune --pseudo-queries N --corpus FILE``: checked before any model loads (one line each), then the fusion
+    chosen on the pseudo-queries and written as a tuned configuration."""
+    from whitevec.errors import BadInputError
+    from whitevec.index.search.pseudo_queries import check_pseudo_count
+    from whitevec.tuning.searches import check_tune_analyzer
+
+    count = None if n is None else check_pseudo_count(n)
+    if count is None or corpus is None:
+        raise BadInputError("--pseudo-queries N and --corpus FILE go together (tune without labels)")
+    clash = [name for name, value in given.items() if value is not None]
+    if clash:
+        raise BadInputError(f"--pseudo-queries tunes without labels; leave out {', '.join(clash)}")
+    if (pooling is not None and len(split_list(pooling)) > 1) or len(split_list(model)) > 1:
+        raise BadInputError("--pseudo-queries chooses the fusion of one model and pooling; give one of each")
+    analyzer = check_tune_analyzer(analyzer)
+    from whitevec.datasets.retrieval import read_corpus_file
+
+    docs = read_corpus_file(corpus)
+    check_output(out, "--out file")
+    from whitevec.tuning.label_free import tune_label_free
+
+    config, choice = tune_label_free(
+        docs,
+        count,
+        model=model,
+        pooling=pooling,
+        analyzer=analyzer,
+        seed=seed,
+        encoder_options=run.encoder_options(),
+        show_progress=run.show_progress,
+    )
+    made = choice.made
+    typer.echo(
+        f"pseudo-queries: {made['made']} made of {made['asked']} asked from {made['documents']} documents "
+        f"({made['too_short']} too short to cut), seed {made['seed']}",
+        err=True,
+    )
+    scores = ", ".join(f"{name} {100 * score:.2f}" for name, score in choice.scores.items())
+    typer.echo(f"nDCG@10 on them: {scores}", err=True)
+    typer.echo(f"chosen: hybrid {choice.fusion.spec} ({choice.rule})")
+    config.save(out)
+    typer.echo(f"wrote {out}", err=True)

@@ -22,6 +22,7 @@ from whitevec.datasets.retrieval import ID_RULE, Document, check_unique_ids, is_
 from whitevec.encoders.models.identity import check_model_checksum, model_record
 from whitevec.encoders.protocol import EXTERNAL, ExternalEncoder, check_empty_documents, known_token_mask
 from whitevec.errors import BadInputError, CorruptFileError, DimensionMismatchError, WhitevecWarning
+from whitevec.index.build_fusion import build_fusion_choice, choice_fields
 from whitevec.index.build_transform import fit_transform
 from whitevec.index.encodings.spec import parse_encoding
 from whitevec.index.folder.layout import DOCS_FILE, TRANSFORM_FILE
@@ -234,7 +235,7 @@ def build_index(
     fitted, transform_record = fit_transform(transform, fit_on, vectors, encoder, show_progress)
     encoded = _Encoded(len(given), docs, vectors, fitted, transform_record, keep_raw_vectors)
     lexical_plan = (in_store, lexical_index, analyzer, search)
-    _write_index(target, previous, encoded, options, encoder_fields(encoder), lexical_plan, started)
+    _write_index(target, previous, encoded, options, encoder_fields(encoder), lexical_plan, started, encoder)
     return target
 
 
@@ -269,7 +270,7 @@ def build_from_vectors(
     fitted, transform_record = fit_transform(transform, "corpus", vectors, encoder, False)
     encoded = _Encoded(len(docs), docs, vectors, fitted, transform_record, keep_raw=True)
     lexical_plan = (in_store, lexical_index, analyzer, search)
-    _write_index(target, previous, encoded, options, dict(encoder_record), lexical_plan, started)
+    _write_index(target, previous, encoded, options, dict(encoder_record), lexical_plan, started, encoder)
     return target
 
 
@@ -294,12 +295,18 @@ def _write_index(
     encoder_record: dict[str, Any],
     lexical_plan: tuple[bool, LexicalIndex | None, str, Mapping[str, str] | None],
     started: float,
+    encoder: EncoderLike,
 ) -> None:
-    """Write the index folder ``target`` (in a temporary sibling, swapped in whole) from what the build made."""
+    """Write the index folder ``target`` (in a temporary sibling, swapped in whole) from what the build made;
+    with a bm25s lexical part and no ``search`` given, the fusion chosen on pseudo-queries (issue 53)."""
     in_store, lexical_index, analyzer, search = lexical_plan
     options = {**options, "kind": options["kind"].strip().lower(), "metric": options["metric"].strip().lower()}
     docs, fitted = encoded.docs, encoded.fitted
     stored = stored_form(fitted, encoded.vectors, options["metric"])
+    choice = None
+    if lexical_index is not None and search is None:
+        texts = [d.text for d in docs]
+        choice = build_fusion_choice(texts, stored, lexical_index, encoder, fitted, options["metric"])
     store: VectorStore | None = None
     replaced: list[dict[str, Any] | None] = [previous]
 
@@ -331,6 +338,7 @@ def _write_index(
                 "build_seconds": round(time.perf_counter() - started, 3),
                 **_lexical_field(store, lexical_index, in_store, len(docs)),
                 **_search_field(search, has_lexical=lexical_index is not None or in_store),
+                **choice_fields(choice),
                 **({RAW_FIELD: raw_record()} if encoded.keep_raw else {}),
                 # Versions only grow: a rebuild or refit is the next version of the index it replaces.
                 **({} if previous is None else {"generation": int(previous.get("generation", 0)) + 1}),

@@ -139,7 +139,8 @@ class Retriever(IndexWrites):
 
         ``search``: the index's own search mode and fusion, ``{"mode": MODE, "fusion": SPEC}``, written to the
         manifest (:func:`~whitevec.index.search.modes.search_defaults`; ``whitevec tune`` chooses them); None:
-        hybrid with the default fusion when there is a lexical part, else dense.
+        with a bm25s lexical part, hybrid with the fusion chosen on pseudo-queries cut from the corpus (the
+        manifest's ``fusion_choice`` says how: :mod:`whitevec.index.build_fusion`), else dense.
 
         ``keep_raw_vectors``: keep the encoder's vectors before the transform beside the codes (float32, one file
         per segment; adds keep theirs too), so :meth:`refit` fits on them without encoding again

@@ -29,6 +29,9 @@ MAX_MANIFEST_BYTES = 1 << 20  # a real one is a few KiB; refuse to parse a plant
 SELF_CHECKSUM = "manifest_sha256"
 
 
+CHOICE_FIELD = "fusion_choice"
+
+
 def _integer(minimum: int) -> Callable[[Any], bool]:
     return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= minimum
 
@@ -55,6 +58,18 @@ def _int_list(v: Any) -> bool:
 
 def _mapping(v: Any) -> bool:
     return isinstance(v, dict)
+
+
+def _fusion_choice(v: Any) -> bool:
+    """The form of a ``fusion_choice`` record (:mod:`whitevec.index.build_fusion`)."""
+    form = {"fusion": _text, "rule": _text, "scores": _mapping, "pseudo_queries": _mapping, "seconds": _number}
+    return (
+        isinstance(v, dict)
+        and set(v) == set(form)
+        and all(check(v[k]) for k, check in form.items())
+        and search_field_problem({"mode": "hybrid", "fusion": v["fusion"]}) is None
+        and all(isinstance(k, str) and _number(x) for k, x in v["scores"].items())
+    )
 
 
 def _index_params(v: Any) -> bool:
@@ -196,6 +211,9 @@ FIELDS: dict[str, tuple[str, Callable[[Any], bool], bool]] = {
     # The index's own search mode and fusion (whitevec.index.search.modes.search_defaults), when set at build or
     # by tune.
     "search": ("an object with a search mode and a fusion spec", lambda v: search_field_problem(v) is None, False),
+    # How a build chose its fusion on pseudo-queries from its corpus (issue 53); absent: given, tuned, or built
+    # before builds chose.
+    CHOICE_FIELD: ("an object with fusion, rule, scores, pseudo_queries, seconds", _fusion_choice, False),
     "count": ("a non-negative integer", _integer(0), True),
     # Documents left out because they hold no token the model knows (whitevec.index.build.meaningful_documents).
     "skipped_documents": ("a non-negative integer", _integer(0), False),

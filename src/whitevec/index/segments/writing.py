@@ -45,7 +45,7 @@ from whitevec.index.folder.layout import (
     TRANSFORM_FILE,
     segment_entries,
 )
-from whitevec.index.folder.manifest import SELF_CHECKSUM, write_manifest
+from whitevec.index.folder.manifest import CHOICE_FIELD, SELF_CHECKSUM, write_manifest
 from whitevec.index.folder.raw_vectors import keeps_raw_vectors, live_raw_vectors, write_raw_vectors
 from whitevec.index.folder.snapshot import IndexSnapshot, changed_message, read_consistent
 from whitevec.index.lexical.bm25 import LexicalIndex
@@ -451,7 +451,8 @@ def rebuild_options(manifest: dict[str, Any], transform: str | None) -> dict[str
         "index_params": dict(manifest["index_params"]),
         "lexical": None if lexical is None else "bm25",
         **({} if lexical is None else {"analyzer": lexical["analyzer"]["name"]}),
-        **({"search": manifest["search"]} if "search" in manifest else {}),
+        # A fusion the build chose on pseudo-queries is chosen again on the refitted vectors (issue 53).
+        **({"search": manifest["search"]} if "search" in manifest and CHOICE_FIELD not in manifest else {}),
     }
 
 
