@@ -28,6 +28,7 @@ from whitevec.index.search.pseudo_queries import (
     make_pseudo_queries,
 )
 from whitevec.index.stores.vector import stored_form
+from whitevec.utils.linalg import best_first
 
 if TYPE_CHECKING:
     from whitevec.transforms.frozen import AppliesVectors
@@ -78,13 +79,7 @@ def _exact_top(
         block = queries[start : start + _QUERY_BLOCK]
         scores = _closeness(stored, block, metric)
         scores[:, at] = _closeness(vectors, block, metric)
-        top = np.argpartition(-scores, depth - 1, axis=1)[:, :depth] if depth < scores.shape[1] else None
-        if top is None:
-            top = np.broadcast_to(np.arange(scores.shape[1]), scores.shape)
-        picked = np.take_along_axis(scores, top, axis=1)
-        order = np.lexsort((top, -picked), axis=1)
-        rows_out[start : start + len(block)] = np.take_along_axis(top, order, axis=1)
-        scores_out[start : start + len(block)] = np.take_along_axis(picked, order, axis=1)
+        rows_out[start : start + len(block)], scores_out[start : start + len(block)] = best_first(scores, depth)
     return rows_out, scores_out
 
 

@@ -28,3 +28,16 @@ def unit_rows(vectors: Any, *, dtype: Any = np.float32, zero_rows: str = "keep",
             "undefined for them: drop those rows"
         )
     return np.ascontiguousarray(x / np.where(zero[:, None], 1.0, norms), dtype=dtype)
+
+
+def best_first(scores: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's ``depth`` best columns of ``scores`` (higher is better), best first, ties to the earlier
+    column, and their scores: an exact search's ranking of a block of query-by-document scores. ``depth`` at
+    most the number of columns."""
+    if depth < scores.shape[1]:
+        top = np.argpartition(-scores, depth - 1, axis=1)[:, :depth]
+    else:
+        top = np.broadcast_to(np.arange(scores.shape[1]), scores.shape)
+    picked = np.take_along_axis(scores, top, axis=1)
+    order = np.lexsort((top, -picked), axis=1)
+    return np.take_along_axis(top, order, axis=1), np.take_along_axis(picked, order, axis=1)

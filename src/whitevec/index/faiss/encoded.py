@@ -14,7 +14,7 @@ from whitevec.errors import BadInputError, WhitevecWarning
 from whitevec.index.encodings.spec import Encoding, parse_encoding
 from whitevec.index.faiss.store import FaissStore
 from whitevec.index.stores.vector import ENCODING
-from whitevec.utils.linalg import unit_rows
+from whitevec.utils.linalg import best_first, unit_rows
 
 TRAIN_SAMPLE = 100_000
 """At most this many stored vectors (drawn with the index's own seed) train a candidate's codes; fewer: all."""
@@ -122,12 +122,7 @@ def exact_rankings(docs: np.ndarray, queries: np.ndarray, encoding: str, depth: 
     unit = unit_rows(queries, dtype=np.float32, zero_rows="keep")
     out = np.empty((unit.shape[0], depth), dtype=np.int64)
     for start in range(0, unit.shape[0], 256):
-        sims = cosine_scores(unit[start : start + 256], stored, encoding)
-        top = np.argpartition(-sims, depth - 1, axis=1)[:, :depth] if depth < sims.shape[1] else None
-        for j in range(sims.shape[0]):
-            row = sims[j]
-            candidates = top[j] if top is not None else np.arange(row.size)
-            out[start + j] = candidates[np.lexsort((candidates, -row[candidates]))]
+        out[start : start + 256], _ = best_first(cosine_scores(unit[start : start + 256], stored, encoding), depth)
     return out
 
 
