@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -225,6 +226,13 @@ class TunedConfig:
         if canonical_transform(self.transform) == "none":
             my_steps, their_steps = unnormalized(my_steps), unnormalized(their_steps)
         return (mine, my_steps) == (theirs, their_steps)
+
+
+def config_max_length(info: Mapping[str, Any]) -> int | None:
+    """An encoder's token limit (``info``: its ``describe()``) as a configuration records it: None only for a
+    static folder without one."""
+    value = info.get("max_length", 512)
+    return None if value is None else int(value)
 
 
 def _search_fields(values: dict[str, Any]) -> dict[str, str]:

@@ -19,7 +19,7 @@ from whitevec.index.build_fusion import build_fusion_choice
 from whitevec.index.lexical.bm25 import LexicalIndex, make_analyzer
 from whitevec.index.search.pseudo_queries import FusionChoice, check_pseudo_count
 from whitevec.index.stores.vector import stored_form
-from whitevec.tuning.config import TunedConfig
+from whitevec.tuning.config import TunedConfig, config_max_length
 
 
 def tune_label_free(
@@ -50,7 +50,6 @@ def tune_label_free(
     if not choice.scores:
         raise BadInputError(f"no pseudo-queries could be made from the corpus ({choice.rule}); tune on labels")
     described = encoder.describe()
-    max_length = described.get("max_length", 512)
     config = TunedConfig(
         model=model,
         pooling=str(described["pooling"]),
@@ -59,7 +58,7 @@ def tune_label_free(
         dim=int(described["dim"]),
         bytes_per_vector=4 * int(described["dim"]),
         metric="ndcg@10",
-        max_length=None if max_length is None else int(max_length),
+        max_length=config_max_length(described),
         model_fingerprint=described.get("model_fingerprint"),
         fit_on="",
         selection={"label_free": choice.record()},

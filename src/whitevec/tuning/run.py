@@ -57,7 +57,7 @@ from whitevec.index.lexical.analyzers import DEFAULT_ANALYZER
 from whitevec.index.search.fusion import DEFAULT_FUSION
 from whitevec.preflight import check_encoder
 from whitevec.tuning.choice import check_by_folds, choose_on_dev
-from whitevec.tuning.config import TunedConfig
+from whitevec.tuning.config import TunedConfig, config_max_length
 from whitevec.tuning.fits import Fits
 from whitevec.tuning.items import Items, gather_items
 from whitevec.tuning.planning import Grid, Plan, TimeBox, plan_candidates
@@ -447,7 +447,7 @@ def _tuned_config(
         mode=chosen.mode,
         fusion=chosen.fusion or DEFAULT_FUSION.spec,
         metric=items.metric,
-        max_length=_max_length(model_info),
+        max_length=config_max_length(model_info),
         model_fingerprint=model_info.get("model_fingerprint"),
         fit_on=f"{len(items.fit)} unlabelled texts",
         selection={
@@ -462,9 +462,3 @@ def _tuned_config(
             "n_boot": n_boot,
         },
     )
-
-
-def _max_length(info: Mapping[str, Any]) -> int | None:
-    """The encoder's token limit for the configuration: None only for a static folder without one."""
-    value = info.get("max_length", 512)
-    return None if value is None else int(value)
