@@ -437,3 +437,48 @@ def test_done_returns_0_rather_than_exiting(capsys: pytest.CaptureFixture[str]) 
 
     assert main(["--version"]) == 0
     assert capsys.readouterr() == (f"whitevec {__version__}\n", "")
+
+
+EXIT_CHILD = """
+import atexit, sys
+from concurrent.futures import ThreadPoolExecutor
+
+class Teardown:
+    def __del__(self):
+        print("torn down", flush=True)
+
+kept = Teardown()  # the interpreter's teardown would free it with __main__'s globals
+pool = ThreadPoolExecutor(1)  # left running: its thread must not hold the exit
+pool.submit(print, "pool ran", flush=True)
+atexit.register(print, "exit handler ran")
+sys.stdout.write("buffered, not flushed;")
+from whitevec.cli import exit_without_teardown
+given = sys.argv[1]
+exit_without_teardown(None if given == "None" else int(given) if given.lstrip("-").isdigit() else given)
+"""
+
+
+@pytest.mark.parametrize(
+    ("given", "status", "err"),
+    [("0", 0, ""), ("3", 3, ""), ("None", 0, ""), ("141", 141, ""), ("a message", 1, "a message\n")],
+)
+def test_the_console_scripts_exit_is_a_process_exit_without_teardown(given: str, status: int, err: str) -> None:
+    """`whitevec` ends through exit_without_teardown: threads and pools stopped, exit handlers run, streams
+    flushed, sys.exit's status and message; the modules are not freed one by one (an object's __del__ that
+    teardown would call is not called)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_CHILD, given], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert (done.returncode, done.stderr) == (status, err)
+    # The pool's line may come before, after or inside the rest (its thread prints when it runs).
+    assert done.stdout.count("pool ran\n") == 1, done.stdout
+    rest = done.stdout.replace("pool ran\n", "")
+    assert rest == "buffered, not flushed;exit handler ran\n", done.stdout
+
+
+def test_the_console_script_is_run() -> None:
+    import tomllib
+
+    scripts = tomllib.loads((SRC.parent / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"whitevec": "whitevec.cli:run"}

@@ -16,7 +16,6 @@ input closes (the test process ended, however it ended).
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import importlib
 import json
@@ -26,9 +25,7 @@ import signal
 import socket
 import struct
 import sys
-import threading
 import traceback
-from typing import NoReturn
 
 SOCKET_ENV = "WHITEVEC_WARM_SOCKET"
 # Loaded before the first fork. pymilvus stays out: gRPC may not be imported in a process that forks.
@@ -149,21 +146,9 @@ def serve(path: str) -> socket.socket | None:
             conn.close()
 
 
-def exit_as_a_process(code: int) -> NoReturn:
-    """End a child as a process's exit looks from outside (other threads joined, exit handlers run, the streams
-    flushed), without the interpreter's teardown: freeing a forked copy of torch and its kin module by module
-    touched every inherited page and took 1.5-3.5 s a command, longer than most commands' work."""
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(code)
-
-
 if __name__ == "__main__":
     command = serve(sys.argv[1])
     if command is not None:
-        exit_as_a_process(run_command(command))
+        from whitevec.cli import exit_without_teardown
+
+        exit_without_teardown(run_command(command))

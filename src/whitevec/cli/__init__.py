@@ -11,14 +11,16 @@ reported by :func:`main` like bad input: one line, exit status 2, no traceback.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
 import sqlite3
 import sys
+import threading
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 import typer
 
@@ -35,7 +37,17 @@ from whitevec.cli.tune import tune_command
 from whitevec.errors import IndexDamagedError, WhitevecError, WhitevecWarning
 from whitevec.preflight import describe_fault
 
-__all__ = ["RunOptions", "TableFormat", "_Table", "_print_table", "app", "main", "with_run_options"]
+__all__ = [
+    "RunOptions",
+    "TableFormat",
+    "_Table",
+    "_print_table",
+    "app",
+    "exit_without_teardown",
+    "main",
+    "run",
+    "with_run_options",
+]
 
 # Exit statuses main() gives; the --help epilog and docs/reference/cli.md list them.
 EXIT_BAD_INPUT = 2
@@ -222,3 +234,39 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(code, int) and code != 0:
         raise SystemExit(code)
     return 0
+
+
+def run() -> NoReturn:
+    """The ``whitevec`` console script (and ``python -m whitevec.cli``): :func:`main`, then
+    :func:`exit_without_teardown`. A bug's traceback still ends the process the interpreter's way."""
+    try:
+        code: object = main()
+    except SystemExit as exc:
+        code = exc.code
+    exit_without_teardown(code)
+
+
+def exit_without_teardown(code: object) -> NoReturn:
+    """End the process as ``sys.exit(code)`` does, seen from outside, without the interpreter's teardown.
+
+    What the interpreter does first is kept, in its order: other threads are waited for (and thread pools told to
+    stop), the exit handlers run (Milvus Lite servers stopped, Ray shut down, temporary folders removed), then
+    standard output and error are flushed; the status is the same. What is skipped is freeing every module and
+    object one by one, which after torch, transformers and faiss were imported took about as long as a one-query
+    search's own work (docs/notes/process-exit.md). A stream that cannot be flushed leaves the end to the
+    interpreter, which reports it as it always does.
+    """
+    shutdown = getattr(threading, "_shutdown", None)  # the interpreter's own first step (CPython)
+    if shutdown is not None:
+        shutdown()
+    atexit._run_exitfuncs()
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+    except (OSError, ValueError):
+        sys.exit(code)  # type: ignore[arg-type]
+    if code is None or isinstance(code, int):
+        os._exit(int(code or 0) & 0xFF)
+    print(code, file=sys.stderr)  # sys.exit("message") prints it and exits 1
+    sys.stderr.flush()
+    os._exit(1)

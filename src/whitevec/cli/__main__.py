@@ -1,5 +1,5 @@
 """``python -m whitevec.cli``."""
 
-from whitevec.cli import main
+from whitevec.cli import run
 
-main()
+run()
