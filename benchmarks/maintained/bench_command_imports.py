@@ -6,10 +6,10 @@ The commands: `whitevec --help`, `whitevec search --help`, a usage error (`white
 and `whitevec index info IDX` and a one-query `whitevec search IDX "wing flutter" -k 5` on three small indexes of
 Cranfield's 1,398 documents (FAISS flat, cosine): a static table (`whitevec distill all-MiniLM-L6-v2` with its
 defaults) with no transform, the same table with whitening-128, and all-MiniLM-L6-v2 itself with no transform.
-Each command runs ``--repeats`` times, each in a fresh interpreter that calls `whitevec.cli.main` as the console
-script does (the indexes built beforehand, the model files in the page cache after the first run); the page gives
-the median wall time, the seconds of imports (the top-level imports `python -X importtime` counts, in one more
-run) and the heavy libraries the run had imported when it exited.
+Each command runs ``--repeats`` times, each in a fresh interpreter that calls the console script's entry,
+`whitevec.cli.run` (`main` in a checkout from before it), the indexes built beforehand and the model files in the
+page cache after the first run; the page gives the median wall time, the seconds of imports (the top-level imports
+`python -X importtime` counts, in one more run) and the heavy libraries the run had imported when it exited.
 
     python benchmarks/maintained/bench_command_imports.py --label "LABEL" [--src DIR] [--repeats 5] [--lock FILE]
     python benchmarks/maintained/bench_command_imports.py --render
@@ -72,7 +72,8 @@ INDEXES = {
     "static-whitening": ("static", "whitening-128"),
     "minilm": (MODEL, "none"),
 }
-# A child that calls whitevec's entry point and, at exit, writes the top-level modules it imported.
+# A child that calls whitevec's console-script entry (run, or main before there was run) and, at exit, writes the
+# top-level modules it imported (an exit handler: run() calls them too).
 RUNNER = """
 import atexit, json, os, sys
 
@@ -81,8 +82,12 @@ def record():
         json.dump(sorted({name.split(".")[0] for name in sys.modules}), out)
 
 atexit.register(record)
-from whitevec.cli import main
-main(sys.argv[1:])
+try:
+    from whitevec.cli import run
+except ImportError:  # a checkout from before run(), whose console script was main
+    from whitevec.cli import main
+    sys.exit(main(sys.argv[1:]))
+run()
 """
 
 
