@@ -775,7 +775,9 @@ UMASK_CHILD = textwrap.dedent(
         if pid == 0:
             os.umask(int(mask, 8))
             write_all(model, inputs, out)
-            sys.exit(0)  # as a process ends: exit handlers run
+            from whitevec.cli import exit_without_teardown
+
+            exit_without_teardown(0)  # as the console script ends: exit handlers run
         pids[mask] = pid
     status = {mask: os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for mask, pid in pids.items()}
     print(json.dumps(status))
