@@ -13,9 +13,9 @@ never in `make install`'s:
     .venv-peers/bin/python benchmarks/maintained/bench_peers.py --speed-only --sizes 10000 --lock /tmp/bench.lock
 
 Each job of each system runs in a process of its own (``--worker JOB --settings JSON``, one ``RESULT`` line), the
-systems in turn, so imports, caches and memory never mix. The inputs (benchmarks/peers/inputs.py: vectors encoded
-once, the speed corpora) are made on first use and kept in ``--cache``, outside the repository. The systems and
-their settings: benchmarks/peers/systems/.
+systems in turn, so imports, caches and memory never mix. The inputs (benchmarks/common/peers/inputs.py:
+vectors encoded once, the speed corpora) are made on first use and kept in ``--cache``, outside the repository.
+The systems and their settings: benchmarks/common/peers/systems/.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))  # the repository root: benchmarks.common, benchmarks.peers
+sys.path.insert(0, str(REPO))  # the repository root: benchmarks.common, benchmarks.common.peers
 
 from benchmarks.common.machine import RunConditions, command_line, exclusive_lock, machine_facts  # noqa: E402
+from benchmarks.common.peers.inputs import COLLECTIONS, DEFAULT_CACHE, LEXICAL_MAX  # noqa: E402
+from benchmarks.common.peers.jobs import JOBS, versions  # noqa: E402
+from benchmarks.common.peers.systems import SYSTEMS, system_module  # noqa: E402
 from benchmarks.common.runs import RESULTS, emit, run_page, run_worker, save_result  # noqa: E402
-from benchmarks.peers.inputs import COLLECTIONS, DEFAULT_CACHE, LEXICAL_MAX  # noqa: E402
-from benchmarks.peers.jobs import JOBS, versions  # noqa: E402
-from benchmarks.peers.systems import SYSTEMS, system_module  # noqa: E402
 
 SIZES = (10_000, 100_000, 1_000_000)
 RESULT_NAME = "peers"

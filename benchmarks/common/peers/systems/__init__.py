@@ -17,7 +17,7 @@ import importlib
 from pathlib import Path
 from typing import Protocol
 
-from benchmarks.peers.inputs import Docs, Queries
+from benchmarks.common.peers.inputs import Docs, Queries
 
 SYSTEMS = ("whitevec", "txtai", "lancedb", "chroma", "qdrant_edge", "milvus_lite")
 MODES = ("dense", "lexical", "hybrid")
@@ -51,7 +51,7 @@ def system_module(name: str) -> SystemModule:
     """The module of system ``name`` (imports that system's library when it opens an index, not before)."""
     if name not in SYSTEMS:
         raise ValueError(f"unknown system {name!r}; valid: {', '.join(SYSTEMS)}")
-    module: SystemModule = importlib.import_module(f"benchmarks.peers.systems.{name}_system")  # type: ignore[assignment]
+    module: SystemModule = importlib.import_module(f"benchmarks.common.peers.systems.{name}_system")  # type: ignore[assignment]
     return module
 
 

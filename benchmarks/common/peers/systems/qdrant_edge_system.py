@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmarks.peers.inputs import DIM, Docs, Queries
+from benchmarks.common.peers.inputs import DIM, Docs, Queries
 
 PACKAGES = ("qdrant-edge-py",)
 SETTINGS = {

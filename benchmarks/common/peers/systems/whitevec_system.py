@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmarks.peers.inputs import MODEL, Docs, Queries
+from benchmarks.common.peers.inputs import MODEL, Docs, Queries
 
 PACKAGES = ("whitevec", "faiss-cpu", "bm25s")
 SETTINGS = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmarks.peers.inputs import DIM, Docs, Queries
+from benchmarks.common.peers.inputs import DIM, Docs, Queries
 
 PACKAGES = ("pymilvus", "milvus-lite")
 SETTINGS = {

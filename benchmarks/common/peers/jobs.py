@@ -19,9 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common.hybrid_speed import latency_summary, spread
+from benchmarks.common.peers.inputs import (
+    LEXICAL_MAX,
+    Queries,
+    new_docs,
+    quality_inputs,
+    speed_inputs,
+    speed_queries,
+)
+from benchmarks.common.peers.systems import folder_bytes, system_module
 from benchmarks.common.runs import peak_mib
-from benchmarks.peers.inputs import LEXICAL_MAX, Queries, new_docs, quality_inputs, speed_inputs, speed_queries
-from benchmarks.peers.systems import folder_bytes, system_module
 
 K = 10
 WARMUP = 10
