@@ -99,12 +99,11 @@ class MilvusLiteSystem:
         return [[str(hit["id"]) for hit in hits] for hits in found]
 
     def add(self, docs: Docs) -> None:
-        rows = [
-            {"id": i, "vector": v, "text": _fit(t), "bucket": int(b)}
-            for i, v, t, b in zip(docs.ids, docs.vectors.tolist(), docs.texts, docs.buckets.tolist(), strict=True)
-        ]
-        for start in range(0, len(rows), _INSERT_BATCH):
-            self.client.insert(COLLECTION, rows[start : start + _INSERT_BATCH])
+        for first in range(0, len(docs), _INSERT_BATCH):  # a batch at a time: 1M rows as Python lists is 10+ GB
+            part = docs.part(slice(first, first + _INSERT_BATCH))
+            rows = zip(part.ids, part.vectors.tolist(), part.texts, part.buckets.tolist(), strict=True)
+            batch = [{"id": i, "vector": v, "text": _fit(t), "bucket": b} for i, v, t, b in rows]
+            self.client.insert(COLLECTION, batch)
         self.client.flush(COLLECTION)
 
     def delete(self, ids: list[str]) -> None:

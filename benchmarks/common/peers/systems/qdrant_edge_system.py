@@ -89,10 +89,11 @@ class QdrantEdgeSystem:
         start = len(self.ids)
         self.ids.extend(docs.ids)
         self.rows.update({doc_id: start + j for j, doc_id in enumerate(docs.ids)})
-        rows = zip(docs.vectors.tolist(), docs.texts, docs.buckets.tolist(), strict=True)
-        points = [qe.Point(start + j, v, {"text": t, "bucket": b}) for j, (v, t, b) in enumerate(rows)]
-        for first in range(0, len(points), _BATCH):
-            self.shard.update(qe.UpdateOperation.upsert_points(points[first : first + _BATCH]))
+        for first in range(0, len(docs), _BATCH):  # a batch at a time: 1M rows as Python lists is 10+ GB
+            part = docs.part(slice(first, first + _BATCH))
+            rows = enumerate(zip(part.vectors.tolist(), part.texts, part.buckets.tolist(), strict=True))
+            points = [qe.Point(start + first + j, v, {"text": t, "bucket": b}) for j, (v, t, b) in rows]
+            self.shard.update(qe.UpdateOperation.upsert_points(points))
         self.shard.flush()
         (self.folder / _IDS).write_text(json.dumps(self.ids))
 
