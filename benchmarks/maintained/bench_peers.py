@@ -29,9 +29,15 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # the repository root: benchmarks.common, benchmarks.common.peers
 
-from benchmarks.common.machine import RunConditions, command_line, exclusive_lock, machine_facts  # noqa: E402
+from benchmarks.common.machine import (  # noqa: E402
+    RunConditions,
+    command_line,
+    exclusive_lock,
+    machine_facts,
+    versions,
+)
 from benchmarks.common.peers.inputs import COLLECTIONS, DEFAULT_CACHE, LEXICAL_MAX  # noqa: E402
-from benchmarks.common.peers.jobs import JOBS, versions  # noqa: E402
+from benchmarks.common.peers.jobs import JOBS  # noqa: E402
 from benchmarks.common.peers.systems import SYSTEMS, system_module  # noqa: E402
 from benchmarks.common.runs import RESULTS, emit, run_page, run_worker, save_result  # noqa: E402
 
@@ -149,7 +155,7 @@ def main(argv: list[str] | None = None) -> None:
             for system in args.systems:  # the modules name their settings without importing their library
                 module = system_module(system)
                 record.setdefault("settings", {})[system] = module.SETTINGS
-                record.setdefault("versions", {})[system] = versions(module.PACKAGES)
+                record.setdefault("versions", {})[system] = versions(*module.PACKAGES)
             record.setdefault("runs", {})[part] = {
                 "command": command_line(),
                 "machine": machine_facts(

@@ -14,11 +14,11 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from benchmarks.common.hybrid_speed import latency_summary, spread
+from benchmarks.common.machine import versions
 from benchmarks.common.peers.inputs import (
     LEXICAL_MAX,
     Queries,
@@ -35,16 +35,6 @@ WARMUP = 10
 FILTERS = {"dense filtered 10%": 10, "dense filtered 1%": 1}
 WRITE_ROUNDS = 5
 WRITE_DOCS = 10
-
-
-def versions(packages: tuple[str, ...]) -> dict[str, str]:
-    found = {}
-    for name in packages:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = "not installed"
-    return found
 
 
 def ndcg_10(rankings: list[list[str]], queries: Queries, qrels: dict[str, Any]) -> float:
@@ -73,7 +63,7 @@ def quality(settings: dict[str, Any]) -> dict[str, Any]:
         "ndcg_10": table,
         "documents": len(docs),
         "queries": len(queries.ids),
-        "versions": versions(module.PACKAGES),
+        "versions": versions(*module.PACKAGES),
     }
 
 
@@ -90,7 +80,7 @@ def build(settings: dict[str, Any]) -> dict[str, Any]:
     system.build(docs, lexical=len(docs) <= LEXICAL_MAX)
     system.close()
     ingest = time.perf_counter() - started
-    return {"ingest_s": round(ingest, 3), "bytes": folder_bytes(folder), "versions": versions(module.PACKAGES)}
+    return {"ingest_s": round(ingest, 3), "bytes": folder_bytes(folder), "versions": versions(*module.PACKAGES)}
 
 
 def _latencies(call: Callable[[Queries], Any], queries: Queries) -> dict[str, float]:
