@@ -86,7 +86,12 @@ def quality_lines(quality: dict[str, Any]) -> list[str]:
             for setting, modes in result["ndcg_10"].items():
                 for mode, score in modes.items():
                     rows.setdefault((setting, mode), {})[collection] = score
+        seen: set[tuple[str, tuple[float | None, ...]]] = set()
         for (setting, mode), scores in rows.items():
+            same = (mode, tuple(scores.get(c) for c in collections))
+            if same in seen:  # a setting that changes only another mode's ranking: its row said once
+                continue
+            seen.add(same)
             cells = " | ".join(f"{scores[c]:.2f}" if c in scores else "" for c in collections)
             lines.append(f"| {SYSTEM_TITLES.get(system, system)} {mode} (`{setting}`) | {cells} |")
     return lines + ([""] + [f"Failed: {e}" for e in errors] if errors else [])
