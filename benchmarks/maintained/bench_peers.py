@@ -152,18 +152,21 @@ def main(argv: list[str] | None = None) -> None:
             conditions = RunConditions(lock)
             fresh = quality(args, base) if part == "quality" else speed(args, base)
             record = merged(args.out, part, fresh)
-            for system in args.systems:  # the modules name their settings without importing their library
+            for system in SYSTEMS:  # every system's, as the code says now (the modules import no library)
                 module = system_module(system)
                 record.setdefault("settings", {})[system] = module.SETTINGS
                 record.setdefault("versions", {})[system] = versions(*module.PACKAGES)
-            record.setdefault("runs", {})[part] = {
-                "command": command_line(),
-                "machine": machine_facts(
-                    "txtai", "lancedb", "chromadb", "qdrant-edge-py", "pymilvus", "milvus-lite"
-                ),
-                "conditions": conditions.record(),
-                "lexical_max": LEXICAL_MAX,
-            }
+            # Every run that wrote entries of a part, in order: a partial run adds its own, keeping the others'.
+            record.setdefault("runs", {}).setdefault(part, []).append(
+                {
+                    "command": command_line(),
+                    "machine": machine_facts(
+                        "txtai", "lancedb", "chromadb", "qdrant-edge-py", "pymilvus", "milvus-lite"
+                    ),
+                    "conditions": conditions.record(),
+                    "lexical_max": LEXICAL_MAX,
+                }
+            )
             args.out.parent.mkdir(parents=True, exist_ok=True)
             if args.out == RESULTS / f"{RESULT_NAME}.json":
                 save_result(RESULT_NAME, record)

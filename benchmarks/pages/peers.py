@@ -145,23 +145,24 @@ def speed_lines(size: str, systems: dict[str, Any]) -> list[str]:
 
 
 def render(record: dict[str, Any], out: Path | None = None) -> str:
-    runs = record.get("runs", {})
-    facts = [run["machine"] for run in runs.values()]
+    runs: dict[str, list[dict[str, Any]]] = record.get("runs", {})
+    facts = [run["machine"] for part in runs.values() for run in part]
     command = "`.venv-peers/bin/python benchmarks/maintained/bench_peers.py` (`make peers` first)"
     parts = ["# whitevec beside its peers: txtai, LanceDB, Chroma, Qdrant Edge, Milvus Lite", ""]
     if facts:
         parts += [results_header(command, *facts), ""]
-    lexical_max = next((run.get("lexical_max", 100_000) for run in runs.values()), 100_000)
+    lexical_max = next((run.get("lexical_max", 100_000) for part in runs.values() for run in part), 100_000)
     parts += [INPUTS.format(lexical_max=lexical_max), "", "## Systems and settings", ""]
     parts += [*_settings_lines(record), ""]
     if "quality" in record:
-        parts += ["## Quality", "", *quality_lines(record["quality"]), ""]
-        if "quality" in runs:
-            parts += [facts_markdown(runs["quality"]["machine"]), ""]
+        note = "A row a setting ranks exactly as an earlier setting of the same system is left out (said once)."
+        parts += ["## Quality", "", note, "", *quality_lines(record["quality"]), ""]
+        parts += [f"`{run['command']}`: {facts_markdown(run['machine'])}" for run in runs.get("quality", [])]
+        parts += [""]
     if "speed" in record:
         parts += ["## Speed", ""]
-        if "speed" in runs:
-            parts += [conditions_sentence(runs["speed"]["conditions"]), ""]
+        for run in runs.get("speed", []):
+            parts += [f"`{run['command']}`: {conditions_sentence(run['conditions'])}", ""]
         for size, systems in sorted(record["speed"].items(), key=lambda item: int(item[0])):
             parts += [*speed_lines(size, systems), ""]
     return "\n".join(parts) + "\n" + NOTES_MARK + kept_notes(out)

@@ -12,7 +12,7 @@ from typing import Any
 
 from benchmarks.common.peers.inputs import DIM, Docs, Queries
 
-PACKAGES = ("lancedb", "pylance", "pyarrow")
+PACKAGES = ("lancedb", "pyarrow")
 SETTINGS = {
     "default": "full-text index at its defaults (simple tokenizer, lower case, English stemming and stop words, "
     "ASCII folding); hybrid RRFReranker() over the 10 + 10 results of a limit of 10",

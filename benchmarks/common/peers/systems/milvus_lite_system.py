@@ -13,8 +13,8 @@ from benchmarks.common.peers.inputs import DIM, Docs, Queries
 
 PACKAGES = ("pymilvus", "milvus-lite")
 SETTINGS = {
-    "default": "vector index AUTOINDEX (what Milvus Lite builds for it: FLAT), BM25 with its default k1 1.2 "
-    "and b 0.75, hybrid RRFRanker() over k + k",
+    "default": "vector index AUTOINDEX, COSINE; BM25 at Milvus's defaults on the standard tokenizer (Lite has no "
+    "stemmer); hybrid RRFRanker() over k + k",
     "rrf/100": "hybrid RRFRanker() over each request's top 100 (whitevec's depth), cut to k",
     "english": "the text field's analyzer: standard tokenizer, lower case, English stop words (bm25s's list, "
     "written out): the most Milvus Lite's analyzer does (it has no stemmer); hybrid as default",

@@ -15,8 +15,9 @@ from benchmarks.common.peers.inputs import DIM, Docs, Queries
 
 PACKAGES = ("qdrant-edge-py",)
 SETTINGS = {
-    "default": "text index with its defaults (word tokenizer, lower-case; no stemmer or stop words) and BM25 "
-    "k 1.2, b 0.75; hybrid Rrf(k=2) over two prefetches of 2 x k (Qdrant's hybrid-query example: 20 for 10)",
+    "default": "text index TextIndexParams(scoring=True), its other parameters at their defaults (no stemmer or "
+    "stop words named), TextQuery's BM25 defaults (k 1.2, b 0.75); hybrid Rrf(k=60) (Qdrant's default k; Edge "
+    "asks for one) over two prefetches of 2 x k (Edge asks for each prefetch's limit)",
     "english": "text index with the Snowball English stemmer and English stop words; hybrid Rrf(k=60) over "
     "prefetches of 100 (whitevec's depth)",
 }
@@ -68,9 +69,9 @@ class QdrantEdgeSystem:
         lexical = qe.TextQuery("text", text)
         if mode != "hybrid":
             return qe.QueryRequest(limit=k, query=dense if mode == "dense" else lexical, filter=where)
-        depth, rrf = (100, 60) if self.setting == "english" else (2 * k, 2)
+        depth = 100 if self.setting == "english" else 2 * k
         prefetches = [qe.Prefetch(limit=depth, query=q, filter=where) for q in (dense, lexical)]
-        return qe.QueryRequest(limit=k, query=qe.Fusion.Rrf(k=rrf), prefetches=prefetches)
+        return qe.QueryRequest(limit=k, query=qe.Fusion.Rrf(k=60), prefetches=prefetches)
 
     def search(self, mode: str, queries: Queries, k: int, below: int | None = None) -> list[list[str]]:
         where = self._filter(below)
