@@ -76,3 +76,19 @@ def test_the_page_gives_whitevec_over_each_peer_per_row() -> None:
     assert "| bytes on disk (MB) | 2 | 1 (2.00x) |" in text
     assert "| reopen (s) | 0.5 | 0.25 (2.00x) |" in text
     assert "Failed: Chroma: exit 1: boom" in text
+
+
+def test_the_page_names_every_run_of_a_part_and_the_failed_jobs() -> None:
+    facts = {"date": "2026-12-07 15:00 UTC", "cpu": "Test CPU", "cores": 2, "python": "3.11", "versions": {}}
+    run = {"machine": facts, "conditions": {"cpu": "Test CPU", "cores": 2}, "lexical_max": 100_000}
+    record = {
+        "quality": {
+            "whitevec": {"adi": {"ndcg_10": {"default": {"dense": 49.75}, "model": {"dense": 49.75}}}},
+            "txtai": {"adi": {"error": "exit 1: boom"}},
+        },
+        "runs": {"quality": [{**run, "command": "python first"}, {**run, "command": "python second"}]},
+    }
+    text = peers_page.render(record)
+    assert "`python first`" in text and "`python second`" in text
+    assert text.count("| whitevec dense") == 1  # the model setting ranks as the default: said once
+    assert "Failed: txtai on ADI: exit 1: boom" in text
