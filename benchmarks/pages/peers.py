@@ -40,16 +40,16 @@ encoder, its default pooling, unit rows) and given to every system that takes ve
 over the judged queries.
 
 Speed: N documents, each the text of two of the four collections' documents drawn at random (seed 0) and joined
-by a blank line; their vectors clustered synthetic unit rows of 384 dimensions (`clustered_unit_vectors`,
-benchmarks/common/data.py: encoding 100,000 texts with MiniLM takes about an hour on 2 cores and says nothing
-about a store); an integer field `bucket` in [0, 100) drawn at random, filtered `bucket < 10` (10% pass) and
-`bucket < 1` (1%). Past {lexical_max:,} documents the rows are dense only and a document's text is one drawn
-document's first 200 characters. The queries: the collections' query texts in turn with 200 clustered query
-vectors. Each job (build, search, writes) of each system ran in a fresh process, the systems in turn. Latencies:
-one query per call, k = 10, after 10 unmeasured calls; batched: the 200 dense queries in one call. Writes: add
-10 documents, then delete 10 other documents, 5 times (median), each persisted before the call returns.
-Reopen: opening the index from disk in a fresh process. Peak RSS: the search process's (ru_maxrss), which
-reopened the index and ran every search."""
+by a blank line (no two alike); their vectors clustered synthetic unit rows of 384 dimensions
+(`clustered_unit_vectors`, benchmarks/common/data.py: encoding 100,000 texts with MiniLM takes about an hour on
+2 cores and says nothing about a store); an integer field `bucket` in [0, 100) drawn at random, filtered
+`bucket < 10` (10% pass) and `bucket < 1` (1%). Past {lexical_max:,} documents the rows are dense only and a
+document's text is the first 100 characters of each of its two. The queries: the collections' query texts in
+turn with 200 clustered query vectors. Each job (build, search, writes) of each system ran in a fresh process,
+the systems in turn. Latencies: one query per call, k = 10, after 10 unmeasured calls; batched: the 200 dense
+queries in one call. Writes: add 10 documents, then delete 10 other documents, 5 times (median), each persisted
+before the call returns. Reopen: opening the index from disk in a fresh process. Peak RSS: the search process's
+(ru_maxrss), which reopened the index and ran every search."""
 
 
 def _ratio(whitevec: float | None, peer: float | None) -> str:

@@ -7,9 +7,10 @@
   joined by a blank line; their vectors clustered synthetic unit rows (``clustered_unit_vectors``, d = 384, seed 0:
   encoding 100,000 texts with MiniLM would take a quiet hour on 2 cores and say nothing about a store's speed);
   ``bucket``, an integer in [0, 100) drawn at random per document, for the filters (``bucket < 10`` passes 10%,
-  ``bucket < 1`` 1%); the queries: the collections' query texts in turn, with the clustered query vectors. Past
-  ``LEXICAL_MAX`` documents the rows are dense only and a document's text is one drawn document's first
-  ``SHORT_TEXT`` characters (1M joined texts are 1.5 GB of strings no dense row reads). Kept in
+  ``bucket < 1`` 1%); the queries: the collections' query texts in turn, with the clustered query vectors. No
+  two documents share a text (the pairs are distinct). Past ``LEXICAL_MAX`` documents the rows are dense only
+  and a document's text is the first ``SHORT_TEXT`` / 2 characters of each of its two (1M joined texts are
+  1.5 GB of strings no dense row reads). Kept in
   ``CACHE/speed-N.npz`` (vectors, buckets), ``speed-N.docs.json`` and ``speed-N.queries.json``.
 """
 
@@ -118,14 +119,13 @@ def speed_queries(n: int, cache: Path, data_dir: str | None = None) -> Queries:
 
 def _write_speed_inputs(n: int, cache: Path, data_dir: str | None) -> None:
     sources = [collection(name, data_dir) for name in COLLECTIONS]
-    pool = [d.text for s in sources for d in s.corpus if d.text.strip()]
+    # Distinct pieces (the collections repeat some documents), so distinct pairs make distinct texts.
+    piece = (lambda text: text) if n <= LEXICAL_MAX else (lambda text: text[: SHORT_TEXT // 2])
+    pool = list(dict.fromkeys(piece(d.text) for s in sources for d in s.corpus if d.text.strip()))
     query_pool = [t for s in sources for t in s.judged_queries().values()]
     rng = np.random.default_rng(0)
-    if n <= LEXICAL_MAX:
-        pairs = rng.integers(0, len(pool), (n, 2))
-        texts = [pool[a] + "\n\n" + pool[b] for a, b in pairs.tolist()]
-    else:
-        texts = [pool[a][:SHORT_TEXT] for a in rng.integers(0, len(pool), n).tolist()]
+    pairs = _distinct_pairs(rng, len(pool), n)
+    texts = [pool[a] + "\n\n" + pool[b] for a, b in pairs.tolist()]
     buckets = rng.integers(0, BUCKETS, n)
     queries = [query_pool[i % len(query_pool)] for i in rng.permutation(SPEED_QUERIES)]
     docs, query_vectors = clustered_unit_vectors(n, SPEED_QUERIES, d=DIM, seed=0)
@@ -135,6 +135,16 @@ def _write_speed_inputs(n: int, cache: Path, data_dir: str | None) -> None:
     queries_path.write_text(json.dumps(queries))
     np.savez(array_path.with_suffix(".tmp.npz"), docs=docs, queries=query_vectors, buckets=buckets)
     array_path.with_suffix(".tmp.npz").replace(array_path)
+
+
+def _distinct_pairs(rng: np.random.Generator, pool: int, n: int) -> np.ndarray:
+    """``n`` distinct ordered pairs of documents, drawn at random: no two documents share a text (txtai is given
+    its vectors by text, so a repeated text would take one vector for all)."""
+    codes = np.unique(rng.integers(0, pool * pool, n))
+    while len(codes) < n:
+        codes = np.unique(np.concatenate([codes, rng.integers(0, pool * pool, n - len(codes))]))
+    codes = rng.permutation(codes)
+    return np.stack([codes // pool, codes % pool], axis=1)
 
 
 def new_docs(n: int, start: int, like: Docs) -> Docs:
