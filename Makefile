@@ -19,6 +19,12 @@ LOCK_FLAGS ?=
 # The peer for docs/results/static.md: Model2Vec's distiller needs transformers<5.4, so it gets a venv of its own.
 M2V_VENV ?= .venv-m2v
 M2V_REQS := benchmarks/peers/model2vec/requirements.txt
+# The peers of docs/results/peers.md (txtai, LanceDB, Chroma, Qdrant Edge, Milvus Lite): pyproject's `bench` extra,
+# locked apart from requirements.lock (`make lock-peers`) and installed in a venv of their own (`make peers`).
+PEERS_LOCK := benchmarks/peers/requirements.lock
+PEERS_VENV ?= .venv-peers
+PEERS_LOCK_ARGS := --allow-unsafe --all-build-deps --strip-extras --no-emit-index-url --no-emit-find-links --extra=bench \
+  --upgrade-package='$(TORCH_PIN)' --output-file=$(PEERS_LOCK) pyproject.toml
 # mutate: mutation testing of one module with the tests of its change (tools/mutate.py; docs/development.md).
 MUT_VENV ?= .venv-mut
 MUT_REQS := tools/mutation-requirements.txt
@@ -30,7 +36,7 @@ TEST_WORKERS ?= 2
 # test-latest: the newest releases pyproject's ranges allow, in a venv of their own (drift before users see it).
 LATEST_VENV ?= .venv-latest
 
-.PHONY: install lock demo test test-latest docs reference lint results-sts bench clean peer-m2v mutate
+.PHONY: install lock lock-peers peers demo test test-latest docs reference lint results-sts bench clean peer-m2v mutate
 
 # The venv is rebuilt from nothing whenever the lock changes, so it holds the locked set and nothing else.
 # The copy of the lock marks a venv installed from it (tests/test_lock.py then compares the two).
@@ -86,7 +92,7 @@ reference: install
 	$(PY) docs/hooks/http_reference.py
 
 clean:
-	rm -rf $(VENV) $(LATEST_VENV) $(LOCK_VENV) $(M2V_VENV) $(MUT_VENV) out site .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LATEST_VENV) $(LOCK_VENV) $(M2V_VENV) $(PEERS_VENV) $(MUT_VENV) out site .pytest_cache .mypy_cache .ruff_cache
 
 $(M2V_VENV)/.installed: $(M2V_REQS)
 	$(PYTHON) -m venv --clear $(M2V_VENV)
@@ -95,6 +101,21 @@ $(M2V_VENV)/.installed: $(M2V_REQS)
 	cp $(M2V_REQS) $@
 
 peer-m2v: $(M2V_VENV)/.installed
+
+lock-peers:
+	test -x $(LOCK_VENV)/bin/pip-compile || { $(PYTHON) -m venv $(LOCK_VENV) && \
+	  $(LOCK_VENV)/bin/python -m pip install -q $(PIP_TOOLS); }
+	CUSTOM_COMPILE_COMMAND="make lock-peers" $(LOCK_VENV)/bin/pip-compile -q $(PEERS_LOCK_ARGS) $(LOCK_FLAGS)
+
+# whitevec itself goes in editable (no deps: the lock holds them), so the peers' bench runs the working tree.
+$(PEERS_VENV)/.installed: $(PEERS_LOCK) pyproject.toml
+	$(PYTHON) -m venv --clear $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install -q --upgrade pip
+	$(PEERS_VENV)/bin/python -m pip install -q -r $(PEERS_LOCK)
+	$(PEERS_VENV)/bin/python -m pip install -q --no-deps --no-build-isolation -e .
+	cp $(PEERS_LOCK) $@
+
+peers: $(PEERS_VENV)/.installed
 
 bench: install
 	$(PY) benchmarks/maintained/run_all.py

@@ -129,6 +129,20 @@ def test_every_requirement_is_locked_inside_its_range() -> None:
     assert not problems, "run `make lock`:\n" + "\n".join(problems)
 
 
+PEERS_LOCK = REPO / "benchmarks" / "peers" / "requirements.lock"
+PEERS = ("txtai", "lancedb", "chromadb", "qdrant-edge-py")
+
+
+def test_the_peers_lock_holds_the_bench_extra_and_make_install_holds_no_peer() -> None:
+    """The peers of docs/results/peers.md live in pyproject's `bench` extra, locked apart (`make lock-peers`) for
+    `.venv-peers`; `make install`'s lock and extras never name them."""
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    problems = unlocked_requirements(make_installs(pyproject, ["bench"]), read_lock(PEERS_LOCK.read_text()))
+    assert not problems, "run `make lock-peers`:\n" + "\n".join(problems)
+    assert "bench" not in lock_extras()
+    assert not set(map(canonicalize_name, PEERS)) & read_lock(LOCK.read_text()).keys()
+
+
 def test_a_requirement_added_without_relocking_is_named() -> None:
     pyproject = {
         "build-system": {"requires": ["setuptools>=77"]},
