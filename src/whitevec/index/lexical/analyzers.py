@@ -33,16 +33,22 @@ _FOLD_EXTRA |= {"đ": "d", "Đ": "D", "ð": "d", "Ð": "D", "þ": "th", "Þ": "T
 # NLTK's English stop words (Snowball's English list and the pieces contractions split into: "don", "t", "ll"),
 # the apostrophe forms left out (no word keeps an apostrophe): the list LanceDB 0.40's English full-text index
 # drops. The stop words of "english" (``stop_words="nltk"``); bm25s's is Lucene's 33 words.
-NLTK_ENGLISH_STOP_WORDS = frozenset(
-    "a about above after again against ain all am an and any are aren as at be because been before being below "
-    "between both but by can couldn d did didn do does doesn doing don down during each few for from further had "
-    "hadn has hasn have haven having he her here hers herself him himself his how i if in into is isn it its "
-    "itself just ll m ma me mightn more most mustn my myself needn no nor not now o of off on once only or other "
-    "our ours ourselves out over own re s same shan she should shouldn so some such t than that the their theirs "
-    "them themselves then there these they this those through to too under until up ve very was wasn we were "
-    "weren what when where which while who whom why will with won wouldn y you your yours yourself "
-    "yourselves".split()
-)
+# fmt: off
+NLTK_ENGLISH_STOP_WORDS = frozenset({
+    "a", "about", "above", "after", "again", "against", "ain", "all", "am", "an", "and", "any", "are", "aren",
+    "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can",
+    "couldn", "d", "did", "didn", "do", "does", "doesn", "doing", "don", "down", "during", "each", "few",
+    "for", "from", "further", "had", "hadn", "has", "hasn", "have", "haven", "having", "he", "her", "here",
+    "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "isn", "it", "its",
+    "itself", "just", "ll", "m", "ma", "me", "mightn", "more", "most", "mustn", "my", "myself", "needn", "no",
+    "nor", "not", "now", "o", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves",
+    "out", "over", "own", "re", "s", "same", "shan", "she", "should", "shouldn", "so", "some", "such", "t",
+    "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this",
+    "those", "through", "to", "too", "under", "until", "up", "ve", "very", "was", "wasn", "we", "were",
+    "weren", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "won", "wouldn",
+    "y", "you", "your", "yours", "yourself", "yourselves",
+})
+# fmt: on
 
 # Scripts written without spaces between words, bigrammed by "cjk-bigram" as Lucene's CJKBigramFilter does (Han,
 # Hiragana, Katakana, Hangul): Hangul Jamo, the iteration and zero marks, kana, compatibility Jamo, CJK
@@ -194,7 +200,7 @@ def _definition(name: str, model: str | None = None) -> Analyzer:
 
 
 # Earlier definitions of an analyzer that saved indexes may record, newest first: still loaded and applied as
-# recorded. "english" until 2026-12-07: bm25s.tokenize's terms (words of two or more characters, bm25s's stop list).
+# recorded. "english" until 2026-12-07: bm25s.tokenize's terms (words of two or more characters, its stop list).
 FORMER_DEFINITIONS: dict[str, tuple[Analyzer, ...]] = {
     "english": (Analyzer("english", stop_words="english", stemmer="english"),),
 }
