@@ -36,6 +36,7 @@ from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
 from whitevec.index.lexical.analyzers import Analyzer, make_analyzer, stop_words
 from whitevec.index.lexical.bm25 import DEFAULT_B, DEFAULT_K1  # whitevec's, and Milvus's own: 1.2, 0.75
 from whitevec.index.milvus.filters import rows_filter
+from whitevec.index.milvus.lite_servers import index_params_as_read
 from whitevec.index.search.fusion import FusedHit, Fusion, Ranked
 
 TEXT_FIELD = "text"
@@ -128,9 +129,9 @@ def text_field_analyzer(bm25: dict[str, Any]) -> dict[str, Any]:
     return {"enable_analyzer": True, "analyzer_params": bm25["analyzer_params"]}
 
 
-def add_bm25_fields(pymilvus: Any, schema: Any, index_params: Any, bm25: dict[str, Any]) -> None:
-    """The sparse field Milvus's BM25 function fills from the text field, and its inverted index."""
-    tuning = {"bm25_k1": bm25["k1"], "bm25_b": bm25["b"]}
+def add_bm25_fields(pymilvus: Any, schema: Any, index_params: Any, bm25: dict[str, Any], uri: str) -> None:
+    """The sparse field Milvus's BM25 function fills from the text field, and its inverted index (k1 and b as
+    the Milvus at ``uri`` reads them)."""
     schema.add_field(SPARSE_FIELD, pymilvus.DataType.SPARSE_FLOAT_VECTOR)
     schema.add_function(
         pymilvus.Function(
@@ -144,9 +145,7 @@ def add_bm25_fields(pymilvus: Any, schema: Any, index_params: Any, bm25: dict[st
         SPARSE_FIELD,
         index_type="SPARSE_INVERTED_INDEX",
         metric_type="BM25",
-        # pymilvus 3 sends each key on its own, as a Milvus server reads them; Milvus Lite 3.2 reads only a
-        # "params" key (JSON) and would score at its own k1, 1.5: both, with the same values.
-        params={**tuning, "params": tuning},
+        params=index_params_as_read(uri, {"bm25_k1": bm25["k1"], "bm25_b": bm25["b"]}),
     )
 
 
