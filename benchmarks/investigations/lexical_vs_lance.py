@@ -176,6 +176,7 @@ def speed(args: argparse.Namespace) -> dict[str, Any]:
                 "build_s": round(statistics.median(builds), 3),
                 "query_ms": round(1000 * statistics.median(searches) / len(queries), 3),
                 "terms": len(index.terms),
+                "postings": index.record()["postings"],
             }
             print(corpus_name, label, out[f"{corpus_name}: {label}"], file=sys.stderr)
     out["load_after"] = os.getloadavg()
