@@ -161,24 +161,25 @@ def speed(args: argparse.Namespace) -> dict[str, Any]:
     chosen = {k: v for k, v in variants().items() if "whitevec before" in k or "whitevec after" in k}
     out: dict[str, Any] = {"load_before": os.getloadavg(), "queries": len(queries)}
     for corpus_name, texts in (("cacm", cacm), ("joined-100k", joined)):
-        for label, (analyzer, params) in chosen.items():
-            builds, searches = [], []
-            for _ in range(args.repeats):
+        builds: dict[str, list[float]] = {label: [] for label in chosen}
+        searches: dict[str, list[float]] = {label: [] for label in chosen}
+        for _ in range(args.repeats):  # the two in turns, so a change of load falls on both
+            for label, (analyzer, params) in chosen.items():
                 started = time.perf_counter()
                 index = LexicalIndex.build(texts, analyzer, **params)
-                builds.append(time.perf_counter() - started)
+                builds[label].append(time.perf_counter() - started)
                 started = time.perf_counter()
                 for query in queries:  # one query a call, as a service answers them
                     index.search([query], K)
-                searches.append(time.perf_counter() - started)
-            out[f"{corpus_name}: {label}"] = {
-                "documents": len(texts),
-                "build_s": round(statistics.median(builds), 3),
-                "query_ms": round(1000 * statistics.median(searches) / len(queries), 3),
-                "terms": len(index.terms),
-                "postings": index.record()["postings"],
-            }
-            print(corpus_name, label, out[f"{corpus_name}: {label}"], file=sys.stderr)
+                searches[label].append(time.perf_counter() - started)
+                out[f"{corpus_name}: {label}"] = {"documents": len(texts), "terms": len(index.terms)}
+                out[f"{corpus_name}: {label}"]["postings"] = index.record()["postings"]
+        for label in chosen:
+            row = out[f"{corpus_name}: {label}"]
+            row["build_s"] = [round(x, 3) for x in sorted(builds[label])]
+            row["build_s_median"] = round(statistics.median(builds[label]), 3)
+            row["query_ms_median"] = round(1000 * statistics.median(searches[label]) / len(queries), 3)
+            print(corpus_name, label, row, file=sys.stderr)
     out["load_after"] = os.getloadavg()
     return out
 
