@@ -122,13 +122,9 @@ class Analyzer:
             items = [text.lower() for text in items]
         if self.ascii_folding:
             items = [text if text.isascii() else text.translate(_ASCII_FOLDING) for text in items]
-        words = [_cjk_terms(text) for text in items] if self.name == "cjk-bigram" else _words(items, self)
-        if self.stemmer is not None:
-            words = _stemmed(words, self.stemmer)
-        if self.stop_stems and self.stop_words is not None:
-            stop = stop_words(self.stop_words)
-            words = [[term for term in terms if term not in stop] for terms in words]
-        return words
+        if self.name == "cjk-bigram":
+            return [_cjk_terms(text) for text in items]
+        return _terms(items, self)
 
     def record(self) -> dict[str, Any]:
         """What the manifest keeps of the analyzer: every setting, by name."""
@@ -222,19 +218,31 @@ def make_analyzer(name: str, encoder: EncoderLike | None = None) -> Analyzer:
     return _definition(key, model=str(encoder.describe()["model"])).with_encoder(encoder)
 
 
-def _words(texts: list[str], analyzer: Analyzer) -> list[list[str]]:
-    """The words of each (already lower-cased) text by ``analyzer.token_pattern``, the too long and (unless
-    matched against the stems) the stop words dropped."""
+def _terms(texts: list[str], analyzer: Analyzer) -> list[list[str]]:
+    """The terms of each (already lower-cased) text: its words by ``analyzer.token_pattern``, the too long and the
+    stop words dropped, stemmed. Each distinct word is judged and stemmed once (as bm25s stems), then each text is
+    one pass of lookups. A new stemmer per call: PyStemmer's are not to be shared between threads."""
     find = re.compile(analyzer.token_pattern or WORD_PATTERN).findall
-    found = (find(text) for text in texts)
+    found = [find(text) for text in texts]
     limit = analyzer.max_token_length
-    stopped = analyzer.stop_words is not None and not analyzer.stop_stems
-    if not stopped and limit is None:
-        return list(found)
-    stop = stop_words(str(analyzer.stop_words)) if stopped else frozenset()
-    if limit is None:
-        return [[word for word in words if word not in stop] for words in found]
-    return [[word for word in words if len(word) < limit and word not in stop] for words in found]
+    stop = stop_words(analyzer.stop_words) if analyzer.stop_words is not None else frozenset()
+    if not stop and limit is None and analyzer.stemmer is None:
+        return found
+    kept = sorted(
+        word
+        for word in {word for words in found for word in words}
+        if (limit is None or len(word) < limit) and (analyzer.stop_stems or word not in stop)
+    )
+    if analyzer.stemmer is not None:
+        import Stemmer
+
+        term_of = dict(zip(kept, Stemmer.Stemmer(analyzer.stemmer).stemWords(kept), strict=True))
+    else:
+        term_of = {word: word for word in kept}
+    if analyzer.stop_stems:  # stop words matched against the stems: "its" stems to "it", dropped
+        term_of = {word: term for word, term in term_of.items() if term not in stop}
+    term = term_of.get
+    return [[t for word in words if (t := term(word)) is not None] for words in found]
 
 
 def stop_words(name: str) -> frozenset[str]:
@@ -264,16 +272,6 @@ class _AsciiFolding(dict[int, str]):
 
 
 _ASCII_FOLDING = _AsciiFolding()
-
-
-def _stemmed(words: list[list[str]], language: str) -> list[list[str]]:
-    """``words`` stemmed by Snowball's ``language`` stemmer, each distinct word once (as bm25s does). A new
-    stemmer per call: PyStemmer's are not to be shared between threads."""
-    import Stemmer
-
-    distinct = sorted({word for text in words for word in text})
-    stem_of = dict(zip(distinct, Stemmer.Stemmer(language).stemWords(distinct), strict=True))
-    return [[stem_of[word] for word in text] for text in words]
 
 
 def _cjk_terms(text: str) -> list[str]:
