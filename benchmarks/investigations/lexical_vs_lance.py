@@ -11,9 +11,12 @@ LanceDB runs in a venv of its own, in a subprocess (this file again, ``--lance-w
     python benchmarks/investigations/lexical_vs_lance.py [--lance-python /work/venv-lance/bin/python]
         [--data-dir DIR] [--speed] [--repeats 3] [--json out.json]
 
-Without ``--lance-python`` (or the venv missing) the LanceDB row is skipped. An investigation of 2026-12-07, not
-part of the maintained suite; quality figures do not depend on the machine's load, ``--speed`` ones do (run it
-alone). Quoted in docs/notes/lexical-analyzer.md.
+Without ``--lance-python`` (or the venv missing) the LanceDB row is skipped. ``--speed --default-only`` times the
+``english`` analyzer and k1 of whatever whitevec is imported: run it in turns with ``PYTHONPATH`` on this
+checkout's ``src`` and on one from before 2026-12-07 to compare the code as it was.
+
+An investigation of 2026-12-07, not part of the maintained suite; quality figures do not depend on the machine's
+load, ``--speed`` ones do (run it alone). Quoted in docs/notes/lexical-analyzer.md.
 """
 
 from __future__ import annotations
@@ -158,7 +161,12 @@ def speed(args: argparse.Namespace) -> dict[str, Any]:
     queries = [q for data in sets for q in data.judged_queries().values()]
     cacm = [d.text for d in sets[COLLECTIONS.index("cacm")].corpus]
     joined = [f"{docs[i % len(docs)]} {docs[(7 * i + 3) % len(docs)]}" for i in range(100_000)]
-    chosen = {k: v for k, v in variants().items() if "whitevec before" in k or "whitevec after" in k}
+    if args.default_only:  # this checkout's default, importable from a whitevec before the change
+        from whitevec.index.lexical.analyzers import make_analyzer
+
+        chosen: dict[str, tuple[Any, dict[str, Any]]] = {"default english": (make_analyzer("english"), {})}
+    else:
+        chosen = {k: v for k, v in variants().items() if "whitevec before" in k or "whitevec after" in k}
     out: dict[str, Any] = {"load_before": os.getloadavg(), "queries": len(queries)}
     for corpus_name, texts in (("cacm", cacm), ("joined-100k", joined)):
         builds: dict[str, list[float]] = {label: [] for label in chosen}
@@ -193,6 +201,7 @@ def main() -> None:
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--speed", action="store_true")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--default-only", action="store_true", help="--speed of the default english alone")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     result: dict[str, Any] = {"ndcg@10": quality(args)} if not args.speed else {"speed": speed(args)}
