@@ -152,6 +152,25 @@ def test_the_manifest_says_milvus_keeps_the_lexical_part(milvus_index: Path) -> 
     assert "in the Milvus collection" in lexical_size(manifest)["lexical"]
 
 
+def test_milvus_gets_the_english_analyzers_filters_in_its_order() -> None:
+    """Folding and the length limit before the stemmer, the stop words on the stems (whitevec's order); the
+    former english (an older index's record) keeps its own: stop words, then the stemmer."""
+    from whitevec.index.lexical.analyzers import FORMER_DEFINITIONS, NLTK_ENGLISH_STOP_WORDS, make_analyzer
+    from whitevec.index.milvus.bm25 import milvus_analyzer_params
+
+    stem = {"type": "stemmer", "language": "english"}
+    params = milvus_analyzer_params(make_analyzer("english"))
+    assert params["filter"] == [
+        "lowercase",
+        "asciifolding",
+        {"type": "length", "max": 39},  # Milvus drops a token longer than max; whitevec one of 40 or more
+        stem,
+        {"type": "stop", "stop_words": sorted(NLTK_ENGLISH_STOP_WORDS)},
+    ]
+    former = milvus_analyzer_params(FORMER_DEFINITIONS["english"][0])["filter"]
+    assert former[0] == "lowercase" and former[1]["type"] == "stop" and former[2] == stem and len(former) == 3
+
+
 def test_stop_words_only_and_bad_choices(milvus_index: Path, tmp_path: Path) -> None:
     with Retriever.load(milvus_index, encoder=HashEncoder()) as retriever:  # type: ignore[arg-type]
         alone, mixed = retriever.search(["the of and"], 5, mode="lexical"), retriever.search(["the of"], 5)
