@@ -39,7 +39,7 @@ class _NoIndex:
     # An index with a lexical part, as `index build --lexical bm25` records it (what /info and /search read), of
     # the default model's 384-d vectors (the length of the vectors /search and /documents take).
     manifest: dict[str, Any] = {  # noqa: RUF012 - read only
-        "lexical": {"ranker": "bm25", "method": "lucene", "k1": 1.5, "b": 0.75, "analyzer": {"name": "english"}},
+        "lexical": {"ranker": "bm25", "method": "lucene", "k1": 1.2, "b": 0.75, "analyzer": {"name": "english"}},
         "encoder_dim": 384,
     }
     count = 0

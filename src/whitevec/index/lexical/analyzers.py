@@ -18,8 +18,37 @@ if TYPE_CHECKING:
 
 ANALYZERS = ("english", "cjk-bigram", "plain", "encoder")
 DEFAULT_ANALYZER = "english"
-# bm25s's words (scikit-learn's CountVectorizer's): two or more word characters.
+# bm25s's words (scikit-learn's CountVectorizer's): two or more word characters. The words of "plain", and of
+# "english" before 2026-12-07 (docs/notes/lexical-analyzer.md).
 WORD_PATTERN = r"(?u)\b\w\w+\b"
+# tantivy's SimpleTokenizer (LanceDB's and Milvus's "simple"/"standard" base): each run of letters and digits,
+# one character and numbers included ("3", "d", "b52"), underscores splitting. The words of "english".
+ALPHANUMERIC_PATTERN = r"[^\W_]+"
+# Terms this long or longer are dropped (tantivy's RemoveLongFilter at LanceDB's default, 40): URLs, hashes,
+# base64 and other run-ons no query types.
+MAX_TOKEN_LENGTH = 40
+# Latin letters Unicode does not decompose, folded as Lucene's ASCIIFoldingFilter folds them.
+_FOLD_EXTRA = {"ß": "ss", "æ": "ae", "Æ": "AE", "œ": "oe", "Œ": "OE", "ø": "o", "Ø": "O", "ł": "l", "Ł": "L"}
+_FOLD_EXTRA |= {"đ": "d", "Đ": "D", "ð": "d", "Ð": "D", "þ": "th", "Þ": "TH", "ı": "i"}
+# NLTK's English stop words (Snowball's English list and the pieces contractions split into: "don", "t", "ll"),
+# the apostrophe forms left out (no word keeps an apostrophe): the list LanceDB 0.40's English full-text index
+# drops. The stop words of "english" (``stop_words="nltk"``); bm25s's is Lucene's 33 words.
+# fmt: off
+NLTK_ENGLISH_STOP_WORDS = frozenset({
+    "a", "about", "above", "after", "again", "against", "ain", "all", "am", "an", "and", "any", "are", "aren",
+    "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can",
+    "couldn", "d", "did", "didn", "do", "does", "doesn", "doing", "don", "down", "during", "each", "few",
+    "for", "from", "further", "had", "hadn", "has", "hasn", "have", "haven", "having", "he", "her", "here",
+    "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "isn", "it", "its",
+    "itself", "just", "ll", "m", "ma", "me", "mightn", "more", "most", "mustn", "my", "myself", "needn", "no",
+    "nor", "not", "now", "o", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves",
+    "out", "over", "own", "re", "s", "same", "shan", "she", "should", "shouldn", "so", "some", "such", "t",
+    "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this",
+    "those", "through", "to", "too", "under", "until", "up", "ve", "very", "was", "wasn", "we", "were",
+    "weren", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "won", "wouldn",
+    "y", "you", "your", "yours", "yourself", "yourselves",
+})
+# fmt: on
 
 # Scripts written without spaces between words, bigrammed by "cjk-bigram" as Lucene's CJKBigramFilter does (Han,
 # Hiragana, Katakana, Hangul): Hangul Jamo, the iteration and zero marks, kana, compatibility Jamo, CJK
@@ -44,9 +73,14 @@ def check_analyzer_name(name: str) -> str:
 class Analyzer:
     """Texts to terms, the same for documents and queries; :func:`make_analyzer` makes one by name.
 
-    ``english``: lower-cased words (:data:`WORD_PATTERN`), bm25s's English stop words dropped, then Snowball's
-    English stemmer (PyStemmer): the terms ``bm25s.tokenize(texts, stopwords="en", stemmer=...)`` gives.
-    ``plain``: the same words, nothing dropped or stemmed. ``cjk-bigram`` (Chinese, Japanese, Korean and other
+    ``english`` (LanceDB's English full-text analysis, docs/notes/lexical-analyzer.md): lower case, accents folded
+    to ASCII (``ascii_folding``), runs of letters and digits (:data:`ALPHANUMERIC_PATTERN`: one character and
+    numbers kept), terms of :data:`MAX_TOKEN_LENGTH` characters or more dropped, Snowball's English stemmer
+    (PyStemmer), then the stems that are NLTK's English stop words dropped (``stop_words="nltk"``,
+    ``stop_stems``: "its" stems to "it", dropped). An index built before 2026-12-07 keeps the ``english`` it was
+    built with (:data:`FORMER_DEFINITIONS`: bm25s's words of two or more characters, its stop words dropped
+    before stemming). ``plain``: lower-cased words of two or more word characters
+    (:data:`WORD_PATTERN`), nothing dropped or stemmed. ``cjk-bigram`` (Chinese, Japanese, Korean and other
     text without spaces, no dictionary): NFKC (full-width Latin to plain, as Lucene's CJKWidthFilter), lower
     case, overlapping bigrams of each run of CJK characters (a lone one as itself), other runs as words, as
     Lucene's CJKAnalyzer. ``encoder``: the tokens of the encoder's own tokenizer (``model`` records which).
@@ -59,6 +93,10 @@ class Analyzer:
     stop_words: str | None = None
     stemmer: str | None = None
     model: str | None = None
+    max_token_length: int | None = None
+    ascii_folding: bool = False
+    # Stop words matched against the stems (tantivy's filter order, as LanceDB chains it), not the words.
+    stop_stems: bool = False
     # The encoder's tokens, for "encoder"; not part of the record (bound again at load, from the index's model).
     tokens: Callable[[Sequence[str]], list[list[str]]] | None = field(default=None, compare=False, repr=False)
 
@@ -82,8 +120,11 @@ class Analyzer:
             items = [unicodedata.normalize(self.normalization, text) for text in items]
         if self.lowercase:
             items = [text.lower() for text in items]
-        words = [_cjk_terms(text) for text in items] if self.name == "cjk-bigram" else _words(items, self)
-        return _stemmed(words, self.stemmer) if self.stemmer is not None else words
+        if self.ascii_folding:
+            items = [text if text.isascii() else text.translate(_ASCII_FOLDING) for text in items]
+        if self.name == "cjk-bigram":
+            return [_cjk_terms(text) for text in items]
+        return _terms(items, self)
 
     def record(self) -> dict[str, Any]:
         """What the manifest keeps of the analyzer: every setting, by name."""
@@ -95,12 +136,16 @@ class Analyzer:
             "stop_words": self.stop_words,
             "stemmer": self.stemmer,
             "model": self.model,
+            "max_token_length": self.max_token_length,
+            "ascii_folding": self.ascii_folding,
+            "stop_stems": self.stop_stems,
         }
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Analyzer:
-        """The analyzer a manifest recorded, refused when this whitevec's analyzer of that name differs (its
-        terms would not be the index's); an ``encoder`` one still needs :meth:`with_encoder`.
+        """The analyzer a manifest recorded: this whitevec's analyzer of that name, or a former definition of it
+        (:data:`FORMER_DEFINITIONS`: an index keeps the terms it was built with); refused when it is neither (its
+        terms would not be the index's). An ``encoder`` one still needs :meth:`with_encoder`.
 
         Raises:
             CorruptFileError: not an analyzer record, an unknown name, or settings this whitevec does not have.
@@ -109,12 +154,15 @@ class Analyzer:
         if name not in ANALYZERS:
             raise CorruptFileError(f"the lexical index records an unknown analyzer {name!r}; rebuild the index")
         made = _definition(str(name), model=record.get("model"))
-        if made.record() != record:
-            raise CorruptFileError(
-                f"the lexical index's analyzer {record} is not this whitevec's {name!r} analyzer "
-                f"{made.record()}; rebuild the index"
-            )
-        return made
+        # A record written before a setting existed lacks it: read as the setting's off value.
+        full = {**_SETTINGS_BEFORE_RECORDED, **record}
+        for known in (made, *(replace(former, model=made.model) for former in FORMER_DEFINITIONS.get(name, ()))):
+            if known.record() == full:
+                return known
+        raise CorruptFileError(
+            f"the lexical index's analyzer {record} is not this whitevec's {name!r} analyzer "
+            f"{made.record()}; rebuild the index"
+        )
 
     def with_encoder(self, encoder: object) -> Analyzer:
         """This analyzer with ``encoder``'s tokens bound (for ``encoder``; any other is returned as it is)."""
@@ -131,12 +179,29 @@ class Analyzer:
 def _definition(name: str, model: str | None = None) -> Analyzer:
     """The settings of each analyzer (tokens unbound)."""
     if name == "english":
-        return Analyzer("english", stop_words="english", stemmer="english")
+        return Analyzer(
+            "english",
+            token_pattern=ALPHANUMERIC_PATTERN,
+            stop_words="nltk",
+            stemmer="english",
+            max_token_length=MAX_TOKEN_LENGTH,
+            ascii_folding=True,
+            stop_stems=True,
+        )
     if name == "plain":
         return Analyzer("plain")
     if name == "cjk-bigram":
         return Analyzer("cjk-bigram", normalization="NFKC", token_pattern=None)
     return Analyzer("encoder", lowercase=False, token_pattern=None, model=model)
+
+
+# Earlier definitions of an analyzer that saved indexes may record, newest first: still loaded and applied as
+# recorded. "english" until 2026-12-07: bm25s.tokenize's terms (words of two or more characters, its stop list).
+FORMER_DEFINITIONS: dict[str, tuple[Analyzer, ...]] = {
+    "english": (Analyzer("english", stop_words="english", stemmer="english"),),
+}
+# The settings added to the record since the first, at the value a record without them means.
+_SETTINGS_BEFORE_RECORDED: dict[str, Any] = {"max_token_length": None, "ascii_folding": False, "stop_stems": False}
 
 
 def make_analyzer(name: str, encoder: EncoderLike | None = None) -> Analyzer:
@@ -153,33 +218,60 @@ def make_analyzer(name: str, encoder: EncoderLike | None = None) -> Analyzer:
     return _definition(key, model=str(encoder.describe()["model"])).with_encoder(encoder)
 
 
-def _words(texts: list[str], analyzer: Analyzer) -> list[list[str]]:
-    """The words of each (already lower-cased) text by ``analyzer.token_pattern``, stop words dropped."""
+def _terms(texts: list[str], analyzer: Analyzer) -> list[list[str]]:
+    """The terms of each (already lower-cased) text: its words by ``analyzer.token_pattern``, the too long and the
+    stop words dropped, stemmed. Each distinct word is judged and stemmed once (as bm25s stems), then each text is
+    one pass of lookups. A new stemmer per call: PyStemmer's are not to be shared between threads."""
     find = re.compile(analyzer.token_pattern or WORD_PATTERN).findall
-    if analyzer.stop_words is None:
-        return [find(text) for text in texts]
-    stop = stop_words(analyzer.stop_words)
-    return [[word for word in find(text) if word not in stop] for text in texts]
+    found = [find(text) for text in texts]
+    limit = analyzer.max_token_length
+    stop = stop_words(analyzer.stop_words) if analyzer.stop_words is not None else frozenset()
+    if not stop and limit is None and analyzer.stemmer is None:
+        return found
+    kept = sorted(
+        word
+        for word in {word for words in found for word in words}
+        if (limit is None or len(word) < limit) and (analyzer.stop_stems or word not in stop)
+    )
+    if analyzer.stemmer is not None:
+        import Stemmer
+
+        term_of = dict(zip(kept, Stemmer.Stemmer(analyzer.stemmer).stemWords(kept), strict=True))
+    else:
+        term_of = {word: word for word in kept}
+    if analyzer.stop_stems:  # stop words matched against the stems: "its" stems to "it", dropped
+        term_of = {word: term for word, term in term_of.items() if term not in stop}
+    term = term_of.get
+    return [[t for word in words if (t := term(word)) is not None] for words in found]
 
 
-def stop_words(language: str) -> frozenset[str]:
-    """The stop words an analyzer drops for ``language`` (bm25s's English list; Milvus's stop filter takes them
-    too)."""
+def stop_words(name: str) -> frozenset[str]:
+    """The stop words an analyzer drops: ``"nltk"``, NLTK's English list (:data:`NLTK_ENGLISH_STOP_WORDS`);
+    ``"english"``, bm25s's English list (Lucene's 33 words: the former ``english`` analyzer's). Milvus's stop
+    filter takes them too."""
+    if name == "nltk":
+        return NLTK_ENGLISH_STOP_WORDS
+    if name != "english":
+        raise CorruptFileError(f"unknown stop words {name!r}; rebuild the index")
     from bm25s.stopwords import STOPWORDS_EN
 
-    if language != "english":
-        raise CorruptFileError(f"unknown stop words {language!r}; rebuild the index")
     return frozenset(STOPWORDS_EN)
 
 
-def _stemmed(words: list[list[str]], language: str) -> list[list[str]]:
-    """``words`` stemmed by Snowball's ``language`` stemmer, each distinct word once (as bm25s does). A new
-    stemmer per call: PyStemmer's are not to be shared between threads."""
-    import Stemmer
+class _AsciiFolding(dict[int, str]):
+    """``str.translate``'s table folding Latin letters to ASCII, filled as characters are met: a character's
+    compatibility decomposition without its combining marks where that is ASCII ("é" to "e", "ﬁ" to "fi"), the
+    letters of ``_FOLD_EXTRA``, any other character (other scripts) as it is."""
 
-    distinct = sorted({word for text in words for word in text})
-    stem_of = dict(zip(distinct, Stemmer.Stemmer(language).stemWords(distinct), strict=True))
-    return [[stem_of[word] for word in text] for text in words]
+    def __missing__(self, code: int) -> str:
+        char = chr(code)
+        bare = "".join(c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c))
+        folded = _FOLD_EXTRA.get(char, bare if bare.isascii() and bare else char)
+        self[code] = folded
+        return folded
+
+
+_ASCII_FOLDING = _AsciiFolding()
 
 
 def _cjk_terms(text: str) -> list[str]:

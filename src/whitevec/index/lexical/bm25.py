@@ -63,10 +63,12 @@ __all__ = [
 # vectors").
 DEFAULT_LEXICAL = "none"
 LEXICAL_CHOICES = ("none", "bm25")
-# bm25s's variants and its defaults (Lucene's BM25, k1 1.5, b 0.75; delta only for bm25l and bm25+).
+# bm25s's variants (delta only for bm25l and bm25+). k1 1.2 and b 0.75: Lucene's, tantivy's, LanceDB's and
+# Milvus's defaults (bm25s's k1 is 1.5; whitevec's was until 2026-12-07, docs/notes/lexical-analyzer.md). An
+# index records its own k1 and b.
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 NONOCCURRENCE_METHODS = ("bm25l", "bm25+")
-DEFAULT_K1 = 1.5
+DEFAULT_K1 = 1.2
 DEFAULT_B = 0.75
 DEFAULT_METHOD = "lucene"
 DELTA = 0.5

@@ -2,17 +2,18 @@
 
 The collection gets a VARCHAR ``text`` field with Milvus's analyzer on, a SPARSE_FLOAT_VECTOR ``sparse`` field
 that a ``BM25`` function fills from it, and a SPARSE_INVERTED_INDEX with metric BM25 on that (``bm25_k1`` and
-``bm25_b`` as whitevec's own: 1.5 and 0.75). Milvus keeps the documents' statistics itself, so it scales out
+``bm25_b`` as whitevec's own: 1.2 and 0.75). Milvus keeps the documents' statistics itself, so it scales out
 with the collection (the Ray engine writes the text with the vectors).
 
 The analyzer is whitevec's as closely as Milvus allows (:func:`milvus_analyzer_params`): ``english`` is the
-``standard`` tokenizer, ``lowercase``, a ``stop`` filter with bm25s's English stop words (the list whitevec
-drops) and the ``stemmer`` filter (Snowball English, as PyStemmer), in whitevec's order; ``plain`` the same
-without the last two. What differs: Milvus's standard tokenizer keeps one-character words (whitevec keeps words
-of two or more) and splits on Unicode word boundaries rather than whitevec's ``\\w\\w+``; Milvus Lite 3.2
-(``milvus_lite.analyzer``) knows only the tokenizer and the stop filter: it does not stem, and says nothing, so
-a build on Milvus Lite warns once. Milvus's own ``english`` analyzer type is not used: its stop words are
-Lucene's, not whitevec's, and Milvus Lite refuses it.
+``standard`` tokenizer, ``lowercase``, ``asciifolding``, a ``length`` filter (terms under 40 characters), the
+``stemmer`` filter (Snowball English, as PyStemmer) and a ``stop`` filter with NLTK's English stop words (the
+list whitevec drops, on the stems), in whitevec's order; ``plain`` is the tokenizer and ``lowercase``. What
+differs: Milvus's standard tokenizer splits on Unicode word boundaries rather than whitevec's runs of letters
+and digits (``plain``: words of two or more characters; Milvus keeps one-character words); Milvus Lite 3.2
+(``milvus_lite.analyzer``) knows only its ``\\w+`` tokenizer, lower case and the stop filter: it does not stem,
+fold accents or drop long terms, and says nothing, so a build on Milvus Lite warns once. Milvus's own
+``english`` analyzer type is not used: its stop words are Lucene's, not whitevec's, and Milvus Lite refuses it.
 
 Search modes: ``lexical`` is one BM25 search; ``hybrid`` with ``rrf`` is Milvus's ``hybrid_search`` with
 ``RRFRanker(K)`` over a dense and a BM25 request of the same depth (Milvus fuses; whitevec asks the two
@@ -33,8 +34,9 @@ import numpy as np
 
 from whitevec.errors import BadInputError, CorruptFileError, WhitevecWarning
 from whitevec.index.lexical.analyzers import Analyzer, make_analyzer, stop_words
-from whitevec.index.lexical.bm25 import DEFAULT_B, DEFAULT_K1  # whitevec's (bm25s's); Milvus's own are 1.2, 0.75
+from whitevec.index.lexical.bm25 import DEFAULT_B, DEFAULT_K1  # whitevec's, and Milvus's own: 1.2, 0.75
 from whitevec.index.milvus.filters import rows_filter
+from whitevec.index.milvus.lite_servers import index_params_as_read
 from whitevec.index.search.fusion import FusedHit, Fusion, Ranked
 
 TEXT_FIELD = "text"
@@ -54,13 +56,21 @@ def check_milvus_analyzer(name: str) -> None:
 
 
 def milvus_analyzer_params(analyzer: Analyzer) -> dict[str, Any]:
-    """Milvus's ``analyzer_params`` for whitevec's ``english`` or ``plain`` analyzer (see the module docstring)."""
+    """Milvus's ``analyzer_params`` for whitevec's ``english`` or ``plain`` analyzer (see the module docstring),
+    its filters in whitevec's order."""
     check_milvus_analyzer(analyzer.name)
     filters: list[Any] = ["lowercase"]
-    if analyzer.stop_words is not None:
-        filters.append({"type": "stop", "stop_words": sorted(stop_words(analyzer.stop_words))})
-    if analyzer.stemmer is not None:
-        filters.append({"type": "stemmer", "language": analyzer.stemmer})
+    if analyzer.ascii_folding:
+        filters.append("asciifolding")
+    if analyzer.max_token_length is not None:  # Milvus drops a token longer than max; whitevec one this long
+        filters.append({"type": "length", "max": analyzer.max_token_length - 1})
+    stop = (
+        []
+        if analyzer.stop_words is None
+        else [{"type": "stop", "stop_words": sorted(stop_words(analyzer.stop_words))}]
+    )
+    stem = [] if analyzer.stemmer is None else [{"type": "stemmer", "language": analyzer.stemmer}]
+    filters += [*stem, *stop] if analyzer.stop_stems else [*stop, *stem]
     return {"tokenizer": "standard", "filter": filters}
 
 
@@ -107,8 +117,8 @@ def warn_lite_analyzer(settings: dict[str, Any]) -> None:
     if settings["analyzer"].get("stemmer") is not None:
         warnings.warn(
             "Milvus Lite's analyzer does not stem (it has only the standard tokenizer and stop words): this "
-            "index's BM25 matches whole words, not their stems as whitevec's english analyzer does; a Milvus "
-            "server stems them (--uri http://host:19530)",
+            "index's BM25 matches whole words, not their stems as whitevec's english analyzer does, and keeps "
+            "accents and long terms; a Milvus server stems them (--uri http://host:19530)",
             WhitevecWarning,
             stacklevel=3,
         )
@@ -119,8 +129,9 @@ def text_field_analyzer(bm25: dict[str, Any]) -> dict[str, Any]:
     return {"enable_analyzer": True, "analyzer_params": bm25["analyzer_params"]}
 
 
-def add_bm25_fields(pymilvus: Any, schema: Any, index_params: Any, bm25: dict[str, Any]) -> None:
-    """The sparse field Milvus's BM25 function fills from the text field, and its inverted index."""
+def add_bm25_fields(pymilvus: Any, schema: Any, index_params: Any, bm25: dict[str, Any], uri: str) -> None:
+    """The sparse field Milvus's BM25 function fills from the text field, and its inverted index (k1 and b as
+    the Milvus at ``uri`` reads them)."""
     schema.add_field(SPARSE_FIELD, pymilvus.DataType.SPARSE_FLOAT_VECTOR)
     schema.add_function(
         pymilvus.Function(
@@ -134,7 +145,7 @@ def add_bm25_fields(pymilvus: Any, schema: Any, index_params: Any, bm25: dict[st
         SPARSE_FIELD,
         index_type="SPARSE_INVERTED_INDEX",
         metric_type="BM25",
-        params={"bm25_k1": bm25["k1"], "bm25_b": bm25["b"]},
+        params=index_params_as_read(uri, {"bm25_k1": bm25["k1"], "bm25_b": bm25["b"]}),
     )
 
 

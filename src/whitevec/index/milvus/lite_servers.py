@@ -9,6 +9,7 @@ import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from whitevec.errors import BadInputError, DataNotFoundError, WhitevecError
 
@@ -16,6 +17,13 @@ from whitevec.errors import BadInputError, DataNotFoundError, WhitevecError
 def is_local_uri(uri: str) -> bool:
     """A file path (Milvus Lite) rather than a server address."""
     return "://" not in uri
+
+
+def index_params_as_read(uri: str, build: dict[str, Any]) -> dict[str, Any]:
+    """An index's build parameters as the Milvus at ``uri`` reads them: pymilvus sends flat pairs, which a server
+    reads; Milvus Lite 3.2 reads only a nested ``params`` pair and else silently builds with its defaults (IVF:
+    nlist 128 whatever was asked; BM25: k1 1.5; docs/notes/milvus-lite-params.md)."""
+    return {"params": build} if is_local_uri(uri) else build
 
 
 def check_lite_uri(uri: str, create: bool) -> None:

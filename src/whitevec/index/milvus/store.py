@@ -47,6 +47,7 @@ from whitevec.index.milvus.filters import rows_filter
 from whitevec.index.milvus.index_types import milvus_index_type
 from whitevec.index.milvus.lite_servers import (
     check_lite_uri,
+    index_params_as_read,
     is_local_uri,
     lite_closed,
     lite_locked,
@@ -418,7 +419,7 @@ class MilvusStore:
             schema.add_field("metadata", DataType.VARCHAR, max_length=DOC_TEXT_BYTES, nullable=True)
         index_params = self.client.prepare_index_params()
         if self.bm25 is not None:
-            add_bm25_fields(pymilvus, schema, index_params, self.bm25)
+            add_bm25_fields(pymilvus, schema, index_params, self.bm25, self.uri)
         index_params.add_index(
             "vector", index_type=self.index_type, metric_type=self._milvus_metric, params=self._build_params()
         )
@@ -426,12 +427,11 @@ class MilvusStore:
         self.client.create_collection(self.collection, schema=schema, index_params=index_params, **_STRONG)
 
     def _build_params(self) -> dict[str, Any]:
-        """The index's build parameters as this Milvus reads them: pymilvus sends flat pairs, which a server
-        reads; Milvus Lite 3.2 reads only a nested ``params`` pair and else silently builds with its defaults
-        (IVF: nlist 128 whatever was asked; tests/test_milvus.py::test_milvus_lite_sq8_matches_faiss_sq8)."""
+        """The index's build parameters as this Milvus reads them (:func:`index_params_as_read`;
+        tests/test_milvus.py::test_milvus_lite_sq8_matches_faiss_sq8)."""
         names = {"hnsw": ("M", "efConstruction"), "ivf": ("nlist",)}.get(self.kind, ())
         build = {name: self._params[name] for name in names} | self._type_params
-        return {"params": build} if is_local_uri(self.uri) else build
+        return index_params_as_read(self.uri, build)
 
     @property
     def count(self) -> int:
