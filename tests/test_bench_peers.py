@@ -41,6 +41,12 @@ def test_arguments_keep_the_order_given() -> None:
     assert args.quality_only and not args.speed_only
 
 
+def test_only_a_quality_run_of_every_system_and_collection_replaces_the_runs_before() -> None:
+    assert bench_peers.whole_quality_run(bench_peers.parse_args(["--quality-only"]))
+    assert not bench_peers.whole_quality_run(bench_peers.parse_args(["--systems", "whitevec"]))
+    assert not bench_peers.whole_quality_run(bench_peers.parse_args(["--collections", "adi"]))
+
+
 def test_every_system_names_its_settings_without_importing_its_library() -> None:
     for name in SYSTEMS:
         module = system_module(name)

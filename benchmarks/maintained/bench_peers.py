@@ -126,6 +126,11 @@ def speed(args: argparse.Namespace, base: dict[str, Any]) -> dict[str, Any]:
     return table
 
 
+def whole_quality_run(args: argparse.Namespace) -> bool:
+    """Whether the run's quality part scored every system on every collection (so replaced every entry)."""
+    return set(args.systems) == set(SYSTEMS) and set(args.collections) == set(COLLECTIONS)
+
+
 def merged(path: Path, part: str, fresh: dict[str, Any]) -> dict[str, Any]:
     """The record at ``path`` with ``fresh``'s entries of ``part`` put in (a run of some systems or sizes keeps
     the rest)."""
@@ -156,8 +161,12 @@ def main(argv: list[str] | None = None) -> None:
                 module = system_module(system)
                 record.setdefault("settings", {})[system] = module.SETTINGS
                 record.setdefault("versions", {})[system] = versions(*module.PACKAGES)
-            # Every run that wrote entries of a part, in order: a partial run adds its own, keeping the others'.
-            record.setdefault("runs", {}).setdefault(part, []).append(
+            # Every run that wrote entries of a part, in order: a partial run adds its own, keeping the others';
+            # a quality run of every system on every collection replaced them all, so it is the only one left.
+            runs = record.setdefault("runs", {})
+            if part == "quality" and whole_quality_run(args):
+                runs[part] = []
+            runs.setdefault(part, []).append(
                 {
                     "command": command_line(),
                     "machine": machine_facts(
