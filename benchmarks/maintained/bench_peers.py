@@ -10,7 +10,7 @@ never in `make install`'s:
 
     .venv-peers/bin/python benchmarks/maintained/bench_peers.py --cache /work/cache52            # everything
     .venv-peers/bin/python benchmarks/maintained/bench_peers.py --quality-only --systems whitevec,lancedb
-    .venv-peers/bin/python benchmarks/maintained/bench_peers.py --speed-only --sizes 10000 --lock /tmp/bench.lock
+    .venv-peers/bin/python benchmarks/maintained/bench_peers.py --speed-only --sizes 10000 --lock FILE
 
 Each job of each system runs in a process of its own (``--worker JOB --settings JSON``, one ``RESULT`` line), the
 systems in turn, so imports, caches and memory never mix. The inputs (benchmarks/common/peers/inputs.py:
