@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -75,6 +76,9 @@ def build(settings: dict[str, Any]) -> dict[str, Any]:
     module = system_module(settings["system"])
     docs, _ = speed_inputs(settings["size"], Path(settings["cache"]), settings.get("data_dir"))
     folder = _folder(settings)
+    # A build starts from nothing: a run's index left from an earlier run would be refused (LanceDB, Chroma,
+    # Qdrant Edge, Milvus Lite: "already exists") or, worse, added to.
+    shutil.rmtree(folder, ignore_errors=True)
     started = time.perf_counter()
     system = module.open_system(folder, "default")
     system.build(docs, lexical=len(docs) <= LEXICAL_MAX)
