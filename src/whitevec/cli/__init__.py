@@ -252,9 +252,9 @@ def exit_without_teardown(code: object) -> NoReturn:
     What the interpreter does first is kept, in its order: other threads are waited for (and thread pools told to
     stop), the exit handlers run (Milvus Lite servers stopped, Ray shut down, temporary folders removed), then
     standard output and error are flushed; the status is the same. What is skipped is freeing every module and
-    object one by one, which after torch, transformers and faiss were imported took about as long as a one-query
-    search's own work (docs/notes/process-exit.md). A stream that cannot be flushed leaves the end to the
-    interpreter, which reports it as it always does.
+    object one by one, which after torch, transformers and faiss were imported took 0.7 s of a one-query MiniLM
+    search, longer than its own work (docs/notes/process-exit.md). A stream that cannot be flushed leaves the end
+    to the interpreter, which reports it as it always does.
     """
     shutdown = getattr(threading, "_shutdown", None)  # the interpreter's own first step (CPython)
     if shutdown is not None:
