@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -107,3 +108,12 @@ def default_static_table(model: str) -> Path:
     if not is_static_folder(folder):
         distill(model, folder, overwrite=True, show_progress=False)
     return folder
+
+
+def collection(name: str, data_dir: str | None = None) -> Any:
+    """One of the shared retrieval collections (``cranfield``, or a BEIR-style folder under ``retrieval/``)."""
+    from whitevec.datasets import resolve_data_dir
+    from whitevec.datasets.retrieval import load_retrieval_dataset
+
+    source = name if name == "cranfield" else resolve_data_dir(data_dir) / "retrieval" / name
+    return load_retrieval_dataset(source, data_dir)

@@ -77,3 +77,8 @@ def run_page(generator: str, *args: str) -> None:
     """Run the page generator ``benchmarks/pages/<generator>.py`` in its own process (scripts share code only
     through benchmarks.common), with the same interpreter; a failure stops the caller."""
     subprocess.run([sys.executable, str(PAGES / f"{generator}.py"), *args], check=True)
+
+
+def folder_bytes(folder: Path) -> int:
+    """Bytes of every file under ``folder`` (what an index holds on disk)."""
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())

@@ -50,7 +50,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # the repository root: benchmarks.common
 
-from benchmarks.common.data import default_static_table  # noqa: E402
+from benchmarks.common.data import collection, default_static_table  # noqa: E402
 from benchmarks.common.hybrid_speed import (  # noqa: E402
     PARTS,
     RESULT,
@@ -61,7 +61,7 @@ from benchmarks.common.hybrid_speed import (  # noqa: E402
     write_part,
 )
 from benchmarks.common.machine import RunConditions, command_line, exclusive_lock, machine_facts  # noqa: E402
-from benchmarks.common.runs import emit, run_worker  # noqa: E402
+from benchmarks.common.runs import emit, folder_bytes, run_worker  # noqa: E402
 from benchmarks.common.scale import write_corpus  # noqa: E402
 from benchmarks.common.serving import cranfield_queries, load_row, whitevec_server  # noqa: E402
 
@@ -80,14 +80,6 @@ PACKAGES = ("bm25s", "PyStemmer", "faiss-cpu", "pymilvus", "milvus-lite", "fasta
 
 
 # ---- corpora ---------------------------------------------------------------------------------------------------
-def collection(name: str, data_dir: str | None) -> Any:
-    from whitevec.datasets import resolve_data_dir
-    from whitevec.datasets.retrieval import load_retrieval_dataset
-
-    source = name if name == "cranfield" else resolve_data_dir(data_dir) / "retrieval" / name
-    return load_retrieval_dataset(source, data_dir)
-
-
 def scale_corpus(size: int, data_dir: str | None) -> tuple[list[Any], int]:
     """``size`` documents: the distinct texts of the retrieval collections (``SCALE_SOURCES``) and of the STS sets
     (benchmarks/common/scale.py's corpus, one copy), repeated in order until there are ``size``; and how many
@@ -181,10 +173,6 @@ def bm25s_alone(texts: Sequence[str]) -> tuple[float, Any]:
     retriever = bm25s.BM25()
     retriever.index(tokens, show_progress=False)
     return time.perf_counter() - started, retriever
-
-
-def folder_bytes(folder: Path) -> int:
-    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
 
 
 def build_row(name: str, texts: Sequence[str], repeats: int, work: Path) -> dict[str, Any]:

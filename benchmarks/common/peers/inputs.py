@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from benchmarks.common.data import clustered_unit_vectors
+from benchmarks.common.data import clustered_unit_vectors, collection
 
 COLLECTIONS = ("cranfield", "med", "cacm", "adi")
 MODEL = "all-MiniLM-L6-v2"
@@ -57,14 +57,6 @@ class Queries:
     ids: list[str]
     texts: list[str]
     vectors: np.ndarray
-
-
-def collection(name: str, data_dir: str | None = None) -> Any:
-    from whitevec.datasets import resolve_data_dir
-    from whitevec.datasets.retrieval import load_retrieval_dataset
-
-    source = name if name == "cranfield" else resolve_data_dir(data_dir) / "retrieval" / name
-    return load_retrieval_dataset(source, data_dir)
 
 
 def _encode(texts: list[str]) -> np.ndarray:

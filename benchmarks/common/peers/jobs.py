@@ -28,8 +28,8 @@ from benchmarks.common.peers.inputs import (
     speed_inputs,
     speed_queries,
 )
-from benchmarks.common.peers.systems import folder_bytes, system_module
-from benchmarks.common.runs import peak_mib
+from benchmarks.common.peers.systems import system_module
+from benchmarks.common.runs import folder_bytes, peak_mib
 
 K = 10
 WARMUP = 10

@@ -53,8 +53,3 @@ def system_module(name: str) -> SystemModule:
         raise ValueError(f"unknown system {name!r}; valid: {', '.join(SYSTEMS)}")
     module: SystemModule = importlib.import_module(f"benchmarks.common.peers.systems.{name}_system")  # type: ignore[assignment]
     return module
-
-
-def folder_bytes(folder: Path) -> int:
-    """Bytes of every file under ``folder`` (what the index holds on disk)."""
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
