@@ -48,24 +48,22 @@ WORKER_TIMEOUT_S = 4 * 3600
 
 
 def names(text: str, valid: tuple[str, ...], what: str) -> list[str]:
-    """A comma-separated list of ``valid`` names, in the order given; a one-line error for an unknown one."""
+    """A comma-separated list of ``valid`` names, in the order given; a ValueError naming an unknown one."""
     chosen = [part.strip() for part in text.split(",") if part.strip()]
     unknown = [name for name in chosen if name not in valid]
     if unknown or not chosen:
-        raise SystemExit(
-            f"bench_peers: unknown {what} {', '.join(unknown) or '(none)'}; valid: {', '.join(valid)}"
-        )
+        raise ValueError(f"unknown {what} {', '.join(unknown) or '(none)'}; valid: {', '.join(valid)}")
     return chosen
 
 
 def sizes(text: str) -> list[int]:
-    """``--sizes``: positive integers, comma-separated (``10000,100000``); a one-line error otherwise."""
+    """``--sizes``: positive integers, comma-separated (``10000,100000``); a ValueError otherwise."""
     try:
         chosen = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         chosen = []
     if not chosen or min(chosen) < 1:
-        raise SystemExit(f"bench_peers: --sizes takes positive integers, comma-separated; got {text!r}")
+        raise ValueError(f"--sizes takes positive integers, comma-separated; got {text!r}")
     return chosen
 
 
@@ -91,9 +89,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     if args.worker is None:
-        args.systems = names(args.systems, SYSTEMS, "system")
-        args.collections = names(args.collections, COLLECTIONS, "collection")
-        args.sizes = sizes(args.sizes)
+        try:
+            args.systems = names(args.systems, SYSTEMS, "system")
+            args.collections = names(args.collections, COLLECTIONS, "collection")
+            args.sizes = sizes(args.sizes)
+        except ValueError as exc:  # as argparse reports a bad argument: usage, one error line, exit 2
+            parser.error(str(exc))
     return args
 
 
