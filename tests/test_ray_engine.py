@@ -373,6 +373,37 @@ def test_a_row_that_does_not_parse_is_named_and_leaves_nothing(
     assert not out.exists() and not work_folder(out).exists()
 
 
+def test_a_discarded_work_folder_stays_removed_though_a_call_still_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race the test above once lost: an actor call still running after the bad row had stopped the build
+    added a file while rmtree removed the folder (its rmdir then failed and left it), or made the folder anew."""
+    import shutil
+
+    from whitevec.datasets.retrieval import Document
+    from whitevec.engines.ray import shard_name, work_folder, write_shard
+    from whitevec.engines.ray.workdir import discard_work
+
+    folder = work_folder(tmp_path / "index")
+    folder.mkdir()
+    (folder / "shard-000000.parquet").write_bytes(b"x")
+    real_rmtree, calls = shutil.rmtree, []
+
+    def rmtree_beside_a_writer(path: Path, ignore_errors: bool = False) -> None:
+        calls.append(path)
+        real_rmtree(path, ignore_errors=ignore_errors)
+        if len(calls) == 1:  # what the lost race leaves: the folder, holding the file the call added meanwhile
+            folder.mkdir()
+            (folder / "shard-000001.parquet.tmp").write_bytes(b"x")
+
+    monkeypatch.setattr(shutil, "rmtree", rmtree_beside_a_writer)
+    discard_work(folder, {"config": {}})
+    assert not folder.exists() and len(calls) == 2
+    with pytest.raises(FileNotFoundError):  # a write after the removal fails; it does not make the folder
+        write_shard(folder / shard_name(2), [Document("a", "text")], np.ones((1, 3), np.float32))
+    assert not folder.exists()
+
+
 def test_ray_not_installed_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     from whitevec.engines import ray as ray_engine
 

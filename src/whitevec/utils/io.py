@@ -26,7 +26,7 @@ from whitevec.errors import BadInputError, WhitevecError
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike[str], suffix: str = "", *, create_parent: bool = True) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it is flushed and renamed over ``path``.
 
     A crash or exception leaves any earlier file at ``path`` untouched and removes the temporary one. The file
@@ -34,9 +34,12 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path
     write runs inside :func:`writing_to`: a full disk, whichever library met it, leaves as an OSError naming
     ``path``. A failed rename names ``path``, never the temporary (a folder at ``path``: ``path: Is a directory``).
     A symbolic link at ``path`` stays one: the file it names is replaced (:func:`write_target`).
+    ``create_parent=False``: a missing folder is a FileNotFoundError, for a writer that must not bring back a
+    folder someone removed (a Ray actor still running after its build was discarded).
     """
     target = cleared_target(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if create_parent:
+        target.parent.mkdir(parents=True, exist_ok=True)
     with _naming(target):
         fd, tmp_name = tempfile.mkstemp(prefix=_prefix(target), suffix=suffix + ".tmp", dir=target.parent)
     os.close(fd)

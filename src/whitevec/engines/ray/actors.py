@@ -92,11 +92,16 @@ class EncodeUnits:
         }
 
     def write_unit(self, unit: CorpusUnit, docs: list[Document], vectors: np.ndarray) -> None:
+        """The unit's moments, hashes and shard, into the work folder the driver made: never a new one (a call
+        still running after its build was discarded must not bring the folder back)."""
         if self.moments and docs:
             part = Whitening().partial_fit(vectors)
-            with atomic_path(self.folder / moments_name(unit.index), suffix=".safetensors") as tmp:
+            with atomic_path(
+                self.folder / moments_name(unit.index), suffix=".safetensors", create_parent=False
+            ) as tmp:
                 part.save(tmp)
-        with atomic_path(self.folder / hashes_name(unit.index), suffix=".npy") as tmp, open(tmp, "wb") as handle:
+        hashes = self.folder / hashes_name(unit.index)
+        with atomic_path(hashes, suffix=".npy", create_parent=False) as tmp, open(tmp, "wb") as handle:
             np.save(handle, id_hashes([d.id for d in docs]), allow_pickle=False)
         write_shard(self.folder / shard_name(unit.index), docs, vectors)
 

@@ -43,7 +43,8 @@ def id_hashes(ids: list[str]) -> np.ndarray:
 
 
 def write_shard(path: Path, docs: list[Document], vectors: np.ndarray) -> None:
-    """A Parquet shard: ``id``, ``text``, ``metadata`` (JSON text or null) and ``vector`` (float32 list)."""
+    """A Parquet shard: ``id``, ``text``, ``metadata`` (JSON text or null) and ``vector`` (float32 list), in
+    a folder that exists (FileNotFoundError otherwise: a removed work folder stays removed)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -60,7 +61,7 @@ def write_shard(path: Path, docs: list[Document], vectors: np.ndarray) -> None:
             "vector": pa.FixedSizeListArray.from_arrays(pa.array(x.reshape(-1), pa.float32()), dim),
         }
     )
-    with atomic_path(path, suffix=".parquet") as tmp:
+    with atomic_path(path, suffix=".parquet", create_parent=False) as tmp:
         pq.write_table(table, tmp)
 
 

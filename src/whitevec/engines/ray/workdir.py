@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -111,4 +112,17 @@ def discard_work(folder: Path, state: dict[str, Any] | None) -> None:
     uri, collection = config.get("uri"), (state or {}).get("collection")
     if uri and collection:
         MilvusStore.discard({"backend_uri": uri, "milvus_collection": collection})
-    shutil.rmtree(folder, ignore_errors=True)
+    remove_folder(folder)
+
+
+def remove_folder(folder: Path, attempts: int = 50) -> None:
+    """Remove ``folder`` though an actor call still running writes into it: such a call (left over by a build
+    that stopped on a bad input) can add a file between rmtree's listing and its rmdir, which then fails and
+    leaves the folder; it cannot bring back a folder that is gone (its writes never create one), so trying
+    again ends it. A folder still there after ``attempts`` tries is left, with a warning."""
+    for _ in range(attempts):
+        shutil.rmtree(folder, ignore_errors=True)
+        if not folder.exists():
+            return
+        time.sleep(0.05)
+    logger.warning("could not remove %s; remove it by hand", folder)
