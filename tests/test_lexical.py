@@ -19,7 +19,7 @@ from tests.test_cli import run_cli
 from whitevec.encoders.static import StaticEncoder
 from whitevec.errors import BadInputError, CorruptFileError
 from whitevec.index import Document, Retriever, read_manifest
-from whitevec.index.folder.layout import LEXICAL_FILES, LEXICAL_MATRIX, LEXICAL_TERMS
+from whitevec.index.folder.layout import LEXICAL_COUNTS, LEXICAL_FILES, LEXICAL_MATRIX, LEXICAL_TERMS
 from whitevec.index.folder.manifest import is_lexical_record
 from whitevec.index.lexical.analyzers import FORMER_DEFINITIONS
 from whitevec.index.lexical.bm25 import (
@@ -287,7 +287,8 @@ def test_build_with_lexical_records_it_and_lists_its_files(tmp_path: Path) -> No
     assert set(LEXICAL_FILES) <= set(manifest["files"]) and is_lexical_record(record)
     assert read_manifest(tmp_path / "idx")["lexical"] == record  # checksums verified
     size = lexical_size(manifest)  # what index info adds under "size"
-    assert size["lexical_bytes"] == sum((tmp_path / "idx" / name).stat().st_size for name in LEXICAL_FILES)
+    held = (*LEXICAL_FILES, LEXICAL_COUNTS)  # the build's term counts are the lexical part's too
+    assert size["lexical_bytes"] == sum((tmp_path / "idx" / name).stat().st_size for name in held)
     assert size["lexical_bytes_per_document"] == round(size["lexical_bytes"] / 7, 2)
 
 
@@ -388,6 +389,35 @@ def test_segments_score_bm25_as_one_build_of_their_live_documents(method: str) -
     filtered = search_segments(parts, live, queries, 10, allowed)
     want = LexicalIndex.build(kept, analyzer, method=method).search(queries, 10, allowed=allowed[rows])
     np.testing.assert_array_equal(filtered[1], want[1])
+
+
+@pytest.mark.parametrize("method", ["lucene", "bm25+"])
+def test_a_build_counts_its_terms_as_analysing_them_again_does(method: str, tmp_path: Path) -> None:
+    """The counts a build keeps equal those of its texts analysed again, to the bit; their file keeps each array
+    in the narrowest unsigned integer and reads back equal, and a file of the first format still reads."""
+    from safetensors.numpy import save
+
+    from whitevec.index.lexical.counts import TermCounts
+
+    texts = [*sentences(60, seed=3, length=12), "", "wing wing wing stall"]
+    made = LexicalIndex.build(texts, make_analyzer("english"), method=method, keep_counts=True)
+    built, again = TermCounts.of_build(made), TermCounts.of(made, texts)
+    np.testing.assert_array_equal(built.tf, again.tf)
+    np.testing.assert_array_equal(built.lengths, again.lengths)
+    assert built.tf.max() >= 3 and built.tf.dtype == np.float32 and built.lengths.dtype == np.int64
+    data = built.to_bytes()
+    read = TermCounts.from_bytes(data, tmp_path / "c", made)
+    np.testing.assert_array_equal(read.tf, built.tf)
+    np.testing.assert_array_equal(read.lengths, built.lengths)
+    first = save({"tf": built.tf, "lengths": built.lengths}, metadata={"format": "whitevec-lexical-counts-1"})
+    assert len(data) < len(first) / 3
+    old = TermCounts.from_bytes(first, tmp_path / "c", made)
+    np.testing.assert_array_equal(old.tf, built.tf)
+    with pytest.raises(ValueError, match="read from disk"):
+        TermCounts.of_build(LexicalIndex.build(texts, make_analyzer("english")))
+    bad = save({"tf": built.tf, "lengths": built.lengths}, metadata={"format": "whitevec-lexical-counts-2"})
+    with pytest.raises(CorruptFileError, match="does not fit"):
+        TermCounts.from_bytes(bad, tmp_path / "c", made)
 
 
 # --- bad input and old indexes --------------------------------------------------------------------------------

@@ -54,6 +54,26 @@ def test_a_saved_lexical_index_of_the_former_english_analyzer_finds_what_it_foun
     )
 
 
+def test_a_saved_lexical_index_without_term_counts_makes_them_at_its_first_write(tmp_path: Path) -> None:
+    """Built before builds kept their term counts: its first write analyses its documents again, once, and keeps
+    them; a deleted document then leaves the others' scores as a fresh build of them gives."""
+    from whitevec.datasets.retrieval import Document
+    from whitevec.index.folder.layout import LEXICAL_COUNTS
+
+    index = shutil.copytree(SAVED / "index-lexical-english", tmp_path / "index")
+    assert LEXICAL_COUNTS not in json.loads((index / "manifest.json").read_text())["files"]
+    record = json.loads((SAVED / "index-lexical-hits.json").read_text())
+    with Retriever.load(index, model=SAVED / "static") as retriever:
+        first = [hit.id for hit in retriever.search(record["queries"][:1], k=1, mode="lexical")[0]]
+        retriever.add([Document("new", "a text of words the saved queries never use")])
+        assert LEXICAL_COUNTS in retriever.manifest["files"]
+        retriever.delete(first)
+        again = retriever.search(record["queries"], k=4, mode="lexical")
+    assert all(hit.id not in first for row in again for hit in row)
+    want = [[h[0] for h in row if h[0] not in first] for row in record["hits"]]
+    assert [[hit.id for hit in row][: len(w)] for row, w in zip(again, want, strict=True)] == want
+
+
 @pytest.mark.parametrize("name", ["st-bert-flow", "st-static-whitening"])
 def test_an_exported_sentence_transformers_folder_loads_with_the_same_vectors(name: str) -> None:
     from sentence_transformers import SentenceTransformer

@@ -37,6 +37,7 @@ from whitevec.index.lexical.bm25 import (
     make_analyzer,
     warn_documents_without_terms,
 )
+from whitevec.index.lexical.counts import TermCounts
 from whitevec.index.search.fusion import parse_fusion
 from whitevec.index.search.modes import parse_mode, search_field_problem
 from whitevec.index.stores.sqlite_docs import metadata_json, write_docs
@@ -431,7 +432,11 @@ def write_texts(folder: Path, docs: Sequence[Document], lexical: LexicalIndex | 
     """The documents' store and their lexical index, if any, written into ``folder``: the lexical index in the
     same version as the vectors, never one of another build. The names written."""
     write_docs(folder / DOCS_FILE, docs)
-    return [DOCS_FILE, *([] if lexical is None else lexical.save(folder))]
+    if lexical is None:
+        return [DOCS_FILE]
+    # The term counts too, taken while the build analysed the texts: without them the index's first write would
+    # analyse every document again (22.6 s before adding 10 documents to 100,000).
+    return [DOCS_FILE, *lexical.save(folder), TermCounts.of_build(lexical).save(folder)]
 
 
 def lexical_part(
@@ -442,7 +447,7 @@ def lexical_part(
     vectors: it costs little, and a fault in it should not wait for the encoding."""
     if ranker is None:
         return None
-    made = LexicalIndex.build([d.text for d in docs], make_analyzer(analyzer, encoder))
+    made = LexicalIndex.build([d.text for d in docs], make_analyzer(analyzer, encoder), keep_counts=True)
     warn_documents_without_terms(made.documents_without_terms, made.count, made.analyzer.name)
     return made
 

@@ -190,6 +190,8 @@ def check_index_manifest(manifest: dict[str, Any], folder: Path) -> None:
         expected.update(TEMPLATE_PREFIX + name for name in store_files(manifest))
         if LEXICAL_FILES[0] in per_segment:
             expected.update(entry["prefix"] + LEXICAL_COUNTS for entry in segment_entries(manifest))
+    elif LEXICAL_FILES[0] in per_segment and LEXICAL_COUNTS in manifest["files"]:
+        expected.add(LEXICAL_COUNTS)  # a build's term counts: builds keep them since issue 52, older ones do not
     if manifest.get("deleted"):
         expected.add(DELETED_FILE)
     if manifest["transform"] is not None:

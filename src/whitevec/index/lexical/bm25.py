@@ -146,6 +146,7 @@ class LexicalIndex:
         documents_without_terms: int,
         library: str,
         build_seconds: float,
+        built_counts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     ) -> None:
         self.analyzer = analyzer
         self.params = params
@@ -154,6 +155,9 @@ class LexicalIndex:
         self.documents_without_terms = documents_without_terms
         self.library = library
         self.build_seconds = build_seconds
+        # What :meth:`build` counted while it analysed the texts (:func:`posting_counts`): the segment's term
+        # counts without analysing them again. None for an index read from disk.
+        self.built_counts = built_counts
         self._matrix = matrix
         self._ranker = self._make_ranker()
 
@@ -176,8 +180,10 @@ class LexicalIndex:
         k1: float = DEFAULT_K1,
         b: float = DEFAULT_B,
         method: str = DEFAULT_METHOD,
+        keep_counts: bool = False,
     ) -> LexicalIndex:
-        """BM25 over ``texts`` (row i is ``texts[i]``), analysed by ``analyzer``.
+        """BM25 over ``texts`` (row i is ``texts[i]``), analysed by ``analyzer``; ``keep_counts``: also count
+        each document's terms (``built_counts``), for an index's segment (its ``lexical_counts`` file).
 
         Raises:
             BadInputError: no texts, or an unknown ``method`` or ``k1`` / ``b`` out of range (named).
@@ -201,6 +207,7 @@ class LexicalIndex:
             documents_without_terms=sum(1 for doc in analyzed if not doc),
             library=library,
             build_seconds=time.perf_counter() - started,
+            built_counts=posting_counts(ids) if keep_counts else None,
         )
 
     # --- searching ------------------------------------------------------------------------------------------
@@ -368,6 +375,18 @@ def _score_matrix(params: BM25Params, ids: list[list[int]], column: dict[str, in
     if ranker.nonoccurrence_array is not None:
         matrix["nonoccurrence"] = np.ascontiguousarray(ranker.nonoccurrence_array, dtype=np.float32)
     return matrix, library
+
+
+def posting_counts(ids: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """From documents given as column ids: how often each document holds each of its terms (a float32 per
+    posting, in the score matrix's order: by column, then row), each document's length in terms, and each
+    posting's row (which must be the matrix's)."""
+    n = max(1, len(ids))
+    lengths = np.fromiter((len(doc) for doc in ids), dtype=np.int64, count=len(ids))
+    rows = np.repeat(np.arange(len(ids), dtype=np.int64), lengths)
+    cols = np.fromiter((c for doc in ids for c in doc), dtype=np.int64, count=rows.size)
+    keys, tf = np.unique(cols * n + rows, return_counts=True)
+    return tf.astype(np.float32), lengths, keys % n
 
 
 def best_first(rows: np.ndarray, scores: np.ndarray, depth: int) -> np.ndarray:

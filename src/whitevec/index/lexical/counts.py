@@ -18,9 +18,14 @@ from pathlib import Path
 import numpy as np
 
 from whitevec.errors import CorruptFileError
-from whitevec.index.lexical.bm25 import NONOCCURRENCE_METHODS, LexicalIndex, best_first
+from whitevec.index.folder.layout import LEXICAL_COUNTS
+from whitevec.index.lexical.bm25 import NONOCCURRENCE_METHODS, LexicalIndex, best_first, posting_counts
+from whitevec.utils.io import writing_to
 
-_FORMAT = "whitevec-lexical-counts-1"
+# Format 2 keeps each array in the narrowest unsigned integer that holds it (term counts are mostly 1 or 2: a
+# byte each, where format 1 spent a float32); format 1 files (float32 counts, int64 lengths) still read.
+_FORMAT = "whitevec-lexical-counts-2"
+_FORMATS = ("whitevec-lexical-counts-1", _FORMAT)
 
 
 @dataclass(frozen=True)
@@ -33,16 +38,32 @@ class TermCounts:
 
     @classmethod
     def of(cls, index: LexicalIndex, texts: Sequence[str]) -> TermCounts:
-        """The counts of ``texts`` (row i is ``texts[i]``), the texts ``index`` was built over."""
-        analyzed = index.analyzer.analyze(texts)
+        """The counts of ``texts`` (row i is ``texts[i]``), the texts ``index`` was built over, analysed again:
+        for a segment written before builds kept their counts (a new index has :meth:`of_build`)."""
         column = {term: i for i, term in enumerate(index.terms)}
-        rows = np.repeat(np.arange(len(analyzed), dtype=np.int64), [len(doc) for doc in analyzed])
-        cols = np.fromiter((column[term] for doc in analyzed for term in doc), dtype=np.int64, count=rows.size)
-        # Postings in the matrix's order: by column, then row.
-        keys, tf = np.unique(cols * max(1, len(analyzed)) + rows, return_counts=True)
-        counts = cls(tf.astype(np.float32), np.array([len(doc) for doc in analyzed], dtype=np.int64))
-        counts.check(index, Path("(new)"), keys % max(1, len(analyzed)))
+        ids = [[column[term] for term in doc] for doc in index.analyzer.analyze(texts)]
+        return cls._checked(index, *posting_counts(ids))
+
+    @classmethod
+    def of_build(cls, index: LexicalIndex) -> TermCounts:
+        """The counts :meth:`LexicalIndex.build` took while it analysed the texts (nothing analysed again)."""
+        if index.built_counts is None:
+            raise ValueError("this lexical index was read from disk, not built: it holds no counts of its own")
+        return cls._checked(index, *index.built_counts)
+
+    @classmethod
+    def _checked(cls, index: LexicalIndex, tf: np.ndarray, lengths: np.ndarray, rows: np.ndarray) -> TermCounts:
+        counts = cls(tf, lengths)
+        counts.check(index, Path("(new)"), rows)
         return counts
+
+    def save(self, folder: Path, prefix: str = "") -> str:
+        """Write ``PREFIX`` + ``lexical_counts.safetensors`` into ``folder`` (a new version's temporary folder,
+        made whole by its manifest); its name."""
+        name = prefix + LEXICAL_COUNTS
+        with writing_to(folder / name), open(folder / name, "wb") as out:
+            out.write(self.to_bytes())
+        return name
 
     def check(self, index: LexicalIndex, where: Path, rows: np.ndarray | None = None) -> None:
         """CorruptFileError unless these counts fit ``index``: a count per posting, a length per document (and,
@@ -61,22 +82,39 @@ class TermCounts:
     def to_bytes(self) -> bytes:
         from safetensors.numpy import save
 
-        return save({"tf": self.tf, "lengths": self.lengths}, metadata={"format": _FORMAT})
+        arrays = {"tf": _narrowest(self.tf), "lengths": _narrowest(self.lengths)}
+        return save(arrays, metadata={"format": _FORMAT})
 
     @classmethod
     def from_bytes(cls, data: bytes, where: Path, index: LexicalIndex) -> TermCounts:
+        import json
+
         from safetensors import SafetensorError
         from safetensors.numpy import load
 
         try:
             tensors = load(data)
+            header = json.loads(data[8 : 8 + int.from_bytes(data[:8], "little")])
         except (SafetensorError, ValueError) as exc:
             raise CorruptFileError(f"{where} is not readable term counts ({exc}); rebuild the index") from None
-        if set(tensors) != {"tf", "lengths"}:
+        found = header.get("__metadata__", {}).get("format")
+        if set(tensors) != {"tf", "lengths"} or found not in _FORMATS:
             raise CorruptFileError(f"{where} is not a file of term counts; rebuild the index")
-        counts = cls(tensors["tf"], tensors["lengths"])
+        if found == _FORMAT and not all(t.dtype.kind == "u" for t in tensors.values()):
+            raise CorruptFileError(f"{where} does not fit its segment's lexical index; rebuild the index")
+        tf, lengths = tensors["tf"], tensors["lengths"]
+        counts = cls(*((tf.astype(np.float32), lengths.astype(np.int64)) if found == _FORMAT else (tf, lengths)))
         counts.check(index, where)
         return counts
+
+
+def _narrowest(values: np.ndarray) -> np.ndarray:
+    """Whole numbers >= 0 in the narrowest of uint8, uint16, uint32 and uint64 that holds them all."""
+    top = int(values.max()) if values.size else 0
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if top <= np.iinfo(dtype).max:
+            return values.astype(dtype)
+    return values.astype(np.uint64)
 
 
 @dataclass(frozen=True)

@@ -157,15 +157,22 @@ def _lexical_over(state: IndexState, docs: list[Document]) -> tuple[LexicalIndex
         return None, None
     params = ranker.params
     texts = [d.text for d in docs]
-    made = LexicalIndex.build(texts, ranker.analyzer, k1=params.k1, b=params.b, method=params.method)
-    return made, TermCounts.of(made, texts)
+    made = LexicalIndex.build(
+        texts, ranker.analyzer, k1=params.k1, b=params.b, method=params.method, keep_counts=True
+    )
+    return made, TermCounts.of_build(made)
 
 
-def _counted(segment: Segment) -> Segment:
-    """``segment`` with its term counts (the build's segment gets them at the index's first write: its documents
-    analysed again, once)."""
+def _counted(state: IndexState, segment: Segment) -> Segment:
+    """``segment`` with its term counts. A build's segment is opened without them (a search of one segment needs
+    none): they are read from the build's ``lexical_counts`` file, or, for an index built before builds kept
+    them, made by analysing its documents again (once, at the index's first write)."""
     if segment.lexical is None or segment.counts is not None:
         return segment
+    name = segment.prefix + LEXICAL_COUNTS
+    if name in state.manifest["files"]:  # the version this writer holds (checked, under the writers' lock)
+        data = read_consistent(state.path, lambda snapshot: snapshot.read_bytes(name))
+        return dataclasses.replace(segment, counts=TermCounts.from_bytes(data, state.path / name, segment.lexical))
     found = segment.docs.get(range(segment.rows))
     texts = [found[row].text if row in found else "" for row in range(segment.rows)]
     return dataclasses.replace(segment, counts=TermCounts.of(segment.lexical, texts))
@@ -193,7 +200,7 @@ def commit(
     ``deleted`` (in the numbering before: rows of segments not kept are gone) and swap it in; the new state,
     the kept segments' objects reused. The caller holds the writers' lock and has checked the version."""
     generation = int(state.manifest.get("generation", 0)) + 1
-    keep = [_counted(segment) for segment in keep]
+    keep = [_counted(state, segment) for segment in keep]
     bases, entries, base = {}, [], 0
     for segment in keep:
         bases[segment.prefix] = base
@@ -211,9 +218,9 @@ def commit(
         files = list(known)
         if TEMPLATE_PREFIX + state.segments[0].store.files_for(manifest["index_params"])[0] not in known:
             files += _write_store(template_of(state), tmp, TEMPLATE_PREFIX)
-        for segment in keep:  # counts first made now (the build's segment, at the first write)
+        for segment in keep:  # counts first made now (an older build's segment, at the first write)
             if segment.counts is not None and segment.prefix + LEXICAL_COUNTS not in known:
-                files.append(_write_counts(segment.counts, tmp, segment.prefix))
+                files.append(segment.counts.save(tmp, segment.prefix))
         for prefix, fresh in zip(prefixes, made, strict=True):
             files += _write_segment(fresh, tmp, prefix)
         if renumbered.size:
@@ -341,17 +348,10 @@ def _write_segment(segment: NewSegment, tmp: Path, prefix: str) -> list[str]:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     if segment.counts is not None:
-        files.append(_write_counts(segment.counts, tmp, prefix))
+        files.append(segment.counts.save(tmp, prefix))
     if segment.raw is not None:
         files.append(write_raw_vectors(tmp, segment.raw, prefix))
     return files
-
-
-def _write_counts(counts: TermCounts, tmp: Path, prefix: str) -> str:
-    name = prefix + LEXICAL_COUNTS
-    with writing_to(tmp / name), open(tmp / name, "wb") as out:
-        out.write(counts.to_bytes())
-    return name
 
 
 def _reopened(
