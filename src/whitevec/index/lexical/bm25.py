@@ -259,8 +259,7 @@ class LexicalIndex:
         """The rows holding one of ``columns``' terms, ascending (a score of 0 still counts: robertson's idf
         is 0 for a term in half the documents or more)."""
         indptr, indices = self._matrix["indptr"], self._matrix["indices"]
-        postings = [indices[indptr[c] : indptr[c + 1]] for c in set(columns)]
-        return np.unique(np.concatenate(postings)).astype(np.int64)
+        return rows_marked(self.count, [indices[indptr[c] : indptr[c + 1]] for c in set(columns)])
 
     # --- keeping --------------------------------------------------------------------------------------------
     def record(self) -> dict[str, Any]:
@@ -387,6 +386,16 @@ def posting_counts(ids: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray
     cols = np.fromiter((c for doc in ids for c in doc), dtype=np.int64, count=rows.size)
     keys, tf = np.unique(cols * n + rows, return_counts=True)
     return tf.astype(np.float32), lengths, keys % n
+
+
+def rows_marked(count: int, parts: Sequence[np.ndarray]) -> np.ndarray:
+    """The rows (of ``count``) that any of ``parts`` holds, ascending, int64: marked in a bool per row, which
+    costs a pass over ``count`` bytes where ``np.unique`` hashed every posting (0.65 of a 1.1 ms query on 10,000
+    documents)."""
+    marked = np.zeros(count, dtype=bool)
+    for part in parts:
+        marked[part] = True
+    return np.flatnonzero(marked).astype(np.int64, copy=False)
 
 
 def best_first(rows: np.ndarray, scores: np.ndarray, depth: int) -> np.ndarray:

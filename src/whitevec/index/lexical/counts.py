@@ -19,7 +19,13 @@ import numpy as np
 
 from whitevec.errors import CorruptFileError
 from whitevec.index.folder.layout import LEXICAL_COUNTS
-from whitevec.index.lexical.bm25 import NONOCCURRENCE_METHODS, LexicalIndex, best_first, posting_counts
+from whitevec.index.lexical.bm25 import (
+    NONOCCURRENCE_METHODS,
+    LexicalIndex,
+    best_first,
+    posting_counts,
+    rows_marked,
+)
 from whitevec.utils.io import writing_to
 
 # Format 2 keeps each array in the narrowest unsigned integer that holds it (term counts are mostly 1 or 2: a
@@ -191,7 +197,7 @@ def _query_scores(
     np.add.at(total, np.concatenate(adds_rows), np.concatenate(adds))
     if params.method in NONOCCURRENCE_METHODS:
         total += nonoccurrence.sum()
-    return np.unique(np.concatenate(adds_rows)), total
+    return rows_marked(live.size, adds_rows), total
 
 
 def _live_postings(parts: list[CountedSegment], live: np.ndarray, term: str) -> tuple[np.ndarray, np.ndarray]:
