@@ -42,10 +42,16 @@ def test_arguments_keep_the_order_given() -> None:
     assert args.quality_only and not args.speed_only
 
 
-def test_only_a_quality_run_of_every_system_and_collection_replaces_the_runs_before() -> None:
+def test_only_a_run_of_every_system_on_every_collection_or_size_replaces_the_runs_before() -> None:
     assert bench_peers.whole_quality_run(bench_peers.parse_args(["--quality-only"]))
     assert not bench_peers.whole_quality_run(bench_peers.parse_args(["--systems", "whitevec"]))
     assert not bench_peers.whole_quality_run(bench_peers.parse_args(["--collections", "adi"]))
+    held = {"speed": {"10000": {}, "100000": {}}}
+    assert bench_peers.whole_speed_run(bench_peers.parse_args(["--sizes", "10000,100000"]), held)
+    assert not bench_peers.whole_speed_run(bench_peers.parse_args(["--sizes", "100000"]), held)
+    assert not bench_peers.whole_speed_run(
+        bench_peers.parse_args(["--sizes", "10000,100000", "--systems", "txtai"]), held
+    )
 
 
 def test_every_system_names_its_settings_without_importing_its_library() -> None:

@@ -28,6 +28,7 @@ import cProfile
 import io
 import os
 import pstats
+import re
 import shutil
 import statistics
 import sys
@@ -98,7 +99,13 @@ def profile_lines(call: Callable[[int], Any], n: int, top: int = 12) -> list[str
     stats = pstats.Stats(profiler, stream=out)
     stats.sort_stats("tottime").print_stats(top)
     rows = [line for line in out.getvalue().splitlines() if line.strip() and line.strip()[0].isdigit()]
-    return ["    " + " ".join(row.split()) for row in rows]
+    return ["    " + short_paths(" ".join(row.split())) for row in rows]
+
+
+def short_paths(line: str) -> str:
+    """A profile line with the repository's and site-packages' folders dropped (no machine's paths)."""
+    line = line.replace(f"{REPO}/", "")
+    return re.sub(r"\S*/(?:site-packages|lib/python3\.\d+)/", "", line)
 
 
 def search_report(system: WhitevecSystem, docs: Docs, queries: Queries) -> list[str]:

@@ -132,6 +132,12 @@ def whole_quality_run(args: argparse.Namespace) -> bool:
     return set(args.systems) == set(SYSTEMS) and set(args.collections) == set(COLLECTIONS)
 
 
+def whole_speed_run(args: argparse.Namespace, record: dict[str, Any]) -> bool:
+    """Whether the run's speed part measured every system at every size the record holds (so replaced every
+    entry, and the runs before it describe nothing on the page)."""
+    return set(args.systems) == set(SYSTEMS) and {int(n) for n in record.get("speed", {})} <= set(args.sizes)
+
+
 def merged(path: Path, part: str, fresh: dict[str, Any]) -> dict[str, Any]:
     """The record at ``path`` with ``fresh``'s entries of ``part`` put in (a run of some systems or sizes keeps
     the rest)."""
@@ -163,9 +169,11 @@ def main(argv: list[str] | None = None) -> None:
                 record.setdefault("settings", {})[system] = module.SETTINGS
                 record.setdefault("versions", {})[system] = versions(*module.PACKAGES)
             # Every run that wrote entries of a part, in order: a partial run adds its own, keeping the others';
-            # a quality run of every system on every collection replaced them all, so it is the only one left.
+            # a run of every system on every collection (quality) or at every size held (speed) replaced them all,
+            # so it is the only one left.
             runs = record.setdefault("runs", {})
-            if part == "quality" and whole_quality_run(args):
+            whole = whole_quality_run(args) if part == "quality" else whole_speed_run(args, record)
+            if whole:
                 runs[part] = []
             runs.setdefault(part, []).append(
                 {
