@@ -22,6 +22,7 @@ page cache, so only a power cut would show that.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import signal
@@ -130,7 +131,7 @@ class Fatal:
 def work(request: dict[str, Any]) -> None:
     """The worker: write to the index in a seeded loop until killed, saying each write before and after."""
     fatal = Fatal(**request["fatal"]) if request["fatal"] else None
-    print("PID", os.getpid(), flush=True)
+    say(f"PID {os.getpid()}")
     rng = np.random.default_rng(request["seed"])
     live: dict[str, str] = json.loads(Path(request["live"]).read_text())
     serial = int(request["serial"])
@@ -138,7 +139,7 @@ def work(request: dict[str, Any]) -> None:
     for _ in range(300):  # a worker the plan never kills ends (and the test fails) rather than hangs
         kind, arg = next_op(rng, live, serial, None if fatal is None else fatal.kind)
         serial += 5
-        print("BEGIN", json.dumps([kind, arg]), flush=True)
+        say(f"BEGIN {json.dumps([kind, arg])}")
         if fatal is not None:
             fatal.armed = kind == fatal.kind
         if kind == "add":
@@ -154,7 +155,14 @@ def work(request: dict[str, Any]) -> None:
                 del live[doc_id]
         else:
             retriever.compact()
-        print("ACK", flush=True)
+        say("ACK")
+
+
+def say(line: str) -> None:
+    """One line to the test, in one write (a large op's line is longer than a pipe writes whole: a kill can still
+    cut it, and the reader knows a cut line by the server's ``EXIT`` that follows on a line of its own)."""
+    sys.stdout.flush()
+    os.write(sys.stdout.fileno(), (line + "\n").encode("utf-8"))
 
 
 # What each round kills: every kind of write at four points (just after its folder swap, inside the swap, a
@@ -168,8 +176,8 @@ PLANS: list[dict[str, Any] | None] = [
 
 def serve() -> None:
     """The fork server: per request line on stdin, fork a worker; once it has died, print ``EXIT <status>``.
-    The worker's lines (``PID``, ``BEGIN``, ``ACK``: each one write, under PIPE_BUF) and then the server's
-    ``EXIT`` share stdout, in that order."""
+    The worker's lines (``PID``, ``BEGIN``, ``ACK``: each one write) and then the server's ``EXIT`` share
+    stdout, in that order; ``EXIT`` starts a line of its own, after the end of a line a kill cut short."""
     for line in sys.stdin:
         pid = os.fork()
         if pid == 0:
@@ -180,7 +188,7 @@ def serve() -> None:
                 sys.stderr.flush()
             os._exit(3)
         _, status = os.waitpid(pid, 0)
-        print("EXIT", status, flush=True)
+        print(f"\nEXIT {status}", flush=True)  # on a line of its own after a line the kill cut short
 
 
 # whitevec is imported once, by the server; a worker forked from it starts in milliseconds.
@@ -227,7 +235,11 @@ def read_round(out: IO[str], kill_after: int | None, delay_s: float) -> Round:
         if tag == "PID":
             seen.pid = int(rest)
         elif tag == "BEGIN":
-            seen.ops.append(tuple(json.loads(rest)))  # type: ignore[arg-type]
+            try:
+                op = json.loads(rest)
+            except json.JSONDecodeError:  # cut by the kill while being said: its write never began
+                continue
+            seen.ops.append(tuple(op))
             if kill_after is not None and len(seen.ops) == kill_after + 1 and seen.pid is not None:
                 time.sleep(delay_s)  # where in the write the kill lands; the checks hold wherever it does
                 with contextlib.suppress(ProcessLookupError):  # it died on its own: EXIT says how
@@ -362,3 +374,11 @@ def test_killed_writes_leave_acknowledged_and_whole_states(tmp_path: Path) -> No
         retriever.add([Document("last", "a last document zqlast")])
     assert sorted(p.name for p in index.parent.iterdir()) == ["idx"], f"seed {SEED}: leftovers"
     print(f"seed {SEED}: {KILLS} kills, {outcomes}")
+
+
+def test_a_line_the_kill_cut_short_is_an_op_that_never_began() -> None:
+    """What a CI run met once: a worker killed while it said ``BEGIN`` left half a line, and the server's
+    ``EXIT`` followed; the reader failed on the half line's JSON instead of seeing a write that never began."""
+    out = io.StringIO('PID 7\nBEGIN ["add", {"d1": "a"}]\nACK\nBEGIN ["upsert", {"d2": "b\nEXIT 9\n')
+    seen = read_round(out, None, 0.0)
+    assert seen.ops == [("add", {"d1": "a"})] and seen.acked == 1 and seen.status == 9
