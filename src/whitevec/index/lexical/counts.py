@@ -93,17 +93,16 @@ class TermCounts:
 
     @classmethod
     def from_bytes(cls, data: bytes, where: Path, index: LexicalIndex) -> TermCounts:
-        import json
-
         from safetensors import SafetensorError
         from safetensors.numpy import load
 
+        from whitevec.transforms.saved import safetensors_metadata
+
         try:
             tensors = load(data)
-            header = json.loads(data[8 : 8 + int.from_bytes(data[:8], "little")])
+            found = safetensors_metadata(data).get("format")
         except (SafetensorError, ValueError) as exc:
             raise CorruptFileError(f"{where} is not readable term counts ({exc}); rebuild the index") from None
-        found = header.get("__metadata__", {}).get("format")
         if set(tensors) != {"tf", "lengths"} or found not in _FORMATS:
             raise CorruptFileError(f"{where} is not a file of term counts; rebuild the index")
         if found == _FORMAT and not all(t.dtype.kind == "u" for t in tensors.values()):
